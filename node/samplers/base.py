@@ -1,0 +1,107 @@
+"""The one interface every sampler implements, whatever carries its messages.
+
+A round has one or more *phases*. In each phase the driver (simulator or gRPC runtime)
+
+1. asks every node's program for :meth:`NodeProgram.outgoing` — a message per receiver,
+2. delivers what the links let through,
+3. hands each program its :meth:`NodeProgram.incoming` inbox, ordered by sender id,
+
+and after the last phase records :meth:`NodeProgram.sample`. A synchronous driver waits
+for :meth:`NodeProgram.expected_senders` until the round deadline; a missing message
+means that link was down in that round. Asynchronous programs (``synchronous = False``)
+get the latest message each peer has sent instead, possibly stale.
+
+Programs are pure numpy: no IO, no grpc, and the random generator is passed in.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from node.messages import Message
+from node.models.base import LocalPotential
+from node.spec import Neighbourhood, NodeSpec
+
+__all__ = ["Inbox", "NodeContext", "NodeProgram", "ordered_inbox"]
+
+Inbox = Mapping[str, Message]
+
+
+def ordered_inbox(received: Mapping[str, Message]) -> dict[str, Message]:
+    """The inbox in sender-id order, so sums over neighbours are bit-reproducible."""
+    return {sender: received[sender] for sender in sorted(received)}
+
+
+@dataclass(frozen=True)
+class NodeContext:
+    """What a program may know about its node: its spec, its potential and its settings."""
+
+    spec: NodeSpec
+    potential: LocalPotential | None
+    dim: int
+    hyper: Any
+
+    @property
+    def node_id(self) -> str:
+        return self.spec.node_id
+
+    @property
+    def chains(self) -> int:
+        return self.spec.chains
+
+    def neighbourhood(self, round_index: int) -> Neighbourhood:
+        return self.spec.neighbourhood(round_index)
+
+
+class NodeProgram(ABC):
+    """One node's part of a decentralised sampler.
+
+    Subclasses list their checkpointed array attributes in ``state_fields``; the base class
+    saves and restores them, so a restarted node resumes exactly where it stopped.
+    """
+
+    phases: int = 1
+    synchronous: bool = True
+    state_fields: tuple[str, ...] = ()
+
+    def __init__(self, ctx: NodeContext, rng: np.random.Generator):
+        self.ctx = ctx
+
+    @abstractmethod
+    def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
+        """Messages to send this phase, keyed by receiver id."""
+
+    @abstractmethod
+    def incoming(
+        self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
+    ) -> None:
+        """Update the state from what arrived (``inbox`` is ordered by sender id)."""
+
+    def expected_senders(self, round_index: int, phase: int) -> tuple[str, ...]:
+        """Whom a synchronous driver waits for in this phase: by default the in-peers."""
+        return self.ctx.neighbourhood(round_index).in_peers
+
+    def message_shapes(self, kind: str) -> dict[str, tuple[int, ...]]:
+        """Tensor shapes expected in an incoming message of ``kind`` (checked on arrival)."""
+        return {kind: (self.ctx.chains, self.ctx.dim)}
+
+    def sample(self) -> np.ndarray | None:
+        """This round's sample, shape (chains, d), or None for a role that records none."""
+        return None
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {name: np.array(getattr(self, name), copy=True) for name in self.state_fields}
+
+    def restore(self, state: Mapping[str, np.ndarray]) -> None:
+        for name in self.state_fields:
+            setattr(self, name, np.array(state[name], copy=True))
+
+
+def broadcast(message: Message, receivers: tuple[str, ...]) -> dict[str, Message]:
+    """The same message to each receiver (arrays are shared, never mutated in place)."""
+    return {receiver: message for receiver in receivers}

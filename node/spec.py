@@ -1,0 +1,104 @@
+"""Everything one node needs to know to run, as plain frozen dataclasses.
+
+The orchestrator builds one :class:`NodeSpec` per node from the experiment file. The
+simulator hands it straight to :func:`node.samplers.build_program`; the network runtime
+receives the same content over ``Control.Configure`` and rebuilds an equal ``NodeSpec``,
+so both transports drive identical sampler objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "DataSpec",
+    "LinkFault",
+    "ModelSpec",
+    "Neighbourhood",
+    "NodeSpec",
+]
+
+
+@dataclass(frozen=True)
+class Neighbourhood:
+    """Who a node exchanges with during one graph period.
+
+    ``out_peers`` receive this node's messages, ``in_peers`` send to it; neither includes
+    the node itself. ``weights`` holds mixing weights keyed by peer id, with the node's own
+    weight under its own id (Metropolis–Hastings for undirected graphs, [000] §6.1).
+    """
+
+    out_peers: tuple[str, ...] = ()
+    in_peers: tuple[str, ...] = ()
+    weights: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Where a node's private data comes from. It is loaded on the node, never sent.
+
+    ``source`` is ``"synthetic"`` (generated from ``seed`` and ``shard``) or ``"file"``
+    (rows ``shard::num_shards`` of ``path``, read in ``format``).
+    """
+
+    source: str
+    shard: int
+    num_shards: int
+    seed: int = 0
+    size: int = 0
+    path: str = ""
+    format: str = ""
+
+
+@dataclass(frozen=True)
+class LinkFault:
+    """A scheduled fault on this node's outbound link to ``receiver``.
+
+    During rounds ``[start, stop)`` the link is down (``drop=1``) or drops each message
+    with probability ``drop``, decided from a seeded stream so the schedule replays exactly.
+    ``receiver="*"`` means every outbound link.
+    """
+
+    receiver: str
+    start: int
+    stop: int
+    drop: float = 1.0
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    experiment: str
+    node_id: str
+    node_index: int
+    role: str
+    algorithm: str
+    hyperparameters: Mapping[str, Any]
+    model: ModelSpec
+    data: DataSpec | None
+    seed: int
+    rounds: int
+    chains: int
+    num_nodes: int
+    prior_share: float
+    schedule: tuple[Neighbourhood, ...]
+    schedule_period: int = 1
+    peers: Mapping[str, str] = field(default_factory=dict)
+    round_deadline: float = 2.0
+    link_faults: tuple[LinkFault, ...] = ()
+    checkpoint_every: int = 1
+
+    def neighbourhood(self, round_index: int) -> Neighbourhood:
+        """The neighbourhood in force at ``round_index`` (graphs cycle period by period)."""
+        if not self.schedule:
+            return Neighbourhood()
+        slot = (round_index // max(self.schedule_period, 1)) % len(self.schedule)
+        return self.schedule[slot]

@@ -1,0 +1,1 @@
+"""Starling orchestrator: provision nodes, inject faults, collect samples, evaluate."""

@@ -1,0 +1,294 @@
+"""Experiment files: YAML in, validated frozen dataclasses out, then one NodeSpec per node.
+
+Every error is a :class:`~node.params.ConfigError` whose message starts with the field
+path (``topology.nodes``, ``hyperparameters.rho``) or names the node, so the CLI can print
+one clear line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from node.models import build_model
+from node.params import ConfigError, parse_params
+from node.samplers import algorithm_info
+from node.spec import DataSpec, LinkFault, ModelSpec, Neighbourhood, NodeSpec
+from orchestrator.topology import Graph, build_graph, neighbourhoods
+
+__all__ = ["Experiment", "NodeEntry", "load_experiment", "parse_experiment", "node_specs"]
+
+TOP_LEVEL = {
+    "name", "algorithm", "hyperparameters", "model", "data", "topology", "nodes",
+    "rounds", "chains", "seed", "round_deadline", "checkpoint_every", "evaluation",
+    "faults", "backend", "description",
+}
+
+
+@dataclass(frozen=True)
+class NodeEntry:
+    id: str
+    role: str
+    address: str = ""
+
+
+@dataclass(frozen=True)
+class DataSection:
+    source: str = "synthetic"
+    size: int = 50
+    seed: int = 0
+    path: str = ""
+    format: str = ""
+
+
+@dataclass(frozen=True)
+class EvaluationSection:
+    window: int = 1
+    """How many final rounds to pool, with all chains, into the empirical law for W2."""
+
+
+@dataclass(frozen=True)
+class BackendSection:
+    kind: str = "local"
+    host: str = "127.0.0.1"
+    base_port: int = 0
+    """0: each node picks a free port itself; otherwise node k listens on base_port + k."""
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    algorithm: str
+    hyperparameters: Mapping[str, Any]
+    model: ModelSpec
+    data: DataSection
+    graph: Graph
+    nodes: tuple[NodeEntry, ...]
+    rounds: int
+    chains: int
+    seed: int
+    round_deadline: float
+    checkpoint_every: int
+    evaluation: EvaluationSection
+    faults: tuple[tuple[str, LinkFault], ...]
+    backend: BackendSection
+    source: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def node_ids(self) -> tuple[str, ...]:
+        return tuple(n.id for n in self.nodes)
+
+    def data_nodes(self) -> tuple[str, ...]:
+        roles = algorithm_info(self.algorithm).data_roles
+        return tuple(n.id for n in self.nodes if n.role in roles)
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"experiment file {str(path)!r} does not exist")
+    try:
+        raw = yaml.safe_load(file.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{file}: not valid YAML ({exc})") from None
+    return parse_experiment(raw, default_name=file.stem)
+
+
+def _int(raw: Mapping[str, Any], key: str, default: int | None, minimum: int) -> int:
+    value = raw.get(key, default)
+    if value is None:
+        raise ConfigError(f"{key}: required field is missing")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{key}: expected an integer, got {value!r}")
+    if value < minimum:
+        raise ConfigError(f"{key}: must be at least {minimum}, got {value}")
+    return value
+
+
+def _mapping(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = raw.get(key) or {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+    return value
+
+
+def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
+    if not isinstance(raw, Mapping):
+        raise ConfigError("experiment: the file must hold a mapping of fields")
+    unknown = sorted(set(raw) - TOP_LEVEL)
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: unknown field (known: {', '.join(sorted(TOP_LEVEL))})")
+    if "algorithm" not in raw:
+        raise ConfigError("algorithm: required field is missing")
+    if not isinstance(raw["algorithm"], str):
+        raise ConfigError(f"algorithm: expected a name, got {raw['algorithm']!r}")
+    info = algorithm_info(raw["algorithm"])
+    hyper = _mapping(raw, "hyperparameters")
+    parse_params(info.params, hyper, "hyperparameters")  # fail early, with the field's name
+
+    model_raw = _mapping(raw, "model")
+    if "name" not in model_raw:
+        raise ConfigError("model.name: required field is missing")
+    model = ModelSpec(name=str(model_raw["name"]), params=dict(model_raw.get("params") or {}))
+    build_model(model)
+
+    data = parse_params(DataSection, _mapping(raw, "data"), "data")
+    evaluation = parse_params(EvaluationSection, _mapping(raw, "evaluation"), "evaluation")
+    backend = parse_params(BackendSection, _mapping(raw, "backend"), "backend")
+    if backend.kind != "local":
+        raise ConfigError(f"backend.kind: unknown backend {backend.kind!r} (available: local)")
+
+    nodes, graph = _parse_nodes_and_graph(raw, info)
+    rounds = _int(raw, "rounds", None, 1)
+    chains = _int(raw, "chains", 1, 1)
+    seed = _int(raw, "seed", 0, 0)
+    deadline = raw.get("round_deadline", 2.0)
+    if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or deadline <= 0:
+        raise ConfigError(f"round_deadline: expected a positive number of seconds, got {deadline!r}")
+    if evaluation.window < 1 or evaluation.window > rounds:
+        raise ConfigError(f"evaluation.window: must be between 1 and rounds ({rounds})")
+    faults = _parse_faults(raw.get("faults") or [], set(n.id for n in nodes), seed)
+    return Experiment(
+        name=str(raw.get("name") or default_name),
+        algorithm=info.name,
+        hyperparameters=dict(hyper),
+        model=model,
+        data=data,
+        graph=graph,
+        nodes=nodes,
+        rounds=rounds,
+        chains=chains,
+        seed=seed,
+        round_deadline=float(deadline),
+        checkpoint_every=_int(raw, "checkpoint_every", 1, 1),
+        evaluation=evaluation,
+        faults=faults,
+        backend=backend,
+        source=dict(raw),
+    )
+
+
+def _parse_nodes_and_graph(raw: Mapping[str, Any], info) -> tuple[tuple[NodeEntry, ...], Graph]:
+    topology = dict(_mapping(raw, "topology"))
+    kind = topology.pop("kind", None)
+    count = topology.pop("nodes", None)
+    explicit = raw.get("nodes")
+    entries: list[NodeEntry] = []
+    default_role = info.roles[0]
+    if explicit is not None:
+        if not isinstance(explicit, list) or not explicit:
+            raise ConfigError("nodes: expected a non-empty list of {id, role, address}")
+        for k, item in enumerate(explicit):
+            if not isinstance(item, Mapping) or "id" not in item:
+                raise ConfigError(f"nodes[{k}].id: required field is missing")
+            extra = sorted(set(item) - {"id", "role", "address"})
+            if extra:
+                raise ConfigError(f"nodes[{k}].{extra[0]}: unknown field (known: address, id, role)")
+            role = str(item.get("role", default_role))
+            if role not in info.roles:
+                raise ConfigError(
+                    f"nodes[{k}].role: {role!r} is not a role of {info.name} ({', '.join(info.roles)})"
+                )
+            entries.append(NodeEntry(id=str(item["id"]), role=role, address=str(item.get("address", ""))))
+        ids = [e.id for e in entries]
+        duplicate = next((i for i in ids if ids.count(i) > 1), None)
+        if duplicate is not None:
+            raise ConfigError(f"nodes: node id {duplicate!r} appears twice")
+        if count is not None and count != len(entries):
+            raise ConfigError(f"topology.nodes: says {count} but nodes lists {len(entries)}")
+    else:
+        if count is None:
+            raise ConfigError("topology.nodes: required field is missing (or give a nodes list)")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ConfigError(f"topology.nodes: expected a positive integer, got {count!r}")
+        entries = [NodeEntry(id=str(k), role=default_role) for k in range(count)]
+    if kind is None:
+        raise ConfigError("topology.kind: required field is missing")
+    graph = build_graph(str(kind), [e.id for e in entries], topology)
+    return tuple(entries), graph
+
+
+def _parse_faults(raw: Any, node_ids: set[str], seed: int) -> tuple[tuple[str, LinkFault], ...]:
+    """``faults: [{link: [A, B], rounds: [start, stop], drop: 1.0}, {link: all, drop: 0.1}]``."""
+    if not isinstance(raw, list):
+        raise ConfigError("faults: expected a list")
+    out: list[tuple[str, LinkFault]] = []
+    for k, item in enumerate(raw):
+        where = f"faults[{k}]"
+        if not isinstance(item, Mapping):
+            raise ConfigError(f"{where}: expected a mapping")
+        extra = sorted(set(item) - {"link", "rounds", "drop"})
+        if extra:
+            raise ConfigError(f"{where}.{extra[0]}: unknown field (known: drop, link, rounds)")
+        link = item.get("link", "all")
+        span = item.get("rounds", [0, 2**62])
+        drop = item.get("drop", 1.0)
+        if not isinstance(span, list) or len(span) != 2 or not all(isinstance(v, int) for v in span):
+            raise ConfigError(f"{where}.rounds: expected [start, stop], got {span!r}")
+        if isinstance(drop, bool) or not isinstance(drop, (int, float)) or not 0 <= drop <= 1:
+            raise ConfigError(f"{where}.drop: expected a probability in [0, 1], got {drop!r}")
+        fault_seed = seed * 1000 + k
+        if link == "all":
+            for sender in sorted(node_ids):
+                out.append((sender, LinkFault("*", span[0], span[1], float(drop), fault_seed)))
+            continue
+        if not isinstance(link, list) or len(link) != 2:
+            raise ConfigError(f"{where}.link: expected [sender, receiver] or 'all', got {link!r}")
+        sender, receiver = (str(v) for v in link)
+        for end in (sender, receiver):
+            if end not in node_ids:
+                raise ConfigError(f"{where}.link: peer {end!r} is not a node")
+        out.append((sender, LinkFault(receiver, span[0], span[1], float(drop), fault_seed)))
+    return tuple(out)
+
+
+def node_specs(experiment: Experiment, addresses: Mapping[str, str] | None = None) -> list[NodeSpec]:
+    """One NodeSpec per node; ``addresses`` (id -> host:port) is filled in for real runs."""
+    addresses = addresses or {}
+    info = algorithm_info(experiment.algorithm)
+    data_nodes = experiment.data_nodes()
+    hoods = neighbourhoods(experiment.graph)
+    specs = []
+    for index, entry in enumerate(experiment.nodes):
+        hood: Neighbourhood = hoods[entry.id]
+        data = None
+        if entry.id in data_nodes:
+            d = experiment.data
+            data = DataSpec(
+                source=d.source,
+                shard=data_nodes.index(entry.id),
+                num_shards=len(data_nodes),
+                seed=d.seed,
+                size=d.size,
+                path=d.path,
+                format=d.format,
+            )
+        peers = set(hood.out_peers) | set(hood.in_peers)
+        specs.append(
+            NodeSpec(
+                experiment=experiment.name,
+                node_id=entry.id,
+                node_index=index,
+                role=entry.role,
+                algorithm=info.name,
+                hyperparameters=dict(experiment.hyperparameters),
+                model=experiment.model,
+                data=data,
+                seed=experiment.seed,
+                rounds=experiment.rounds,
+                chains=experiment.chains,
+                num_nodes=len(data_nodes),
+                prior_share=1.0 / max(len(data_nodes), 1),
+                schedule=(hood,),
+                schedule_period=1,
+                peers={p: addresses.get(p, "") for p in sorted(peers)},
+                round_deadline=experiment.round_deadline,
+                link_faults=tuple(f for sender, f in experiment.faults if sender == entry.id),
+                checkpoint_every=experiment.checkpoint_every,
+            )
+        )
+    return specs
