@@ -21,6 +21,8 @@ class Message:
 
     kind: str
     tensors: Mapping[str, np.ndarray] = field(default_factory=dict)
+    round: int = -1
+    """The sender's round when it sent this; set by the driver on delivery (staleness)."""
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.tensors[name]
@@ -38,7 +40,9 @@ def check_message(message: Message, expected: Mapping[str, tuple[int, ...]], sen
     """
     for name, shape in expected.items():
         if name not in message.tensors:
-            raise MessageRejected(f"peer {sender!r}: message {message.kind!r} lacks tensor {name!r}")
+            raise MessageRejected(
+                f"peer {sender!r}: message {message.kind!r} lacks tensor {name!r}"
+            )
         value = message.tensors[name]
         if tuple(value.shape) != tuple(shape):
             raise MessageRejected(

@@ -23,9 +23,22 @@ from orchestrator.topology import Graph, build_graph, neighbourhoods
 __all__ = ["Experiment", "NodeEntry", "load_experiment", "parse_experiment", "node_specs"]
 
 TOP_LEVEL = {
-    "name", "algorithm", "hyperparameters", "model", "data", "topology", "nodes",
-    "rounds", "chains", "seed", "round_deadline", "checkpoint_every", "evaluation",
-    "faults", "backend", "description",
+    "name",
+    "algorithm",
+    "hyperparameters",
+    "model",
+    "data",
+    "topology",
+    "nodes",
+    "rounds",
+    "chains",
+    "seed",
+    "round_deadline",
+    "checkpoint_every",
+    "evaluation",
+    "faults",
+    "backend",
+    "description",
 }
 
 
@@ -34,6 +47,8 @@ class NodeEntry:
     id: str
     role: str
     address: str = ""
+    hyperparameters: Mapping[str, Any] = field(default_factory=dict)
+    """Per-node overrides of the experiment's hyperparameters (e.g. a worker's local steps)."""
 
 
 @dataclass(frozen=True)
@@ -148,7 +163,9 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
     seed = _int(raw, "seed", 0, 0)
     deadline = raw.get("round_deadline", 2.0)
     if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or deadline <= 0:
-        raise ConfigError(f"round_deadline: expected a positive number of seconds, got {deadline!r}")
+        raise ConfigError(
+            f"round_deadline: expected a positive number of seconds, got {deadline!r}"
+        )
     if evaluation.window < 1 or evaluation.window > rounds:
         raise ConfigError(f"evaluation.window: must be between 1 and rounds ({rounds})")
     faults = _parse_faults(raw.get("faults") or [], set(n.id for n in nodes), seed)
@@ -185,15 +202,31 @@ def _parse_nodes_and_graph(raw: Mapping[str, Any], info) -> tuple[tuple[NodeEntr
         for k, item in enumerate(explicit):
             if not isinstance(item, Mapping) or "id" not in item:
                 raise ConfigError(f"nodes[{k}].id: required field is missing")
-            extra = sorted(set(item) - {"id", "role", "address"})
+            extra = sorted(set(item) - {"id", "role", "address", "hyperparameters"})
             if extra:
-                raise ConfigError(f"nodes[{k}].{extra[0]}: unknown field (known: address, id, role)")
+                raise ConfigError(
+                    f"nodes[{k}].{extra[0]}: unknown field "
+                    "(known: address, hyperparameters, id, role)"
+                )
             role = str(item.get("role", default_role))
             if role not in info.roles:
                 raise ConfigError(
-                    f"nodes[{k}].role: {role!r} is not a role of {info.name} ({', '.join(info.roles)})"
+                    f"nodes[{k}].role: {role!r} is not a role of {info.name} "
+                    f"({', '.join(info.roles)})"
                 )
-            entries.append(NodeEntry(id=str(item["id"]), role=role, address=str(item.get("address", ""))))
+            overrides = item.get("hyperparameters") or {}
+            if not isinstance(overrides, Mapping):
+                raise ConfigError(f"nodes[{k}].hyperparameters: expected a mapping")
+            merged = {**dict(raw.get("hyperparameters") or {}), **dict(overrides)}
+            parse_params(info.params, merged, f"nodes[{k}].hyperparameters")
+            entries.append(
+                NodeEntry(
+                    id=str(item["id"]),
+                    role=role,
+                    address=str(item.get("address", "")),
+                    hyperparameters=dict(overrides),
+                )
+            )
         ids = [e.id for e in entries]
         duplicate = next((i for i in ids if ids.count(i) > 1), None)
         if duplicate is not None:
@@ -227,7 +260,11 @@ def _parse_faults(raw: Any, node_ids: set[str], seed: int) -> tuple[tuple[str, L
         link = item.get("link", "all")
         span = item.get("rounds", [0, 2**62])
         drop = item.get("drop", 1.0)
-        if not isinstance(span, list) or len(span) != 2 or not all(isinstance(v, int) for v in span):
+        if (
+            not isinstance(span, list)
+            or len(span) != 2
+            or not all(isinstance(v, int) for v in span)
+        ):
             raise ConfigError(f"{where}.rounds: expected [start, stop], got {span!r}")
         if isinstance(drop, bool) or not isinstance(drop, (int, float)) or not 0 <= drop <= 1:
             raise ConfigError(f"{where}.drop: expected a probability in [0, 1], got {drop!r}")
@@ -246,7 +283,9 @@ def _parse_faults(raw: Any, node_ids: set[str], seed: int) -> tuple[tuple[str, L
     return tuple(out)
 
 
-def node_specs(experiment: Experiment, addresses: Mapping[str, str] | None = None) -> list[NodeSpec]:
+def node_specs(
+    experiment: Experiment, addresses: Mapping[str, str] | None = None
+) -> list[NodeSpec]:
     """One NodeSpec per node; ``addresses`` (id -> host:port) is filled in for real runs."""
     addresses = addresses or {}
     info = algorithm_info(experiment.algorithm)
@@ -275,7 +314,7 @@ def node_specs(experiment: Experiment, addresses: Mapping[str, str] | None = Non
                 node_index=index,
                 role=entry.role,
                 algorithm=info.name,
-                hyperparameters=dict(experiment.hyperparameters),
+                hyperparameters={**experiment.hyperparameters, **entry.hyperparameters},
                 model=experiment.model,
                 data=data,
                 seed=experiment.seed,

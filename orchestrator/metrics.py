@@ -23,7 +23,9 @@ def gaussian_w2(mean1: np.ndarray, cov1: np.ndarray, mean2: np.ndarray, cov2: np
 def empirical_w2(points: np.ndarray, mean: np.ndarray, cov: np.ndarray) -> float:
     """W2 from the Gaussian fitted to ``points`` (n, d) to N(mean, cov), the paper's metric."""
     points = np.asarray(points, dtype=float).reshape(-1, mean.shape[0])
-    fitted_cov = np.atleast_2d(np.cov(points, rowvar=False)) if len(points) > 1 else np.zeros_like(cov)
+    fitted_cov = (
+        np.atleast_2d(np.cov(points, rowvar=False)) if len(points) > 1 else np.zeros_like(cov)
+    )
     return gaussian_w2(points.mean(axis=0), fitted_cov, mean, cov)
 
 

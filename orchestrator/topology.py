@@ -62,7 +62,9 @@ def star(nodes: Sequence[str], centre: str | None = None, **_: Any) -> Graph:
     return _undirected(nodes, [(hub, leaf) for leaf in nodes if leaf != hub])
 
 
-def edge_list(nodes: Sequence[str], edges: Sequence[Sequence[str]] = (), directed: bool = False, **_: Any) -> Graph:
+def edge_list(
+    nodes: Sequence[str], edges: Sequence[Sequence[str]] = (), directed: bool = False, **_: Any
+) -> Graph:
     known = set(nodes)
     pairs = []
     for k, edge in enumerate(edges):

@@ -69,9 +69,9 @@ class LinearRegressionPotential(LocalPotential):
 
     def value(self, x: np.ndarray) -> np.ndarray:
         residual = self._y[None, :] - x @ self._X.T
-        return 0.5 * self._inv_noise * np.sum(residual**2, axis=1) + 0.5 * self._prior_precision * np.sum(
-            x**2, axis=1
-        )
+        return 0.5 * self._inv_noise * np.sum(
+            residual**2, axis=1
+        ) + 0.5 * self._prior_precision * np.sum(x**2, axis=1)
 
     def grad(self, x: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
         prior = self._prior_precision * x
@@ -84,6 +84,8 @@ class LinearRegressionPotential(LocalPotential):
 
     def prox(self, v: np.ndarray, step: float, warm_start: np.ndarray) -> np.ndarray:
         """Closed form: ``(ZᵀZ/ξ² + s_i I/λ + I/step) x = Zᵀy/ξ² + v/step``."""
-        system = self._inv_noise * self._gram + (self._prior_precision + 1.0 / step) * np.eye(self.dim)
+        system = self._inv_noise * self._gram + (self._prior_precision + 1.0 / step) * np.eye(
+            self.dim
+        )
         rhs = self._inv_noise * self._zty[None, :] + v / step
         return np.linalg.solve(system, rhs.T).T

@@ -1,50 +1,38 @@
-"""Samplers from the five papers, as per-node programs. See :mod:`node.samplers.base`."""
+"""Samplers from the five papers, as per-node programs. See :mod:`node.samplers.base`.
+
+Each algorithm module in this package exposes ``ALGORITHMS``, a tuple of
+:class:`~node.samplers.registry.AlgorithmInfo`; they are collected here, so adding a
+sampler means adding one module.
+"""
 
 from __future__ import annotations
+
+import importlib
+import pkgutil
 
 import numpy as np
 
 from node.data import load_shard
 from node.models import build_model
 from node.params import ConfigError, parse_params
-from node.samplers.admms import ADMM, DADMMS, ADMMSParams
 from node.samplers.base import NodeContext, NodeProgram
-from node.samplers.dsgld import DSGLD, DSGLDParams
-from node.samplers.registry import ALGORITHMS, AlgorithmInfo, register
+from node.samplers.registry import AlgorithmInfo
 from node.spec import NodeSpec
 
-__all__ = ["ALGORITHMS", "AlgorithmInfo", "build_program", "node_rng", "algorithm_info"]
+__all__ = ["ALGORITHMS", "AlgorithmInfo", "algorithm_info", "build_program", "node_rng"]
 
-register(
-    AlgorithmInfo(
-        name="d-sgld",
-        summary="Decentralised SGLD: gossip average plus a Langevin step",
-        source="[000] eq. 22",
-        graph="undirected",
-        params=DSGLDParams,
-        programs={"peer": DSGLD},
-    )
-)
-register(
-    AlgorithmInfo(
-        name="d-admms",
-        summary="Decentralised ADMM sampler: noisy proximal primal step, dual ascent",
-        source="[000] Algorithm 1",
-        graph="undirected",
-        params=ADMMSParams,
-        programs={"peer": DADMMS},
-    )
-)
-register(
-    AlgorithmInfo(
-        name="admm",
-        summary="Consensus ADMM (D-ADMMS with w = 0): converges to the MAP, a baseline",
-        source="[000] §6.2",
-        graph="undirected",
-        params=ADMMSParams,
-        programs={"peer": ADMM},
-    )
-)
+
+def _discover() -> dict[str, AlgorithmInfo]:
+    found: dict[str, AlgorithmInfo] = {}
+    for module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+        for info in getattr(importlib.import_module(f"{__name__}.{module}"), "ALGORITHMS", ()):
+            if info.name in found:
+                raise RuntimeError(f"algorithm {info.name!r} is registered twice")
+            found[info.name] = info
+    return dict(sorted(found.items()))
+
+
+ALGORITHMS: dict[str, AlgorithmInfo] = _discover()
 
 
 def algorithm_info(name: str) -> AlgorithmInfo:
@@ -52,7 +40,7 @@ def algorithm_info(name: str) -> AlgorithmInfo:
         return ALGORITHMS[name]
     except KeyError:
         raise ConfigError(
-            f"algorithm: unknown algorithm {name!r} (known: {', '.join(sorted(ALGORITHMS))})"
+            f"algorithm: unknown algorithm {name!r} (known: {', '.join(ALGORITHMS)})"
         ) from None
 
 

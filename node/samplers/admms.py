@@ -24,8 +24,9 @@ import numpy as np
 
 from node.messages import Message
 from node.samplers.base import Inbox, NodeContext, NodeProgram, broadcast
+from node.samplers.registry import AlgorithmInfo
 
-__all__ = ["ADMMSParams", "DADMMS", "ADMM"]
+__all__ = ["ADMM", "ALGORITHMS", "ADMMSParams", "DADMMS"]
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,9 @@ class DADMMS(NodeProgram):
     def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
         return broadcast(Message("x", {"x": self.x}), self.ctx.neighbourhood(round_index).out_peers)
 
-    def incoming(self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator) -> None:
+    def incoming(
+        self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
+    ) -> None:
         rho = self.ctx.hyper.rho
         neighbours = [message["x"] for message in inbox.values()]
         degree = len(neighbours)
@@ -77,3 +80,23 @@ class ADMM(DADMMS):
     """Consensus ADMM for the MAP: D-ADMMS with the noise removed ([000] §6.2 baseline)."""
 
     noisy = False
+
+
+ALGORITHMS = (
+    AlgorithmInfo(
+        name="d-admms",
+        summary="Decentralised ADMM sampler: noisy proximal primal step, dual ascent",
+        source="[000] Algorithm 1",
+        graph="undirected",
+        params=ADMMSParams,
+        programs={"peer": DADMMS},
+    ),
+    AlgorithmInfo(
+        name="admm",
+        summary="Consensus ADMM (D-ADMMS with w = 0): converges to the MAP, a baseline",
+        source="[000] §6.2",
+        graph="undirected",
+        params=ADMMSParams,
+        programs={"peer": ADMM},
+    ),
+)

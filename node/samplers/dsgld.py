@@ -15,8 +15,9 @@ import numpy as np
 
 from node.messages import Message
 from node.samplers.base import Inbox, NodeContext, NodeProgram, broadcast
+from node.samplers.registry import AlgorithmInfo
 
-__all__ = ["DSGLD", "DSGLDParams", "mix"]
+__all__ = ["ALGORITHMS", "DSGLD", "DSGLDParams", "mix"]
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,9 @@ class DSGLD(NodeProgram):
     def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
         return broadcast(Message("x", {"x": self.x}), self.ctx.neighbourhood(round_index).out_peers)
 
-    def incoming(self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator) -> None:
+    def incoming(
+        self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
+    ) -> None:
         eta = self.ctx.hyper.eta
         weights = self.ctx.neighbourhood(round_index).weights
         consensus = mix(self.x, weights, inbox, "x")
@@ -62,3 +65,15 @@ class DSGLD(NodeProgram):
 
     def sample(self) -> np.ndarray:
         return self.x
+
+
+ALGORITHMS = (
+    AlgorithmInfo(
+        name="d-sgld",
+        summary="Decentralised SGLD: gossip average plus a Langevin step",
+        source="[000] eq. 22",
+        graph="undirected",
+        params=DSGLDParams,
+        programs={"peer": DSGLD},
+    ),
+)

@@ -1,10 +1,10 @@
-"""The algorithm catalogue: name -> roles, graph it needs, hyperparameters, programs."""
+"""What an algorithm declares about itself: roles, graph it needs, hyperparameters."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["AlgorithmInfo", "ALGORITHMS", "register"]
+__all__ = ["AlgorithmInfo"]
 
 
 @dataclass(frozen=True)
@@ -24,11 +24,3 @@ class AlgorithmInfo:
     @property
     def roles(self) -> tuple[str, ...]:
         return tuple(self.programs)
-
-
-ALGORITHMS: dict[str, AlgorithmInfo] = {}
-
-
-def register(info: AlgorithmInfo) -> AlgorithmInfo:
-    ALGORITHMS[info.name] = info
-    return info
