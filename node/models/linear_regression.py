@@ -25,6 +25,16 @@ class LinearRegression:
     prior_var: float = 10.0
     true_x: tuple[float, ...] | None = None
 
+    def validate(self) -> None:
+        if self.dim < 1:
+            raise ValueError("dim: must be at least 1")
+        if self.noise_std <= 0:
+            raise ValueError("noise_std: must be positive")
+        if self.prior_var <= 0:
+            raise ValueError("prior_var: must be positive")
+        if self.true_x is not None and len(self.true_x) != self.dim:
+            raise ValueError(f"true_x: needs {self.dim} values")
+
     def truth(self) -> np.ndarray:
         if self.true_x is not None:
             return np.asarray(self.true_x, dtype=float)
