@@ -1,0 +1,24 @@
+# The two commands a newcomer needs (see README): `make run` and `make test`.
+# Both create ./.venv and install Starling with all extras on first use.
+VENV ?= .venv
+PYTHON ?= python3
+BIN = $(VENV)/bin
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[all]"
+	touch $@
+
+.PHONY: install run test lint protos
+install: $(BIN)/.installed
+
+run: $(BIN)/.installed
+	$(BIN)/starling run examples/quickstart.yaml
+
+test: $(BIN)/.installed
+	$(BIN)/ruff check node orchestrator tests
+	$(BIN)/python -m pytest -q
+
+protos: $(BIN)/.installed
+	$(BIN)/python protos/generate.py

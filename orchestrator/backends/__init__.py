@@ -1,0 +1,1 @@
+"""Where nodes run: local processes (default); docker and static inventories later."""

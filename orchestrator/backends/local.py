@@ -1,0 +1,167 @@
+"""Nodes as local processes on loopback: the default backend and the one tests use.
+
+Each node is ``python -m node serve --listen HOST:PORT --state-dir DIR``. With port 0 the
+node binds a free port itself and reports it on its first stdout line, so there is no race
+for ports. A node keeps its state dir across a kill and restart, so it resumes from its
+checkpoint. Every process this backend starts is stopped when the backend closes, and (on
+Linux) dies with the orchestrator even if the orchestrator is killed outright.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from node.params import ConfigError
+
+__all__ = ["LocalBackend", "NodeProcess"]
+
+READY_PREFIX = "starling-node listening on "
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@dataclass
+class NodeProcess:
+    node_id: str
+    listen: str
+    state_dir: Path
+    log_path: Path
+    process: subprocess.Popen | None = None
+    address: str = ""
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class LocalBackend:
+    def __init__(self, host: str, base_port: int, workdir: Path, ready_timeout: float = 30.0):
+        self.host = host
+        self.base_port = base_port
+        self.workdir = Path(workdir)
+        self.ready_timeout = ready_timeout
+        self.nodes: dict[str, NodeProcess] = {}
+
+    def __enter__(self) -> LocalBackend:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop_all()
+
+    def start(self, node_ids: list[str], fixed: dict[str, str] | None = None) -> dict[str, str]:
+        """Start one process per node; returns id -> address. ``fixed`` pins addresses."""
+        fixed = fixed or {}
+        for index, node_id in enumerate(node_ids):
+            if node_id in fixed and fixed[node_id]:
+                listen = fixed[node_id]
+            else:
+                port = self.base_port + index if self.base_port else 0
+                listen = f"{self.host}:{port}"
+            safe = node_id.replace("/", "_")
+            self.nodes[node_id] = NodeProcess(
+                node_id=node_id,
+                listen=listen,
+                state_dir=self.workdir / "state" / safe,
+                log_path=self.workdir / "logs" / f"node-{safe}.log",
+            )
+            self._launch(self.nodes[node_id])
+        return {node_id: proc.address for node_id, proc in self.nodes.items()}
+
+    def _launch(self, proc: NodeProcess) -> None:
+        proc.state_dir.mkdir(parents=True, exist_ok=True)
+        proc.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(proc.log_path, "ab")  # noqa: SIM115 - owned by the child from here on
+        command = [
+            sys.executable, "-m", "node", "serve",
+            "--listen", proc.listen, "--state-dir", str(proc.state_dir),
+        ]  # fmt: skip
+        proc.process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+            start_new_session=True,  # Ctrl-C reaches the orchestrator, which stops nodes itself
+        )
+        log.close()
+        line = self._read_ready_line(proc)
+        if not line.startswith(READY_PREFIX):
+            reason = _last_line(proc.log_path) or "no output"
+            self.stop_all()
+            raise ConfigError(f"node {proc.node_id!r}: could not start on {proc.listen}: {reason}")
+        proc.address = line[len(READY_PREFIX) :].strip()
+        # A restart must come back on the same port so that peers' links reconnect.
+        proc.listen = proc.address
+        # Keep draining stdout so the child never blocks on a full pipe.
+        threading.Thread(target=_drain, args=(proc.process.stdout,), daemon=True).start()
+
+    def _read_ready_line(self, proc: NodeProcess) -> str:
+        result: list[str] = []
+        reader = threading.Thread(
+            target=lambda: result.append(proc.process.stdout.readline().decode(errors="replace")),
+            daemon=True,
+        )
+        reader.start()
+        reader.join(self.ready_timeout)
+        if not result:
+            return ""
+        return result[0]
+
+    def kill(self, node_id: str) -> None:
+        """SIGKILL: a crash, not a shutdown. The state dir stays for the restart."""
+        proc = self.nodes[node_id]
+        if proc.alive():
+            proc.process.send_signal(signal.SIGKILL)
+            proc.process.wait(timeout=10)
+
+    def restart(self, node_id: str) -> str:
+        proc = self.nodes[node_id]
+        if proc.alive():
+            self.kill(node_id)
+        self._launch(proc)
+        return proc.address
+
+    def stop_all(self, grace: float = 5.0) -> None:
+        for proc in self.nodes.values():
+            if proc.alive():
+                proc.process.send_signal(signal.SIGTERM)
+        for proc in self.nodes.values():
+            if proc.process is None:
+                continue
+            try:
+                proc.process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                proc.process.kill()
+                proc.process.wait(timeout=5)
+
+    def pids(self) -> dict[str, int | None]:
+        return {node_id: proc.pid for node_id, proc in self.nodes.items()}
+
+
+def _drain(stream) -> None:
+    try:
+        for _ in iter(stream.readline, b""):
+            pass
+    except (OSError, ValueError):
+        pass
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""

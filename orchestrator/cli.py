@@ -1,0 +1,150 @@
+"""The ``starling`` command: one function per subcommand, errors as one readable line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from node.params import ConfigError
+
+__all__ = ["main"]
+
+
+def _out_dir(args, name: str) -> Path:
+    return Path(args.out) if args.out else Path("results") / name
+
+
+def cmd_run(args) -> int:
+    from orchestrator.experiment import load_experiment
+    from orchestrator.runner import run_experiment
+
+    experiment = load_experiment(args.experiment)
+    metrics = run_experiment(experiment, _out_dir(args, experiment.name), say=_say)
+    return 130 if metrics.get("interrupted") else 0
+
+
+def cmd_simulate(args) -> int:
+    from orchestrator.evaluation import evaluate
+    from orchestrator.experiment import load_experiment, node_specs
+    from orchestrator.results import summary_table, write_results
+    from orchestrator.simulator import simulate
+
+    experiment = load_experiment(args.experiment)
+    started = time.monotonic()
+    samples = simulate(node_specs(experiment))
+    rounds = {node: _arange(values.shape[0]) for node, values in samples.items()}
+    evaluation = evaluate(experiment, samples)
+    extra = {
+        "backend": "simulate",
+        "account": [f"simulated in-process in {time.monotonic() - started:.2f} s"],
+    }
+    out = _out_dir(args, experiment.name)
+    write_results(out, experiment.source, samples, rounds, evaluation, extra)
+    _say(summary_table({**evaluation.metrics, **extra}))
+    _say(f"results written to {out}")
+    return 0
+
+
+def _arange(n: int):
+    import numpy as np
+
+    return np.arange(n)
+
+
+def cmd_algorithms(args) -> int:
+    from node.params import describe_params
+    from node.samplers import ALGORITHMS
+
+    catalogue = [
+        {
+            "name": info.name,
+            "summary": info.summary,
+            "source": info.source,
+            "roles": list(info.roles),
+            "graph": info.graph,
+            "synchronous": info.synchronous,
+            "hyperparameters": describe_params(info.params),
+        }
+        for info in ALGORITHMS.values()
+    ]
+    if args.format == "json":
+        print(json.dumps(catalogue, indent=2))
+        return 0
+    for entry in catalogue:
+        print(f"{entry['name']}  ({entry['source']}) — {entry['summary']}")
+        print(f"    roles: {', '.join(entry['roles'])}; graph: {entry['graph']}")
+        params = ", ".join(f"{k}={v['default']!r}" for k, v in entry["hyperparameters"].items())
+        print(f"    hyperparameters: {params or 'none'}")
+    return 0
+
+
+def cmd_node_serve(args, rest: list[str]) -> int:
+    from node.cli import main as node_main
+
+    return node_main(["serve", *rest])
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["node", "serve"]:
+        return _guard(lambda: cmd_node_serve(None, argv[2:]))
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    return _guard(lambda: args.handler(args))
+
+
+def _guard(action: Callable[[], int]) -> int:
+    from orchestrator.client import NodeUnavailable
+
+    try:
+        return action()
+    except (ConfigError, NodeUnavailable) as exc:
+        print(f"starling: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("starling: interrupted", file=sys.stderr)
+        return 130
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    from orchestrator import live_cli
+
+    parser = argparse.ArgumentParser(
+        prog="starling", description="Decentralised Bayesian sampling on real edge networks."
+    )
+    sub = parser.add_subparsers(metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run an experiment on real node processes over gRPC")
+    run.add_argument("experiment", help="experiment YAML file")
+    run.add_argument("--out", help="results folder (default: results/<experiment name>)")
+    run.set_defaults(handler=cmd_run)
+
+    simulate = sub.add_parser("simulate", help="run the same experiment in-process")
+    simulate.add_argument("experiment", help="experiment YAML file")
+    simulate.add_argument("--out", help="results folder (default: results/<experiment name>)")
+    simulate.set_defaults(handler=cmd_simulate)
+
+    algorithms = sub.add_parser("algorithms", help="list algorithms, roles and hyperparameters")
+    algorithms.add_argument("--format", choices=["text", "json"], default="text")
+    algorithms.set_defaults(handler=cmd_algorithms)
+
+    node = sub.add_parser("node", help="run one node (starling node serve --listen HOST:PORT)")
+    node.add_argument("action", choices=["serve"])
+
+    live_cli.add_commands(sub)
+    return parser
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,146 @@
+"""Where a running experiment can be found by the live CLI (``starling links|nodes|status``).
+
+``starling run`` writes ``<out>/run.json`` (node ids, addresses, pids, orchestrator pid)
+and a pointer to it under ``$STARLING_HOME/active/`` (default ``~/.starling``). The live
+commands read the pointer of the one running experiment, or of the one named with
+``--run``, so users never retype addresses. Requests that need the orchestrator's own
+processes (kill, restart) are dropped as files into ``<out>/requests/`` for its loop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from node.params import ConfigError
+
+__all__ = [
+    "RunRecord",
+    "registry_dir",
+    "publish",
+    "withdraw",
+    "find_run",
+    "post_request",
+    "take_requests",
+]
+
+
+def registry_dir() -> Path:
+    return Path(os.environ.get("STARLING_HOME", Path.home() / ".starling")) / "active"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    name: str
+    out_dir: str
+    orchestrator_pid: int
+    addresses: dict[str, str]
+    pids: dict[str, int | None]
+
+    @property
+    def requests_dir(self) -> Path:
+        return Path(self.out_dir) / "requests"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def publish(record: RunRecord) -> None:
+    Path(record.out_dir).mkdir(parents=True, exist_ok=True)
+    text = json.dumps(record.__dict__, indent=2)
+    _atomic_write(Path(record.out_dir) / "run.json", text)
+    registry_dir().mkdir(parents=True, exist_ok=True)
+    _atomic_write(registry_dir() / f"{record.orchestrator_pid}.json", text)
+
+
+def withdraw(record: RunRecord) -> None:
+    (registry_dir() / f"{record.orchestrator_pid}.json").unlink(missing_ok=True)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def active_runs() -> list[RunRecord]:
+    runs = []
+    folder = registry_dir()
+    if not folder.is_dir():
+        return runs
+    for entry in sorted(folder.glob("*.json")):
+        try:
+            record = RunRecord(**json.loads(entry.read_text()))
+        except (OSError, ValueError, TypeError):
+            continue
+        if _pid_alive(record.orchestrator_pid):
+            runs.append(record)
+        else:
+            entry.unlink(missing_ok=True)  # its orchestrator is gone
+    return runs
+
+
+def find_run(selector: str | None = None) -> RunRecord:
+    """The running experiment named (by name or results folder) or the only one running."""
+    if selector and Path(selector, "run.json").is_file():
+        return RunRecord(**json.loads(Path(selector, "run.json").read_text()))
+    runs = active_runs()
+    if selector:
+        runs = [r for r in runs if r.name == selector or Path(r.out_dir) == Path(selector)]
+    if not runs:
+        what = f" named {selector!r}" if selector else ""
+        raise ConfigError(f"no running experiment{what} found (start one with 'starling run')")
+    if len(runs) > 1:
+        names = ", ".join(f"{r.name} ({r.out_dir})" for r in runs)
+        raise ConfigError(f"several experiments are running: {names}; choose one with --run")
+    return runs[0]
+
+
+def post_request(record: RunRecord, action: str, node_id: str, timeout: float = 30.0) -> dict:
+    """Ask the orchestrator to act on one of its nodes; wait for its answer."""
+    if node_id not in record.addresses:
+        raise ConfigError(f"node {node_id!r} is not part of experiment {record.name!r}")
+    record.requests_dir.mkdir(parents=True, exist_ok=True)
+    stamp = f"{time.time_ns()}-{os.getpid()}"
+    request = record.requests_dir / f"{stamp}.request.json"
+    answer = record.requests_dir / f"{stamp}.answer.json"
+    _atomic_write(request, json.dumps({"action": action, "node": node_id}))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if answer.is_file():
+            result = json.loads(answer.read_text())
+            answer.unlink(missing_ok=True)
+            return result
+        time.sleep(0.1)
+    request.unlink(missing_ok=True)
+    raise ConfigError(f"the orchestrator of {record.name!r} did not answer within {timeout:.0f} s")
+
+
+def take_requests(out_dir: Path) -> list[tuple[Path, dict]]:
+    """Pending requests for the orchestrator loop, oldest first; each is removed when taken."""
+    folder = Path(out_dir) / "requests"
+    if not folder.is_dir():
+        return []
+    taken = []
+    for path in sorted(folder.glob("*.request.json")):
+        try:
+            body = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        path.unlink(missing_ok=True)
+        taken.append((path.with_name(path.name.replace(".request.", ".answer.")), body))
+    return taken
+
+
+def answer(path: Path, body: dict) -> None:
+    _atomic_write(path, json.dumps(body))

@@ -1,0 +1,67 @@
+"""A broken experiment file gets one clear line naming the field or node, exit code 2."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, run_cli
+
+BASE = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())
+
+
+def _write(tmp_path, **changes):
+    config = {**BASE, **changes}
+    for key, value in list(config.items()):
+        if value is None:
+            del config[key]
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _assert_one_clear_line(result, *needles):
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("command", ["run", "simulate"])
+@pytest.mark.parametrize(
+    ("changes", "needles"),
+    [
+        ({"algorithm": "d-magic"}, ["algorithm", "d-magic"]),
+        ({"rounds": None}, ["rounds", "missing"]),
+        ({"chains": "many"}, ["chains", "integer"]),
+        ({"hyperparameters": {"rho": "five"}}, ["hyperparameters.rho"]),
+        ({"hyperparameters": {"rhoo": 5}}, ["hyperparameters.rhoo", "unknown"]),
+        ({"model": {"name": "linear_regression", "params": {"dim": -1}}}, ["model.params"]),
+        ({"topology": {"kind": "edges", "nodes": 3, "edges": [["0", "9"]]}}, ["'9'", "not a node"]),
+        ({"topology": {"kind": "moebius", "nodes": 3}}, ["topology.kind", "moebius"]),
+        ({"unexpected": 1}, ["unexpected", "unknown field"]),
+    ],
+)
+def test_broken_experiment_is_refused_clearly(tmp_path, starling_home, command, changes, needles):
+    path = _write(tmp_path, **changes)
+    result = run_cli(command, str(path), "--out", str(tmp_path / "out"), env_home=starling_home)
+    _assert_one_clear_line(result, *needles)
+
+
+def test_missing_file_is_named(tmp_path, starling_home):
+    result = run_cli("run", str(tmp_path / "nope.yaml"), env_home=starling_home)
+    _assert_one_clear_line(result, "nope.yaml")
+
+
+def test_port_in_use_names_the_node(tmp_path, starling_home):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        path = _write(tmp_path, backend={"kind": "local", "base_port": port}, rounds=3, chains=2)
+        result = run_cli("run", str(path), "--out", str(tmp_path / "out"), env_home=starling_home)
+    _assert_one_clear_line(result, "node '0'", str(port))
