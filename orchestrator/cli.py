@@ -18,10 +18,26 @@ def _out_dir(args, name: str) -> Path:
     return Path(args.out) if args.out else Path("results") / name
 
 
+def _study_or_none(args, mode: str) -> int | None:
+    """Run the file as a study if it is one (see orchestrator/study.py)."""
+    from orchestrator.experiment import read_yaml_file
+    from orchestrator.study import is_study, load_study, run_study
+
+    raw = read_yaml_file(args.experiment)
+    if not is_study(raw):
+        return None
+    study = load_study(raw)
+    run_study(study, _out_dir(args, study.name), mode, say=_say)
+    return 0
+
+
 def cmd_run(args) -> int:
     from orchestrator.experiment import load_experiment
     from orchestrator.runner import run_experiment
 
+    done = _study_or_none(args, "run")
+    if done is not None:
+        return done
     experiment = load_experiment(args.experiment)
     metrics = run_experiment(experiment, _out_dir(args, experiment.name), say=_say)
     return 130 if metrics.get("interrupted") else 0
@@ -33,6 +49,9 @@ def cmd_simulate(args) -> int:
     from orchestrator.results import summary_table, write_results
     from orchestrator.simulator import simulate
 
+    done = _study_or_none(args, "simulate")
+    if done is not None:
+        return done
     experiment = load_experiment(args.experiment)
     started = time.monotonic()
     samples = simulate(node_specs(experiment))

@@ -20,7 +20,7 @@ from node.models.base import GaussianPosterior
 from orchestrator.experiment import Experiment, node_specs
 from orchestrator.metrics import empirical_w2, w2_curve
 
-__all__ = ["Evaluation", "evaluate", "ground_truth"]
+__all__ = ["Evaluation", "consensus_error", "evaluate", "ground_truth"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,20 @@ def ground_truth(experiment: Experiment) -> GaussianPosterior | None:
     return model.exact_posterior(shards)
 
 
+def consensus_error(samples: Mapping[str, np.ndarray], rounds: int, window: int) -> float | None:
+    """Mean squared distance of the nodes' iterates from their average, ``E‖x_i − x̄‖²``.
+
+    Averaged over nodes, chains and the last ``window`` rounds; needs two or more nodes that
+    recorded every round.
+    """
+    complete = [s for s in samples.values() if s.shape[0] == rounds]
+    if len(complete) < 2:
+        return None
+    stacked = np.stack([s[-window:] for s in complete])  # (nodes, window, chains, d)
+    spread = stacked - stacked.mean(axis=0, keepdims=True)
+    return float(np.mean(np.sum(spread**2, axis=-1)))
+
+
 def _pooled(samples: np.ndarray, window: int) -> np.ndarray:
     return samples[-window:].reshape(-1, samples.shape[-1])
 
@@ -56,6 +70,9 @@ def evaluate(experiment: Experiment, samples: Mapping[str, np.ndarray]) -> Evalu
         "samples_per_node": {node: int(s.shape[0]) for node, s in samples.items()},
     }
     curves: dict[str, np.ndarray] = {}
+    consensus = consensus_error(samples, experiment.rounds, experiment.evaluation.window)
+    if consensus is not None:
+        metrics["consensus_error"] = consensus
     truth = ground_truth(experiment)
     if truth is None or not samples:
         return Evaluation(metrics, curves)

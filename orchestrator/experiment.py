@@ -102,15 +102,19 @@ class Experiment:
         return tuple(n.id for n in self.nodes if n.role in roles)
 
 
-def load_experiment(path: str | Path) -> Experiment:
+def read_yaml_file(path: str | Path) -> Any:
+    """The parsed content of an experiment (or study) file, or a ConfigError naming it."""
     file = Path(path)
     if not file.is_file():
         raise ConfigError(f"experiment file {str(path)!r} does not exist")
     try:
-        raw = yaml.safe_load(file.read_text())
+        return yaml.safe_load(file.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(f"{file}: not valid YAML ({exc})") from None
-    return parse_experiment(raw, default_name=file.stem)
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    return parse_experiment(read_yaml_file(path), default_name=Path(path).stem)
 
 
 def _int(raw: Mapping[str, Any], key: str, default: int | None, minimum: int) -> int:

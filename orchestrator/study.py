@@ -1,0 +1,259 @@
+"""Studies: one experiment file that expands into a grid of runs, then a table and plots.
+
+A study reproduces a figure: ``variants`` (usually algorithms, the curves of a plot) crossed
+with ``cells`` (settings such as topology or link-failure probability, the panels)::
+
+    study: admm-fig1-n5
+    base: {model: ..., data: ..., rounds: 100, chains: 100, seed: 7}
+    variants:
+      - {label: D-ADMMS, algorithm: d-admms, hyperparameters: {rho: 5.0}}
+      - {label: D-ULA, algorithm: d-ula, hyperparameters: {...},
+         per_cell: {full: {hyperparameters: {...}}}}
+    cells:
+      - {label: ring, topology: {kind: ring, nodes: 5}}
+      - {label: full, topology: {kind: full, nodes: 5}}
+
+Each run's fields are ``base``, then the cell, then the variant, then the variant's
+``per_cell`` entry for that cell, merged mapping by mapping. The study writes every run's
+results folder under ``<out>/<cell>/<variant>/``, plus ``curves.csv`` (W2 per round of one
+agent and of the agent average), ``table.csv`` and ``table.md`` (final W2 and consensus
+error), and one plot per cell when matplotlib is installed.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from node.params import ConfigError
+from orchestrator.evaluation import evaluate
+from orchestrator.experiment import Experiment, node_specs, parse_experiment
+from orchestrator.results import write_results
+
+__all__ = ["Study", "is_study", "load_study", "run_study"]
+
+STUDY_FIELDS = {"study", "description", "base", "variants", "cells", "agent"}
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    description: str
+    base: Mapping[str, Any]
+    variants: tuple[Mapping[str, Any], ...]
+    cells: tuple[Mapping[str, Any], ...]
+    agent: str = "0"
+    """The node whose curve is reported as "agent" (the paper plots one agent)."""
+    runs: tuple[tuple[str, str, Experiment], ...] = field(default=())
+
+
+def is_study(raw: Any) -> bool:
+    return isinstance(raw, Mapping) and "study" in raw
+
+
+def _merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-") or "run"
+
+
+def _labelled(raw: Any, where: str) -> tuple[Mapping[str, Any], ...]:
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"{where}: expected a non-empty list")
+    seen = set()
+    for k, item in enumerate(raw):
+        if not isinstance(item, Mapping) or not isinstance(item.get("label"), str):
+            raise ConfigError(f"{where}[{k}].label: every entry needs a label")
+        if item["label"] in seen:
+            raise ConfigError(f"{where}[{k}].label: {item['label']!r} appears twice")
+        seen.add(item["label"])
+    return tuple(raw)
+
+
+def load_study(raw: Mapping[str, Any]) -> Study:
+    unknown = sorted(set(raw) - STUDY_FIELDS)
+    if unknown:
+        raise ConfigError(
+            f"{unknown[0]}: unknown study field (known: {', '.join(sorted(STUDY_FIELDS))})"
+        )
+    base = raw.get("base") or {}
+    if not isinstance(base, Mapping):
+        raise ConfigError("base: expected a mapping of experiment fields")
+    variants = _labelled(raw.get("variants"), "variants")
+    cells = _labelled(raw.get("cells") or [{"label": "all"}], "cells")
+    name = str(raw["study"])
+    runs = []
+    for cell in cells:
+        for variant in variants:
+            fields = _merge(base, {k: v for k, v in cell.items() if k != "label"})
+            fields = _merge(
+                fields, {k: v for k, v in variant.items() if k not in ("label", "per_cell")}
+            )
+            fields = _merge(fields, (variant.get("per_cell") or {}).get(cell["label"], {}))
+            fields["name"] = f"{name}-{_slug(cell['label'])}-{_slug(variant['label'])}"
+            try:
+                experiment = parse_experiment(fields)
+            except ConfigError as exc:
+                raise ConfigError(
+                    f"cell {cell['label']!r}, variant {variant['label']!r}: {exc}"
+                ) from None
+            runs.append((cell["label"], variant["label"], experiment))
+    return Study(
+        name=name,
+        description=str(raw.get("description", "")),
+        base=base,
+        variants=variants,
+        cells=cells,
+        agent=str(raw.get("agent", "0")),
+        runs=tuple(runs),
+    )
+
+
+def run_study(
+    study: Study,
+    out: Path,
+    mode: str,
+    say: Callable[[str], None] = print,
+) -> list[dict]:
+    """Run every (cell, variant) in ``mode`` ("simulate" or "run"); write tables and plots."""
+    from orchestrator.simulator import simulate
+
+    out = Path(out)
+    rows: list[dict] = []
+    curves: list[tuple[str, str, np.ndarray, np.ndarray]] = []
+    for cell, variant, experiment in study.runs:
+        folder = out / _slug(cell) / _slug(variant)
+        started = time.monotonic()
+        if mode == "run":
+            from orchestrator.runner import run_experiment
+
+            metrics = run_experiment(experiment, folder, say=lambda _m: None)
+            samples = _load_samples(folder)
+        else:
+            samples = simulate(node_specs(experiment))
+            evaluation = evaluate(experiment, samples)
+            rounds = {n: np.arange(s.shape[0]) for n, s in samples.items()}
+            extra = {"backend": "simulate", "account": []}
+            write_results(folder, experiment.source, samples, rounds, evaluation, extra)
+            metrics = evaluation.metrics
+        evaluation = evaluate(experiment, samples)
+        w2 = metrics.get("w2") or {}
+        agent = study.agent if study.agent in samples else sorted(samples)[0]
+        row = {
+            "cell": cell,
+            "variant": variant,
+            "algorithm": experiment.algorithm,
+            "w2_average": w2.get("average"),
+            "w2_agent": (w2.get("per_node") or {}).get(agent),
+            "w2_node_mean": w2.get("node_mean"),
+            "consensus_error": metrics.get("consensus_error"),
+            "seconds": round(time.monotonic() - started, 2),
+        }
+        rows.append(row)
+        if "average" in evaluation.curves:
+            curves.append((cell, variant, evaluation.curves["average"], evaluation.curves[agent]))
+        say(
+            f"{cell:>12} {variant:>12}  W2 avg {_fmt(row['w2_average'])}"
+            f"  agent {_fmt(row['w2_agent'])}  consensus {_fmt(row['consensus_error'])}"
+            f"  ({row['seconds']} s)"
+        )
+    _write_tables(out, study, rows, curves)
+    plotted = _plot(out, study, curves)
+    if plotted:
+        say(f"plots: {', '.join(str(p) for p in plotted)}")
+    say(f"study written to {out}")
+    return rows
+
+
+def _fmt(value) -> str:
+    return "   -   " if value is None else f"{value:7.4f}"
+
+
+def _load_samples(folder: Path) -> dict[str, np.ndarray]:
+    samples = {}
+    for file in sorted((folder / "samples").glob("node-*.npz")):
+        with np.load(file) as data:
+            samples[file.stem[len("node-") :]] = data["samples"]
+    return samples
+
+
+def _write_tables(out: Path, study: Study, rows: list[dict], curves) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "study.yaml").write_text(
+        yaml.safe_dump(
+            {"study": study.name, "description": study.description, "base": dict(study.base),
+             "variants": list(study.variants), "cells": list(study.cells), "agent": study.agent},
+            sort_keys=False,
+        )
+    )  # fmt: skip
+    with open(out / "table.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    with open(out / "curves.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["cell", "variant", "round", "w2_average", "w2_agent"])
+        for cell, variant, average, agent in curves:
+            for k in range(len(average)):
+                writer.writerow([cell, variant, k, f"{average[k]:.6g}", f"{agent[k]:.6g}"])
+    lines = [f"# {study.name}", "", study.description, ""]
+    lines.append("| cell | variant | W2 average | W2 agent | consensus error |")
+    lines.append("|---|---|---|---|---|")
+    for row in rows:
+        lines.append(
+            f"| {row['cell']} | {row['variant']} | {_md(row['w2_average'])} | "
+            f"{_md(row['w2_agent'])} | {_md(row['consensus_error'])} |"
+        )
+    (out / "table.md").write_text("\n".join(lines) + "\n")
+
+
+def _md(value) -> str:
+    return "–" if value is None else f"{value:.4f}"
+
+
+def _plot(out: Path, study: Study, curves) -> list[Path]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    written = []
+    for cell in dict.fromkeys(c for c, *_ in curves):
+        figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+        for c, variant, average, agent in curves:
+            if c != cell:
+                continue
+            line = axes[0].semilogy(agent, label=variant)[0]
+            axes[1].semilogy(average, label=variant, color=line.get_color())
+        axes[0].set_title(f"{cell}: agent {study.agent}")
+        axes[1].set_title(f"{cell}: agent average")
+        for ax in axes:
+            ax.set_xlabel("iteration")
+            ax.grid(True, which="both", alpha=0.3)
+        axes[0].set_ylabel("W2 to the posterior")
+        axes[1].legend()
+        figure.suptitle(study.name)
+        figure.tight_layout()
+        path = out / f"w2-{_slug(cell)}.png"
+        figure.savefig(path, dpi=110)
+        plt.close(figure)
+        written.append(path)
+    return written

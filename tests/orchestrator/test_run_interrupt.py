@@ -1,0 +1,54 @@
+"""Ctrl-C during ``starling run`` stops every node process and keeps what was sampled."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.e2e
+
+
+def test_ctrl_c_leaves_no_process_and_writes_partial_results(tmp_path, starling_home):
+    config = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())
+    # A long run, so that the interrupt lands mid-way.
+    config.update(name="interrupted", rounds=100000, chains=2)
+    path = tmp_path / "long.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "out"
+    env = {**os.environ, "STARLING_HOME": str(starling_home)}
+    orchestrator = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(path), "--out", str(out)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / "run.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert (out / "run.json").exists(), "the run never started"
+        time.sleep(2.0)  # let some rounds happen
+        orchestrator.send_signal(signal.SIGINT)
+        stdout, stderr = orchestrator.communicate(timeout=60)
+    finally:
+        if orchestrator.poll() is None:
+            orchestrator.kill()
+    assert orchestrator.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    record = json.loads((out / "run.json").read_text())
+    for pid in record["pids"].values():
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["interrupted"] is True
+    with np.load(out / "samples" / "node-0.npz") as data:
+        kept = data["samples"].shape[0]
+    assert 0 < kept < 100000
