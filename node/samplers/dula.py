@@ -1,0 +1,131 @@
+"""Decentralised ULA ([004] Algorithm 1, eq. 8; [000] eq. 25).
+
+Per node, round k, after the neighbours' ``x_j`` arrived:
+
+    x_i ← x_i − β_k Σ_{j∈N_i} (x_i − x_j) − α_k N ∇f_i(x_i) + √(2α_k) v,   v ~ N(0, N·I)
+
+with N the number of data-holding nodes, unweighted adjacency (a_ij = 1 for a neighbour)
+and the step sizes of [004] eq. 15, shifted by an offset k0:
+
+    α_k = a / (k0 + k + 1)^δ2,        β_k = b / (k0 + k + 1)^δ1,        k = 0, 1, 2, ...
+
+``k0 = 0`` is [004] exactly. [000] §6.2 writes ``α(k) = 0.00082/(230+k)^χ2`` and
+``ζ(k) = 0.48/(230+k)^χ1`` with k counted from 0 (so does its public code), which is
+``k0 = 229`` here. The average of the nodes follows ULA on the pooled potential ([004] eq.
+16): the factor N on the gradient and the variance N of v cancel against the 1/N of the
+average.
+
+[004] proves convergence under ``a, b > 0``, ``0 ≤ δ1`` and ``1/2 + δ1 < δ2 < 1`` (eq. 15).
+``check_rates`` (default on) rejects settings outside that range; switch it off to run them
+anyway — [000] §6.2 does so on purpose (χ1 = χ2 = 0.05), and δ1 = δ2 = 0 gives the
+constant-step variant, which keeps a bias.
+
+A neighbour whose message did not arrive this round is absent from that round's graph: its
+term leaves the consensus sum. k is the round index, so a restarted node resumes its schedule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from node.messages import Message
+from node.samplers.base import Inbox, NodeContext, NodeProgram, broadcast
+from node.samplers.registry import AlgorithmInfo
+from node.samplers.schedules import PolynomialDecay
+
+__all__ = ["ALGORITHMS", "DULA", "DULAParams"]
+
+
+@dataclass(frozen=True)
+class DULAParams:
+    a: float = 0.00082
+    """α_0 scale of the Langevin step α_k ([000] §6.2: 0.00082)."""
+    b: float = 0.48
+    """β_0 scale of the consensus step β_k ([000] §6.2: 0.48)."""
+    delta1: float = 0.05
+    """Decay δ1 of β_k ([000] §6.2 uses χ1 = 0.05 on the ring)."""
+    delta2: float = 0.6
+    """Decay δ2 of α_k; the default is inside [004] eq. 15's range for δ1 = 0.05."""
+    k0: int = 229
+    """Offset of the schedules: 0 is [004]; 229 gives [000]'s (230 + k)."""
+    check_rates: bool = True
+    """Reject (δ1, δ2) outside [004] eq. 15's ``1/2 + δ1 < δ2 < 1``; false allows them."""
+    batch_size: int = 0
+    """Mini-batch size b for the stochastic gradient ([004] §5.2-5.3); 0: full batch."""
+
+    def validate(self) -> None:
+        if not self.a > 0:
+            raise ValueError("a: must be positive")
+        if not self.b >= 0:
+            raise ValueError("b: must be non-negative")
+        if not self.delta1 >= 0:
+            raise ValueError("delta1: must be non-negative")
+        if not self.delta2 >= 0:
+            raise ValueError("delta2: must be non-negative")
+        if self.k0 < 0:
+            raise ValueError("k0: must be non-negative")
+        if self.batch_size < 0:
+            raise ValueError("batch_size: must be zero (full batch) or positive")
+        if self.check_rates:
+            if not self.b > 0:
+                raise ValueError(
+                    "b: [004] eq. 15 needs b > 0 (set check_rates: false to run without consensus)"
+                )
+            if not 0.5 + self.delta1 < self.delta2 < 1.0:
+                raise ValueError(
+                    f"delta2: [004] eq. 15 needs 1/2 + delta1 < delta2 < 1, got "
+                    f"delta1={self.delta1:g}, delta2={self.delta2:g} (set check_rates: false "
+                    "to run outside the proven range, as [000] §6.2 does)"
+                )
+
+    def alpha(self) -> PolynomialDecay:
+        return PolynomialDecay(self.a, self.k0 + 1.0, self.delta2)
+
+    def beta(self) -> PolynomialDecay | None:
+        return PolynomialDecay(self.b, self.k0 + 1.0, self.delta1) if self.b > 0 else None
+
+
+class DULA(NodeProgram):
+    state_fields = ("x",)
+
+    def __init__(self, ctx: NodeContext, rng: np.random.Generator):
+        super().__init__(ctx, rng)
+        self.x = rng.standard_normal((ctx.chains, ctx.dim))
+        self._alpha = ctx.hyper.alpha()
+        self._beta = ctx.hyper.beta()
+        self._n = max(ctx.spec.num_nodes, 1)
+
+    def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
+        return broadcast(Message("x", {"x": self.x}), self.ctx.neighbourhood(round_index).out_peers)
+
+    def incoming(
+        self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
+    ) -> None:
+        alpha = self._alpha(round_index)
+        disagreement = np.zeros_like(self.x)
+        for message in inbox.values():
+            disagreement = disagreement + (self.x - message["x"])
+        beta = self._beta(round_index) if self._beta is not None else 0.0
+        gradient = self.ctx.potential.grad(self.x, rng)
+        # v ~ N(0, N I) is drawn as √N times a standard normal.
+        noise = np.sqrt(self._n) * rng.standard_normal(self.x.shape)
+        self.x = (
+            self.x - beta * disagreement - alpha * self._n * gradient + np.sqrt(2.0 * alpha) * noise
+        )
+
+    def sample(self) -> np.ndarray:
+        return self.x
+
+
+ALGORITHMS = (
+    AlgorithmInfo(
+        name="d-ula",
+        summary="Decentralised ULA: Laplacian consensus plus a Langevin step, decaying steps",
+        source="[004] Algorithm 1, eq. 8",
+        graph="undirected",
+        params=DULAParams,
+        programs={"peer": DULA},
+    ),
+)
