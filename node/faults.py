@@ -2,7 +2,13 @@
 
 A fault lives at the sender's outbound link ([DESIGN] principle 4). Whether the message
 of round ``r`` on link ``sender → receiver`` is withheld depends only on the schedule and
-a seeded draw for (fault seed, sender, receiver, round), so a schedule replays exactly.
+a seeded draw, so a schedule replays exactly, in ``simulate`` and in a networked run alike.
+
+The draw for a random fault (``0 < drop < 1``) is keyed by (fault seed, the *unordered*
+pair {sender, receiver}, round). Two directions of one link that carry faults with the
+same seed therefore fail together — an undirected link going down as a whole — while
+faults with different seeds fail independently. The orchestrator picks the seeds
+(:mod:`orchestrator.faults`): shared for a ``both_ways`` fault, distinct otherwise.
 """
 
 from __future__ import annotations
@@ -14,12 +20,18 @@ import numpy as np
 
 from node.spec import LinkFault
 
-__all__ = ["withheld_by_schedule", "stable_id"]
+__all__ = ["link_draw", "withheld_by_schedule", "stable_id"]
 
 
 def stable_id(name: str) -> int:
     """A process-independent integer for a node id (Python's ``hash`` is salted)."""
     return zlib.crc32(name.encode("utf-8"))
+
+
+def link_draw(seed: int, sender: str, receiver: str, round_index: int) -> float:
+    """A uniform draw in [0, 1) for this link and round, the same in both directions."""
+    low, high = sorted((stable_id(sender), stable_id(receiver)))
+    return float(np.random.default_rng([seed, low, high, round_index]).random())
 
 
 def withheld_by_schedule(
@@ -31,9 +43,8 @@ def withheld_by_schedule(
             continue
         if fault.drop >= 1.0:
             return True
-        draw = np.random.default_rng(
-            [fault.seed, stable_id(sender), stable_id(receiver), round_index]
-        ).random()
-        if draw < fault.drop:
+        if fault.drop <= 0.0:
+            continue
+        if link_draw(fault.seed, sender, receiver, round_index) < fault.drop:
             return True
     return False

@@ -18,7 +18,15 @@ from node.models import build_model
 from node.params import ConfigError, parse_params
 from node.samplers import algorithm_info
 from node.spec import DataSpec, LinkFault, ModelSpec, Neighbourhood, NodeSpec
-from orchestrator.topology import Graph, build_graph, neighbourhoods
+from orchestrator.faults import NodeFault, parse_faults
+from orchestrator.topology import (
+    Graph,
+    Topology,
+    check_topology,
+    hub_role,
+    node_count,
+    parse_topology,
+)
 
 __all__ = ["Experiment", "NodeEntry", "load_experiment", "parse_experiment", "node_specs"]
 
@@ -37,6 +45,7 @@ TOP_LEVEL = {
     "checkpoint_every",
     "evaluation",
     "faults",
+    "round_seconds",
     "backend",
     "description",
 }
@@ -92,6 +101,12 @@ class Experiment:
     faults: tuple[tuple[str, LinkFault], ...]
     backend: BackendSection
     source: Mapping[str, Any] = field(default_factory=dict)
+    topology: Topology | None = None
+    """The graph schedule; None means the one static ``graph``. ``graph`` is its union."""
+    node_faults: tuple[NodeFault, ...] = ()
+    """Node kills/restarts from ``faults``, for the run loop to carry out."""
+    round_seconds: float | None = None
+    """Nominal seconds per round: how fault times in seconds map to rounds."""
 
     @property
     def node_ids(self) -> tuple[str, ...]:
@@ -161,10 +176,10 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
     if backend.kind != "local":
         raise ConfigError(f"backend.kind: unknown backend {backend.kind!r} (available: local)")
 
-    nodes, graph = _parse_nodes_and_graph(raw, info)
     rounds = _int(raw, "rounds", None, 1)
     chains = _int(raw, "chains", 1, 1)
     seed = _int(raw, "seed", 0, 0)
+    nodes, topology = _parse_nodes_and_topology(raw, info, seed)
     deadline = raw.get("round_deadline", 2.0)
     if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or deadline <= 0:
         raise ConfigError(
@@ -172,14 +187,29 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
         )
     if evaluation.window < 1 or evaluation.window > rounds:
         raise ConfigError(f"evaluation.window: must be between 1 and rounds ({rounds})")
-    faults = _parse_faults(raw.get("faults") or [], set(n.id for n in nodes), seed)
+    round_seconds = raw.get("round_seconds")
+    if round_seconds is not None and (
+        isinstance(round_seconds, bool)
+        or not isinstance(round_seconds, (int, float))
+        or not round_seconds > 0
+    ):
+        raise ConfigError(
+            f"round_seconds: expected a positive number of seconds, got {round_seconds!r}"
+        )
+    faults = parse_faults(
+        raw.get("faults"),
+        topology,
+        seed=seed,
+        rounds=rounds,
+        round_seconds=None if round_seconds is None else float(round_seconds),
+    )
     return Experiment(
         name=str(raw.get("name") or default_name),
         algorithm=info.name,
         hyperparameters=dict(hyper),
         model=model,
         data=data,
-        graph=graph,
+        graph=topology.union,
         nodes=nodes,
         rounds=rounds,
         chains=chains,
@@ -187,32 +217,56 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
         round_deadline=float(deadline),
         checkpoint_every=_int(raw, "checkpoint_every", 1, 1),
         evaluation=evaluation,
-        faults=faults,
+        faults=faults.links,
         backend=backend,
         source=dict(raw),
+        topology=topology,
+        node_faults=faults.nodes,
+        round_seconds=None if round_seconds is None else float(round_seconds),
     )
 
 
-def _parse_nodes_and_graph(raw: Mapping[str, Any], info) -> tuple[tuple[NodeEntry, ...], Graph]:
-    topology = dict(_mapping(raw, "topology"))
-    kind = topology.pop("kind", None)
-    count = topology.pop("nodes", None)
+def _worker_role(info, hub: str) -> str:
+    return "worker" if "worker" in info.roles else next(r for r in info.roles if r != hub)
+
+
+def _parse_nodes_and_topology(
+    raw: Mapping[str, Any], info, seed: int
+) -> tuple[tuple[NodeEntry, ...], Topology]:
+    """Node entries (ids, roles, overrides) and the graph schedule over them.
+
+    For an algorithm with a hub role (a star's master or centre) and no explicit role,
+    the hub goes to ``topology.centre`` (default: the first node) and every other node
+    becomes a worker.
+    """
+    topology = _mapping(raw, "topology")
+    count = node_count(topology)
     explicit = raw.get("nodes")
+    hub = hub_role(info)
+    centre = topology.get("centre")
+    centre = None if centre is None else str(centre)
     entries: list[NodeEntry] = []
-    default_role = info.roles[0]
     if explicit is not None:
         if not isinstance(explicit, list) or not explicit:
             raise ConfigError("nodes: expected a non-empty list of {id, role, address}")
         for k, item in enumerate(explicit):
             if not isinstance(item, Mapping) or "id" not in item:
                 raise ConfigError(f"nodes[{k}].id: required field is missing")
+        ids = [str(item["id"]) for item in explicit]
+        default_roles = {i: info.roles[0] for i in ids}
+        if hub is not None:
+            named_hubs = [str(it["id"]) for it in explicit if it.get("role") == hub]
+            at_hub = centre if centre is not None else (named_hubs or ids)[0]
+            worker = _worker_role(info, hub)
+            default_roles = {i: (hub if i == at_hub and not named_hubs else worker) for i in ids}
+        for k, item in enumerate(explicit):
             extra = sorted(set(item) - {"id", "role", "address", "hyperparameters"})
             if extra:
                 raise ConfigError(
                     f"nodes[{k}].{extra[0]}: unknown field "
                     "(known: address, hyperparameters, id, role)"
                 )
-            role = str(item.get("role", default_role))
+            role = str(item.get("role", default_roles[ids[k]]))
             if role not in info.roles:
                 raise ConfigError(
                     f"nodes[{k}].role: {role!r} is not a role of {info.name} "
@@ -225,66 +279,45 @@ def _parse_nodes_and_graph(raw: Mapping[str, Any], info) -> tuple[tuple[NodeEntr
             parse_params(info.params, merged, f"nodes[{k}].hyperparameters")
             entries.append(
                 NodeEntry(
-                    id=str(item["id"]),
+                    id=ids[k],
                     role=role,
                     address=str(item.get("address", "")),
                     hyperparameters=dict(overrides),
                 )
             )
-        ids = [e.id for e in entries]
         duplicate = next((i for i in ids if ids.count(i) > 1), None)
         if duplicate is not None:
             raise ConfigError(f"nodes: node id {duplicate!r} appears twice")
-        if count is not None and count != len(entries):
+        if "nodes" in topology and count != len(entries):
             raise ConfigError(f"topology.nodes: says {count} but nodes lists {len(entries)}")
     else:
         if count is None:
             raise ConfigError("topology.nodes: required field is missing (or give a nodes list)")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ConfigError(f"topology.nodes: expected a positive integer, got {count!r}")
-        entries = [NodeEntry(id=str(k), role=default_role) for k in range(count)]
-    if kind is None:
-        raise ConfigError("topology.kind: required field is missing")
-    graph = build_graph(str(kind), [e.id for e in entries], topology)
-    return tuple(entries), graph
-
-
-def _parse_faults(raw: Any, node_ids: set[str], seed: int) -> tuple[tuple[str, LinkFault], ...]:
-    """``faults: [{link: [A, B], rounds: [start, stop], drop: 1.0}, {link: all, drop: 0.1}]``."""
-    if not isinstance(raw, list):
-        raise ConfigError("faults: expected a list")
-    out: list[tuple[str, LinkFault]] = []
-    for k, item in enumerate(raw):
-        where = f"faults[{k}]"
-        if not isinstance(item, Mapping):
-            raise ConfigError(f"{where}: expected a mapping")
-        extra = sorted(set(item) - {"link", "rounds", "drop"})
-        if extra:
-            raise ConfigError(f"{where}.{extra[0]}: unknown field (known: drop, link, rounds)")
-        link = item.get("link", "all")
-        span = item.get("rounds", [0, 2**62])
-        drop = item.get("drop", 1.0)
-        if (
-            not isinstance(span, list)
-            or len(span) != 2
-            or not all(isinstance(v, int) for v in span)
-        ):
-            raise ConfigError(f"{where}.rounds: expected [start, stop], got {span!r}")
-        if isinstance(drop, bool) or not isinstance(drop, (int, float)) or not 0 <= drop <= 1:
-            raise ConfigError(f"{where}.drop: expected a probability in [0, 1], got {drop!r}")
-        fault_seed = seed * 1000 + k
-        if link == "all":
-            for sender in sorted(node_ids):
-                out.append((sender, LinkFault("*", span[0], span[1], float(drop), fault_seed)))
-            continue
-        if not isinstance(link, list) or len(link) != 2:
-            raise ConfigError(f"{where}.link: expected [sender, receiver] or 'all', got {link!r}")
-        sender, receiver = (str(v) for v in link)
-        for end in (sender, receiver):
-            if end not in node_ids:
-                raise ConfigError(f"{where}.link: peer {end!r} is not a node")
-        out.append((sender, LinkFault(receiver, span[0], span[1], float(drop), fault_seed)))
-    return tuple(out)
+        ids = [str(k) for k in range(count)]
+        roles = {i: info.roles[0] for i in ids}
+        if hub is not None:
+            at_hub = centre if centre is not None else ids[0]
+            if at_hub not in ids:
+                raise ConfigError(f"topology.centre: {at_hub!r} is not a node")
+            worker = _worker_role(info, hub)
+            roles = {i: (hub if i == at_hub else worker) for i in ids}
+        entries = [NodeEntry(id=i, role=roles[i]) for i in ids]
+    roles = {e.id: e.role for e in entries}
+    holders = [e.id for e in entries if e.role == hub] if hub is not None else []
+    if info.graph == "star" and hub is not None and len(holders) != 1:
+        raise ConfigError(
+            f"nodes: {info.name} needs exactly one {hub}, got {len(holders)}"
+            + (f" ({', '.join(holders)})" if holders else "")
+        )
+    if info.graph == "star" and "kind" not in topology and "schedule" not in topology:
+        topology = {**topology, "kind": "star"}
+    parsed = parse_topology(
+        topology, [e.id for e in entries], seed=seed, hub=holders[0] if holders else None
+    )
+    check_topology(parsed, info, roles)
+    return tuple(entries), parsed
 
 
 def node_specs(
@@ -294,10 +327,11 @@ def node_specs(
     addresses = addresses or {}
     info = algorithm_info(experiment.algorithm)
     data_nodes = experiment.data_nodes()
-    hoods = neighbourhoods(experiment.graph)
+    topology = experiment.topology or Topology.static(experiment.graph)
+    hoods = topology.neighbourhoods()
     specs = []
     for index, entry in enumerate(experiment.nodes):
-        hood: Neighbourhood = hoods[entry.id]
+        schedule: tuple[Neighbourhood, ...] = hoods[entry.id]
         data = None
         if entry.id in data_nodes:
             d = experiment.data
@@ -310,7 +344,8 @@ def node_specs(
                 path=d.path,
                 format=d.format,
             )
-        peers = set(hood.out_peers) | set(hood.in_peers)
+        # A node connects to everyone it will ever talk to over the whole schedule.
+        peers = {p for hood in schedule for p in (*hood.out_peers, *hood.in_peers)}
         specs.append(
             NodeSpec(
                 experiment=experiment.name,
@@ -326,8 +361,8 @@ def node_specs(
                 chains=experiment.chains,
                 num_nodes=len(data_nodes),
                 prior_share=1.0 / max(len(data_nodes), 1),
-                schedule=(hood,),
-                schedule_period=1,
+                schedule=schedule,
+                schedule_period=topology.period,
                 peers={p: addresses.get(p, "") for p in sorted(peers)},
                 round_deadline=experiment.round_deadline,
                 link_faults=tuple(f for sender, f in experiment.faults if sender == entry.id),
