@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy import linalg
 
 __all__ = ["gaussian_w2", "empirical_w2", "w2_curve"]
 
@@ -13,11 +12,18 @@ def gaussian_w2(mean1: np.ndarray, cov1: np.ndarray, mean2: np.ndarray, cov2: np
 
     ``W2² = ‖m1 − m2‖² + tr(S1 + S2 − 2 (S2^½ S1 S2^½)^½)``.
     """
-    root2 = linalg.sqrtm(cov2)
-    cross = linalg.sqrtm(root2 @ cov1 @ root2)
-    trace = np.trace(cov1) + np.trace(cov2) - 2.0 * np.real(np.trace(cross))
+    root2 = _psd_sqrt(cov2)
+    cross = _psd_sqrt(root2 @ cov1 @ root2)
+    trace = np.trace(cov1) + np.trace(cov2) - 2.0 * np.trace(cross)
     squared = float(np.sum((mean1 - mean2) ** 2) + max(trace, 0.0))
     return float(np.sqrt(max(squared, 0.0)))
+
+
+def _psd_sqrt(matrix: np.ndarray) -> np.ndarray:
+    """Square root of a symmetric positive semi-definite matrix, stable when it is singular
+    (a sampler collapsed to a point, e.g. ADMM, has a zero covariance)."""
+    values, vectors = np.linalg.eigh((matrix + matrix.T) / 2.0)
+    return (vectors * np.sqrt(np.clip(values, 0.0, None))) @ vectors.T
 
 
 def empirical_w2(points: np.ndarray, mean: np.ndarray, cov: np.ndarray) -> float:
