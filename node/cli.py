@@ -1,0 +1,149 @@
+"""``python -m node serve --listen HOST:PORT [--state-dir DIR]``: run one node.
+
+Once serving, exactly one line goes to stdout — ``starling-node listening on HOST:PORT``
+with the real port (``PORT`` may be 0 for a free one) — which is what an orchestrator
+waits for. Logs go to stderr. SIGTERM or SIGINT stops the round loop, makes the sample
+store durable, closes the links and exits with 0. An address that cannot be bound is one
+line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+
+__all__ = ["main"]
+
+READY_PREFIX = "starling-node listening on "
+EXIT_USAGE = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m node", description="A Starling node: one gRPC service, one sampler."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    serve = sub.add_parser("serve", help="serve the node's gRPC API until SIGTERM/SIGINT")
+    serve.add_argument(
+        "--listen", default="127.0.0.1:0", metavar="HOST:PORT",
+        help="address to bind; port 0 picks a free port (default: %(default)s)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--state-dir", metavar="DIR",
+        help="where samples and checkpoints live (default: a fresh temporary directory, "
+        "removed at a clean exit); give the same DIR after a crash to resume",
+    )  # fmt: skip
+    serve.add_argument(
+        "--max-workers", type=int, default=None, metavar="N",
+        help="server threads; each inbound link holds one (default: 1024, made on demand)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--max-message-bytes", type=int, default=None, metavar="N",
+        help="largest gRPC message sent or accepted (default: 256 MiB)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="stderr log level (default: %(default)s)",
+    )  # fmt: skip
+    return parser
+
+
+def _split(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError("expected HOST:PORT with a port between 0 and 65535")
+    return host.strip("[]"), int(port)
+
+
+def _probe(host: str, port: int) -> None:
+    """Bind and release ``host:port`` once, so a taken port gives a clear error (gRPC's
+    own message on this is a C-core log line). Raises OSError."""
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                               flags=socket.AI_PASSIVE)
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        # As gRPC does: a port in TIME_WAIT is free, a listening one is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(address)
+
+
+def _fail(message: str) -> int:
+    print(f"starling-node: {message}", file=sys.stderr, flush=True)
+    return EXIT_USAGE
+
+
+def serve(args: argparse.Namespace) -> int:
+    try:
+        host, port = _split(args.listen)
+        if port != 0:
+            _probe(host, port)
+    except ValueError as exc:
+        return _fail(f"--listen {args.listen}: {exc}")
+    except OSError as exc:
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        if exc.errno == errno.EADDRINUSE:
+            reason = "address already in use"
+        return _fail(f"cannot listen on {args.listen}: {reason}")
+
+    # Imported late so that usage errors are fast and gRPC is never loaded for them.
+    from node.runtime.server import NodeServer
+    from node.runtime.transport import DEFAULT_MAX_WORKERS, MAX_MESSAGE_BYTES
+
+    temporary = args.state_dir is None
+    state_dir = tempfile.mkdtemp(prefix="starling-node-") if temporary else args.state_dir
+    try:
+        server = NodeServer(
+            args.listen,
+            state_dir,
+            max_workers=args.max_workers or DEFAULT_MAX_WORKERS,
+            max_message_bytes=args.max_message_bytes or MAX_MESSAGE_BYTES,
+        )
+    except OSError as exc:
+        if temporary:
+            shutil.rmtree(state_dir, ignore_errors=True)
+        return _fail(str(exc))
+
+    stop = threading.Event()
+    received: list[int] = []
+
+    def on_signal(signum, frame):  # pragma: no cover - exercised by the tests' subprocesses
+        received.append(signum)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.start()
+        print(f"{READY_PREFIX}{server.address}", flush=True)
+        logging.getLogger("starling.node").info("state dir %s", state_dir)
+        while not stop.wait(0.5):
+            pass
+        logging.getLogger("starling.node").info(
+            "signal %s: shutting down", signal.Signals(received[0]).name
+        )
+    finally:
+        server.shutdown()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if temporary:
+            shutil.rmtree(state_dir, ignore_errors=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if args.command == "serve":
+        return serve(args)
+    return EXIT_USAGE  # pragma: no cover - argparse requires a command

@@ -1,0 +1,274 @@
+"""Protobuf <-> plain Python: NodeSpec <-> NodeConfig, numpy <-> Tensor, Message <-> Iterate.
+
+Servicers and the client call only these functions, so protobuf types stop at the edge.
+``config_to_spec(spec_to_config(s)) == s`` for every spec the orchestrator builds; the one
+lossy step is ``google.protobuf.Struct`` (hyperparameters, model params), which carries
+every number as a double — :mod:`node.params` accepts whole doubles where an int is
+declared, and an int too large for a double to hold exactly is refused here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from google.protobuf import struct_pb2
+
+from node.messages import Message
+from node.params import ConfigError
+from node.protocol.starling.v1 import control_pb2, peer_pb2, tensor_pb2
+from node.spec import DataSpec, LinkFault, ModelSpec, Neighbourhood, NodeSpec
+
+__all__ = [
+    "DTYPES",
+    "TensorError",
+    "array_from_tensor",
+    "config_to_spec",
+    "iterate_to_message",
+    "mapping_from_struct",
+    "message_to_iterate",
+    "spec_to_config",
+    "struct_from_mapping",
+    "tensor_from_array",
+    "withheld_iterate",
+]
+
+DTYPES = {
+    name: np.dtype(name).newbyteorder("<") for name in ("float64", "float32", "int64", "int32")
+}
+"""The dtypes allowed on the wire, each in its little-endian form."""
+
+_EXACT_INT = 2**53  # beyond this a double cannot hold every integer
+
+
+class TensorError(ValueError):
+    """A Tensor whose dtype, shape or byte count does not add up."""
+
+
+# --------------------------------------------------------------------------- tensors
+
+
+def tensor_from_array(array: np.ndarray, name: str = "") -> tensor_pb2.Tensor:
+    """Raw little-endian C-order bytes of ``array`` (float64 stays bit-exact)."""
+    value = np.asarray(array)
+    if value.dtype.name not in DTYPES:
+        raise TensorError(f"tensor {name!r}: dtype {value.dtype} cannot be sent")
+    wire = np.ascontiguousarray(value, dtype=DTYPES[value.dtype.name])
+    return tensor_pb2.Tensor(
+        name=name, shape=list(value.shape), dtype=value.dtype.name, data=wire.tobytes()
+    )
+
+
+def array_from_tensor(tensor: tensor_pb2.Tensor) -> np.ndarray:
+    """A fresh, writable, native-order array; raises TensorError if the bytes do not fit."""
+    dtype = DTYPES.get(tensor.dtype)
+    if dtype is None:
+        raise TensorError(
+            f"tensor {tensor.name!r}: unsupported dtype {tensor.dtype!r} "
+            f"(allowed: {', '.join(DTYPES)})"
+        )
+    shape = tuple(int(n) for n in tensor.shape)
+    if any(n < 0 for n in shape):
+        raise TensorError(f"tensor {tensor.name!r}: negative dimension in shape {shape}")
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if len(tensor.data) != expected:
+        raise TensorError(
+            f"tensor {tensor.name!r}: {len(tensor.data)} bytes for shape {shape} "
+            f"of {tensor.dtype} (expected {expected})"
+        )
+    return np.frombuffer(tensor.data, dtype=dtype).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def message_to_iterate(
+    message: Message, *, experiment: str, sender: str, receiver: str, round: int, phase: int
+) -> peer_pb2.Iterate:
+    return peer_pb2.Iterate(
+        experiment=experiment,
+        sender=sender,
+        receiver=receiver,
+        round=round,
+        phase=phase,
+        kind=message.kind,
+        tensors=[tensor_from_array(value, name) for name, value in message.tensors.items()],
+    )
+
+
+def withheld_iterate(
+    *, experiment: str, sender: str, receiver: str, round: int, phase: int, kind: str = ""
+) -> peer_pb2.Iterate:
+    """The notice sent in place of a message an emulated fault took out (no tensors)."""
+    return peer_pb2.Iterate(
+        experiment=experiment,
+        sender=sender,
+        receiver=receiver,
+        round=round,
+        phase=phase,
+        kind=kind,
+        withheld=True,
+    )
+
+
+def iterate_to_message(iterate: peer_pb2.Iterate) -> Message:
+    """The sampler-level message, stamped with the round it was sent in."""
+    tensors: dict[str, np.ndarray] = {}
+    for tensor in iterate.tensors:
+        if tensor.name in tensors:
+            raise TensorError(f"tensor {tensor.name!r} appears twice")
+        tensors[tensor.name] = array_from_tensor(tensor)
+    return Message(kind=iterate.kind, tensors=tensors, round=int(iterate.round))
+
+
+# --------------------------------------------------------------------------- Struct
+
+
+def _plain(value: Any, where: str) -> Any:
+    """``value`` as JSON-like Python that Struct can carry, or ConfigError naming ``where``."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (int, np.integer)):
+        if abs(int(value)) > _EXACT_INT:
+            raise ConfigError(f"{where}: integer {value} is too large to send exactly")
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ConfigError(f"{where}: keys must be strings, got {key!r}")
+            out[key] = _plain(item, f"{where}.{key}")
+        return out
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_plain(item, f"{where}[{k}]") for k, item in enumerate(list(value))]
+    raise ConfigError(f"{where}: cannot send a value of type {type(value).__name__}")
+
+
+def struct_from_mapping(values: Mapping[str, Any], where: str = "value") -> struct_pb2.Struct:
+    struct = struct_pb2.Struct()
+    struct.update(_plain(dict(values), where))
+    return struct
+
+
+def _from_value(value: struct_pb2.Value) -> Any:
+    kind = value.WhichOneof("kind")
+    if kind == "null_value" or kind is None:
+        return None
+    if kind == "struct_value":
+        return mapping_from_struct(value.struct_value)
+    if kind == "list_value":
+        return [_from_value(item) for item in value.list_value.values]
+    return getattr(value, kind)
+
+
+def mapping_from_struct(struct: struct_pb2.Struct) -> dict[str, Any]:
+    return {key: _from_value(struct.fields[key]) for key in sorted(struct.fields)}
+
+
+# --------------------------------------------------------------------------- NodeSpec
+
+
+def spec_to_config(spec: NodeSpec) -> control_pb2.NodeConfig:
+    config = control_pb2.NodeConfig(
+        experiment=spec.experiment,
+        node_id=spec.node_id,
+        node_index=spec.node_index,
+        role=spec.role,
+        algorithm=spec.algorithm,
+        hyperparameters=struct_from_mapping(spec.hyperparameters, "hyperparameters"),
+        model=control_pb2.ModelConfig(
+            name=spec.model.name, params=struct_from_mapping(spec.model.params, "model.params")
+        ),
+        seed=spec.seed,
+        rounds=spec.rounds,
+        chains=spec.chains,
+        num_nodes=spec.num_nodes,
+        prior_share=spec.prior_share,
+        schedule=[
+            control_pb2.Neighbourhood(
+                out_peers=list(hood.out_peers),
+                in_peers=list(hood.in_peers),
+                weights=[control_pb2.Weight(peer=p, weight=w) for p, w in hood.weights.items()],
+            )
+            for hood in spec.schedule
+        ],
+        schedule_period=spec.schedule_period,
+        peers=[control_pb2.PeerAddress(id=p, address=a) for p, a in spec.peers.items()],
+        round_deadline=spec.round_deadline,
+        link_faults=[
+            control_pb2.LinkFault(
+                receiver=f.receiver, start=f.start, stop=f.stop, drop=f.drop, seed=f.seed
+            )
+            for f in spec.link_faults
+        ],
+        checkpoint_every=spec.checkpoint_every,
+    )
+    if spec.data is not None:
+        d = spec.data
+        config.data.CopyFrom(
+            control_pb2.DataConfig(
+                source=d.source,
+                shard=d.shard,
+                num_shards=d.num_shards,
+                seed=d.seed,
+                size=d.size,
+                path=d.path,
+                format=d.format,
+            )
+        )
+    return config
+
+
+def config_to_spec(config: control_pb2.NodeConfig) -> NodeSpec:
+    data = None
+    if config.HasField("data"):
+        d = config.data
+        data = DataSpec(
+            source=d.source,
+            shard=int(d.shard),
+            num_shards=int(d.num_shards),
+            seed=int(d.seed),
+            size=int(d.size),
+            path=d.path,
+            format=d.format,
+        )
+    return NodeSpec(
+        experiment=config.experiment,
+        node_id=config.node_id,
+        node_index=int(config.node_index),
+        role=config.role,
+        algorithm=config.algorithm,
+        hyperparameters=mapping_from_struct(config.hyperparameters),
+        model=ModelSpec(name=config.model.name, params=mapping_from_struct(config.model.params)),
+        data=data,
+        seed=int(config.seed),
+        rounds=int(config.rounds),
+        chains=int(config.chains),
+        num_nodes=int(config.num_nodes),
+        prior_share=float(config.prior_share),
+        schedule=tuple(
+            Neighbourhood(
+                out_peers=tuple(hood.out_peers),
+                in_peers=tuple(hood.in_peers),
+                weights={w.peer: float(w.weight) for w in hood.weights},
+            )
+            for hood in config.schedule
+        ),
+        schedule_period=int(config.schedule_period),
+        peers={p.id: p.address for p in config.peers},
+        round_deadline=float(config.round_deadline),
+        link_faults=tuple(
+            LinkFault(
+                receiver=f.receiver,
+                start=int(f.start),
+                stop=int(f.stop),
+                drop=float(f.drop),
+                seed=int(f.seed),
+            )
+            for f in config.link_faults
+        ),
+        checkpoint_every=int(config.checkpoint_every),
+    )

@@ -1,0 +1,251 @@
+from google.protobuf import struct_pb2 as _struct_pb2
+from node.protocol.starling.v1 import tensor_pb2 as _tensor_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class NodeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NODE_STATE_UNSPECIFIED: _ClassVar[NodeState]
+    NODE_STATE_IDLE: _ClassVar[NodeState]
+    NODE_STATE_CONFIGURED: _ClassVar[NodeState]
+    NODE_STATE_RUNNING: _ClassVar[NodeState]
+    NODE_STATE_DONE: _ClassVar[NodeState]
+    NODE_STATE_FAILED: _ClassVar[NodeState]
+    NODE_STATE_STOPPED: _ClassVar[NodeState]
+NODE_STATE_UNSPECIFIED: NodeState
+NODE_STATE_IDLE: NodeState
+NODE_STATE_CONFIGURED: NodeState
+NODE_STATE_RUNNING: NodeState
+NODE_STATE_DONE: NodeState
+NODE_STATE_FAILED: NodeState
+NODE_STATE_STOPPED: NodeState
+
+class NodeConfig(_message.Message):
+    __slots__ = ("experiment", "node_id", "node_index", "role", "algorithm", "hyperparameters", "model", "data", "seed", "rounds", "chains", "num_nodes", "prior_share", "schedule", "schedule_period", "peers", "round_deadline", "link_faults", "checkpoint_every")
+    EXPERIMENT_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    ALGORITHM_FIELD_NUMBER: _ClassVar[int]
+    HYPERPARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    CHAINS_FIELD_NUMBER: _ClassVar[int]
+    NUM_NODES_FIELD_NUMBER: _ClassVar[int]
+    PRIOR_SHARE_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_PERIOD_FIELD_NUMBER: _ClassVar[int]
+    PEERS_FIELD_NUMBER: _ClassVar[int]
+    ROUND_DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    LINK_FAULTS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_EVERY_FIELD_NUMBER: _ClassVar[int]
+    experiment: str
+    node_id: str
+    node_index: int
+    role: str
+    algorithm: str
+    hyperparameters: _struct_pb2.Struct
+    model: ModelConfig
+    data: DataConfig
+    seed: int
+    rounds: int
+    chains: int
+    num_nodes: int
+    prior_share: float
+    schedule: _containers.RepeatedCompositeFieldContainer[Neighbourhood]
+    schedule_period: int
+    peers: _containers.RepeatedCompositeFieldContainer[PeerAddress]
+    round_deadline: float
+    link_faults: _containers.RepeatedCompositeFieldContainer[LinkFault]
+    checkpoint_every: int
+    def __init__(self, experiment: _Optional[str] = ..., node_id: _Optional[str] = ..., node_index: _Optional[int] = ..., role: _Optional[str] = ..., algorithm: _Optional[str] = ..., hyperparameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., model: _Optional[_Union[ModelConfig, _Mapping]] = ..., data: _Optional[_Union[DataConfig, _Mapping]] = ..., seed: _Optional[int] = ..., rounds: _Optional[int] = ..., chains: _Optional[int] = ..., num_nodes: _Optional[int] = ..., prior_share: _Optional[float] = ..., schedule: _Optional[_Iterable[_Union[Neighbourhood, _Mapping]]] = ..., schedule_period: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[PeerAddress, _Mapping]]] = ..., round_deadline: _Optional[float] = ..., link_faults: _Optional[_Iterable[_Union[LinkFault, _Mapping]]] = ..., checkpoint_every: _Optional[int] = ...) -> None: ...
+
+class ModelConfig(_message.Message):
+    __slots__ = ("name", "params")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    params: _struct_pb2.Struct
+    def __init__(self, name: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class DataConfig(_message.Message):
+    __slots__ = ("source", "shard", "num_shards", "seed", "size", "path", "format")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    NUM_SHARDS_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    shard: int
+    num_shards: int
+    seed: int
+    size: int
+    path: str
+    format: str
+    def __init__(self, source: _Optional[str] = ..., shard: _Optional[int] = ..., num_shards: _Optional[int] = ..., seed: _Optional[int] = ..., size: _Optional[int] = ..., path: _Optional[str] = ..., format: _Optional[str] = ...) -> None: ...
+
+class Weight(_message.Message):
+    __slots__ = ("peer", "weight")
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    peer: str
+    weight: float
+    def __init__(self, peer: _Optional[str] = ..., weight: _Optional[float] = ...) -> None: ...
+
+class Neighbourhood(_message.Message):
+    __slots__ = ("out_peers", "in_peers", "weights")
+    OUT_PEERS_FIELD_NUMBER: _ClassVar[int]
+    IN_PEERS_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    out_peers: _containers.RepeatedScalarFieldContainer[str]
+    in_peers: _containers.RepeatedScalarFieldContainer[str]
+    weights: _containers.RepeatedCompositeFieldContainer[Weight]
+    def __init__(self, out_peers: _Optional[_Iterable[str]] = ..., in_peers: _Optional[_Iterable[str]] = ..., weights: _Optional[_Iterable[_Union[Weight, _Mapping]]] = ...) -> None: ...
+
+class PeerAddress(_message.Message):
+    __slots__ = ("id", "address")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    address: str
+    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+
+class LinkFault(_message.Message):
+    __slots__ = ("receiver", "start", "stop", "drop", "seed")
+    RECEIVER_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
+    DROP_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    receiver: str
+    start: int
+    stop: int
+    drop: float
+    seed: int
+    def __init__(self, receiver: _Optional[str] = ..., start: _Optional[int] = ..., stop: _Optional[int] = ..., drop: _Optional[float] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class ConfigureReply(_message.Message):
+    __slots__ = ("next_round", "resumed", "samples_stored")
+    NEXT_ROUND_FIELD_NUMBER: _ClassVar[int]
+    RESUMED_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_STORED_FIELD_NUMBER: _ClassVar[int]
+    next_round: int
+    resumed: bool
+    samples_stored: int
+    def __init__(self, next_round: _Optional[int] = ..., resumed: _Optional[bool] = ..., samples_stored: _Optional[int] = ...) -> None: ...
+
+class StartRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class StopRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class StatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Ack(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class LinkStats(_message.Message):
+    __slots__ = ("peer", "sent", "received", "withheld", "dropped", "send_errors", "late", "rejected", "last_error", "max_staleness")
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    SENT_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    WITHHELD_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    SEND_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    LATE_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    MAX_STALENESS_FIELD_NUMBER: _ClassVar[int]
+    peer: str
+    sent: int
+    received: int
+    withheld: int
+    dropped: int
+    send_errors: int
+    late: int
+    rejected: int
+    last_error: str
+    max_staleness: int
+    def __init__(self, peer: _Optional[str] = ..., sent: _Optional[int] = ..., received: _Optional[int] = ..., withheld: _Optional[int] = ..., dropped: _Optional[int] = ..., send_errors: _Optional[int] = ..., late: _Optional[int] = ..., rejected: _Optional[int] = ..., last_error: _Optional[str] = ..., max_staleness: _Optional[int] = ...) -> None: ...
+
+class NodeStatus(_message.Message):
+    __slots__ = ("node_id", "experiment", "state", "round", "error", "samples_stored", "outbound", "inbound")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_STORED_FIELD_NUMBER: _ClassVar[int]
+    OUTBOUND_FIELD_NUMBER: _ClassVar[int]
+    INBOUND_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    experiment: str
+    state: NodeState
+    round: int
+    error: str
+    samples_stored: int
+    outbound: _containers.RepeatedCompositeFieldContainer[LinkStats]
+    inbound: _containers.RepeatedCompositeFieldContainer[LinkStats]
+    def __init__(self, node_id: _Optional[str] = ..., experiment: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., round: _Optional[int] = ..., error: _Optional[str] = ..., samples_stored: _Optional[int] = ..., outbound: _Optional[_Iterable[_Union[LinkStats, _Mapping]]] = ..., inbound: _Optional[_Iterable[_Union[LinkStats, _Mapping]]] = ...) -> None: ...
+
+class SamplesRequest(_message.Message):
+    __slots__ = ("offset", "follow")
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    offset: int
+    follow: bool
+    def __init__(self, offset: _Optional[int] = ..., follow: _Optional[bool] = ...) -> None: ...
+
+class Sample(_message.Message):
+    __slots__ = ("index", "round", "value")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    round: int
+    value: _tensor_pb2.Tensor
+    def __init__(self, index: _Optional[int] = ..., round: _Optional[int] = ..., value: _Optional[_Union[_tensor_pb2.Tensor, _Mapping]] = ...) -> None: ...
+
+class SampleBatch(_message.Message):
+    __slots__ = ("samples",)
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    samples: _containers.RepeatedCompositeFieldContainer[Sample]
+    def __init__(self, samples: _Optional[_Iterable[_Union[Sample, _Mapping]]] = ...) -> None: ...
+
+class SetLinkRequest(_message.Message):
+    __slots__ = ("receiver", "up", "drop", "delay_ms")
+    RECEIVER_FIELD_NUMBER: _ClassVar[int]
+    UP_FIELD_NUMBER: _ClassVar[int]
+    DROP_FIELD_NUMBER: _ClassVar[int]
+    DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    receiver: str
+    up: bool
+    drop: float
+    delay_ms: float
+    def __init__(self, receiver: _Optional[str] = ..., up: _Optional[bool] = ..., drop: _Optional[float] = ..., delay_ms: _Optional[float] = ...) -> None: ...
+
+class CheckpointRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CheckpointReply(_message.Message):
+    __slots__ = ("next_round",)
+    NEXT_ROUND_FIELD_NUMBER: _ClassVar[int]
+    next_round: int
+    def __init__(self, next_round: _Optional[int] = ...) -> None: ...

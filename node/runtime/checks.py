@@ -1,0 +1,119 @@
+"""Checks at the node's two doors: the spec it is configured with, and what peers send.
+
+Every failure names the field (``round_deadline``, ``schedule[0].in_peers``) or the peer,
+so the orchestrator can show one clear line.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from node.messages import Message, check_message
+from node.params import ConfigError
+from node.protocol import convert
+from node.protocol.starling.v1 import peer_pb2
+from node.samplers.base import NodeProgram
+from node.spec import NodeSpec
+
+__all__ = ["Rejected", "check_iterate", "check_spec"]
+
+
+class Rejected(ValueError):
+    """An incoming iterate failed validation; the message says why, naming the sender."""
+
+
+def _positive_int(value: int, where: str, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{where}: must be an integer >= {minimum}, got {value!r}")
+
+
+def check_spec(spec: NodeSpec) -> None:
+    """Raise ConfigError naming the first field that cannot work on a network node."""
+    for name in ("experiment", "node_id", "algorithm", "role"):
+        if not getattr(spec, name):
+            raise ConfigError(f"{name}: must not be empty")
+    _positive_int(spec.node_index, "node_index", 0)
+    _positive_int(spec.rounds, "rounds")
+    _positive_int(spec.chains, "chains")
+    _positive_int(spec.seed, "seed", 0)
+    _positive_int(spec.num_nodes, "num_nodes", 0)
+    _positive_int(spec.schedule_period, "schedule_period")
+    _positive_int(spec.checkpoint_every, "checkpoint_every")
+    if not math.isfinite(spec.round_deadline) or spec.round_deadline <= 0:
+        raise ConfigError(
+            f"round_deadline: must be a positive number of seconds, got {spec.round_deadline!r}"
+        )
+    if not 0.0 <= spec.prior_share <= 1.0:
+        raise ConfigError(f"prior_share: must be in [0, 1], got {spec.prior_share!r}")
+    for k, hood in enumerate(spec.schedule):
+        for side in ("out_peers", "in_peers"):
+            peers = getattr(hood, side)
+            if spec.node_id in peers:
+                raise ConfigError(f"schedule[{k}].{side}: lists the node itself")
+            if len(set(peers)) != len(peers):
+                raise ConfigError(f"schedule[{k}].{side}: lists a peer twice")
+        for peer, weight in hood.weights.items():
+            if not math.isfinite(weight):
+                raise ConfigError(f"schedule[{k}].weights.{peer}: must be finite")
+        for peer in hood.out_peers:
+            if not spec.peers.get(peer):
+                raise ConfigError(f"peers.{peer}: out-peer {peer!r} has no address")
+    for k, fault in enumerate(spec.link_faults):
+        if fault.start > fault.stop:
+            raise ConfigError(f"link_faults[{k}].rounds: start {fault.start} > stop {fault.stop}")
+        if not 0.0 <= fault.drop <= 1.0:
+            raise ConfigError(f"link_faults[{k}].drop: must be in [0, 1], got {fault.drop!r}")
+    if spec.data is not None and spec.data.num_shards < 1:
+        raise ConfigError("data.num_shards: must be at least 1")
+
+
+def check_iterate(
+    iterate: peer_pb2.Iterate,
+    spec: NodeSpec | None,
+    program: NodeProgram | None,
+    senders: frozenset[str],
+) -> Message | None:
+    """The decoded message (None for a withheld notice), or Rejected saying why."""
+    sender = iterate.sender
+    if spec is None or iterate.experiment != spec.experiment:
+        raise Rejected(f"peer {sender!r}: unknown experiment {iterate.experiment!r}")
+    if sender not in senders:
+        raise Rejected(f"peer {sender!r}: not an in-peer of node {spec.node_id!r}")
+    if iterate.receiver != spec.node_id:
+        raise Rejected(f"peer {sender!r}: message addressed to {iterate.receiver!r}")
+    phases = program.phases if program is not None else 1
+    if iterate.round < 0 or not 0 <= iterate.phase < phases:
+        raise Rejected(
+            f"peer {sender!r}: no round {iterate.round} phase {iterate.phase} in this run"
+        )
+    if iterate.withheld:
+        if len(iterate.tensors):
+            raise Rejected(f"peer {sender!r}: a withheld notice must carry no tensors")
+        return None
+    if program is None:
+        raise Rejected(f"peer {sender!r}: node is not configured")
+    try:
+        expected = program.message_shapes(iterate.kind)
+    except Exception as exc:  # noqa: BLE001 - a program may refuse a kind any way it likes
+        raise Rejected(
+            f"peer {sender!r}: unexpected message kind {iterate.kind!r} ({exc})"
+        ) from None
+    # Refuse an oversized message before allocating arrays for it.
+    limit = sum(int(np.prod(shape, dtype=np.int64)) for shape in expected.values()) * 8
+    size = sum(len(t.data) for t in iterate.tensors)
+    if size > limit:
+        raise Rejected(
+            f"peer {sender!r}: oversized message {iterate.kind!r} "
+            f"({size} bytes, at most {limit} expected)"
+        )
+    try:
+        message = convert.iterate_to_message(iterate)
+    except convert.TensorError as exc:
+        raise Rejected(f"peer {sender!r}: {exc}") from None
+    try:
+        check_message(message, expected, sender)
+    except ValueError as exc:
+        raise Rejected(str(exc)) from None
+    return message

@@ -1,0 +1,116 @@
+"""Where arriving messages wait for the round loop, and how long the loop waits for them.
+
+Synchronous programs: messages are buffered by (round, phase). The round loop waits for
+the expected senders of its current (round, phase) until each has *answered* or the
+deadline passes, then takes what arrived and closes that (round, phase); anything for it
+that comes later is counted ``late`` and dropped (that link was down that round). A sender
+has answered when its message or its withheld notice is here, or when a message of a
+*later* (round, phase) from it is here: a link is one ordered stream, so the earlier one
+is lost. That is also what lets a node restarted from a checkpoint catch up with its peers
+without waiting out a deadline per round.
+
+Asynchronous programs: nothing is waited for; each phase's inbox holds, for each expected
+sender, the latest message received from it (any round, reused until replaced), stamped
+with the round it was sent in.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+
+from node.messages import Message
+from node.runtime.stats import StatsBook
+
+__all__ = ["WITHHELD", "Inbox"]
+
+Key = tuple[int, int]
+
+
+class _Withheld:
+    def __repr__(self) -> str:
+        return "WITHHELD"
+
+
+WITHHELD = _Withheld()
+"""Stands for a withheld notice: the sender answered, with nothing."""
+
+_LAST_PHASE = 2**31
+
+
+class Inbox:
+    def __init__(self, stats: StatsBook, next_round: int = 0, synchronous: bool = True):
+        self._stats = stats
+        self._synchronous = synchronous
+        self._cond = threading.Condition()
+        self._pending: dict[Key, dict[str, Message | _Withheld]] = {}
+        # Everything at or before this (round, phase) is closed: a message for it is late.
+        self._closed: Key = (next_round - 1, _LAST_PHASE)
+        self._last_seen: dict[str, Key] = {}
+        self._latest: dict[str, Message] = {}
+        self._interrupted = False
+
+    def deliver(
+        self, sender: str, round_index: int, phase: int, item: Message | _Withheld
+    ) -> str:
+        """File an arrival: ``"received"``, ``"withheld"``, ``"late"`` or ``"duplicate"``."""
+        key = (round_index, phase)
+        with self._cond:
+            if isinstance(item, Message):
+                latest = self._latest.get(sender)
+                if latest is None or latest.round <= round_index:
+                    self._latest[sender] = item
+            self._last_seen[sender] = max(self._last_seen.get(sender, key), key)
+            if not self._synchronous:
+                outcome = "withheld" if item is WITHHELD else "received"
+            elif key <= self._closed:
+                outcome = "late"
+            else:
+                box = self._pending.setdefault(key, {})
+                if sender in box:
+                    return "duplicate"
+                box[sender] = item
+                outcome = "withheld" if item is WITHHELD else "received"
+            self._cond.notify_all()
+        return outcome
+
+    def wait(
+        self, round_index: int, phase: int, expected: Iterable[str], deadline: float
+    ) -> dict[str, Message]:
+        """The messages of (round, phase), once every expected sender answered or at
+        ``deadline`` (a ``time.monotonic()`` value); closes (round, phase)."""
+        key = (round_index, phase)
+        expected = tuple(expected)
+        with self._cond:
+            while not self._interrupted:
+                box = self._pending.get(key, {})
+                missing = [
+                    s for s in expected
+                    if s not in box and self._last_seen.get(s, (-1, -1)) <= key
+                ]  # fmt: skip
+                if not missing:
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+            box = self._pending.pop(key, {})
+            self._closed = max(self._closed, key)
+            for stale in [k for k in self._pending if k <= key]:
+                del self._pending[stale]
+        return {s: m for s, m in box.items() if isinstance(m, Message)}
+
+    def latest(self, expected: Iterable[str], round_index: int) -> dict[str, Message]:
+        """For asynchronous programs: the latest message of each expected sender, if any."""
+        with self._cond:
+            out = {s: self._latest[s] for s in expected if s in self._latest}
+        for sender, message in out.items():
+            self._stats.note_staleness(sender, max(round_index - message.round, 0))
+        return out
+
+    def interrupt(self) -> None:
+        """Wake a waiting round loop for good (stop or shutdown)."""
+        with self._cond:
+            self._interrupted = True
+            self._cond.notify_all()

@@ -1,0 +1,342 @@
+"""Outbound links: one persistent ``Peer.Exchange`` stream per receiver, fed by a thread.
+
+The round loop never blocks on the network. It hands each message to its link's queue and
+moves on; the link's thread applies the live delay, converts the message to protobuf and
+pushes it into the one client stream it keeps open to the receiver. A receiver that is
+down costs the round loop nothing: the link thread keeps reconnecting with bounded backoff
+(gRPC's channel backoff, see :mod:`node.runtime.transport`) and discards, and counts as
+``dropped``, whatever the round loop queued while the peer was unreachable — a message of
+a past round is useless to a synchronous receiver anyway.
+
+Link state lives here, at the sender ([DESIGN] principle 4): up/down, a drop probability
+(decided with the link's own generator, never the sampler's) and a delay. A message an
+emulated fault takes out — scheduled (:func:`node.faults.withheld_by_schedule`) or live — is
+replaced by a *withheld notice* (an Iterate with ``withheld=true`` and no tensors), so the
+receiver knows at once that nothing is coming for that round instead of waiting for its
+deadline. A real fault (the peer or the network dies) sends no notice, of course.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+import numpy as np
+
+from node.faults import stable_id, withheld_by_schedule
+from node.messages import Message
+from node.protocol import convert
+from node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
+from node.runtime.stats import StatsBook
+from node.runtime.transport import open_channel
+from node.spec import NodeSpec
+
+__all__ = ["LinkState", "Links", "OutboundLink"]
+
+log = logging.getLogger("starling.node.links")
+
+CONNECT_WAIT = 1.0
+"""How long one connection attempt may hold queued messages before they are dropped."""
+
+CLOSE_WAIT = 2.0
+"""At shutdown, how long a link may take to deliver what is still queued."""
+
+_CLOSE = object()
+
+
+@dataclass
+class LinkState:
+    up: bool = True
+    drop: float = 0.0
+    delay_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Outgoing:
+    due: float
+    round: int
+    phase: int
+    message: Message | None  # None: a withheld notice
+
+
+class OutboundLink:
+    """The sender's end of the link ``sender → receiver``."""
+
+    def __init__(
+        self,
+        spec: NodeSpec,
+        receiver: str,
+        address: str,
+        stats: StatsBook,
+        credentials: grpc.ChannelCredentials | None = None,
+    ):
+        self.spec = spec
+        self.receiver = receiver
+        self.address = address
+        self.state = LinkState()
+        self._stats = stats
+        self._credentials = credentials
+        # Live drops use the link's own stream, seeded per link, so they never disturb
+        # the sampler's generator (and replay for a given seed and call sequence).
+        self._drop_rng = np.random.default_rng(
+            [spec.seed, stable_id(spec.node_id), stable_id(receiver), 0x11FE]
+        )
+        self._queue: queue.Queue = queue.Queue()
+        self._closing = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"link-{spec.node_id}->{receiver}", daemon=True
+        )
+        stats.ensure(receiver)
+        self._thread.start()
+
+    # ------------------------------------------------------------ round-loop side
+
+    def send(self, round_index: int, phase: int, message: Message) -> None:
+        """Queue ``message`` (or a withheld notice if a fault takes it out). Never blocks."""
+        state = self.state
+        withheld = (
+            withheld_by_schedule(self.spec.link_faults, self.spec.node_id, self.receiver,
+                                 round_index)
+            or not state.up
+            or (state.drop > 0.0 and self._drop_rng.random() < state.drop)
+        )
+        if withheld:
+            self._stats.add(self.receiver, "withheld")
+            self._queue.put(_Outgoing(time.monotonic(), round_index, phase, None))
+            return
+        due = time.monotonic() + max(state.delay_ms, 0.0) / 1000.0
+        self._queue.put(_Outgoing(due, round_index, phase, message))
+
+    def close(self, wait: float = CLOSE_WAIT) -> None:
+        """Deliver what is queued (for up to ``wait`` seconds), then end the stream."""
+        self._queue.put(_CLOSE)
+        self._thread.join(wait)
+        self._closing.set()
+        self._thread.join(1.0)
+
+    # ------------------------------------------------------------ link thread
+
+    def _iterate(self, item: _Outgoing) -> peer_pb2.Iterate:
+        common = dict(
+            experiment=self.spec.experiment,
+            sender=self.spec.node_id,
+            receiver=self.receiver,
+            round=item.round,
+            phase=item.phase,
+        )
+        if item.message is None:
+            return convert.withheld_iterate(**common)
+        return convert.message_to_iterate(item.message, **common)
+
+    def _run(self) -> None:
+        channel = open_channel(self.address, self._credentials)
+        stub = peer_pb2_grpc.PeerStub(channel)
+        try:
+            while not self._closing.is_set():
+                ready = grpc.channel_ready_future(channel)
+                try:
+                    ready.result(timeout=CONNECT_WAIT)
+                except grpc.FutureTimeoutError:
+                    ready.cancel()
+                    if self._drain_dropped("peer unreachable"):
+                        return
+                    continue
+                if self._stream(stub):
+                    return
+        finally:
+            channel.close()
+
+    def _drain_dropped(self, reason: str) -> bool:
+        """Drop everything queued; True if a close request was among it."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return False
+            if item is _CLOSE:
+                return True
+            if item.message is not None:
+                self._stats.add(self.receiver, "dropped", error=f"{reason} at {self.address}")
+
+    def _stream(self, stub: peer_pb2_grpc.PeerStub) -> bool:
+        """Feed one Exchange stream until it breaks (False) or the link closes (True)."""
+        outbox: queue.Queue = queue.Queue()
+        stats, receiver = self._stats, self.receiver
+
+        def requests():
+            # Runs in gRPC's sending thread; ``None`` ends the stream.
+            while True:
+                item = outbox.get()
+                if item is None:
+                    return
+                iterate, is_message = item
+                if is_message:
+                    stats.add(receiver, "sent")
+                yield iterate
+
+        call = stub.Exchange.future(requests())
+        broken = threading.Event()
+        call.add_done_callback(lambda _: (broken.set(), self._queue.put(None)))
+        closing = False
+        while True:
+            item = self._queue.get()
+            if item is None:  # a wake-up from a done callback (maybe an old stream's)
+                if broken.is_set():
+                    break
+                continue
+            if item is _CLOSE:
+                closing = True
+                break
+            if not self._wait_until(item.due, broken):
+                stats.add(receiver, "dropped", error="stream broke during the delay")
+                break
+            try:
+                outbox.put((self._iterate(item), item.message is not None))
+            except convert.TensorError as exc:
+                stats.add(receiver, "send_errors", error=str(exc))
+        if closing:
+            outbox.put(None)  # half-close: the receiver answers with its summary
+            try:
+                call.result(timeout=CLOSE_WAIT)
+            except (grpc.RpcError, grpc.FutureTimeoutError, grpc.FutureCancelledError):
+                call.cancel()
+            return True
+        self._note_broken(call)
+        self._drop_unsent(outbox)
+        outbox.put(None)  # let gRPC's sending thread finish
+        return False
+
+    def _wait_until(self, due: float, broken: threading.Event) -> bool:
+        """Sleep until ``due`` (the live delay); False if the stream broke meanwhile."""
+        while True:
+            remaining = due - time.monotonic()
+            if broken.is_set() or self._closing.is_set():
+                return False
+            if remaining <= 0:
+                return True
+            broken.wait(min(remaining, 0.1))
+
+    def _note_broken(self, call: grpc.Future) -> None:
+        try:
+            call.result(timeout=0)
+            detail = "stream ended"
+        except grpc.RpcError as exc:
+            detail = f"{exc.code().name}: {exc.details()}"  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - only for the message
+            detail = str(exc) or type(exc).__name__
+        self._stats.add(self.receiver, "send_errors", error=f"{self.address}: {detail}")
+        log.info("link to %s (%s) broke: %s; reconnecting", self.receiver, self.address, detail)
+
+    def _drop_unsent(self, outbox: queue.Queue) -> None:
+        while True:
+            try:
+                item = outbox.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None and item[1]:
+                self._stats.add(self.receiver, "dropped", error="stream broke before sending")
+
+
+class Links:
+    """All of one node's outbound links, created at Configure, closed at shutdown."""
+
+    def __init__(
+        self,
+        spec: NodeSpec,
+        stats: StatsBook,
+        credentials: grpc.ChannelCredentials | None = None,
+        link_factory: Callable[..., OutboundLink] = OutboundLink,
+    ):
+        self.spec = spec
+        self._stats = stats
+        self._credentials = credentials
+        self._factory = link_factory
+        self._lock = threading.Lock()
+        self._links: dict[str, OutboundLink] = {}
+        self._default = LinkState()
+        for receiver in out_peers(spec):
+            self._link(receiver)
+
+    def _link(self, receiver: str) -> OutboundLink:
+        with self._lock:
+            link = self._links.get(receiver)
+            if link is None:
+                address = self.spec.peers.get(receiver, "")
+                if not address:
+                    raise RuntimeError(
+                        f"node {self.spec.node_id!r} sends to {receiver!r}, "
+                        "which has no address in peers"
+                    )
+                link = self._factory(self.spec, receiver, address, self._stats,
+                                     self._credentials)
+                link.state = LinkState(**vars(self._default))
+                self._links[receiver] = link
+            return link
+
+    def send(self, round_index: int, phase: int, receiver: str, message: Message) -> None:
+        self._link(receiver).send(round_index, phase, message)
+
+    def set_state(
+        self,
+        receiver: str,
+        up: bool | None = None,
+        drop: float | None = None,
+        delay_ms: float | None = None,
+    ) -> None:
+        """Change live link state; ``receiver="*"`` means every link, present and future."""
+        with self._lock:
+            if receiver == "*":
+                targets = list(self._links.values())
+                self._default = _updated(self._default, up, drop, delay_ms)
+            else:
+                targets = [self._links[receiver]]
+        for link in targets:
+            # Replace, never mutate: the round loop reads the state without a lock.
+            link.state = _updated(link.state, up, drop, delay_ms)
+
+    def states(self) -> dict[str, LinkState]:
+        with self._lock:
+            return {receiver: link.state for receiver, link in self._links.items()}
+
+    def knows(self, receiver: str) -> bool:
+        with self._lock:
+            return receiver in self._links
+
+    def close(self) -> None:
+        with self._lock:
+            links = list(self._links.values())
+        # Close in parallel: each may wait a little for its queue to drain.
+        threads = [threading.Thread(target=link.close) for link in links]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+
+def _updated(
+    state: LinkState, up: bool | None, drop: float | None, delay_ms: float | None
+) -> LinkState:
+    return LinkState(
+        up=state.up if up is None else bool(up),
+        drop=state.drop if drop is None else float(drop),
+        delay_ms=state.delay_ms if delay_ms is None else float(delay_ms),
+    )
+
+
+def out_peers(spec: NodeSpec) -> tuple[str, ...]:
+    """Every receiver this node sends to in some graph period, in first-seen order."""
+    seen: dict[str, None] = {}
+    for hood in spec.schedule:
+        for peer in hood.out_peers:
+            seen.setdefault(peer, None)
+    return tuple(seen)
+
+
+def in_peers(spec: NodeSpec) -> frozenset[str]:
+    """Every sender this node accepts messages from, over all graph periods."""
+    return frozenset(peer for hood in spec.schedule for peer in hood.in_peers)

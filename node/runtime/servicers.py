@@ -1,0 +1,149 @@
+"""Thin gRPC servicers: protobuf in, a call on :class:`NodeRuntime`, protobuf out.
+
+Domain errors become status codes here and nowhere else: ConfigError → INVALID_ARGUMENT,
+PreconditionError → FAILED_PRECONDITION. Any other exception is a bug and surfaces as
+INTERNAL with its message (the node keeps serving).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+import grpc
+
+from node.params import ConfigError
+from node.protocol import convert
+from node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2, peer_pb2_grpc
+from node.runtime.runtime import NodeRuntime, PreconditionError
+from node.runtime.stats import LinkCounters
+
+__all__ = ["ControlServicer", "PeerServicer", "STATES"]
+
+log = logging.getLogger("starling.node")
+
+STATES = {
+    "idle": control_pb2.NODE_STATE_IDLE,
+    "configured": control_pb2.NODE_STATE_CONFIGURED,
+    "running": control_pb2.NODE_STATE_RUNNING,
+    "done": control_pb2.NODE_STATE_DONE,
+    "failed": control_pb2.NODE_STATE_FAILED,
+    "stopped": control_pb2.NODE_STATE_STOPPED,
+}
+
+
+def _mapped(method):
+    """Turn the runtime's exceptions into status codes with their one-line message."""
+
+    @functools.wraps(method)
+    def wrapper(self, request, context):
+        try:
+            return method(self, request, context)
+        except ConfigError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except PreconditionError as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        except Exception as exc:  # noqa: BLE001 - reported to the caller, node keeps serving
+            log.exception("%s failed", method.__name__)
+            context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+
+    return wrapper
+
+
+def _link_stats(peer: str, c: LinkCounters) -> control_pb2.LinkStats:
+    return control_pb2.LinkStats(
+        peer=peer,
+        sent=c.sent,
+        received=c.received,
+        withheld=c.withheld,
+        dropped=c.dropped,
+        send_errors=c.send_errors,
+        late=c.late,
+        rejected=c.rejected,
+        last_error=c.last_error,
+        max_staleness=c.max_staleness,
+    )
+
+
+class ControlServicer(control_pb2_grpc.ControlServicer):
+    def __init__(self, runtime: NodeRuntime):
+        self.runtime = runtime
+
+    @_mapped
+    def Configure(self, request, context):
+        result = self.runtime.configure(convert.config_to_spec(request))
+        return control_pb2.ConfigureReply(
+            next_round=result.next_round,
+            resumed=result.resumed,
+            samples_stored=result.samples_stored,
+        )
+
+    @_mapped
+    def Start(self, request, context):
+        self.runtime.start()
+        return control_pb2.Ack()
+
+    @_mapped
+    def Stop(self, request, context):
+        self.runtime.stop()
+        return control_pb2.Ack()
+
+    @_mapped
+    def Status(self, request, context):
+        s = self.runtime.status()
+        return control_pb2.NodeStatus(
+            node_id=s.node_id,
+            experiment=s.experiment,
+            state=STATES[s.state],
+            round=s.round,
+            error=s.error,
+            samples_stored=s.samples_stored,
+            outbound=[_link_stats(p, c) for p, c in s.outbound.items()],
+            inbound=[_link_stats(p, c) for p, c in s.inbound.items()],
+        )
+
+    def StreamSamples(self, request, context):
+        for batch in self.runtime.samples(request.offset, request.follow, context.is_active):
+            yield control_pb2.SampleBatch(
+                samples=[
+                    control_pb2.Sample(
+                        index=index, round=round_index, value=convert.tensor_from_array(value)
+                    )
+                    for index, round_index, value in batch
+                ]
+            )
+
+    @_mapped
+    def SetLink(self, request, context):
+        self.runtime.set_link(
+            request.receiver,
+            up=request.up if request.HasField("up") else None,
+            drop=request.drop if request.HasField("drop") else None,
+            delay_ms=request.delay_ms if request.HasField("delay_ms") else None,
+        )
+        return control_pb2.Ack()
+
+    @_mapped
+    def Checkpoint(self, request, context):
+        return control_pb2.CheckpointReply(next_round=self.runtime.checkpoint())
+
+
+class PeerServicer(peer_pb2_grpc.PeerServicer):
+    def __init__(self, runtime: NodeRuntime):
+        self.runtime = runtime
+
+    def Exchange(self, request_iterator, context):
+        # A bad message is rejected and counted, never fatal to the stream: the sender's
+        # well-formed messages keep flowing.
+        received = rejected = 0
+        try:
+            for iterate in request_iterator:
+                if self.runtime.receive(iterate) == "rejected":
+                    rejected += 1
+                else:
+                    received += 1
+        except grpc.RpcError:
+            # The sender went away (or sent more than the transport accepts): its stream
+            # ends here and its link reconnects.
+            pass
+        return peer_pb2.ExchangeSummary(received=received, rejected=rejected)

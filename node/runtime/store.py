@@ -1,0 +1,161 @@
+"""The node's sample store: an append-only local file, readable from any offset.
+
+Record ``k`` is the k-th sample the node produced::
+
+    magic "SMPL" | round int64 | rows int32 | cols int32 | crc32 of payload | payload
+
+with the payload ``rows × cols`` little-endian float64 (C order). Appends are flushed to
+the operating system after each round, so a SIGKILL of the process loses nothing already
+appended; ``sync()`` (called before each checkpoint) makes them durable against a power
+loss too. On open, a torn last record (the process died inside ``write``) is cut off.
+``truncate(n)`` keeps the first ``n`` records: on resume the store is cut back to the
+checkpoint, and the rounds after it are run again.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["SampleStore", "StoreError"]
+
+_MAGIC = b"SMPL"
+_HEADER = struct.Struct("<4sqiiI")
+_FLOAT = np.dtype("<f8")
+
+
+class StoreError(RuntimeError):
+    """The store file is damaged somewhere other than a torn last record."""
+
+
+class SampleStore:
+    """Thread-safe: the round loop appends while ``StreamSamples`` readers read."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Condition()
+        self._offsets: list[int] = []  # byte offset of each record
+        self._rounds: list[int] = []
+        self._end = 0
+        self.path.touch(exist_ok=True)
+        self._scan()
+        self._file = open(self.path, "r+b")  # noqa: SIM115 - lives as long as the store
+        self._file.truncate(self._end)
+        self._file.seek(self._end)
+        self._closed = False
+
+    def _scan(self) -> None:
+        size = self.path.stat().st_size
+        with open(self.path, "rb") as file:
+            position = 0
+            while position + _HEADER.size <= size:
+                file.seek(position)
+                magic, round_index, rows, cols, crc = _HEADER.unpack(file.read(_HEADER.size))
+                length = rows * cols * _FLOAT.itemsize
+                if magic != _MAGIC or rows < 0 or cols < 0:
+                    raise StoreError(f"{self.path}: record {len(self._offsets)} is damaged")
+                if position + _HEADER.size + length > size:
+                    break  # torn last record
+                payload = file.read(length)
+                if zlib.crc32(payload) != crc:
+                    if position + _HEADER.size + length == size:
+                        break  # torn last record whose length happened to be written
+                    raise StoreError(f"{self.path}: record {len(self._offsets)} fails its CRC")
+                self._offsets.append(position)
+                self._rounds.append(int(round_index))
+                position += _HEADER.size + length
+        self._end = position
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._offsets)
+
+    def append(self, round_index: int, value: np.ndarray) -> int:
+        """Append one (chains, d) sample; returns its index. Flushed to the OS at once."""
+        array = np.ascontiguousarray(value, dtype=_FLOAT)
+        if array.ndim != 2:
+            raise ValueError(f"a sample must have shape (chains, d), got {array.shape}")
+        payload = array.tobytes()
+        header = _HEADER.pack(_MAGIC, round_index, array.shape[0], array.shape[1],
+                              zlib.crc32(payload))
+        with self._lock:
+            self._file.write(header + payload)
+            self._file.flush()
+            self._offsets.append(self._end)
+            self._rounds.append(int(round_index))
+            self._end += len(header) + len(payload)
+            self._lock.notify_all()
+            return len(self._offsets) - 1
+
+    def sync(self) -> None:
+        """Make every appended record durable (fsync)."""
+        with self._lock:
+            if not self._closed:
+                self._file.flush()
+                os.fsync(self._file.fileno())
+
+    def truncate(self, count: int) -> None:
+        """Keep only the first ``count`` records."""
+        with self._lock:
+            if count > len(self._offsets):
+                raise StoreError(
+                    f"{self.path}: holds {len(self._offsets)} samples, cannot keep {count}"
+                )
+            if count == len(self._offsets):
+                return
+            self._end = self._offsets[count]
+            del self._offsets[count:]
+            del self._rounds[count:]
+            self._file.truncate(self._end)
+            self._file.seek(self._end)
+            self._file.flush()
+            os.fsync(self._file.fileno())
+
+    def rounds(self) -> list[int]:
+        with self._lock:
+            return list(self._rounds)
+
+    def read(self, start: int, limit: int) -> list[tuple[int, int, np.ndarray]]:
+        """Up to ``limit`` records from index ``start``: (index, round, array)."""
+        with self._lock:
+            stop = min(len(self._offsets), start + limit)
+            spans = [
+                (k, self._rounds[k], self._offsets[k]) for k in range(max(start, 0), stop)
+            ]
+        out = []
+        # A separate handle: readers never move the writer's file position.
+        with open(self.path, "rb") as file:
+            for index, round_index, offset in spans:
+                file.seek(offset)
+                _, _, rows, cols, _ = _HEADER.unpack(file.read(_HEADER.size))
+                payload = file.read(rows * cols * _FLOAT.itemsize)
+                array = np.frombuffer(payload, dtype=_FLOAT).reshape(rows, cols)
+                out.append((index, round_index, array.astype(np.float64)))
+        return out
+
+    def wait_beyond(self, count: int, timeout: float) -> int:
+        """Block until more than ``count`` records exist or ``timeout`` passes; the length."""
+        with self._lock:
+            self._lock.wait_for(lambda: len(self._offsets) > count or self._closed, timeout)
+            return len(self._offsets)
+
+    def wake(self) -> None:
+        """Wake waiting readers (the run ended; they re-check and finish)."""
+        with self._lock:
+            self._lock.notify_all()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            self._closed = True
+            self._lock.notify_all()

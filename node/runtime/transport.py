@@ -1,0 +1,116 @@
+"""Every gRPC option the node and its clients use, in one place.
+
+Both ends set the message size limits explicitly (:data:`MAX_MESSAGE_BYTES`), both ends
+agree on keepalive, and both take an optional ``credentials`` argument: ``None`` means
+insecure (loopback, a lab network), and TLS is a matter of passing
+``grpc.ssl_server_credentials`` / ``grpc.ssl_channel_credentials`` here — nothing else
+changes.
+"""
+
+from __future__ import annotations
+
+from concurrent import futures
+
+import grpc
+
+from node.protocol import MAX_MESSAGE_BYTES
+
+__all__ = [
+    "KEEPALIVE_TIME_MS",
+    "MAX_MESSAGE_BYTES",
+    "channel_options",
+    "create_server",
+    "open_channel",
+    "server_options",
+]
+
+# Why keepalive: links are long-lived streams. A peer that vanishes without closing its TCP
+# connection (a powered-off device, a pulled cable, a paused or disconnected container)
+# would otherwise leave the stream looking healthy for minutes while every message is lost
+# in the kernel's buffers. Pinging every 10 s and giving up after 5 s without an answer
+# turns that into a broken stream, which the link notices, counts and reconnects.
+KEEPALIVE_TIME_MS = 10_000
+KEEPALIVE_TIMEOUT_MS = 5_000
+
+# Reconnect quickly to a peer that comes back (a restarted node), but without hammering one
+# that stays away: gRPC's own backoff, bounded well below its 120 s default.
+INITIAL_RECONNECT_BACKOFF_MS = 100
+MAX_RECONNECT_BACKOFF_MS = 2_000
+
+DEFAULT_MAX_WORKERS = 1024
+"""Each inbound link holds one server thread for the life of its stream (as does a
+following sample stream), so the pool must exceed the largest in-degree; threads are only
+created when needed, so a high ceiling costs nothing."""
+
+
+def server_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+    return [
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+        ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+        ("grpc.keepalive_permit_without_calls", 1),
+        # Accept the clients' pings (at the rate they send them) instead of answering
+        # GOAWAY "too many pings".
+        ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_TIME_MS // 2),
+        ("grpc.http2.max_ping_strikes", 0),
+        # gRPC sets SO_REUSEPORT by default on Linux, which lets a second node bind a port
+        # that is already taken and silently share its traffic. A taken port must fail.
+        ("grpc.so_reuseport", 0),
+    ]
+
+
+def channel_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+    return [
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+        ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+        ("grpc.initial_reconnect_backoff_ms", INITIAL_RECONNECT_BACKOFF_MS),
+        ("grpc.min_reconnect_backoff_ms", INITIAL_RECONNECT_BACKOFF_MS),
+        ("grpc.max_reconnect_backoff_ms", MAX_RECONNECT_BACKOFF_MS),
+        # Peers are addressed directly (host:port); a proxy from the environment would
+        # only get in the way of loopback and LAN links.
+        ("grpc.enable_http_proxy", 0),
+    ]
+
+
+def open_channel(
+    address: str,
+    credentials: grpc.ChannelCredentials | None = None,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+) -> grpc.Channel:
+    options = channel_options(max_message_bytes)
+    if credentials is None:
+        return grpc.insecure_channel(address, options=options)
+    return grpc.secure_channel(address, credentials, options=options)
+
+
+def create_server(
+    listen: str,
+    *,
+    credentials: grpc.ServerCredentials | None = None,
+    max_workers: int = DEFAULT_MAX_WORKERS,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+) -> tuple[grpc.Server, int]:
+    """A server bound to ``listen`` (port 0: a free port); returns it with the real port.
+
+    Raises ``OSError`` naming the address if it cannot be bound. Servicers are added by
+    the caller before ``start()``.
+    """
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="starling-rpc"),
+        options=server_options(max_message_bytes),
+    )
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(listen)
+        else:
+            port = server.add_secure_port(listen, credentials)
+    except RuntimeError as exc:
+        raise OSError(f"cannot listen on {listen}: {exc}") from None
+    if port == 0:
+        raise OSError(f"cannot listen on {listen}: the address is in use or not available")
+    return server, port

@@ -1,0 +1,250 @@
+"""The orchestrator's handle on one node: plain Python in, plain Python out.
+
+Unary calls that fail with UNAVAILABLE (the node is starting, restarting or briefly
+unreachable) are retried with exponential backoff and full jitter, a few times. Any other
+failure becomes one readable line naming the node's address: :class:`ConfigError` when the
+node refused its configuration (INVALID_ARGUMENT), :class:`NodeUnavailable` otherwise.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import grpc
+import numpy as np
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from node.params import ConfigError
+from node.protocol import convert
+from node.protocol.starling.v1 import control_pb2, control_pb2_grpc
+from node.runtime.transport import open_channel
+from node.spec import NodeSpec
+
+__all__ = ["LinkStats", "NodeClient", "NodeRejected", "NodeStatus", "NodeUnavailable"]
+
+T = TypeVar("T")
+
+RETRY_ATTEMPTS = 5
+RETRY_BASE = 0.1
+RETRY_CAP = 2.0
+
+
+class NodeUnavailable(RuntimeError):
+    """The node cannot be reached or could not do what was asked; names the address."""
+
+
+class NodeRejected(NodeUnavailable):
+    """The node is up but the call does not fit its state (FAILED_PRECONDITION)."""
+
+
+@dataclass(frozen=True)
+class LinkStats:
+    """Counters of one link (see ``LinkStats`` in protos/starling/v1/control.proto)."""
+
+    sent: int = 0
+    received: int = 0
+    withheld: int = 0
+    dropped: int = 0
+    send_errors: int = 0
+    late: int = 0
+    rejected: int = 0
+    last_error: str = ""
+    max_staleness: int = 0
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    node_id: str
+    experiment: str
+    state: str
+    """``idle``, ``configured``, ``running``, ``done``, ``failed`` or ``stopped``."""
+    round: int
+    error: str
+    samples_stored: int
+    outbound: dict[str, LinkStats] = field(default_factory=dict)
+    inbound: dict[str, LinkStats] = field(default_factory=dict)
+
+
+_STATE_NAMES = {
+    control_pb2.NODE_STATE_UNSPECIFIED: "",
+    control_pb2.NODE_STATE_IDLE: "idle",
+    control_pb2.NODE_STATE_CONFIGURED: "configured",
+    control_pb2.NODE_STATE_RUNNING: "running",
+    control_pb2.NODE_STATE_DONE: "done",
+    control_pb2.NODE_STATE_FAILED: "failed",
+    control_pb2.NODE_STATE_STOPPED: "stopped",
+}
+
+
+def _link_stats(entries) -> dict[str, LinkStats]:
+    return {
+        e.peer: LinkStats(
+            sent=e.sent,
+            received=e.received,
+            withheld=e.withheld,
+            dropped=e.dropped,
+            send_errors=e.send_errors,
+            late=e.late,
+            rejected=e.rejected,
+            last_error=e.last_error,
+            max_staleness=e.max_staleness,
+        )
+        for e in entries
+    }
+
+
+class NodeClient:
+    def __init__(self, address: str, timeout: float = 10.0):
+        self.address = address
+        self.timeout = timeout
+        self._channel = open_channel(address)
+        self._control = control_pb2_grpc.ControlStub(self._channel)
+        self._health = health_pb2_grpc.HealthStub(self._channel)
+
+    def __enter__(self) -> NodeClient:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ calls
+
+    def wait_ready(self, timeout: float = 15.0) -> None:
+        """Block until the node's health service says SERVING."""
+        deadline = time.monotonic() + timeout
+        last = "no answer"
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise NodeUnavailable(
+                    f"node at {self.address} did not become ready within {timeout:g} s ({last})"
+                )
+            try:
+                reply = self._health.Check(
+                    health_pb2.HealthCheckRequest(service=""),
+                    timeout=min(remaining, 2.0),
+                    wait_for_ready=True,
+                )
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+                last = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+            except grpc.RpcError as exc:
+                last = f"{exc.code().name}: {exc.details()}"  # type: ignore[attr-defined]
+            time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))
+
+    def configure(self, spec: NodeSpec) -> None:
+        config = convert.spec_to_config(spec)
+        self._call("configure", lambda t: self._control.Configure(config, timeout=t),
+                   timeout=max(self.timeout, 60.0))  # loading data may take a while
+
+    def start(self) -> None:
+        self._call("start", lambda t: self._control.Start(control_pb2.StartRequest(), timeout=t))
+
+    def stop(self) -> None:
+        self._call("stop", lambda t: self._control.Stop(control_pb2.StopRequest(), timeout=t),
+                   timeout=max(self.timeout, 15.0))
+
+    def status(self) -> NodeStatus:
+        reply = self._call(
+            "status", lambda t: self._control.Status(control_pb2.StatusRequest(), timeout=t)
+        )
+        return NodeStatus(
+            node_id=reply.node_id,
+            experiment=reply.experiment,
+            state=_STATE_NAMES.get(reply.state, ""),
+            round=reply.round,
+            error=reply.error,
+            samples_stored=reply.samples_stored,
+            outbound=_link_stats(reply.outbound),
+            inbound=_link_stats(reply.inbound),
+        )
+
+    def samples(self, offset: int = 0, follow: bool = False) -> Iterator[tuple[int, np.ndarray]]:
+        """Stored samples from index ``offset`` as (round, (chains, d) array).
+
+        A stream cut by UNAVAILABLE is re-opened where it stopped (with the same retry
+        policy as unary calls); with ``follow`` the stream ends when the run does.
+        """
+        index = max(offset, 0)
+        attempt = 0
+        while True:
+            request = control_pb2.SamplesRequest(offset=index, follow=follow)
+            stream = self._control.StreamSamples(request, wait_for_ready=attempt > 0)
+            try:
+                for batch in stream:
+                    attempt = 0
+                    for sample in batch.samples:
+                        index = sample.index + 1
+                        yield int(sample.round), convert.array_from_tensor(sample.value)
+                return
+            except grpc.RpcError as exc:
+                code = exc.code()  # type: ignore[attr-defined]
+                if code == grpc.StatusCode.UNAVAILABLE and attempt < RETRY_ATTEMPTS - 1:
+                    time.sleep(_backoff(attempt))
+                    attempt += 1
+                    continue
+                raise self._error("samples", exc) from None
+            finally:
+                stream.cancel()
+
+    def set_link(
+        self,
+        receiver: str,
+        up: bool | None = None,
+        drop: float | None = None,
+        delay_ms: float | None = None,
+    ) -> None:
+        request = control_pb2.SetLinkRequest(receiver=receiver)
+        if up is not None:
+            request.up = up
+        if drop is not None:
+            request.drop = drop
+        if delay_ms is not None:
+            request.delay_ms = delay_ms
+        self._call("set_link", lambda t: self._control.SetLink(request, timeout=t))
+
+    def checkpoint(self) -> None:
+        self._call(
+            "checkpoint",
+            lambda t: self._control.Checkpoint(control_pb2.CheckpointRequest(), timeout=t),
+            timeout=max(self.timeout, 30.0),
+        )
+
+    def close(self) -> None:
+        self._channel.close()
+
+    # ------------------------------------------------------------ plumbing
+
+    def _call(self, what: str, call: Callable[[float], T], timeout: float | None = None) -> T:
+        timeout = self.timeout if timeout is None else timeout
+        for attempt in range(RETRY_ATTEMPTS):
+            try:
+                return call(timeout)
+            except grpc.RpcError as exc:
+                code = exc.code()  # type: ignore[attr-defined]
+                if code == grpc.StatusCode.UNAVAILABLE and attempt < RETRY_ATTEMPTS - 1:
+                    time.sleep(_backoff(attempt))
+                    continue
+                raise self._error(what, exc) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _error(self, what: str, exc: grpc.RpcError) -> Exception:
+        code = exc.code()  # type: ignore[attr-defined]
+        details = exc.details() or code.name  # type: ignore[attr-defined]
+        if code == grpc.StatusCode.INVALID_ARGUMENT:
+            # The node's message starts with the field it names; keep it first.
+            return ConfigError(f"{details} (node at {self.address})")
+        if code == grpc.StatusCode.FAILED_PRECONDITION:
+            return NodeRejected(f"node at {self.address}: {what}: {details}")
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            return NodeUnavailable(f"node at {self.address} is unreachable ({what}: {details})")
+        return NodeUnavailable(f"node at {self.address}: {what} failed: {code.name}: {details}")
+
+
+def _backoff(attempt: int) -> float:
+    """Full jitter: uniform in [0, min(cap, base·2^attempt)]."""
+    return random.uniform(0.0, min(RETRY_CAP, RETRY_BASE * 2**attempt))
