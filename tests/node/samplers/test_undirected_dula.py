@@ -1,0 +1,185 @@
+"""D-ULA ([004] Algorithm 1, eq. 8) and the step-size schedules it shares with push-sum.
+
+Laws checked, on Bayesian linear regression (d = 2) over a ring of 5 nodes:
+
+* constant steps (δ1 = δ2 = 0): the exact stationary law of the linear recursion
+  ``X ← (I − β L⊗I − α N A) X + α N b + √(2αN) W`` (discrete Lyapunov equation);
+* decaying steps ([004] eq. 15): the exact law at each round, propagated from
+  x(0) ~ N(0, I) through the same time-varying recursion, pooled over a final window;
+* the posterior itself: decaying steps reach it, the constant step stays clearly biased.
+
+Tolerance: chains are independent, so each chain's average over the checked rounds is one
+i.i.d. replicate and |error| / MCSE is Student-t with chains − 1 dof; z = 4.5 over 25
+quantities gives a false-alarm probability < 1e-3 (fixed seed).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from node.params import ConfigError, parse_params
+from node.samplers.dula import DULAParams
+from node.samplers.schedules import Constant, PolynomialDecay
+from orchestrator.metrics import empirical_w2
+from tests.node.samplers.linear_gaussian import (
+    network_from_specs,
+    run_linear_regression,
+    transient,
+    window_law,
+)
+from tests.stats import (
+    assert_mean_cov_close,
+    compare_mean_cov,
+    propagate_gaussian,
+    stationary_gaussian,
+)
+
+# --- schedules -------------------------------------------------------------------------
+
+
+def test_polynomial_decay_is_a_over_b_plus_t_to_the_gamma():
+    schedule = PolynomialDecay(a=0.008, b=12.0, gamma=0.45)  # [002] §5.4, a9a
+    assert schedule(0) == pytest.approx(0.008 / 12**0.45, rel=1e-15)
+    assert schedule(100) == pytest.approx(0.008 / 112**0.45, rel=1e-15)
+    assert PolynomialDecay(a=0.3, b=5.0, gamma=0.0)(7) == 0.3
+    assert Constant(0.1)(10**6) == 0.1
+
+
+@pytest.mark.parametrize(
+    ("make", "field"),
+    [
+        (lambda: PolynomialDecay(a=0.0), "a"),
+        (lambda: PolynomialDecay(a=1.0, b=0.0), "b"),
+        (lambda: PolynomialDecay(a=1.0, gamma=-0.5), "gamma"),
+        (lambda: PolynomialDecay(a=math.nan), "a"),
+        (lambda: Constant(-1.0), "value"),
+    ],
+)
+def test_schedules_reject_bad_settings_naming_the_field(make, field):
+    with pytest.raises(ValueError, match=f"^{field}:"):
+        make()
+
+
+# --- parameters ------------------------------------------------------------------------
+
+
+def test_offset_k0_reproduces_both_papers_schedules_exactly():
+    # [004] eq. 15: α_k = a/(k+1)^δ2, β_k = b/(k+1)^δ1 with k = 0, 1, ...
+    p = DULAParams(a=0.1, b=0.5, delta1=0.1, delta2=0.7, k0=0)
+    for k in (0, 1, 99):
+        assert p.alpha()(k) == pytest.approx(0.1 / (k + 1) ** 0.7, rel=1e-15)
+        assert p.beta()(k) == pytest.approx(0.5 / (k + 1) ** 0.1, rel=1e-15)
+    # [000] §6.2: α(k) = 0.00082/(230+k)^χ2, ζ(k) = 0.48/(230+k)^χ1, k from 0.
+    p = DULAParams(a=0.00082, b=0.48, delta1=0.05, delta2=0.05, k0=229, check_rates=False)
+    for k in (0, 1, 99):
+        assert p.alpha()(k) == pytest.approx(0.00082 / (230 + k) ** 0.05, rel=1e-15)
+        assert p.beta()(k) == pytest.approx(0.48 / (230 + k) ** 0.05, rel=1e-15)
+
+
+def test_rate_condition_of_004_is_enforced_unless_switched_off():
+    parse_params(DULAParams, {}, "hyperparameters")  # the defaults satisfy eq. 15
+    papers_000 = {"delta1": 0.05, "delta2": 0.05}  # [000] §6.2 on the ring: outside eq. 15
+    with pytest.raises(ConfigError, match=r"hyperparameters\.delta2: .*1/2 \+ delta1"):
+        parse_params(DULAParams, papers_000, "hyperparameters")
+    with pytest.raises(ConfigError, match=r"hyperparameters\.delta2"):
+        parse_params(DULAParams, {"delta1": 0.3, "delta2": 0.7}, "hyperparameters")
+    allowed = parse_params(DULAParams, {**papers_000, "check_rates": False}, "hyperparameters")
+    assert allowed.delta2 == 0.05
+
+
+# --- statistics ------------------------------------------------------------------------
+
+N, SIZE, CHAINS, ROUNDS, WINDOW = 5, 10, 200, 5000, 1000
+A0, B0 = 0.05, 0.3
+DECAYING = {"a": A0, "b": B0, "delta1": 0.0, "delta2": 0.51, "k0": 0}
+CONSTANT = {"a": A0, "b": B0, "delta1": 0.0, "delta2": 0.0, "k0": 0, "check_rates": False}
+
+
+def _run(hyper, seed, faults=None, rounds=ROUNDS):
+    return run_linear_regression(
+        "d-ula",
+        hyper,
+        topology="ring",
+        nodes=N,
+        size=SIZE,
+        rounds=rounds,
+        chains=CHAINS,
+        seed=seed,
+        faults=faults,
+    )
+
+
+def test_constant_step_dula_samples_its_exact_stationary_law():
+    burn_in = 1000
+    specs, samples = _run(CONSTANT, seed=41, rounds=4000)
+    net = network_from_specs(specs)
+    law = net.dula(A0, B0, N)
+    assert transient(law.M, burn_in) < 1e-6
+    mean, cov = stationary_gaussian(law.M, law.c, law.G)
+    for i, node in enumerate(net.ids):
+        assert_mean_cov_close(
+            samples[node][burn_in:], *law.node_law(mean, cov, i), z=4.5, label=node
+        )
+
+
+def test_dula_with_a_dead_link_drops_that_term_from_the_consensus():
+    burn_in = 1000
+    specs, samples = _run(
+        CONSTANT,
+        seed=42,
+        rounds=4000,
+        faults=[{"link": ["3", "2"], "drop": 1.0, "both_ways": False}],
+    )
+    net = network_from_specs(specs).without_link(sender="3", receiver="2")
+    law = net.dula(A0, B0, N)
+    mean, cov = stationary_gaussian(law.M, law.c, law.G)
+    for i, node in enumerate(net.ids):
+        assert_mean_cov_close(
+            samples[node][burn_in:], *law.node_law(mean, cov, i), z=4.5, label=node
+        )
+
+
+def test_decaying_steps_follow_the_exact_law_and_remove_the_constant_step_bias():
+    specs, decaying = _run(DECAYING, seed=43)
+    _, constant = _run(CONSTANT, seed=44)
+    net = network_from_specs(specs)
+    post_mean, post_cov = net.posterior()
+    params = parse_params(DULAParams, DECAYING, "hyperparameters")
+    window = range(ROUNDS - WINDOW, ROUNDS)
+    d = net.dim
+    _, _, laws = propagate_gaussian(
+        net.dula_steps(params.alpha(), params.beta(), N, ROUNDS),
+        np.zeros(N * d),
+        np.eye(N * d),  # every node starts from x ~ N(0, I), independently
+        record=window,
+    )
+    const_law = net.dula(A0, B0, N)
+    const_mean, const_cov = stationary_gaussian(const_law.M, const_law.c, const_law.G)
+    for i, node in enumerate(net.ids):
+        late = decaying[node][ROUNDS - WINDOW :]
+        # 1. The sampler is the recursion: its late samples match the exact window law.
+        assert_mean_cov_close(late, *window_law(laws, const_law, i), z=4.5, label=node)
+        # 2. That law is close to the posterior, and so are the samples (within MCSE).
+        assert_mean_cov_close(late, post_mean, post_cov, z=4.5, label=f"{node} vs posterior")
+        # 3. The constant step is clearly biased: its exact stationary law is far from the
+        #    posterior, and its samples are rejected against the posterior.
+        _, c_cov = const_law.node_law(const_mean, const_cov, i)
+        assert np.max(np.abs(c_cov - post_cov)) > 0.5 * np.max(np.abs(post_cov))
+        assert compare_mean_cov(constant[node][ROUNDS - WINDOW :], post_mean, post_cov).max_z > 20
+    # Measured (seeds 43/44), W2 to the posterior of the pooled last 1000 rounds × 200
+    # chains: decaying 0.067-0.075 per node, constant 0.44-0.56. The decaying figure is
+    # mostly Monte-Carlo noise — its exact window law is within 1.9 % of the posterior
+    # covariance and 0.007 sd of its mean (z vs posterior ≤ 1.6) — while the constant step's
+    # exact law has 1.9-2.8 × the posterior variances and its mean off by up to 0.38 sd
+    # (z vs posterior > 100).
+    w2_decaying = [
+        empirical_w2(decaying[n][-WINDOW:].reshape(-1, d), post_mean, post_cov) for n in net.ids
+    ]
+    w2_constant = [
+        empirical_w2(constant[n][-WINDOW:].reshape(-1, d), post_mean, post_cov) for n in net.ids
+    ]
+    assert max(w2_decaying) < 0.15
+    assert min(w2_constant) > 3 * max(w2_decaying)
