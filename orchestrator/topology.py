@@ -21,6 +21,17 @@ Experiment-file syntax (the ``topology`` section)::
         - {kind: directed_ring}
         - {kind: random_digraph, p: 0.3}
 
+Kinds and their own fields (node ``k`` is the k-th node id in experiment order):
+
+    ring, path, full, none                   undirected; ``none`` has no edges at all
+    star            centre (default: the hub-role node, else the first node)
+    grid            rows, cols               rows × cols lattice, no wrap; sets the node count
+    erdos_renyi     p, seed                  each pair linked with probability p
+    random_regular  k, seed                  simple k-regular graph (n·k even, k < n)
+    directed_ring                            one-way cycle 0 → 1 → … → n−1 → 0
+    random_digraph  p, seed                  each ordered pair i → j with probability p
+    edges           edges, directed          explicit [[a, b], …]; undirected unless directed
+
 Validation follows what the algorithm declares (``AlgorithmInfo.graph``): ``undirected``
 needs every graph symmetric and connected; ``directed`` needs it strongly connected; over a
 schedule the union of every ``window`` consecutive graphs must be (strongly) connected
@@ -36,6 +47,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -70,11 +82,26 @@ class Graph:
     edges: frozenset[tuple[str, str]]
     directed: bool = False
 
+    @cached_property
+    def _adjacency(self) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+        # Built once per graph: peers listed in node order, so large graphs stay cheap.
+        order = {n: k for k, n in enumerate(self.nodes)}
+        outs: dict[str, list[str]] = {n: [] for n in self.nodes}
+        ins: dict[str, list[str]] = {n: [] for n in self.nodes}
+        for a, b in self.edges:
+            outs[a].append(b)
+            ins[b].append(a)
+        by_order = order.__getitem__
+        return (
+            {n: tuple(sorted(v, key=by_order)) for n, v in outs.items()},
+            {n: tuple(sorted(v, key=by_order)) for n, v in ins.items()},
+        )
+
     def out_peers(self, node: str) -> tuple[str, ...]:
-        return tuple(r for r in self.nodes if (node, r) in self.edges)
+        return self._adjacency[0][node]
 
     def in_peers(self, node: str) -> tuple[str, ...]:
-        return tuple(s for s in self.nodes if (s, node) in self.edges)
+        return self._adjacency[1][node]
 
     def missing_reverse(self) -> tuple[str, str] | None:
         """An edge whose reverse is absent (in node order), or None if the graph is symmetric."""
@@ -393,8 +420,8 @@ def metropolis_weights(graph: Graph, node: str) -> dict[str, float]:
 
     Metropolis–Hastings weights for an undirected graph ([000] §6.1; Xiao & Boyd 2004).
     """
-    degree = {n: len(graph.in_peers(n)) for n in graph.nodes}
-    weights = {j: 1.0 / (1.0 + max(degree[node], degree[j])) for j in graph.in_peers(node)}
+    degree = len(graph.in_peers(node))
+    weights = {j: 1.0 / (1.0 + max(degree, len(graph.in_peers(j)))) for j in graph.in_peers(node)}
     weights[node] = 1.0 - sum(weights.values())
     return weights
 
@@ -442,11 +469,11 @@ def neighbourhoods(graph: Graph, matrix: Matrix | None = None) -> dict[str, Neig
     out-degree ([002] eq. 5), which they know without being told.
     """
     symmetric = graph.missing_reverse() is None
+    index = {n: k for k, n in enumerate(graph.nodes)}
     out = {}
     for i, node in enumerate(graph.nodes):
         in_peers = graph.in_peers(node)
         if matrix is not None:
-            index = {n: k for k, n in enumerate(graph.nodes)}
             weights = {j: matrix[i][index[j]] for j in in_peers}
             weights[node] = matrix[i][i]
         elif symmetric:
