@@ -7,7 +7,7 @@ one clear line.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from node.models import build_model
 from node.params import ConfigError, parse_params
 from node.samplers import algorithm_info
 from node.spec import DataSpec, LinkFault, ModelSpec, Neighbourhood, NodeSpec
-from orchestrator.faults import NodeFault, parse_faults
+from orchestrator.faults import FOREVER, NodeFault, parse_faults
 from orchestrator.topology import (
     Graph,
     Topology,
@@ -320,6 +320,27 @@ def _parse_nodes_and_topology(
     return tuple(entries), parsed
 
 
+def isolation_faults(
+    node_faults: Iterable[NodeFault], node: str, peers: Iterable[str]
+) -> tuple[LinkFault, ...]:
+    """A killed node's rounds as link faults: what it would have sent or heard is lost.
+
+    A node killed at round a and restarted at round r resumes from its checkpoint at a and
+    catches up through rounds a..r-1 alone: its peers have moved past them, so its messages
+    are late and theirs were sent while it was down. Both the simulator and the network
+    runtime (on top of the real kill) apply this schedule, so they agree on what the node
+    heard. A node that is never restarted is isolated to the end.
+    """
+    faults: list[LinkFault] = []
+    for fault in node_faults:
+        stop = fault.restart_round if fault.restart_round is not None else FOREVER
+        if fault.node == node:
+            faults.append(LinkFault("*", fault.at_round, stop, 1.0, 0))
+        elif fault.node in peers:
+            faults.append(LinkFault(fault.node, fault.at_round, stop, 1.0, 0))
+    return tuple(faults)
+
+
 def node_specs(
     experiment: Experiment, addresses: Mapping[str, str] | None = None
 ) -> list[NodeSpec]:
@@ -365,7 +386,10 @@ def node_specs(
                 schedule_period=topology.period,
                 peers={p: addresses.get(p, "") for p in sorted(peers)},
                 round_deadline=experiment.round_deadline,
-                link_faults=tuple(f for sender, f in experiment.faults if sender == entry.id),
+                link_faults=(
+                    tuple(f for sender, f in experiment.faults if sender == entry.id)
+                    + isolation_faults(experiment.node_faults, entry.id, peers)
+                ),
                 checkpoint_every=experiment.checkpoint_every,
             )
         )

@@ -147,6 +147,8 @@ def _watch(
     finished: set[str] = set()
     down: dict[str, float] = {}
     last_report = 0.0
+    started = time.monotonic()
+    schedule = _NodeFaultSchedule(experiment.node_faults)
     # A node that is down for longer than this is given up on; the others finish without it.
     patience = max(30.0, 10 * experiment.round_deadline)
     while True:
@@ -177,7 +179,14 @@ def _watch(
                 finished.add(node)
             elif status.state in ("done", "stopped"):
                 finished.add(node)
-            collector.pull(node, client)
+            try:
+                collector.pull(node, client)
+            except NodeUnavailable:
+                down.setdefault(node, time.monotonic())
+        progress = max(rounds.values(), default=0)
+        for action, node in schedule.due(progress, time.monotonic() - started):
+            _kill_or_restart(action, node, backend, clients, account, say, "scheduled")
+            live.publish(dataclasses.replace(record, pids=backend.pids()))
         for node, since in list(down.items()):
             if time.monotonic() - since > patience and node not in finished:
                 account.append(f"node {node}: unreachable for {patience:.0f} s, given up")
@@ -210,22 +219,65 @@ def _serve_requests(
         if node not in clients:
             live.answer(answer_path, {"ok": False, "error": f"node {node!r} is not in this run"})
             continue
-        stamp = time.strftime("%H:%M:%S")
-        if action == "kill":
-            backend.kill(node)
-            account.append(f"{stamp} node {node}: killed on request")
-            say(f"node {node} killed")
-            live.answer(answer_path, {"ok": True})
-            changed = True
-        elif action == "restart":
-            address = backend.restart(node)
-            clients[node].close()
-            clients[node] = NodeClient(address)
-            clients[node].wait_ready()
-            account.append(f"{stamp} node {node}: restarted on request at {address}")
-            say(f"node {node} restarted")
+        if action in ("kill", "restart"):
+            address = _kill_or_restart(action, node, backend, clients, account, say, "on request")
             live.answer(answer_path, {"ok": True, "address": address})
             changed = True
         else:
             live.answer(answer_path, {"ok": False, "error": f"unknown action {action!r}"})
     return changed
+
+
+def _kill_or_restart(
+    action: str,
+    node: str,
+    backend: LocalBackend,
+    clients: dict[str, NodeClient],
+    account: list[str],
+    say: Callable[[str], None],
+    why: str,
+) -> str:
+    """SIGKILL a node, or start it again on its port and state dir (it then resumes)."""
+    stamp = time.strftime("%H:%M:%S")
+    if action == "kill":
+        backend.kill(node)
+        account.append(f"{stamp} node {node}: killed ({why})")
+        say(f"node {node} killed ({why})")
+        return backend.nodes[node].address
+    address = backend.restart(node)
+    clients[node].close()
+    clients[node] = NodeClient(address)
+    clients[node].wait_ready()
+    account.append(f"{stamp} node {node}: restarted ({why}) at {address}")
+    say(f"node {node} restarted ({why})")
+    return address
+
+
+class _NodeFaultSchedule:
+    """Node faults from the experiment file, due by the network's round or by the clock.
+
+    A fault given in rounds fires when the furthest node reaches that round; one given in
+    seconds fires by the run's clock.
+    """
+
+    def __init__(self, faults):
+        self._pending = []
+        for fault in faults:
+            if fault.at_seconds is not None:
+                self._pending.append(("kill", fault.node, None, fault.at_seconds))
+                if fault.restart_after_seconds is not None:
+                    at = fault.at_seconds + fault.restart_after_seconds
+                    self._pending.append(("restart", fault.node, None, at))
+            else:
+                self._pending.append(("kill", fault.node, fault.at_round, None))
+                if fault.restart_round is not None:
+                    self._pending.append(("restart", fault.node, fault.restart_round, None))
+
+    def due(self, progress: int, elapsed: float) -> list[tuple[str, str]]:
+        ready = [
+            item for item in self._pending
+            if (item[2] is not None and progress >= item[2])
+            or (item[3] is not None and elapsed >= item[3])
+        ]  # fmt: skip
+        self._pending = [item for item in self._pending if item not in ready]
+        return [(action, node) for action, node, _, _ in ready]

@@ -119,7 +119,10 @@ def test_faults_land_on_the_sender_and_node_faults_on_the_experiment():
     specs = {s.node_id: s for s in node_specs(exp)}
     assert [(f.receiver, f.start, f.stop) for f in specs["1"].link_faults] == [("2", 10, 30)]
     assert [(f.receiver, f.start, f.stop) for f in specs["2"].link_faults] == [("1", 10, 30)]
-    assert specs["0"].link_faults == ()
+    # The killed node is isolated while down: its peers' links to it and all of its own.
+    assert [(f.receiver, f.start, f.stop) for f in specs["0"].link_faults] == [("4", 10, 15)]
+    assert [(f.receiver, f.start, f.stop) for f in specs["4"].link_faults] == [("*", 10, 15)]
+    assert specs["2"].link_faults[1:] == ()
     assert exp.round_seconds == 0.5
     assert exp.node_faults == (NodeFault("4", 10, 15, 5.0, 2.5),)
 
