@@ -1,0 +1,253 @@
+"""The node runtime over real gRPC: equal to the simulator, strict with bad peers, clean exits.
+
+Node processes are real (``python -m node serve`` on 127.0.0.1), so are the channels; the
+only in-process checks are the pure conversions and the sample store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import socket
+import time
+
+import numpy as np
+import pytest
+
+from node.params import ConfigError
+from node.protocol import convert
+from node.protocol.starling.v1 import control_pb2, peer_pb2, peer_pb2_grpc
+from node.runtime.store import SampleStore
+from node.runtime.transport import open_channel
+from orchestrator.client import NodeClient, NodeRejected, NodeUnavailable
+from orchestrator.experiment import load_experiment, node_specs
+from orchestrator.simulator import simulate
+from tests.node.test_runtime_harness import ROOT, Cluster, ring_experiment, wait_until
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with Cluster(tmp_path) as c:
+        yield c
+
+
+# ----------------------------------------------------------------- pure conversions
+
+
+def test_spec_survives_the_wire_exactly():
+    faults = [{"link": ["0", "1"], "rounds": [2, 5]}, {"link": "all", "drop": 0.25}]
+    experiments = [
+        load_experiment(ROOT / "examples" / "quickstart.yaml"),
+        ring_experiment("faulty", rounds=7, deadline=0.5, faults=faults, checkpoint_every=3),
+    ]
+    for experiment in experiments:
+        addresses = {n: f"10.0.0.{k}:50051" for k, n in enumerate(experiment.node_ids)}
+        for spec in node_specs(experiment, addresses):
+            wire = convert.spec_to_config(spec).SerializeToString()
+            assert convert.config_to_spec(control_pb2.NodeConfig.FromString(wire)) == spec
+
+
+def test_tensors_are_bit_exact_and_checked():
+    rng = np.random.default_rng(0)
+    for value in (rng.standard_normal((3, 4)), rng.standard_normal(5).astype(np.float32),
+                  np.arange(6, dtype=np.int64).reshape(2, 3), np.zeros((0, 2))):
+        back = convert.array_from_tensor(convert.tensor_from_array(value, "x"))
+        assert back.dtype == value.dtype and back.shape == value.shape
+        assert back.tobytes() == value.tobytes()
+        assert back.flags.writeable
+    short = convert.tensor_from_array(np.ones((2, 2)), "x")
+    short.data = short.data[:-8]
+    with pytest.raises(convert.TensorError, match="24 bytes for shape"):
+        convert.array_from_tensor(short)
+    with pytest.raises(convert.TensorError, match="dtype"):
+        convert.tensor_from_array(np.ones(2, dtype=complex), "z")
+
+
+def test_sample_store_cuts_a_torn_record_and_truncates(tmp_path):
+    store = SampleStore(tmp_path / "s.bin")
+    values = [np.full((2, 3), float(k)) for k in range(4)]
+    for k, value in enumerate(values):
+        store.append(10 + k, value)
+    store.close()
+    with open(tmp_path / "s.bin", "ab") as file:  # a write cut short by SIGKILL
+        file.write(b"SMPL\x01\x02")
+    store = SampleStore(tmp_path / "s.bin")
+    assert len(store) == 4 and store.rounds() == [10, 11, 12, 13]
+    store.truncate(2)
+    store.append(12, values[3])
+    got = store.read(0, 10)
+    assert [(i, r) for i, r, _ in got] == [(0, 10), (1, 11), (2, 12)]
+    assert np.array_equal(got[2][2], values[3])
+    store.close()
+
+
+# ----------------------------------------------------------------- real processes
+
+
+def _run(procs, specs, follow_node=None):
+    clients = {s.node_id: procs[s.node_id].client() for s in specs}
+    for spec in specs:
+        clients[spec.node_id].wait_ready()
+        clients[spec.node_id].configure(spec)
+    started = time.monotonic()
+    for client in clients.values():
+        client.start()
+    followed = None
+    if follow_node is not None:
+        # Streams while the run goes on and ends by itself when the node is done.
+        followed = list(clients[follow_node].samples(follow=True))
+    wait_until(lambda: all(c.status().state == "done" for c in clients.values()), 60, "done")
+    elapsed = time.monotonic() - started
+    collected = {}
+    for node, client in clients.items():
+        pairs = followed if node == follow_node else list(client.samples())
+        assert [r for r, _ in pairs] == list(range(specs[0].rounds))
+        collected[node] = np.stack([v for _, v in pairs])
+    return clients, collected, elapsed
+
+
+def test_network_run_equals_simulation_bit_for_bit(cluster):
+    procs = cluster.start_nodes(["0", "1", "2"])
+    addresses = {n: p.address for n, p in procs.items()}
+
+    # Fault-free: a generous deadline is never reached, so every message is used.
+    specs = node_specs(ring_experiment("clean", rounds=25, deadline=20.0), addresses)
+    clients, collected, _ = _run(procs, specs, follow_node="0")
+    expected = simulate(specs)
+    for node in addresses:
+        assert collected[node].tobytes() == expected[node].tobytes(), node
+        status = clients[node].status()
+        assert status.error == "" and status.samples_stored == 25
+        for peer, stats in status.outbound.items():
+            assert (stats.sent, stats.withheld, stats.dropped) == (25, 0, 0), (node, peer)
+        for peer, stats in status.inbound.items():
+            assert (stats.received, stats.late, stats.rejected) == (25, 0, 0), (node, peer)
+
+    # Scheduled faults, same processes: withheld notices replace the lost messages, so
+    # the run again equals the simulator, and no receiver waits out its 20 s deadline.
+    faults = [{"link": ["0", "1"], "rounds": [3, 9]}, {"link": "all", "drop": 0.3,
+                                                       "rounds": [12, 18]}]
+    experiment = ring_experiment("faulty", rounds=25, deadline=20.0, faults=faults)
+    specs = node_specs(experiment, addresses)
+    clients, collected, elapsed = _run(procs, specs)
+    expected = simulate(specs)
+    for node in addresses:
+        assert collected[node].tobytes() == expected[node].tobytes(), node
+    assert elapsed < 15.0, f"a receiver waited for a withheld message ({elapsed:.1f} s)"
+    withheld = clients["0"].status().outbound["1"].withheld
+    assert withheld >= 6  # rounds 3..8 for certain, plus random drops in 12..17
+    assert clients["1"].status().inbound["0"].withheld == withheld
+
+
+def _iterate(experiment, sender, tensor, **kw):
+    fields = dict(experiment=experiment, sender=sender, receiver="0", round=0, phase=0,
+                  kind="x", tensors=[tensor])
+    fields.update(kw)
+    return peer_pb2.Iterate(**fields)
+
+
+def test_bad_peers_are_rejected_counted_and_survived(cluster, tmp_path):
+    (proc,) = cluster.start_nodes(["0"]).values()
+    # Node 0's out-peers point at a port nobody listens on: its links just drop.
+    with socket.socket() as spare:
+        spare.bind(("127.0.0.1", 0))
+        nowhere = f"127.0.0.1:{spare.getsockname()[1]}"
+    experiment = ring_experiment("guarded", rounds=40, deadline=0.2)
+    spec = node_specs(experiment, {"0": proc.address, "1": nowhere, "2": nowhere})[0]
+    client = proc.client()
+    client.wait_ready()
+
+    with pytest.raises(ConfigError, match=r"^hyperparameters\.eta"):
+        client.configure(dataclasses.replace(spec, hyperparameters={"eta": -1.0}))
+    with pytest.raises(ConfigError, match=r"^round_deadline"):
+        client.configure(dataclasses.replace(spec, round_deadline=0.0))
+    client.configure(spec)
+
+    good = convert.tensor_from_array(np.zeros((3, 2)), "x")
+    nan = convert.tensor_from_array(np.array([[0.0, np.nan]] * 3), "x")
+    wrong_shape = convert.tensor_from_array(np.zeros((2, 2)), "x")
+    oversized = convert.tensor_from_array(np.zeros((3000, 2)), "x")
+    torn = convert.tensor_from_array(np.zeros((3, 2)), "x")
+    torn.data = torn.data[:10]
+    stream = [
+        _iterate("guarded", "1", nan),
+        _iterate("guarded", "1", wrong_shape),
+        _iterate("another-experiment", "1", good),
+        _iterate("guarded", "1", oversized),
+        _iterate("guarded", "1", torn),
+        _iterate("guarded", "stranger", good),
+        _iterate("guarded", "1", good),  # the one well-formed message still gets through
+    ]
+    channel = open_channel(proc.address)
+    try:
+        summary = peer_pb2_grpc.PeerStub(channel).Exchange(iter(stream), timeout=10)
+    finally:
+        channel.close()
+    assert (summary.received, summary.rejected) == (1, 6)
+    inbound = client.status().inbound
+    assert (inbound["1"].received, inbound["1"].rejected) == (1, 5)
+    assert inbound["stranger"].rejected == 1 and "not an in-peer" in inbound["stranger"].last_error
+    log = proc.log()
+    for reason in ("NaN or Inf", "has shape (2, 2)", "unknown experiment", "oversized",
+                   "bytes for shape"):
+        assert reason in log, reason
+
+    # The node runs on, alone (its peers are unreachable), one deadline per round.
+    client.start()
+    with pytest.raises(NodeRejected, match="running"):
+        client.configure(spec)
+    with pytest.raises(ConfigError, match="receiver"):
+        client.set_link("nobody", up=False)
+    # Queued messages are dropped once a connection attempt (about 1 s) has failed.
+    wait_until(lambda: client.status().outbound["1"].dropped >= 1, 20, "drops to be counted")
+    status = client.status()
+    assert status.state == "running" and status.error == "" and status.round >= 3
+    client.stop()
+    assert client.status().state == "stopped"
+
+
+def test_sigterm_and_sigint_exit_cleanly(cluster):
+    running, idle = cluster.start_nodes(["0", "1"]).values()
+    with socket.socket() as spare:
+        spare.bind(("127.0.0.1", 0))
+        nowhere = f"127.0.0.1:{spare.getsockname()[1]}"
+    # Node 0 runs with a long deadline, blocked waiting for peers that never answer.
+    spec = node_specs(ring_experiment("term", rounds=50, deadline=30.0),
+                      {"0": running.address, "1": nowhere, "2": nowhere})[0]
+    client = running.client()
+    client.wait_ready()
+    client.configure(spec)
+    client.start()
+    wait_until(lambda: client.status().state == "running", 10, "running")
+    for proc, signum in ((running, signal.SIGTERM), (idle, signal.SIGINT)):
+        sent = time.monotonic()
+        proc.signal(signum)
+        assert proc.process.wait(timeout=15) == 0, proc.log()
+        assert time.monotonic() - sent < 10.0
+        assert proc.process.stdout.read() == ""  # the ready line was the only output
+        assert "Traceback" not in proc.log()
+    assert (running.state_dir / "term" / "0" / "samples.bin").exists()
+
+
+def test_port_in_use_is_one_clear_line_and_exit_2(cluster):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        proc = cluster.launch("clash", listen=address)
+        assert proc.process.wait(timeout=30) == 2
+    assert proc.process.stdout.read() == ""
+    errors = proc.log().strip().splitlines()
+    assert len(errors) == 1, errors
+    assert address in errors[0] and "address already in use" in errors[0]
+
+
+def test_unreachable_node_is_named(cluster):
+    with socket.socket() as spare:
+        spare.bind(("127.0.0.1", 0))
+        nowhere = f"127.0.0.1:{spare.getsockname()[1]}"
+    with NodeClient(nowhere, timeout=0.5) as client:
+        with pytest.raises(NodeUnavailable, match=nowhere):
+            client.wait_ready(timeout=0.5)
+        with pytest.raises(NodeUnavailable, match=nowhere):
+            client.status()

@@ -1,0 +1,145 @@
+"""Real node processes for the runtime tests: ``python -m node serve`` on 127.0.0.1.
+
+Not a test module itself (it holds no tests); the runtime test files import it. Every
+process started through a :class:`Cluster` is killed when the cluster closes, whatever
+happened in the test.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.client import NodeClient
+from orchestrator.experiment import Experiment, parse_experiment
+
+ROOT = Path(__file__).resolve().parents[2]
+READY_PREFIX = "starling-node listening on "
+START_TIMEOUT = 60.0  # generous: two shared cores, several interpreters importing numpy
+
+
+@dataclass
+class NodeProc:
+    node_id: str
+    state_dir: Path
+    log_path: Path
+    process: subprocess.Popen
+    address: str = ""
+    first_line: str = ""
+    clients: list[NodeClient] = field(default_factory=list)
+
+    def client(self, timeout: float = 10.0) -> NodeClient:
+        client = NodeClient(self.address, timeout=timeout)
+        self.clients.append(client)
+        return client
+
+    def signal(self, signum: int) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+class Cluster:
+    """Starts node processes and guarantees they are gone afterwards."""
+
+    def __init__(self, workdir: Path):
+        self.workdir = Path(workdir)
+        self.procs: list[NodeProc] = []
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def launch(self, node_id: str, listen: str = "127.0.0.1:0", state_dir: Path | None = None,
+               extra: Iterable[str] = ()) -> NodeProc:
+        """Start a node process without waiting for it (see :meth:`ready`)."""
+        state_dir = state_dir or self.workdir / f"state-{node_id}"
+        log_path = self.workdir / f"node-{node_id}-{len(self.procs)}.log"
+        log = open(log_path, "wb")  # noqa: SIM115 - handed to the child
+        command = [sys.executable, "-m", "node", "serve", "--listen", listen,
+                   "--state-dir", str(state_dir), *extra]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log,
+            stdin=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        log.close()
+        proc = NodeProc(node_id, state_dir, log_path, process)
+        self.procs.append(proc)
+        return proc
+
+    def ready(self, proc: NodeProc, timeout: float = START_TIMEOUT) -> NodeProc:
+        """Wait for the node's one stdout line and record its address."""
+        line: list[str] = []
+        reader = threading.Thread(target=lambda: line.append(proc.process.stdout.readline()))
+        reader.daemon = True
+        reader.start()
+        reader.join(timeout)
+        if not line or not line[0].startswith(READY_PREFIX):
+            raise AssertionError(
+                f"node {proc.node_id} did not report ready: {line!r}\n{proc.log()}"
+            )
+        proc.first_line = line[0]
+        proc.address = line[0][len(READY_PREFIX):].strip()
+        return proc
+
+    def start_nodes(self, node_ids: Iterable[str], **kwargs: Any) -> dict[str, NodeProc]:
+        """Launch all at once (imports overlap), then wait for each."""
+        procs = {node_id: self.launch(node_id, **kwargs) for node_id in node_ids}
+        return {node_id: self.ready(proc) for node_id, proc in procs.items()}
+
+    def close(self) -> None:
+        for proc in self.procs:
+            for client in proc.clients:
+                client.close()
+            if proc.process.poll() is None:
+                proc.process.send_signal(signal.SIGCONT)  # in case a test paused it
+                proc.process.kill()
+        for proc in self.procs:
+            try:
+                proc.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail
+                pass
+            if proc.process.stdout is not None:
+                proc.process.stdout.close()
+
+
+def ring_experiment(name: str, rounds: int, deadline: float, **overrides: Any) -> Experiment:
+    """D-SGLD on a ring of three nodes, Bayesian linear regression on private shards."""
+    raw = {
+        "name": name,
+        "algorithm": "d-sgld",
+        "hyperparameters": {"eta": 0.01},
+        "model": {"name": "linear_regression", "params": {"dim": 2}},
+        "data": {"source": "synthetic", "size": 20, "seed": 5},
+        "topology": {"kind": "ring", "nodes": 3},
+        "rounds": rounds,
+        "chains": 3,
+        "seed": 11,
+        "round_deadline": deadline,
+        **overrides,
+    }
+    return parse_experiment(raw)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str,
+               every: float = 0.05) -> float:
+    """Poll ``condition`` until true; returns the time it took, fails naming ``what``."""
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(every)
+    return time.monotonic() - start
