@@ -257,8 +257,9 @@ def random_affine_stationary(
     ck: np.ndarray,
     batch: int,
     G: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Stationary mean and covariance of ``z ← M z + c + G w`` with a random mini-batch.
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Stationary mean, covariance and contraction rate of ``z ← M z + c + G w`` with a
+    random mini-batch.
 
     ``M = M0 + Σ_k I_k Mk[k]`` and ``c = c0 + Σ_k I_k ck[k]`` over the ``n = len(Mk)`` data
     points, where ``I_k`` marks the points of a batch of size ``batch`` drawn uniformly
@@ -266,6 +267,7 @@ def random_affine_stationary(
     The law is not Gaussian, but its first two moments are exact:
     ``m = E[M] m + E[c]`` and, with ``S = E[z zᵀ]`` column-stacked,
     ``vec S = E[M⊗M] vec S + (E[c⊗M] + E[M⊗c]) m + E[c⊗c] + vec(G Gᵀ)``.
+    The rate ``max(ρ(E[M]), ρ(E[M⊗M])^½)`` bounds how fast both moments forget the start.
     """
     n = Mk.shape[0]
     p = batch / n
@@ -274,6 +276,7 @@ def random_affine_stationary(
     mean_M = M0 + p * Mk.sum(axis=0)
     mean_c = c0 + p * ck.sum(axis=0)
     m = np.linalg.solve(np.eye(dim) - mean_M, mean_c)
+    mean_radius = float(np.max(np.abs(np.linalg.eigvals(mean_M))))
     c0c, ckc = c0[:, None], ck[:, :, None]
     MM = _kron_expectation(M0, Mk, M0, Mk, p, q)
     radius = float(np.max(np.abs(np.linalg.eigvals(MM))))
@@ -285,4 +288,4 @@ def random_affine_stationary(
     rhs = (cM + Mc) @ m + cc[:, 0] + (G @ G.T).ravel(order="F")
     second = np.linalg.solve(np.eye(dim * dim) - MM, rhs).reshape(dim, dim, order="F")
     cov = second - np.outer(m, m)
-    return m, (cov + cov.T) / 2
+    return m, (cov + cov.T) / 2, max(mean_radius, np.sqrt(radius))
