@@ -1,7 +1,28 @@
-"""Load a node's private shard. Data is read or generated here, on the node, never sent."""
+"""Load a node's private shard. Data is read or generated here, on the node, never sent.
+
+File formats (``data.format``; guessed from the name, then the content, when empty):
+
+* ``npz`` — arrays ``X`` (n, p) and ``y`` (n,) (``y`` optional for density models);
+* ``csv`` — numbers separated by commas, one row per line, an optional header line;
+  the last column is the target for supervised models, density models take every column;
+* ``libsvm`` (also ``svmlight``) — sparse ``<label> <index>:<value> ...`` lines with
+  1-based indices, as the LIBSVM binary-classification sets (a9a, covtype) are published.
+  Columns a row leaves out are zero; the width is the model's ``num_features`` (123 for
+  a9a: its test split never mentions feature 123, so a width read off the file would
+  differ between splits). ``qid:`` tokens and ``#`` comments are ignored.
+
+Any of these may be gzip-compressed (``.gz``). ``builtin:digits`` names the data set shipped
+in ``node/models/datasets`` (UCI optical digits, pixels scaled to [0, 1]).
+"""
 
 from __future__ import annotations
 
+import gzip
+import io
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +31,11 @@ from node.models.base import Dataset
 from node.params import ConfigError
 from node.spec import DataSpec
 
-__all__ = ["load_shard", "shard_rng", "read_table"]
+__all__ = ["load_file", "load_shard", "read_libsvm", "read_table", "shard_rng"]
+
+FORMATS = ("npz", "csv", "libsvm")
+_ALIASES = {"svmlight": "libsvm", "svm": "libsvm", "libsvm": "libsvm", "csv": "csv", "npz": "npz"}
+_LIBSVM_TOKEN = re.compile(r"^\S+(\s+\d+:\S+)+\s*$")
 
 
 def shard_rng(seed: int, shard: int) -> np.random.Generator:
@@ -25,24 +50,209 @@ def load_shard(spec: DataSpec, model) -> Dataset:
             raise ConfigError("data.size: must be a positive number of points per node")
         return model.synthesize(shard_rng(spec.seed, spec.shard), spec.size)
     if spec.source == "file":
-        full = read_table(spec.path, spec.format)
+        full = load_file(spec.path, spec.format, model)
         rows = np.arange(spec.shard, len(full), spec.num_shards)
+        if rows.size == 0:
+            raise ConfigError(
+                f"data.path: {spec.path!r} has {len(full)} rows, too few for "
+                f"{spec.num_shards} nodes"
+            )
         return Dataset(X=full.X[rows], y=full.y[rows])
     raise ConfigError(f"data.source: unknown source {spec.source!r} (use synthetic or file)")
 
 
-def read_table(path: str, fmt: str = "") -> Dataset:
-    """Read features and targets from ``.npz`` (arrays ``X``, ``y``) or ``.csv`` (last column y)."""
+def load_file(path: str, fmt: str, model) -> Dataset:
+    """A whole file read for ``model``: width checked against its ``num_features``.
+
+    Also the way to read a held-out file (e.g. a9a.t) for evaluation.
+    """
+    width = getattr(model, "num_features", None)
+    table = read_table(path, fmt, n_features=width, targets=getattr(model, "supervised", True))
+    if width is not None and table.X.shape[1] != width:
+        raise ConfigError(
+            f"data.path: {path!r} has {table.X.shape[1]} feature columns but the model "
+            f"expects {width}"
+        )
+    return table
+
+
+def read_table(
+    path: str, fmt: str = "", n_features: int | None = None, targets: bool = True
+) -> Dataset:
+    """Read features and targets from a file (see the module docstring for the formats).
+
+    ``n_features`` fixes the width of LIBSVM rows; ``targets=False`` reads every column of
+    a CSV as an observation (``y`` is then zeros).
+    """
+    if path.startswith("builtin:"):
+        return _builtin(path.removeprefix("builtin:"))
     file = Path(path)
     if not file.is_file():
         raise ConfigError(f"data.path: no such file {path!r}")
-    fmt = fmt or file.suffix.lstrip(".").lower()
-    if fmt == "npz":
-        with np.load(file) as arrays:
-            if "X" not in arrays or "y" not in arrays:
-                raise ConfigError(f"data.path: {path!r} must hold arrays 'X' and 'y'")
-            return Dataset(X=np.asarray(arrays["X"], float), y=np.asarray(arrays["y"], float))
-    if fmt == "csv":
-        table = np.loadtxt(file, delimiter=",", ndmin=2)
-        return Dataset(X=table[:, :-1], y=table[:, -1])
-    raise ConfigError(f"data.format: unknown format {fmt!r} (use npz or csv)")
+    fmt = _format(file, fmt)
+    try:
+        if fmt == "npz":
+            table = _read_npz(file, targets)
+        elif fmt == "csv":
+            table = _read_csv(file, targets)
+        else:
+            table = read_libsvm(path, n_features)
+    except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"data.path: cannot read {path!r} as {fmt}: {exc}") from None
+    if len(table) == 0:
+        raise ConfigError(f"data.path: {path!r} holds no rows")
+    if not (np.all(np.isfinite(table.X)) and np.all(np.isfinite(table.y))):
+        raise ConfigError(f"data.path: {path!r} contains NaN or infinite values")
+    return table
+
+
+def read_libsvm(path: str, n_features: int | None = None) -> Dataset:
+    """Parse LIBSVM / SVMlight sparse text (optionally gzip) into a dense ``Dataset``.
+
+    Raw labels are kept (``±1`` stays ``±1``); classifiers map them to classes.
+    """
+    labels: list[float] = []
+    rows: list[int] = []
+    cols: list[int] = []
+    values: list[float] = []
+    with _open_text(Path(path)) as handle:
+        for number, raw in enumerate(handle, 1):
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            tokens = line.split()
+            where = f"data.path: {path!r} line {number}"
+            try:
+                label = float(tokens[0])
+            except ValueError:
+                raise ConfigError(f"{where}: label {tokens[0]!r} is not a number") from None
+            row = len(labels)
+            labels.append(label)
+            for token in tokens[1:]:
+                index, colon, value = token.partition(":")
+                if not colon:
+                    raise ConfigError(f"{where}: expected index:value, got {token!r}")
+                if index == "qid":
+                    continue
+                try:
+                    column, number_value = int(index), float(value)
+                except ValueError:
+                    raise ConfigError(f"{where}: cannot read {token!r} as index:value") from None
+                if column < 1:
+                    raise ConfigError(f"{where}: feature indices start at 1, got {column}")
+                if n_features is not None and column > n_features:
+                    raise ConfigError(
+                        f"{where}: feature index {column} exceeds the model's {n_features} "
+                        "features (model.params)"
+                    )
+                rows.append(row)
+                cols.append(column - 1)
+                values.append(number_value)
+    width = n_features if n_features is not None else (max(cols) + 1 if cols else 0)
+    X = np.zeros((len(labels), width))
+    X[np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)] = values
+    return Dataset(X=X, y=np.asarray(labels, dtype=float))
+
+
+def _format(file: Path, fmt: str) -> str:
+    if fmt:
+        key = fmt.lower()
+        if key not in _ALIASES:
+            raise ConfigError(
+                f"data.format: unknown format {fmt!r} (use {', '.join(FORMATS)})"
+            )
+        return _ALIASES[key]
+    name = file.name.lower().removesuffix(".gz")
+    suffix = Path(name).suffix.lstrip(".")
+    if suffix in _ALIASES:
+        return _ALIASES[suffix]
+    return _sniff(file)
+
+
+def _sniff(file: Path) -> str:
+    """Guess from the first data line: ``label i:v ...`` is LIBSVM, commas mean CSV."""
+    try:
+        with open(file, "rb") as raw:
+            if raw.read(2) == b"PK":  # a zip archive: what numpy's savez writes
+                return "npz"
+        with _open_text(file) as handle:
+            for raw in handle:
+                line = raw.split("#", 1)[0].strip()
+                if not line:
+                    continue
+                if _LIBSVM_TOKEN.match(line):
+                    return "libsvm"
+                if "," in line:
+                    return "csv"
+                break
+    except (OSError, EOFError, UnicodeDecodeError):
+        pass
+    raise ConfigError(
+        f"data.format: cannot tell the format of {str(file)!r}; set it to one of "
+        f"{', '.join(FORMATS)}"
+    )
+
+
+@contextmanager
+def _open_text(file: Path) -> Iterator[io.TextIOBase]:
+    """Text lines of ``file``, decompressing gzip (recognised by its magic bytes)."""
+    with open(file, "rb") as raw:
+        magic = raw.read(2)
+    if magic == b"\x1f\x8b":
+        with gzip.open(file, "rt", encoding="utf-8") as handle:
+            yield handle
+    else:
+        with open(file, encoding="utf-8") as handle:
+            yield handle
+
+
+def _read_npz(file: Path, targets: bool) -> Dataset:
+    with np.load(file) as arrays:
+        if "X" not in arrays or (targets and "y" not in arrays):
+            wanted = "'X' and 'y'" if targets else "'X'"
+            raise ConfigError(f"data.path: {str(file)!r} must hold arrays {wanted}")
+        X = np.asarray(arrays["X"], dtype=float)
+        y = np.asarray(arrays["y"], dtype=float) if "y" in arrays else np.zeros(len(X))
+    if X.ndim == 1:
+        X = X[:, None]
+    if X.ndim != 2 or y.shape != (X.shape[0],):
+        raise ConfigError(
+            f"data.path: {str(file)!r}: X must be (n, p) and y (n,), got {X.shape} and {y.shape}"
+        )
+    return Dataset(X=X, y=y)
+
+
+def _read_csv(file: Path, targets: bool) -> Dataset:
+    with _open_text(file) as handle:
+        lines = [line for line in handle if line.strip() and not line.lstrip().startswith("#")]
+    if lines and not _numeric(lines[0]):
+        lines = lines[1:]  # a header
+    if not lines:
+        return Dataset(X=np.zeros((0, 0)), y=np.zeros(0))
+    table = np.loadtxt(lines, delimiter=",", ndmin=2)
+    if not targets:
+        return Dataset(X=table, y=np.zeros(len(table)))
+    if table.shape[1] < 2:
+        raise ConfigError(
+            f"data.path: {str(file)!r} needs feature columns and a last column of targets"
+        )
+    return Dataset(X=table[:, :-1], y=table[:, -1])
+
+
+def _numeric(line: str) -> bool:
+    try:
+        [float(token) for token in line.split(",")]
+    except ValueError:
+        return False
+    return True
+
+
+def _builtin(name: str) -> Dataset:
+    if name == "digits":
+        with resources.files("node.models").joinpath("datasets/digits.npz").open("rb") as raw:
+            with np.load(raw) as arrays:
+                # Pixel counts 0..16 scaled to [0, 1], so a N(0, 1) weight prior is sensible.
+                return Dataset(X=arrays["X"] / 16.0, y=arrays["y"].astype(float))
+    raise ConfigError(f"data.path: unknown built-in data set {name!r} (available: digits)")

@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
-from node.models.base import Dataset, GaussianPosterior, LocalPotential
+from node.models.base import Dataset, GaussianPosterior, GridPosterior, LocalPotential
+from node.models.conjugate_gaussian import ConjugateGaussian
+from node.models.gaussian_mixture import GaussianMixture
 from node.models.linear_regression import LinearRegression
+from node.models.logistic_regression import LogisticRegression
+from node.models.mlp import MLP
 from node.params import ConfigError, parse_params
 from node.spec import ModelSpec
 
-__all__ = ["MODELS", "Dataset", "GaussianPosterior", "LocalPotential", "build_model"]
+__all__ = [
+    "MODELS",
+    "Dataset",
+    "GaussianPosterior",
+    "GridPosterior",
+    "LocalPotential",
+    "build_model",
+]
 
 # name -> parameter dataclass which is also the model (synthesize, local_potential, ...)
 MODELS: dict[str, type] = {
     "linear_regression": LinearRegression,
+    "logistic_regression": LogisticRegression,
+    "gaussian_mixture": GaussianMixture,
+    "conjugate_gaussian": ConjugateGaussian,
+    "mlp": MLP,
 }
 
 

@@ -4,6 +4,36 @@ Node ``i``'s potential is ``f_i(x) = -log p(D_i | x) - s_i log p(x)``, its data'
 negative log-likelihood plus a share ``s_i`` of the prior ([000] eq. 27, 30; [004] eq. 1-8).
 Shares sum to one over the data-holding nodes, so ``sum_i f_i = F`` is the global potential.
 All methods are vectorised over chains: ``x`` has shape ``(chains, d)``.
+
+The model protocol
+------------------
+A model is a frozen parameter dataclass (registered in :data:`node.models.MODELS`, checked
+by ``validate()``) that also provides:
+
+* ``dim`` — the dimension ``d`` of ``x`` (attribute or property);
+* ``num_features`` — how many columns of ``Dataset.X`` it expects (the data loader checks
+  files against it and pads sparse LIBSVM rows to it);
+* ``supervised`` — False for density models whose observations are all in ``X``
+  (``y`` is then a column of zeros);
+* ``synthesize(rng, size) -> Dataset`` — one node's synthetic shard;
+* ``local_potential(data, prior_share, batch_size) -> LocalPotential``.
+
+Optional, only where it makes sense (evaluation code tests with ``hasattr``):
+
+* ``exact_posterior(shards) -> GaussianPosterior`` — only when the posterior is exactly
+  Gaussian (linear regression, conjugate Gaussian);
+* ``reference_posterior(shards) -> GridPosterior`` — a normalised density on a grid for a
+  low-dimensional non-Gaussian posterior (the Gaussian mixture);
+* for classifiers (see :mod:`node.models.classification`): ``num_classes``,
+  ``class_labels(y) -> int array`` and ``predict_proba(samples, X) -> (S, n, K)``.
+
+The local potential
+-------------------
+Samplers call ``value``, ``grad(x, rng)`` and ``prox(v, step, warm_start)``. Also available:
+``hessian(x)`` where it is cheap (it makes the default prox an exact Newton solve),
+``lipschitz()`` (an upper bound ``M_i`` on the curvature of ``f_i``, for step-size
+defaults such as DG-LMC's ``ρ_i ≈ 1/M_i`` [003] §3.2), ``num_points`` (``n_i``),
+``prior_share`` (``s_i``) and ``last_prox`` (how the last prox solve went).
 """
 
 from __future__ import annotations
@@ -13,12 +43,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Dataset", "GaussianPosterior", "LocalPotential"]
+__all__ = [
+    "Dataset",
+    "GaussianPosterior",
+    "GridPosterior",
+    "LocalPotential",
+    "ProxInfo",
+    "minibatch_rows",
+]
 
 
 @dataclass(frozen=True)
 class Dataset:
-    """A node's private data: features ``X`` (n, p) and targets ``y`` (n,)."""
+    """A node's private data: features ``X`` (n, p) and targets ``y`` (n,).
+
+    Density models (no targets) keep their observations in ``X`` and zeros in ``y``.
+    """
 
     X: np.ndarray
     y: np.ndarray
@@ -35,10 +75,94 @@ class GaussianPosterior:
     cov: np.ndarray
 
 
+@dataclass(frozen=True)
+class GridPosterior:
+    """A posterior density tabulated at the centres of a regular grid.
+
+    ``axes[k]`` holds the cell centres along dimension ``k`` (equally spaced); ``density``
+    has shape ``tuple(len(a) for a in axes)`` and is normalised so that
+    ``density.sum() * cell_volume == 1``. The discrete measure (``support()``) is what a
+    transport distance (Sinkhorn, [004] §5.1) compares samples against.
+    """
+
+    axes: tuple[np.ndarray, ...]
+    density: np.ndarray
+
+    @property
+    def cell_volume(self) -> float:
+        return float(np.prod([a[1] - a[0] for a in self.axes]))
+
+    @property
+    def masses(self) -> np.ndarray:
+        """Probability of each cell, same shape as ``density``, summing to one."""
+        return self.density * self.cell_volume
+
+    def support(self, threshold: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """Cell centres ``(m, d)`` with mass above ``threshold`` and their masses, renormalised."""
+        mesh = np.stack(np.meshgrid(*self.axes, indexing="ij"), axis=-1).reshape(
+            -1, len(self.axes)
+        )
+        mass = self.masses.reshape(-1)
+        keep = mass > threshold
+        return mesh[keep], mass[keep] / mass[keep].sum()
+
+    def mean(self) -> np.ndarray:
+        points, mass = self.support()
+        return mass @ points
+
+    def cov(self) -> np.ndarray:
+        points, mass = self.support()
+        centred = points - mass @ points
+        return (centred * mass[:, None]).T @ centred
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """Draws from the piecewise-constant density: a cell by its mass, then uniform in it."""
+        points, mass = self.support()
+        cells = rng.choice(len(mass), size=size, p=mass)
+        widths = np.array([a[1] - a[0] for a in self.axes])
+        return points[cells] + (rng.random((size, len(self.axes))) - 0.5) * widths
+
+
+@dataclass(frozen=True)
+class ProxInfo:
+    """How a proximal solve ended: Newton (or L-BFGS) iterations, worst residual, success."""
+
+    iterations: int
+    residual: float
+    converged: bool
+    method: str
+
+
+def minibatch_rows(rng: np.random.Generator, n: int, batch: int, chains: int) -> np.ndarray:
+    """Row indices ``(chains, batch)``: each chain its own batch, drawn without replacement.
+
+    Independent batches keep the chains independent trials (a shared batch would correlate
+    their gradient noise). The smallest ``batch`` of ``chains × n`` uniform keys is a uniform
+    random subset for every chain.
+    """
+    keys = rng.random((chains, n))
+    return np.argpartition(keys, batch - 1, axis=1)[:, :batch]
+
+
 class LocalPotential(ABC):
-    """``f_i`` for one node; samplers call only these methods."""
+    """``f_i`` for one node; samplers call only these methods.
+
+    Subclasses set ``dim``, ``num_points`` and ``prior_share``. A potential whose ``f_i``
+    contains a non-smooth term ``c ||x||_1`` (a Laplace prior) sets ``l1_weight = c``:
+    ``value`` and ``grad`` include it (``grad`` returns the subgradient with ``sign(0) = 0``),
+    ``hessian`` excludes it, and the default prox handles it exactly by proximal Newton.
+    """
 
     dim: int
+    num_points: int = 0
+    prior_share: float = 1.0
+    l1_weight: float = 0.0
+
+    prox_tol: float = 1e-8
+    """Relative stopping tolerance of the default prox, see :meth:`prox`."""
+    prox_max_iter: int = 100
+    """Newton (or L-BFGS) iteration limit of the default prox."""
+    last_prox: ProxInfo | None = None
 
     @abstractmethod
     def value(self, x: np.ndarray) -> np.ndarray:
@@ -49,14 +173,36 @@ class LocalPotential(ABC):
         """``∇f_i(x)``, shape (chains, d).
 
         With a mini-batch size configured and an ``rng`` given, an unbiased estimate
-        ``(n_i / b) Σ_batch ∇(-log p(d|x)) - s_i ∇log p(x)``; otherwise the full gradient.
+        ``(n_i / b) Σ_batch ∇(-log p(d|x)) - s_i ∇log p(x)``, each chain drawing its own
+        batch (:func:`minibatch_rows`); otherwise the full gradient.
         """
+
+    def hessian(self, x: np.ndarray) -> np.ndarray:
+        """``∇²f_i(x)`` of the smooth part, shape (chains, d, d), where it is cheap."""
+        raise NotImplementedError(f"{type(self).__name__} has no Hessian")
+
+    @property
+    def has_hessian(self) -> bool:
+        return type(self).hessian is not LocalPotential.hessian
+
+    def lipschitz(self) -> float | None:
+        """An upper bound ``M_i`` on the largest eigenvalue of ``∇²f_i`` (None if unknown)."""
+        return None
 
     def prox(self, v: np.ndarray, step: float, warm_start: np.ndarray) -> np.ndarray:
-        """``argmin_x f_i(x) + ||x - v||² / (2 step)`` per chain.
+        """``argmin_x f_i(x) + ||x - v||² / (2 step)`` per chain, shape (chains, d).
 
-        The default is a damped Newton solve (the sub-problem is strongly convex for
-        ``step > 0``), warm-started; models with Gaussian likelihoods override it with the
-        closed form.
+        The default solves the sub-problem numerically, warm-started at ``warm_start``
+        (see :mod:`node.models.prox`): damped Newton when ``hessian`` exists, proximal
+        Newton when ``l1_weight > 0``, L-BFGS otherwise. It stops when, for every chain,
+        the norm of the sub-problem's (minimum-norm sub)gradient is at most
+        ``prox_tol · (1 + ||x - v|| / step)`` — relative to the size of the terms that
+        cancel at the solution, so the test is meaningful at any data size — or after
+        ``prox_max_iter`` iterations; ``last_prox`` records which. Models with Gaussian
+        likelihoods override it with the closed form.
         """
-        raise NotImplementedError(f"{type(self).__name__} has no proximal operator")
+        from node.models.prox import solve_prox  # the solver needs this module's types
+
+        x, info = solve_prox(self, v, step, warm_start)
+        self.last_prox = info
+        return x

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from node.models.base import Dataset, GaussianPosterior, LocalPotential
+from node.models.base import Dataset, GaussianPosterior, LocalPotential, minibatch_rows
 
 __all__ = ["LinearRegression", "LinearRegressionPotential"]
 
@@ -68,6 +68,8 @@ class LinearRegressionPotential(LocalPotential):
         self, model: LinearRegression, data: Dataset, prior_share: float, batch_size: int = 0
     ):
         self.dim = model.dim
+        self.num_points = len(data)
+        self.prior_share = prior_share
         self._X = data.X
         self._y = data.y
         self._inv_noise = 1.0 / model.noise_std**2
@@ -86,11 +88,22 @@ class LinearRegressionPotential(LocalPotential):
     def grad(self, x: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
         prior = self._prior_precision * x
         if self._batch and rng is not None:
-            rows = rng.choice(len(self._y), size=self._batch, replace=False)
-            Xb, yb = self._X[rows], self._y[rows]
+            rows = minibatch_rows(rng, len(self._y), self._batch, x.shape[0])
+            Xb, yb = self._X[rows], self._y[rows]  # (chains, b, d), (chains, b)
+            residual = np.einsum("cbd,cd->cb", Xb, x) - yb
             scale = len(self._y) / self._batch
-            return scale * self._inv_noise * ((x @ Xb.T - yb[None, :]) @ Xb) + prior
+            return scale * self._inv_noise * np.einsum("cb,cbd->cd", residual, Xb) + prior
         return self._inv_noise * (x @ self._gram - self._zty[None, :]) + prior
+
+    def hessian(self, x: np.ndarray) -> np.ndarray:
+        """Constant: ``ZᵀZ/ξ² + s_i I/λ``."""
+        H = self._inv_noise * self._gram + self._prior_precision * np.eye(self.dim)
+        return np.broadcast_to(H, (x.shape[0], self.dim, self.dim)).copy()
+
+    def lipschitz(self) -> float:
+        return float(
+            self._inv_noise * np.linalg.eigvalsh(self._gram)[-1] + self._prior_precision
+        )
 
     def prox(self, v: np.ndarray, step: float, warm_start: np.ndarray) -> np.ndarray:
         """Closed form: ``(ZᵀZ/ξ² + s_i I/λ + I/step) x = Zᵀy/ξ² + v/step``."""
