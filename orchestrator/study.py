@@ -40,7 +40,7 @@ from orchestrator.results import write_results
 
 __all__ = ["Study", "is_study", "load_study", "run_study"]
 
-STUDY_FIELDS = {"study", "description", "base", "variants", "cells", "agent"}
+STUDY_FIELDS = {"study", "description", "base", "variants", "cells", "agent", "x_label"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,9 @@ class Study:
     cells: tuple[Mapping[str, Any], ...]
     agent: str = "0"
     """The node whose curve is reported as "agent" (the paper plots one agent)."""
+    x_label: str = ""
+    """When every cell has a numeric ``x`` (e.g. a failure probability), the name of that
+    axis: the study then also plots and tabulates the final metrics against ``x``."""
     runs: tuple[tuple[str, str, Experiment], ...] = field(default=())
 
 
@@ -101,7 +104,7 @@ def load_study(raw: Mapping[str, Any]) -> Study:
     runs = []
     for cell in cells:
         for variant in variants:
-            fields = _merge(base, {k: v for k, v in cell.items() if k != "label"})
+            fields = _merge(base, {k: v for k, v in cell.items() if k not in ("label", "x")})
             fields = _merge(
                 fields, {k: v for k, v in variant.items() if k not in ("label", "per_cell")}
             )
@@ -121,6 +124,7 @@ def load_study(raw: Mapping[str, Any]) -> Study:
         variants=variants,
         cells=cells,
         agent=str(raw.get("agent", "0")),
+        x_label=str(raw.get("x_label", "")),
         runs=tuple(runs),
     )
 
@@ -174,7 +178,7 @@ def run_study(
             f"  ({row['seconds']} s)"
         )
     _write_tables(out, study, rows, curves)
-    plotted = _plot(out, study, curves)
+    plotted = _plot(out, study, curves) + _plot_against_x(out, study, rows)
     if plotted:
         say(f"plots: {', '.join(str(p) for p in plotted)}")
     say(f"study written to {out}")
@@ -220,20 +224,80 @@ def _write_tables(out: Path, study: Study, rows: list[dict], curves) -> None:
             f"| {row['cell']} | {row['variant']} | {_md(row['w2_average'])} | "
             f"{_md(row['w2_agent'])} | {_md(row['consensus_error'])} |"
         )
+    if _cell_x(study):
+        lines += ["", f"W2 of the agent average / consensus error, by {study.x_label}:", ""]
+        lines.append(_pivot(study, rows))
     (out / "table.md").write_text("\n".join(lines) + "\n")
+
+
+def _cell_x(study: Study) -> dict[str, float] | None:
+    xs = {cell["label"]: cell.get("x") for cell in study.cells}
+    if not study.x_label or not all(isinstance(v, (int, float)) for v in xs.values()):
+        return None
+    return {label: float(value) for label, value in xs.items()}
+
+
+def _pivot(study: Study, rows: list[dict]) -> str:
+    """Variants down, x across: "W2 average / consensus error" in each cell."""
+    xs = _cell_x(study) or {}
+    header = "| variant | " + " | ".join(f"{study.x_label} = {x:g}" for x in xs.values()) + " |"
+    lines = [header, "|---" * (len(xs) + 1) + "|"]
+    for variant in dict.fromkeys(r["variant"] for r in rows):
+        cells = []
+        for label in xs:
+            row = next((r for r in rows if r["variant"] == variant and r["cell"] == label), None)
+            cells.append(
+                "–" if row is None else f"{_md(row['w2_average'])} / {_md(row['consensus_error'])}"
+            )
+        lines.append(f"| {variant} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _md(value) -> str:
     return "–" if value is None else f"{value:.4f}"
 
 
-def _plot(out: Path, study: Study, curves) -> list[Path]:
+def _pyplot():
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        return None
+    return plt
+
+
+def _plot_against_x(out: Path, study: Study, rows: list[dict]) -> list[Path]:
+    xs = _cell_x(study)
+    plt = _pyplot()
+    if not xs or plt is None:
+        return []
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for variant in dict.fromkeys(r["variant"] for r in rows):
+        mine = [r for r in rows if r["variant"] == variant]
+        x = [xs[r["cell"]] for r in mine]
+        for ax, key in zip(axes, ("w2_average", "consensus_error"), strict=True):
+            y = [np.nan if r[key] is None else r[key] for r in mine]
+            ax.plot(x, y, marker="o", label=variant)
+    axes[0].set_ylabel("final W2 of the agent average")
+    axes[1].set_ylabel("final consensus error E|x_i - mean|^2")
+    for ax in axes:
+        ax.set_xlabel(study.x_label)
+        ax.set_yscale("log")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend()
+    figure.suptitle(study.name)
+    figure.tight_layout()
+    path = out / "summary.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return [path]
+
+
+def _plot(out: Path, study: Study, curves) -> list[Path]:
+    plt = _pyplot()
+    if plt is None:
         return []
     written = []
     for cell in dict.fromkeys(c for c, *_ in curves):
