@@ -20,6 +20,12 @@ average.
 anyway — [000] §6.2 does so on purpose (χ1 = χ2 = 0.05), and δ1 = δ2 = 0 gives the
 constant-step variant, which keeps a bias.
 
+Defaults: [000] §6.2's b = 0.48 and k0 = 229 with δ1 = 0.05, and δ2 = 0.6, a round value
+inside eq. 15. With δ2 = 0.6 the offset shrinks the first step by 230^0.6 ≈ 26, so a = 0.02
+(not [000]'s 0.00082, tuned for δ2 = 0.05) gives α_0 ≈ 7.6e-4, close to [000]'s
+0.00082/230^0.05 ≈ 6.3e-4. On [000]'s linear regression (5 nodes × 50 points, ring or full)
+that reaches W2 ≈ 0.05 to the posterior in 1000 rounds; a = 0.00082 would still be at 1.07.
+
 A neighbour whose message did not arrive this round is absent from that round's graph: its
 term leaves the consensus sum. k is the round index, so a restarted node resumes its schedule.
 """
@@ -40,10 +46,10 @@ __all__ = ["ALGORITHMS", "DULA", "DULAParams"]
 
 @dataclass(frozen=True)
 class DULAParams:
-    a: float = 0.00082
-    """α_0 scale of the Langevin step α_k ([000] §6.2: 0.00082)."""
+    a: float = 0.02
+    """Scale a of the Langevin step α_k ([000] §6.2 uses 0.00082 with δ2 = 0.05)."""
     b: float = 0.48
-    """β_0 scale of the consensus step β_k ([000] §6.2: 0.48)."""
+    """Scale b of the consensus step β_k ([000] §6.2: 0.48)."""
     delta1: float = 0.05
     """Decay δ1 of β_k ([000] §6.2 uses χ1 = 0.05 on the ring)."""
     delta2: float = 0.6
