@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import faulthandler
 import logging
 import os
 import shutil
@@ -113,6 +114,9 @@ def serve(args: argparse.Namespace) -> int:
 
     stop = threading.Event()
     received: list[int] = []
+    # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see where a live
+    # node is waiting without stopping it.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
     def on_signal(signum, frame):  # pragma: no cover - exercised by the tests' subprocesses
         received.append(signum)

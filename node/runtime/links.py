@@ -138,18 +138,25 @@ class OutboundLink:
         stub = peer_pb2_grpc.PeerStub(channel)
         try:
             while not self._closing.is_set():
-                ready = grpc.channel_ready_future(channel)
                 try:
-                    ready.result(timeout=CONNECT_WAIT)
-                except grpc.FutureTimeoutError:
-                    ready.cancel()
-                    if self._drain_dropped("peer unreachable"):
+                    if self._connect_and_stream(channel, stub):
                         return
-                    continue
-                if self._stream(stub):
-                    return
+                except Exception as exc:  # noqa: BLE001 - a link must outlive any surprise
+                    log.exception("link to %s: unexpected error", self.receiver)
+                    self._stats.add(self.receiver, "send_errors", error=f"internal: {exc}")
+                    self._closing.wait(CONNECT_WAIT)
         finally:
             channel.close()
+
+    def _connect_and_stream(self, channel: grpc.Channel, stub: peer_pb2_grpc.PeerStub) -> bool:
+        """One connection attempt and, if it succeeds, one stream; True once closed."""
+        ready = grpc.channel_ready_future(channel)
+        try:
+            ready.result(timeout=CONNECT_WAIT)
+        except grpc.FutureTimeoutError:
+            ready.cancel()
+            return self._drain_dropped("peer unreachable")
+        return self._stream(stub)
 
     def _drain_dropped(self, reason: str) -> bool:
         """Drop everything queued; True if a close request was among it."""
@@ -160,7 +167,7 @@ class OutboundLink:
                 return False
             if item is _CLOSE:
                 return True
-            if item.message is not None:
+            if item is not None and item.message is not None:  # None: a stale wake-up
                 self._stats.add(self.receiver, "dropped", error=f"{reason} at {self.address}")
 
     def _stream(self, stub: peer_pb2_grpc.PeerStub) -> bool:

@@ -189,6 +189,8 @@ class NodeRuntime:
             self._stop.clear()
             self.outbound.reset()
             self.inbound.reset()
+            for peer in sorted(self._senders):
+                self.inbound.ensure(peer)  # listed from the start, even if never heard
             self._inbox = Inbox(self.inbound, next_round, synchronous=program.synchronous)
             self._links = Links(spec, self.outbound, self._credentials)
             self._state, self._error = CONFIGURED, ""

@@ -1,0 +1,148 @@
+"""Crashes and dead peers, on real node processes: resume from a checkpoint, never hang."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import time
+
+import numpy as np
+import pytest
+
+from orchestrator.experiment import node_specs
+from tests.node.test_runtime_harness import Cluster, ring_experiment, wait_until
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with Cluster(tmp_path) as c:
+        yield c
+
+
+def _nowhere() -> str:
+    with socket.socket() as spare:
+        spare.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{spare.getsockname()[1]}"
+
+
+def test_killed_node_resumes_from_checkpoint_without_gaps(cluster):
+    procs = cluster.start_nodes(["0", "1", "2"])
+    addresses = {n: p.address for n, p in procs.items()}
+    rounds = 80
+    specs = {s.node_id: s for s in node_specs(
+        ring_experiment("crash", rounds=rounds, deadline=0.5), addresses)}
+    clients = {n: p.client() for n, p in procs.items()}
+    for node, client in clients.items():
+        client.wait_ready()
+        client.configure(specs[node])
+        client.set_link("*", delay_ms=25)  # slow the rounds so the kill lands mid-run
+    for client in clients.values():
+        client.start()
+
+    victim = procs["1"]
+    wait_until(lambda: clients["1"].status().samples_stored >= 15, 30, "15 samples on node 1")
+    before = list(clients["1"].samples())
+    victim.signal(signal.SIGKILL)
+    victim.process.wait(timeout=10)
+    survivors_at = {n: clients[n].status().round for n in ("0", "2")}
+    assert max(survivors_at.values()) < rounds, "the kill came too late to be mid-run"
+
+    # Same port, same state dir: peers' links reconnect to it by themselves.
+    reborn = cluster.ready(cluster.launch("1", listen=victim.address,
+                                          state_dir=victim.state_dir))
+    client = reborn.client()
+    client.wait_ready()
+    client.configure(specs["1"])
+    resumed = client.status()
+    # Checkpoints are written every round after the sample is flushed: a SIGKILL can cost
+    # at most the round between the two (and `before` was read just before the kill).
+    assert resumed.state == "configured"
+    assert resumed.round == resumed.samples_stored >= len(before) - 1
+    client.set_link("*", delay_ms=25)
+    client.start()
+    clients["1"] = client
+
+    wait_until(lambda: all(c.status().state == "done" for c in clients.values()), 60, "done")
+    for node, c in clients.items():
+        pairs = list(c.samples())
+        assert [r for r, _ in pairs] == list(range(rounds)), node  # complete, no gaps
+        assert c.status().error == ""
+    after = list(clients["1"].samples())
+    for (r0, v0), (r1, v1) in zip(before[: resumed.samples_stored], after, strict=False):
+        assert r0 == r1 and np.array_equal(v0, v1)  # nothing stored before the crash changed
+    # The survivors went on while node 1 was down (they did not wait for it forever).
+    assert all(clients[n].status().inbound["1"].received < rounds for n in ("0", "2"))
+
+
+@pytest.mark.parametrize("fault", ["killed", "paused"])
+def test_dead_peer_never_holds_a_round_past_its_deadline(cluster, fault):
+    procs = cluster.start_nodes(["0", "1", "2"])
+    addresses = {n: p.address for n, p in procs.items()}
+    rounds, deadline = 10, 0.4
+    specs = {s.node_id: s for s in node_specs(
+        ring_experiment(f"dead-{fault}", rounds=rounds, deadline=deadline), addresses)}
+    clients = {n: procs[n].client() for n in ("0", "1")}
+    for node in ("0", "1", "2"):
+        c = procs[node].client()
+        c.wait_ready()
+        c.configure(specs[node])
+    # Node 2's links from 0 and 1 are connected by now; then it dies or hangs (a paused
+    # process keeps its sockets open and answers nothing).
+    procs["2"].signal(signal.SIGKILL if fault == "killed" else signal.SIGSTOP)
+
+    started = time.monotonic()
+    for c in clients.values():
+        c.start()
+    seen: dict[int, float] = {}
+    while True:
+        status = clients["0"].status()
+        seen.setdefault(status.round, time.monotonic())
+        if status.state != "running":
+            break
+        assert time.monotonic() - started < rounds * deadline + 10, "node 0 is stuck"
+        time.sleep(0.02)
+    wait_until(lambda: clients["1"].status().state == "done", 10, "node 1 done")
+    elapsed = time.monotonic() - started
+    assert status.state == "done" and status.error == ""
+    times = [seen[r] for r in sorted(seen)]
+    gaps = np.diff(times)
+    # Each round waits for node 2 until the deadline, then goes on: about `deadline` per
+    # round. The slack (1 s per round, 3 s overall) covers polling and two shared cores;
+    # a link blocking the loop (connect timeouts, a full send buffer) would take far longer.
+    assert gaps.max() < deadline + 1.0, gaps
+    assert elapsed < rounds * deadline + 3.0
+    assert elapsed > rounds * deadline * 0.8  # it did wait out the deadline each round
+    for c in clients.values():
+        assert [r for r, _ in c.samples()] == list(range(rounds))
+        inbound = c.status().inbound
+        assert inbound["2"].received == 0
+    assert clients["0"].status().inbound["1"].received == rounds
+
+
+def test_stop_then_configure_again_resumes_in_the_same_process(cluster):
+    (proc,) = cluster.start_nodes(["0"]).values()
+    nowhere = _nowhere()
+    spec = node_specs(ring_experiment("pause", rounds=30, deadline=0.05),
+                      {"0": proc.address, "1": nowhere, "2": nowhere})[0]
+    client = proc.client()
+    client.wait_ready()
+    client.configure(spec)
+    client.start()
+    wait_until(lambda: client.status().round >= 5, 20, "five rounds")
+    client.checkpoint()
+    client.stop()
+    stopped = client.status()
+    assert stopped.state == "stopped"
+    first = list(client.samples())
+    client.configure(spec)
+    resumed = client.status()
+    assert resumed.round == resumed.samples_stored
+    assert stopped.samples_stored - 1 <= resumed.samples_stored <= stopped.samples_stored
+    client.start()
+    wait_until(lambda: client.status().state == "done", 30, "done")
+    pairs = list(client.samples())
+    assert [r for r, _ in pairs] == list(range(30))
+    for (r0, v0), (r1, v1) in zip(first[: resumed.samples_stored], pairs, strict=False):
+        assert r0 == r1 and np.array_equal(v0, v1)
+    # Following a finished run streams what is stored and ends.
+    assert len(list(client.samples(offset=25, follow=True))) == 5
