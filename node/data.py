@@ -160,9 +160,7 @@ def _format(file: Path, fmt: str) -> str:
     if fmt:
         key = fmt.lower()
         if key not in _ALIASES:
-            raise ConfigError(
-                f"data.format: unknown format {fmt!r} (use {', '.join(FORMATS)})"
-            )
+            raise ConfigError(f"data.format: unknown format {fmt!r} (use {', '.join(FORMATS)})")
         return _ALIASES[key]
     name = file.name.lower().removesuffix(".gz")
     suffix = Path(name).suffix.lstrip(".")

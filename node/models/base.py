@@ -99,9 +99,7 @@ class GridPosterior:
 
     def support(self, threshold: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """Cell centres ``(m, d)`` with mass above ``threshold`` and their masses, renormalised."""
-        mesh = np.stack(np.meshgrid(*self.axes, indexing="ij"), axis=-1).reshape(
-            -1, len(self.axes)
-        )
+        mesh = np.stack(np.meshgrid(*self.axes, indexing="ij"), axis=-1).reshape(-1, len(self.axes))
         mass = self.masses.reshape(-1)
         keep = mass > threshold
         return mesh[keep], mass[keep] / mass[keep].sum()

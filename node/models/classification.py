@@ -51,8 +51,7 @@ def class_indices(y: np.ndarray, num_classes: int) -> np.ndarray:
     bad = (y != np.round(y)) | (y < 0) | (y >= num_classes)
     if bad.any():
         raise ConfigError(
-            f"data.path: class labels must be integers 0..{num_classes - 1}, "
-            f"found {y[bad][0]:g}"
+            f"data.path: class labels must be integers 0..{num_classes - 1}, found {y[bad][0]:g}"
         )
     return y.astype(np.int64)
 

@@ -88,9 +88,7 @@ class GaussianMixture:
             lo = coarse[inside.min(axis=0)] - 2 * cell
             hi = coarse[inside.max(axis=0)] + 2 * cell
             bounds = ((lo[0], hi[0]), (lo[1], hi[1]))
-        axes = tuple(
-            lo + (np.arange(points) + 0.5) * (hi - lo) / points for lo, hi in bounds
-        )
+        axes = tuple(lo + (np.arange(points) + 0.5) * (hi - lo) / points for lo, hi in bounds)
         log_p = self._grid_log_posterior(axes, observations)
         cell_volume = float(np.prod([a[1] - a[0] for a in axes]))
         density = np.exp(log_p - logsumexp(log_p)) / cell_volume
@@ -131,9 +129,7 @@ class GaussianMixturePotential(LocalPotential):
         means = np.stack([theta[:, 0], theta[:, 0] + theta[:, 1]], axis=-1)  # (chains, 2)
         x = x[None, :] if x.ndim == 1 else x
         residual = x[:, :, None] - means[:, None, :]
-        log_terms = (
-            _LOG_HALF_NORM - 0.5 * np.log(self._obs_var) - 0.5 * residual**2 / self._obs_var
-        )
+        log_terms = _LOG_HALF_NORM - 0.5 * np.log(self._obs_var) - 0.5 * residual**2 / self._obs_var
         return log_terms, residual
 
     def value(self, x: np.ndarray) -> np.ndarray:

@@ -25,6 +25,12 @@ class LinearRegression:
     prior_var: float = 10.0
     true_x: tuple[float, ...] | None = None
 
+    supervised = True
+
+    @property
+    def num_features(self) -> int:
+        return self.dim
+
     def validate(self) -> None:
         if self.dim < 1:
             raise ValueError("dim: must be at least 1")
@@ -101,9 +107,7 @@ class LinearRegressionPotential(LocalPotential):
         return np.broadcast_to(H, (x.shape[0], self.dim, self.dim)).copy()
 
     def lipschitz(self) -> float:
-        return float(
-            self._inv_noise * np.linalg.eigvalsh(self._gram)[-1] + self._prior_precision
-        )
+        return float(self._inv_noise * np.linalg.eigvalsh(self._gram)[-1] + self._prior_precision)
 
     def prox(self, v: np.ndarray, step: float, warm_start: np.ndarray) -> np.ndarray:
         """Closed form: ``(ZᵀZ/ξ² + s_i I/λ + I/step) x = Zᵀy/ξ² + v/step``."""

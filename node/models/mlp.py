@@ -83,7 +83,7 @@ class MLP:
     # -- the network, vectorised over chains -------------------------------------------------
 
     def unpack(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Views ``W1 (C, p, h)``, ``b1 (C, h)``, ``W2 (C, h, K)``, ``b2 (C, K)`` of ``x (C, d)``."""
+        """Views ``W1 (C, p, h)``, ``b1 (C, h)``, ``W2 (C, h, K)``, ``b2 (C, K)`` of ``x``."""
         p, h, k = self.features, self.hidden, self.classes
         c = x.shape[0]
         ends = np.cumsum([p * h, h, h * k])
