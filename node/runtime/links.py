@@ -33,7 +33,7 @@ from node.messages import Message
 from node.protocol import convert
 from node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
 from node.runtime.stats import StatsBook
-from node.runtime.transport import open_channel
+from node.runtime.transport import ChannelSettings
 from node.spec import NodeSpec
 
 __all__ = ["LinkState", "Links", "OutboundLink"]
@@ -43,7 +43,7 @@ log = logging.getLogger("starling.node.links")
 CONNECT_WAIT = 1.0
 """How long one connection attempt may hold queued messages before they are dropped."""
 
-CLOSE_WAIT = 2.0
+CLOSE_WAIT = 1.5
 """At shutdown, how long a link may take to deliver what is still queued."""
 
 _CLOSE = object()
@@ -73,14 +73,14 @@ class OutboundLink:
         receiver: str,
         address: str,
         stats: StatsBook,
-        credentials: grpc.ChannelCredentials | None = None,
+        channel: ChannelSettings | None = None,
     ):
         self.spec = spec
         self.receiver = receiver
         self.address = address
         self.state = LinkState()
         self._stats = stats
-        self._credentials = credentials
+        self._channel = channel or ChannelSettings()
         # Live drops use the link's own stream, seeded per link, so they never disturb
         # the sampler's generator (and replay for a given seed and call sequence).
         self._drop_rng = np.random.default_rng(
@@ -134,7 +134,7 @@ class OutboundLink:
         return convert.message_to_iterate(item.message, **common)
 
     def _run(self) -> None:
-        channel = open_channel(self.address, self._credentials)
+        channel = self._channel.open(self.address)
         stub = peer_pb2_grpc.PeerStub(channel)
         try:
             while not self._closing.is_set():
@@ -203,9 +203,17 @@ class OutboundLink:
                 stats.add(receiver, "dropped", error="stream broke during the delay")
                 break
             try:
-                outbox.put((self._iterate(item), item.message is not None))
+                iterate = self._iterate(item)
             except convert.TensorError as exc:
                 stats.add(receiver, "send_errors", error=str(exc))
+                continue
+            size, limit = iterate.ByteSize(), self._channel.max_message_bytes
+            if size > limit:
+                # The receiver's transport would abort the whole stream for it.
+                reason = f"round {item.round}: {size} bytes exceed the {limit}-byte limit"
+                stats.add(receiver, "send_errors", error=reason)
+                continue
+            outbox.put((iterate, item.message is not None))
         if closing:
             outbox.put(None)  # half-close: the receiver answers with its summary
             try:
@@ -256,12 +264,12 @@ class Links:
         self,
         spec: NodeSpec,
         stats: StatsBook,
-        credentials: grpc.ChannelCredentials | None = None,
+        channel: ChannelSettings | None = None,
         link_factory: Callable[..., OutboundLink] = OutboundLink,
     ):
         self.spec = spec
         self._stats = stats
-        self._credentials = credentials
+        self._channel = channel or ChannelSettings()
         self._factory = link_factory
         self._lock = threading.Lock()
         self._links: dict[str, OutboundLink] = {}
@@ -279,8 +287,7 @@ class Links:
                         f"node {self.spec.node_id!r} sends to {receiver!r}, "
                         "which has no address in peers"
                     )
-                link = self._factory(self.spec, receiver, address, self._stats,
-                                     self._credentials)
+                link = self._factory(self.spec, receiver, address, self._stats, self._channel)
                 link.state = LinkState(**vars(self._default))
                 self._links[receiver] = link
             return link

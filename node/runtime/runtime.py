@@ -31,7 +31,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import grpc
 import numpy as np
 
 from node.params import ConfigError
@@ -42,6 +41,7 @@ from node.runtime.inbox import WITHHELD, Inbox
 from node.runtime.links import Links, in_peers
 from node.runtime.stats import LinkCounters, StatsBook
 from node.runtime.store import SampleStore
+from node.runtime.transport import ChannelSettings
 from node.samplers import build_program, node_rng
 from node.samplers.base import NodeProgram, ordered_inbox
 from node.spec import NodeSpec
@@ -112,11 +112,9 @@ def _safe_name(name: str) -> str:
 class NodeRuntime:
     """The node's state machine: idle → configured → running → done | failed | stopped."""
 
-    def __init__(
-        self, state_dir: str | Path, credentials: grpc.ChannelCredentials | None = None
-    ):
+    def __init__(self, state_dir: str | Path, channel: ChannelSettings | None = None):
         self.state_dir = Path(state_dir)
-        self._credentials = credentials
+        self._channel = channel or ChannelSettings()
         self._lock = threading.RLock()
         self._state = IDLE
         self._error = ""
@@ -192,7 +190,7 @@ class NodeRuntime:
             for peer in sorted(self._senders):
                 self.inbound.ensure(peer)  # listed from the start, even if never heard
             self._inbox = Inbox(self.inbound, next_round, synchronous=program.synchronous)
-            self._links = Links(spec, self.outbound, self._credentials)
+            self._links = Links(spec, self.outbound, self._channel)
             self._state, self._error = CONFIGURED, ""
             log.info(
                 "configured %s/%s (%s, role %s): %s at round %d, %d samples stored",

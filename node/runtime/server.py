@@ -13,13 +13,13 @@ from node.protocol import MAX_MESSAGE_BYTES
 from node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2, peer_pb2_grpc
 from node.runtime.runtime import NodeRuntime
 from node.runtime.servicers import ControlServicer, PeerServicer
-from node.runtime.transport import DEFAULT_MAX_WORKERS, create_server
+from node.runtime.transport import DEFAULT_MAX_WORKERS, ChannelSettings, create_server
 
 __all__ = ["NodeServer", "SHUTDOWN_GRACE"]
 
 log = logging.getLogger("starling.node")
 
-SHUTDOWN_GRACE = 2.0
+SHUTDOWN_GRACE = 1.0
 """Seconds in-flight RPCs get to finish at shutdown (well inside the 5 s an orchestrator
 waits after SIGTERM before it kills)."""
 
@@ -42,7 +42,9 @@ class NodeServer:
         max_workers: int = DEFAULT_MAX_WORKERS,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
     ):
-        self.runtime = NodeRuntime(state_dir, credentials=channel_credentials)
+        self.runtime = NodeRuntime(
+            state_dir, ChannelSettings(channel_credentials, max_message_bytes)
+        )
         self._server, port = create_server(
             listen,
             credentials=server_credentials,

@@ -10,12 +10,14 @@ changes.
 from __future__ import annotations
 
 from concurrent import futures
+from dataclasses import dataclass
 
 import grpc
 
 from node.protocol import MAX_MESSAGE_BYTES
 
 __all__ = [
+    "ChannelSettings",
     "KEEPALIVE_TIME_MS",
     "MAX_MESSAGE_BYTES",
     "channel_options",
@@ -86,6 +88,17 @@ def open_channel(
     if credentials is None:
         return grpc.insecure_channel(address, options=options)
     return grpc.secure_channel(address, credentials, options=options)
+
+
+@dataclass(frozen=True)
+class ChannelSettings:
+    """How a node opens channels to its peers (its outbound links)."""
+
+    credentials: grpc.ChannelCredentials | None = None
+    max_message_bytes: int = MAX_MESSAGE_BYTES
+
+    def open(self, address: str) -> grpc.Channel:
+        return open_channel(address, self.credentials, self.max_message_bytes)
 
 
 def create_server(
