@@ -171,9 +171,12 @@ class NodeClient:
         """
         index = max(offset, 0)
         attempt = 0
+        # A bounded read must not hang on a node that stopped answering; a followed stream
+        # lasts as long as the run (keepalive notices a dead connection).
+        timeout = None if follow else max(self.timeout, 60.0)
         while True:
             request = control_pb2.SamplesRequest(offset=index, follow=follow)
-            stream = self._control.StreamSamples(request, wait_for_ready=attempt > 0)
+            stream = self._control.StreamSamples(request, timeout=timeout)
             try:
                 for batch in stream:
                     attempt = 0

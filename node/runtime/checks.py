@@ -77,7 +77,9 @@ def check_iterate(
 ) -> Message | None:
     """The decoded message (None for a withheld notice), or Rejected saying why."""
     sender = iterate.sender
-    if spec is None or iterate.experiment != spec.experiment:
+    if spec is None:
+        raise Rejected(f"peer {sender!r}: node is not configured yet")
+    if iterate.experiment != spec.experiment:
         raise Rejected(f"peer {sender!r}: unknown experiment {iterate.experiment!r}")
     if sender not in senders:
         raise Rejected(f"peer {sender!r}: not an in-peer of node {spec.node_id!r}")

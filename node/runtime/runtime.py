@@ -306,8 +306,9 @@ class NodeRuntime:
         try:
             message = check_iterate(iterate, spec, program, self._senders)
         except Rejected as exc:
-            self.inbound.add(sender, "rejected", error=str(exc))
-            log.warning("rejected: %s", exc)
+            count = self.inbound.add(sender, "rejected", error=str(exc))
+            if count <= 10 or count % 1000 == 0:  # a flood of bad messages must not flood logs
+                log.warning("rejected (%d from %r so far): %s", count, sender, exc)
             return "rejected"
         outcome = inbox.deliver(
             sender, int(iterate.round), int(iterate.phase), WITHHELD if message is None else message

@@ -32,12 +32,15 @@ class StatsBook:
         self._lock = threading.Lock()
         self._links: dict[str, LinkCounters] = {}
 
-    def add(self, peer: str, field: str, amount: int = 1, error: str = "") -> None:
+    def add(self, peer: str, field: str, amount: int = 1, error: str = "") -> int:
+        """Add to one counter; returns its new value."""
         with self._lock:
             counters = self._entry(peer)
-            setattr(counters, field, getattr(counters, field) + amount)
+            value = getattr(counters, field) + amount
+            setattr(counters, field, value)
             if error:
                 counters.last_error = error
+            return value
 
     def note_staleness(self, peer: str, staleness: int) -> None:
         with self._lock:
