@@ -67,7 +67,8 @@ def accuracy(proba: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 def log_loss(proba: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Mean negative log-probability of the true label, per leading index."""
-    picked = np.take_along_axis(proba, labels[..., None].astype(int), axis=-1)[..., 0]
+    index = np.broadcast_to(np.asarray(labels, dtype=np.int64), proba.shape[:-1])
+    picked = np.take_along_axis(proba, index[..., None], axis=-1)[..., 0]
     return -np.mean(np.log(np.clip(picked, 1e-300, None)), axis=-1)
 
 

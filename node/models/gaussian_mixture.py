@@ -81,7 +81,7 @@ class GaussianMixture:
         """
         observations = np.concatenate([np.asarray(s.X, float).reshape(-1) for s in shards])
         if bounds is None:
-            coarse = np.linspace(-20.0, 20.0, 401)
+            coarse = np.linspace(-20.0, 20.0, 161)
             log_p = self._grid_log_posterior((coarse, coarse), observations)
             inside = np.argwhere(log_p >= log_p.max() + np.log(1e-12))
             cell = coarse[1] - coarse[0]
@@ -134,7 +134,7 @@ class GaussianMixturePotential(LocalPotential):
 
     def value(self, x: np.ndarray) -> np.ndarray:
         log_terms, _ = self._components(x, self._x)
-        nll = -np.sum(logsumexp(log_terms, axis=-1), axis=-1)
+        nll = -np.sum(np.logaddexp(log_terms[..., 0], log_terms[..., 1]), axis=-1)
         return nll + 0.5 * np.sum(self._prior_precision * x**2, axis=1)
 
     def grad(self, x: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:

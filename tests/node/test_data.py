@@ -1,0 +1,153 @@
+"""Reading a node's private data: LIBSVM / CSV / NPZ files, the built-in digits, shards."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from node.data import load_file, load_shard, read_libsvm, read_table
+from node.models.gaussian_mixture import GaussianMixture
+from node.models.logistic_regression import LogisticRegression
+from node.models.mlp import MLP
+from node.params import ConfigError
+from node.spec import DataSpec
+
+A9A = Path("/work/shared/data/a9a.gz")
+
+LIBSVM_TEXT = """\
++1 1:1 3:0.5 \n\
+-1 2:2 # a trailing comment\n\
+\n\
+# a comment line\n\
++1 qid:7 4:-1.5e-1\n\
+-1\n\
+"""
+EXPECTED_X = np.array(
+    [[1, 0, 0.5, 0, 0], [0, 2, 0, 0, 0], [0, 0, 0, -0.15, 0], [0, 0, 0, 0, 0]], dtype=float
+)
+
+
+def _write(path: Path, text: str, compress: bool = False) -> str:
+    if compress:
+        with gzip.open(path, "wt") as handle:
+            handle.write(text)
+    else:
+        path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_libsvm_reader_on_a_small_file(tmp_path, compress):
+    path = _write(tmp_path / ("small.svm" + (".gz" if compress else "")), LIBSVM_TEXT, compress)
+    table = read_libsvm(path, n_features=5)
+    np.testing.assert_array_equal(table.X, EXPECTED_X)
+    np.testing.assert_array_equal(table.y, [1, -1, 1, -1])
+    # Without a dimension the width is the largest index seen.
+    assert read_libsvm(path).X.shape == (4, 4)
+    # The format is recognised from the name, and from the content when the name is silent.
+    np.testing.assert_array_equal(read_table(path, "", n_features=5).X, EXPECTED_X)
+    plain = _write(tmp_path / ("data.t" + (".gz" if compress else "")), LIBSVM_TEXT, compress)
+    np.testing.assert_array_equal(read_table(plain, "", n_features=5).X, EXPECTED_X)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("+1 1:1\nabc 2:1\n", "line 2: label 'abc'"),
+        ("+1 1:1 2\n", "expected index:value"),
+        ("+1 0:1\n", "indices start at 1"),
+        ("+1 1:x\n", "cannot read '1:x'"),
+        ("+1 9:1\n", "feature index 9 exceeds the model's 5"),
+    ],
+)
+def test_bad_libsvm_lines_name_data_path_and_the_line(tmp_path, text, message):
+    path = _write(tmp_path / "bad.libsvm", text)
+    with pytest.raises(ConfigError, match=r"^data\.path: .*" + message.replace("(", r"\(")):
+        read_table(path, "libsvm", n_features=5)
+
+
+def test_bad_files_give_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match=r"^data\.path: no such file"):
+        read_table(str(tmp_path / "missing.csv"))
+    with pytest.raises(ConfigError, match=r"^data\.format: unknown format 'parquet'"):
+        read_table(_write(tmp_path / "a.csv", "1,2\n"), "parquet")
+    with pytest.raises(ConfigError, match=r"^data\.format: cannot tell the format"):
+        read_table(_write(tmp_path / "mystery", "hello world\n"))
+    with pytest.raises(ConfigError, match=r"^data\.path: .*holds no rows"):
+        read_table(_write(tmp_path / "empty.libsvm", "# nothing\n"))
+    with pytest.raises(ConfigError, match=r"^data\.path: cannot read"):
+        read_table(_write(tmp_path / "ragged.csv", "1,2,3\n4,5\n"))
+    with pytest.raises(ConfigError, match=r"^data\.path: .*NaN"):
+        read_table(_write(tmp_path / "nan.csv", "1,nan\n"))
+    broken = tmp_path / "broken.libsvm.gz"
+    broken.write_bytes(gzip.compress(b"+1 1:1\n" * 100)[:-30])
+    with pytest.raises(ConfigError, match=r"^data\.path: cannot read"):
+        read_table(str(broken))
+    with pytest.raises(ConfigError, match=r"^data\.path: .*must hold arrays 'X' and 'y'"):
+        path = tmp_path / "only_x.npz"
+        np.savez(path, X=np.ones((3, 2)))
+        read_table(str(path))
+
+
+def test_csv_and_npz(tmp_path):
+    csv = _write(tmp_path / "t.csv", "a,b,label\n1,2,0\n3,4,1\n")
+    table = read_table(csv)
+    np.testing.assert_array_equal(table.X, [[1, 2], [3, 4]])
+    np.testing.assert_array_equal(table.y, [0, 1])
+    # Density models take every column as an observation.
+    np.testing.assert_array_equal(read_table(csv, targets=False).X, [[1, 2, 0], [3, 4, 1]])
+    npz = tmp_path / "t.npz"
+    np.savez(npz, X=np.arange(6.0).reshape(3, 2), y=np.array([0.0, 1.0, 1.0]))
+    assert read_table(str(npz)).X.shape == (3, 2)
+
+
+def test_width_is_checked_against_the_model(tmp_path):
+    csv = _write(tmp_path / "t.csv", "1,2,0\n3,4,1\n")
+    with pytest.raises(ConfigError, match=r"^data\.path: .*2 feature columns .* expects 3"):
+        load_file(csv, "", LogisticRegression(features=3))
+    one_column = _write(tmp_path / "gmm.csv", "0.5\n-1.0\n2.0\n")
+    assert load_file(one_column, "", GaussianMixture()).X.shape == (3, 1)
+
+
+def test_file_shards_partition_the_rows(tmp_path):
+    path = _write(tmp_path / "d.libsvm", "".join(f"{(-1) ** k} 1:{k}\n" for k in range(10)))
+    model = LogisticRegression(features=2)
+    shards = [
+        load_shard(DataSpec("file", shard=s, num_shards=3, path=path), model) for s in range(3)
+    ]
+    firsts = np.concatenate([s.X[:, 0] for s in shards])
+    assert sorted(firsts) == list(range(10)) and shards[0].X.shape[1] == 2
+    with pytest.raises(ConfigError, match=r"^data\.path: .*too few for 20 nodes"):
+        load_shard(DataSpec("file", shard=15, num_shards=20, path=path), model)
+
+
+def test_builtin_digits():
+    table = read_table("builtin:digits")
+    assert table.X.shape == (1797, 64) and table.X.min() == 0 and table.X.max() == 1
+    assert np.bincount(table.y.astype(int)).tolist() == [
+        178,
+        182,
+        177,
+        183,
+        181,
+        182,
+        181,
+        179,
+        174,
+        180,
+    ]
+    assert load_file("builtin:digits", "", MLP()).X.shape == (1797, 64)
+    with pytest.raises(ConfigError, match=r"^data\.path: unknown built-in"):
+        read_table("builtin:mnist")
+
+
+@pytest.mark.skipif(not A9A.is_file(), reason="a9a not available")
+def test_real_a9a():
+    table = read_table(str(A9A), "libsvm", n_features=123)
+    assert table.X.shape == (32561, 123)
+    assert int((table.y == 1).sum()) == 7841 and int((table.y == -1).sum()) == 24720
+    assert table.X.sum() == 451592  # every non-zero is a 1 (data/README.md)
+    assert set(np.unique(table.X)) == {0.0, 1.0}
