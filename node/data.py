@@ -17,6 +17,7 @@ in ``node/models/datasets`` (UCI optical digits, pixels scaled to [0, 1]).
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import re
@@ -90,6 +91,18 @@ def read_table(
     if not file.is_file():
         raise ConfigError(f"data.path: no such file {path!r}")
     fmt = _format(file, fmt)
+    stat = file.stat()
+    return _read_cached(path, stat.st_mtime_ns, stat.st_size, fmt, n_features, targets)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_cached(
+    path: str, mtime_ns: int, size: int, fmt: str, n_features: int | None, targets: bool
+) -> Dataset:
+    """One parse per file version and process: the simulator builds every node in one
+    process, and each node (and the evaluation) reads the same file for its own rows.
+    The arrays are read-only so that no caller can change what the next one gets."""
+    file = Path(path)
     try:
         if fmt == "npz":
             table = _read_npz(file, targets)
@@ -105,6 +118,8 @@ def read_table(
         raise ConfigError(f"data.path: {path!r} holds no rows")
     if not (np.all(np.isfinite(table.X)) and np.all(np.isfinite(table.y))):
         raise ConfigError(f"data.path: {path!r} contains NaN or infinite values")
+    table.X.setflags(write=False)
+    table.y.setflags(write=False)
     return table
 
 

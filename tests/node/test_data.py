@@ -151,3 +151,13 @@ def test_real_a9a():
     assert int((table.y == 1).sum()) == 7841 and int((table.y == -1).sum()) == 24720
     assert table.X.sum() == 451592  # every non-zero is a 1 (data/README.md)
     assert set(np.unique(table.X)) == {0.0, 1.0}
+
+
+def test_a_file_is_parsed_once_per_version_and_shared_read_only(tmp_path):
+    path = _write(tmp_path / "c.csv", "1,2,0\n3,4,1\n")
+    first, second = read_table(path), read_table(path)
+    assert first is second  # the simulator's nodes share one parse
+    with pytest.raises(ValueError):
+        first.X[0, 0] = 9.0
+    _write(tmp_path / "c.csv", "1,2,0\n3,4,1\n5,6,1\n")  # a new version is read again
+    assert len(read_table(path)) == 3
