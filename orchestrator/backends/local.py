@@ -101,6 +101,7 @@ class LocalBackend:
         if not line.startswith(READY_PREFIX):
             reason = _last_line(proc.log_path) or "no output"
             self.stop_all()
+            proc.process.stdout.close()
             raise ConfigError(f"node {proc.node_id!r}: could not start on {proc.listen}: {reason}")
         proc.address = line[len(READY_PREFIX) :].strip()
         # A restart must come back on the same port so that peers' links reconnect.
@@ -152,9 +153,11 @@ class LocalBackend:
 
 
 def _drain(stream) -> None:
+    """Read a child's stdout to its end (the child's exit), then close our end of the pipe."""
     try:
-        for _ in iter(stream.readline, b""):
-            pass
+        with stream:
+            for _ in iter(stream.readline, b""):
+                pass
     except (OSError, ValueError):
         pass
 
