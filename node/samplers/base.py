@@ -94,6 +94,12 @@ class NodeProgram(ABC):
         """This round's sample, shape (chains, d), or None for a role that records none."""
         return None
 
+    def metrics(self) -> dict[str, float]:
+        """Figures the program keeps about its own run (an acceptance rate, how many stale
+        inputs it used ...). Read by the driver at the end of the run and reported with the
+        node's results; plain floats only, and never part of the sampler's state."""
+        return {}
+
     def state(self) -> dict[str, np.ndarray]:
         return {name: np.array(getattr(self, name), copy=True) for name in self.state_fields}
 
