@@ -67,6 +67,8 @@ class NodeStatus:
     samples_stored: int
     outbound: dict[str, LinkStats] = field(default_factory=dict)
     inbound: dict[str, LinkStats] = field(default_factory=dict)
+    program_metrics: dict[str, float] = field(default_factory=dict)
+    """The sampler program's own figures (``NodeProgram.metrics``)."""
 
 
 _STATE_NAMES = {
@@ -161,6 +163,7 @@ class NodeClient:
             samples_stored=reply.samples_stored,
             outbound=_link_stats(reply.outbound),
             inbound=_link_stats(reply.inbound),
+            program_metrics=dict(sorted(reply.program_metrics.items())),
         )
 
     def samples(self, offset: int = 0, follow: bool = False) -> Iterator[tuple[int, np.ndarray]]:

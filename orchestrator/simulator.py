@@ -27,11 +27,14 @@ def _copy(message: Message) -> Message:
 
 
 def simulate(
-    specs: Sequence[NodeSpec], on_round: Callable[[int], None] | None = None
+    specs: Sequence[NodeSpec],
+    on_round: Callable[[int], None] | None = None,
+    metrics_out: dict[str, dict[str, float]] | None = None,
 ) -> dict[str, np.ndarray]:
     """Run every node for its rounds; returns node id -> samples of shape (rounds, chains, d).
 
-    Nodes whose role records no samples (e.g. a DG-LMC worker) are left out.
+    Nodes whose role records no samples (e.g. a DG-LMC worker) are left out. If given,
+    ``metrics_out`` receives each node's :meth:`NodeProgram.metrics` at the end.
     """
     by_id = {spec.node_id: spec for spec in specs}
     rngs = {spec.node_id: node_rng(spec) for spec in specs}
@@ -58,4 +61,7 @@ def simulate(
                 recorded[node].append(np.array(value, copy=True))
         if on_round is not None:
             on_round(round_index)
+    if metrics_out is not None:
+        for node, program in programs.items():
+            metrics_out[node] = {k: float(v) for k, v in program.metrics().items()}
     return {node: np.stack(values) for node, values in recorded.items() if values}

@@ -88,6 +88,7 @@ class RuntimeStatus:
     samples_stored: int
     outbound: dict[str, LinkCounters]
     inbound: dict[str, LinkCounters]
+    program_metrics: dict[str, float]
 
 
 def spec_fingerprint(spec: NodeSpec) -> str:
@@ -252,6 +253,11 @@ class NodeRuntime:
                 samples_stored=len(self._store) if self._store is not None else 0,
                 outbound=self.outbound.snapshot(),
                 inbound=self.inbound.snapshot(),
+                program_metrics=(
+                    {k: float(v) for k, v in self._program.metrics().items()}
+                    if self._program is not None
+                    else {}
+                ),
             )
 
     def set_link(

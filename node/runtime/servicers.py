@@ -100,6 +100,7 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
             samples_stored=s.samples_stored,
             outbound=[_link_stats(p, c) for p, c in s.outbound.items()],
             inbound=[_link_stats(p, c) for p, c in s.inbound.items()],
+            program_metrics=s.program_metrics,
         )
 
     def StreamSamples(self, request, context):
