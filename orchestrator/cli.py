@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,34 +43,15 @@ def cmd_run(args) -> int:
 
 
 def cmd_simulate(args) -> int:
-    from orchestrator.evaluation import evaluate
-    from orchestrator.experiment import load_experiment, node_specs
-    from orchestrator.results import summary_table, write_results
-    from orchestrator.simulator import simulate
+    from orchestrator.experiment import load_experiment
+    from orchestrator.runner import simulate_experiment
 
     done = _study_or_none(args, "simulate")
     if done is not None:
         return done
     experiment = load_experiment(args.experiment)
-    started = time.monotonic()
-    samples = simulate(node_specs(experiment))
-    rounds = {node: _arange(values.shape[0]) for node, values in samples.items()}
-    evaluation = evaluate(experiment, samples)
-    extra = {
-        "backend": "simulate",
-        "account": [f"simulated in-process in {time.monotonic() - started:.2f} s"],
-    }
-    out = _out_dir(args, experiment.name)
-    write_results(out, experiment.source, samples, rounds, evaluation, extra)
-    _say(summary_table({**evaluation.metrics, **extra}))
-    _say(f"results written to {out}")
+    simulate_experiment(experiment, _out_dir(args, experiment.name), say=_say)
     return 0
-
-
-def _arange(n: int):
-    import numpy as np
-
-    return np.arange(n)
 
 
 def cmd_algorithms(args) -> int:

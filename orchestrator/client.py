@@ -24,7 +24,14 @@ from node.protocol.starling.v1 import control_pb2, control_pb2_grpc
 from node.runtime.transport import open_channel
 from node.spec import NodeSpec
 
-__all__ = ["LinkStats", "NodeClient", "NodeRejected", "NodeStatus", "NodeUnavailable"]
+__all__ = [
+    "Configured",
+    "LinkStats",
+    "NodeClient",
+    "NodeRejected",
+    "NodeStatus",
+    "NodeUnavailable",
+]
 
 T = TypeVar("T")
 
@@ -54,6 +61,17 @@ class LinkStats:
     rejected: int = 0
     last_error: str = ""
     max_staleness: int = 0
+
+
+@dataclass(frozen=True)
+class Configured:
+    """What a node said to its configuration: where it starts and what it already holds."""
+
+    next_round: int
+    resumed: bool
+    """True if it resumed from a checkpoint (a restarted node)."""
+    samples_stored: int
+    """Samples in its durable store: collection from an offset beyond this must step back."""
 
 
 @dataclass(frozen=True)
@@ -138,10 +156,15 @@ class NodeClient:
                 last = f"{exc.code().name}: {exc.details()}"  # type: ignore[attr-defined]
             time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))
 
-    def configure(self, spec: NodeSpec) -> None:
+    def configure(self, spec: NodeSpec) -> Configured:
         config = convert.spec_to_config(spec)
-        self._call("configure", lambda t: self._control.Configure(config, timeout=t),
-                   timeout=max(self.timeout, 60.0))  # loading data may take a while
+        reply = self._call("configure", lambda t: self._control.Configure(config, timeout=t),
+                           timeout=max(self.timeout, 60.0))  # loading data may take a while
+        return Configured(
+            next_round=int(reply.next_round),
+            resumed=bool(reply.resumed),
+            samples_stored=int(reply.samples_stored),
+        )
 
     def start(self) -> None:
         self._call("start", lambda t: self._control.Start(control_pb2.StartRequest(), timeout=t))

@@ -5,6 +5,11 @@ For a model with an exact Gaussian posterior Starling reports, as [000] §6.2.3 
 posterior: per node, and for the network-average iterate ``Σ_i x_i / N`` ("average").
 The fit pools all chains over the last ``evaluation.window`` rounds (window 1 with many
 chains is exactly the paper's metric: 100 trials at one iteration).
+
+A sampler can diverge (plain push-sum losing its mass on lossy links, ADMM duals blowing
+up): a node whose samples leave the floats is listed under ``diverged`` with the first
+round that did, and every figure that would need those samples is ``None`` rather than a
+NaN or an overflow.
 """
 
 from __future__ import annotations
@@ -20,7 +25,11 @@ from node.models.base import GaussianPosterior
 from orchestrator.experiment import Experiment, node_specs
 from orchestrator.metrics import empirical_w2, w2_curve
 
-__all__ = ["Evaluation", "consensus_error", "evaluate", "ground_truth"]
+__all__ = ["Evaluation", "consensus_error", "diverged_rounds", "evaluate", "ground_truth"]
+
+# Beyond this, squares and covariances overflow float64: the chain has left the posterior
+# by ~1e150 standard deviations, i.e. diverged.
+_HUGE = 1e150
 
 
 @dataclass(frozen=True)
@@ -42,22 +51,64 @@ def ground_truth(experiment: Experiment) -> GaussianPosterior | None:
     return model.exact_posterior(shards)
 
 
+def _sane(values: np.ndarray) -> np.ndarray:
+    """Per leading index, whether every value is finite and not absurdly large."""
+    flat = np.abs(np.asarray(values, dtype=float)).reshape(values.shape[0], -1)
+    with np.errstate(invalid="ignore"):
+        return np.all(flat < _HUGE, axis=1)  # NaN compares False
+
+
+def diverged_rounds(samples: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """Node -> the first round whose sample is not finite (or beyond 1e150), if any."""
+    out = {}
+    for node, values in samples.items():
+        bad = np.flatnonzero(~_sane(values))
+        if bad.size:
+            out[node] = int(bad[0])
+    return out
+
+
 def consensus_error(samples: Mapping[str, np.ndarray], rounds: int, window: int) -> float | None:
     """Mean squared distance of the nodes' iterates from their average, ``E‖x_i − x̄‖²``.
 
     Averaged over nodes, chains and the last ``window`` rounds; needs two or more nodes that
-    recorded every round.
+    recorded every round, and None if any of them diverged in the window.
     """
     complete = [s for s in samples.values() if s.shape[0] == rounds]
     if len(complete) < 2:
         return None
     stacked = np.stack([s[-window:] for s in complete])  # (nodes, window, chains, d)
+    if not _sane(stacked.reshape(1, -1))[0]:
+        return None
     spread = stacked - stacked.mean(axis=0, keepdims=True)
-    return float(np.mean(np.sum(spread**2, axis=-1)))
+    return _finite(float(np.mean(np.sum(spread**2, axis=-1))))
+
+
+def _finite(value: float) -> float | None:
+    return value if np.isfinite(value) else None
 
 
 def _pooled(samples: np.ndarray, window: int) -> np.ndarray:
     return samples[-window:].reshape(-1, samples.shape[-1])
+
+
+def _w2(points: np.ndarray, truth: GaussianPosterior) -> float | None:
+    """W2 of the Gaussian fitted to ``points``; None if they diverged."""
+    if not _sane(points.reshape(1, -1))[0]:
+        return None
+    return _finite(empirical_w2(points, truth.mean, truth.cov))
+
+
+def _curve(samples: np.ndarray, truth: GaussianPosterior) -> np.ndarray:
+    """W2 at every round; NaN from the round the chains diverged."""
+    sane = _sane(samples)
+    if sane.all():
+        return w2_curve(samples, truth.mean, truth.cov)
+    curve = np.full(samples.shape[0], np.nan)
+    good = np.flatnonzero(sane)
+    if good.size:
+        curve[good] = w2_curve(samples[good], truth.mean, truth.cov)
+    return curve
 
 
 def evaluate(experiment: Experiment, samples: Mapping[str, np.ndarray]) -> Evaluation:
@@ -70,26 +121,27 @@ def evaluate(experiment: Experiment, samples: Mapping[str, np.ndarray]) -> Evalu
         "samples_per_node": {node: int(s.shape[0]) for node, s in samples.items()},
     }
     curves: dict[str, np.ndarray] = {}
+    diverged = diverged_rounds(samples)
+    if diverged:
+        metrics["diverged"] = diverged
     consensus = consensus_error(samples, experiment.rounds, experiment.evaluation.window)
-    if consensus is not None:
+    if consensus is not None or diverged:
         metrics["consensus_error"] = consensus
     truth = ground_truth(experiment)
     if truth is None or not samples:
         return Evaluation(metrics, curves)
     window = experiment.evaluation.window
     complete = {n: s for n, s in samples.items() if s.shape[0] == experiment.rounds}
-    average = np.mean([complete[n] for n in sorted(complete)], axis=0) if complete else None
-    per_node = {
-        n: empirical_w2(_pooled(s, window), truth.mean, truth.cov) for n, s in samples.items()
-    }
+    average = None
+    if complete:
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverged node: see _sane
+            average = np.mean([complete[n] for n in sorted(complete)], axis=0)
+    per_node = {n: _w2(_pooled(s, window), truth) for n, s in samples.items()}
+    known = [v for v in per_node.values() if v is not None]
     metrics["w2"] = {
-        "average": (
-            empirical_w2(_pooled(average, window), truth.mean, truth.cov)
-            if average is not None
-            else None
-        ),
+        "average": _w2(_pooled(average, window), truth) if average is not None else None,
         "per_node": per_node,
-        "node_mean": float(np.mean(list(per_node.values()))),
+        "node_mean": float(np.mean(known)) if len(known) == len(per_node) else None,
         "window": window,
     }
     metrics["posterior"] = {
@@ -97,7 +149,7 @@ def evaluate(experiment: Experiment, samples: Mapping[str, np.ndarray]) -> Evalu
         "std": np.sqrt(np.diag(truth.cov)).tolist(),
     }
     if average is not None:
-        curves["average"] = w2_curve(average, truth.mean, truth.cov)
+        curves["average"] = _curve(average, truth)
     for node, s in samples.items():
-        curves[node] = w2_curve(s, truth.mean, truth.cov)
+        curves[node] = _curve(s, truth)
     return Evaluation(metrics, curves)

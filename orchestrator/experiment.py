@@ -7,6 +7,7 @@ one clear line.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,14 @@ from orchestrator.topology import (
     parse_topology,
 )
 
-__all__ = ["Experiment", "NodeEntry", "load_experiment", "parse_experiment", "node_specs"]
+__all__ = [
+    "Experiment",
+    "NodeEntry",
+    "load_experiment",
+    "node_specs",
+    "parse_delay",
+    "parse_experiment",
+]
 
 TOP_LEVEL = {
     "name",
@@ -46,6 +54,7 @@ TOP_LEVEL = {
     "evaluation",
     "faults",
     "round_seconds",
+    "link_delay",
     "backend",
     "description",
 }
@@ -107,6 +116,11 @@ class Experiment:
     """Node kills/restarts from ``faults``, for the run loop to carry out."""
     round_seconds: float | None = None
     """Nominal seconds per round: how fault times in seconds map to rounds."""
+    link_delay_ms: float = 0.0
+    """Latency added to every message on every link of a networked run (``link_delay``),
+    set through each node's control API before it starts, and again after a restart. It
+    slows rounds like a wide-area network would; as long as it stays under the round
+    deadline it changes no number, so ``simulate`` ignores it."""
 
     @property
     def node_ids(self) -> tuple[str, ...]:
@@ -126,6 +140,19 @@ def read_yaml_file(path: str | Path) -> Any:
         return yaml.safe_load(file.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(f"{file}: not valid YAML ({exc})") from None
+
+
+def parse_delay(value: Any, where: str) -> float:
+    """``20ms``, ``1.5s`` or a number of milliseconds -> milliseconds (>= 0)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value >= 0 and value == value and value != float("inf"):
+            return float(value)
+    elif isinstance(value, str):
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s)?\s*", value)
+        if match:
+            number = float(match.group(1))
+            return number * 1000.0 if match.group(2) == "s" else number
+    raise ConfigError(f"{where}: expected a duration like 20ms or 0.5s, got {value!r}")
 
 
 def load_experiment(path: str | Path) -> Experiment:
@@ -196,6 +223,12 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
         raise ConfigError(
             f"round_seconds: expected a positive number of seconds, got {round_seconds!r}"
         )
+    link_delay = parse_delay(raw.get("link_delay", 0), "link_delay")
+    if link_delay / 1000.0 >= float(deadline):
+        raise ConfigError(
+            f"link_delay: {link_delay:g} ms is not under round_deadline ({float(deadline):g} s): "
+            "every message would arrive late"
+        )
     faults = parse_faults(
         raw.get("faults"),
         topology,
@@ -223,6 +256,7 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
         topology=topology,
         node_faults=faults.nodes,
         round_seconds=None if round_seconds is None else float(round_seconds),
+        link_delay_ms=link_delay,
     )
 
 

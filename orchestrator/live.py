@@ -5,12 +5,18 @@ and a pointer to it under ``$STARLING_HOME/active/`` (default ``~/.starling``). 
 commands read the pointer of the one running experiment, or of the one named with
 ``--run``, so users never retype addresses. Requests that need the orchestrator's own
 processes (kill, restart) are dropped as files into ``<out>/requests/`` for its loop.
+Link changes go straight to the sending node, and are also appended, one JSON line each
+(who, when, what, the sender's round), to ``<out>/live-events.jsonl``: the orchestrator
+reads that journal into the run's account, and ``starling status`` replays it to show the
+live state of every link it touched.
 """
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +31,13 @@ __all__ = [
     "find_run",
     "post_request",
     "take_requests",
+    "who",
+    "log_event",
+    "read_events",
+    "link_states",
 ]
+
+JOURNAL = "live-events.jsonl"
 
 
 def registry_dir() -> Path:
@@ -39,6 +51,8 @@ class RunRecord:
     orchestrator_pid: int
     addresses: dict[str, str]
     pids: dict[str, int | None]
+    link_delay_ms: float = 0.0
+    """The experiment's own ``link_delay``: what ``links restore`` goes back to."""
 
     @property
     def requests_dir(self) -> Path:
@@ -106,6 +120,74 @@ def find_run(selector: str | None = None) -> RunRecord:
     return runs[0]
 
 
+def who() -> str:
+    """``user@host (pid N)``: who made a live change, for the run's account."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (some containers)
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()} (pid {os.getpid()})"
+
+
+def log_event(out_dir: str | Path, event: dict) -> None:
+    """Append one event to the run's journal; a single small ``write`` on an O_APPEND file,
+    so concurrent CLI invocations never interleave inside a line."""
+    line = json.dumps({"time": time.time(), "who": who(), **event}, sort_keys=True) + "\n"
+    fd = os.open(Path(out_dir) / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def read_events(out_dir: str | Path, offset: int = 0) -> tuple[list[dict], int]:
+    """Journal events from byte ``offset``; returns them and the offset to read on from.
+
+    A line still being written (no newline yet) is left for the next read.
+    """
+    path = Path(out_dir) / JOURNAL
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read()
+    except FileNotFoundError:
+        return [], offset
+    events = []
+    end = data.rfind(b"\n") + 1
+    for raw in data[:end].splitlines():
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events, offset + end
+
+
+def link_states(events: list[dict]) -> dict[str, dict]:
+    """``"A->B"`` -> the live state the journal's link changes leave it in.
+
+    Replays ``cut`` / ``restore`` / ``set`` in order; a change on ``A -> *`` applies to
+    every link of A named so far and to later ones (as the node does).
+    """
+    states: dict[str, dict] = {}
+    defaults: dict[str, dict] = {}
+    fresh = {"up": True, "drop": 0.0, "delay_ms": 0.0}
+    for event in events:
+        if event.get("kind") != "link":
+            continue
+        sender, receiver = str(event.get("sender")), str(event.get("receiver"))
+        change = {k: event[k] for k in ("up", "drop", "delay_ms") if event.get(k) is not None}
+        if receiver == "*":
+            defaults[sender] = {**defaults.get(sender, fresh), **change}
+            for key in [k for k in states if k.startswith(f"{sender}->")]:
+                states[key] = {**states[key], **change}
+        else:
+            key = f"{sender}->{receiver}"
+            states[key] = {**states.get(key, defaults.get(sender, fresh)), **change}
+    return states
+
+
 def post_request(record: RunRecord, action: str, node_id: str, timeout: float = 30.0) -> dict:
     """Ask the orchestrator to act on one of its nodes; wait for its answer."""
     if node_id not in record.addresses:
@@ -114,7 +196,7 @@ def post_request(record: RunRecord, action: str, node_id: str, timeout: float = 
     stamp = f"{time.time_ns()}-{os.getpid()}"
     request = record.requests_dir / f"{stamp}.request.json"
     answer = record.requests_dir / f"{stamp}.answer.json"
-    _atomic_write(request, json.dumps({"action": action, "node": node_id}))
+    _atomic_write(request, json.dumps({"action": action, "node": node_id, "who": who()}))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if answer.is_file():

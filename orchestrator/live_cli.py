@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
+import sys
 
 from node.params import ConfigError
 from orchestrator import live
 from orchestrator.client import NodeClient, NodeUnavailable
+from orchestrator.experiment import parse_delay as experiment_delay
+from orchestrator.results import link_summary
 
-__all__ = ["add_commands", "parse_delay"]
+__all__ = ["add_commands", "parse_delay", "status_report"]
 
 
 def parse_delay(text: str) -> float:
     """``20ms``, ``1.5s`` or a bare number of milliseconds -> milliseconds."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s)?\s*", text)
-    if not match:
-        raise ConfigError(f"--delay: expected a duration like 20ms or 0.5s, got {text!r}")
-    value = float(match.group(1))
-    return value * 1000.0 if match.group(2) == "s" else value
+    return experiment_delay(text, "--delay")
 
 
 def _client_for(record: live.RunRecord, node: str) -> NodeClient:
@@ -41,22 +39,41 @@ def cmd_links(args) -> int:
     record = live.find_run(args.run)
     if args.receiver != "*":
         _client_for(record, args.receiver).close()  # validates the name
+    change: dict = {}
+    if args.action == "cut":
+        change = {"up": False}
+    elif args.action == "restore":
+        change = {"up": True, "drop": 0.0, "delay_ms": float(record.link_delay_ms)}
+    else:
+        if args.drop is None and args.delay is None:
+            raise ConfigError("links set: give --drop and/or --delay")
+        if args.drop is not None and not 0.0 <= args.drop <= 1.0:
+            raise ConfigError(f"--drop: expected a probability in [0, 1], got {args.drop}")
+        if args.drop is not None:
+            change["drop"] = float(args.drop)
+        if args.delay is not None:
+            change["delay_ms"] = parse_delay(args.delay)
     client = _client_for(record, args.sender)
     try:
-        if args.action == "cut":
-            client.set_link(args.receiver, up=False)
-        elif args.action == "restore":
-            client.set_link(args.receiver, up=True, drop=0.0, delay_ms=0.0)
-        else:
-            if args.drop is None and args.delay is None:
-                raise ConfigError("links set: give --drop and/or --delay")
-            if args.drop is not None and not 0.0 <= args.drop <= 1.0:
-                raise ConfigError(f"--drop: expected a probability in [0, 1], got {args.drop}")
-            delay = parse_delay(args.delay) if args.delay is not None else None
-            client.set_link(args.receiver, drop=args.drop, delay_ms=delay)
+        client.set_link(args.receiver, **change)
+        try:
+            at_round: int | None = client.status().round
+        except NodeUnavailable:
+            at_round = None
     finally:
         client.close()
-    print(f"link {args.sender} -> {args.receiver}: {args.action} done")
+    event = {"kind": "link", "action": args.action, "sender": args.sender,
+             "receiver": args.receiver, "round": at_round, **change}  # fmt: skip
+    try:
+        live.log_event(record.out_dir, event)
+    except OSError as exc:  # the change is made; only the run's account misses it
+        print(f"starling: warning: could not note the change in {record.out_dir}: {exc}",
+              file=sys.stderr)  # fmt: skip
+    if args.format == "json":
+        print(json.dumps({"ok": True, **event}))
+    else:
+        print(f"link {args.sender} -> {args.receiver}: {args.action} done"
+              + (f" (node {args.sender} at round {at_round})" if at_round is not None else ""))
     return 0
 
 
@@ -64,37 +81,75 @@ def cmd_nodes(args) -> int:
     record = live.find_run(args.run)
     result = live.post_request(record, args.action, args.node)
     if not result.get("ok"):
-        raise ConfigError(result.get("error", "the orchestrator refused"))
-    print(f"node {args.node}: {args.action} done")
+        raise ConfigError(f"nodes {args.action} {args.node}: "
+                          + result.get("error", "the orchestrator refused"))  # fmt: skip
+    if args.format == "json":
+        print(json.dumps({"ok": True, "action": args.action, "node": args.node,
+                          "address": result.get("address")}))  # fmt: skip
+    else:
+        print(f"node {args.node}: {args.action} done")
     return 0
 
 
-def cmd_status(args) -> int:
-    record = live.find_run(args.run)
-    report = {"experiment": record.name, "out_dir": record.out_dir, "nodes": {}}
+def status_report(record: live.RunRecord) -> dict:
+    """Every node's status (or ``unreachable``), and every link seen from both ends."""
+    report: dict = {"experiment": record.name, "out_dir": record.out_dir, "nodes": {}}
+    books = {}
     for node, address in record.addresses.items():
         client = NodeClient(address, timeout=3.0)
         try:
             status = client.status()
-            report["nodes"][node] = dataclasses.asdict(status)
+            report["nodes"][node] = {"address": address, **dataclasses.asdict(status)}
+            books[node] = {
+                "outbound": {p: dataclasses.asdict(c) for p, c in status.outbound.items()},
+                "inbound": {p: dataclasses.asdict(c) for p, c in status.inbound.items()},
+            }
         except NodeUnavailable as exc:
-            report["nodes"][node] = {"state": "unreachable", "error": str(exc)}
+            report["nodes"][node] = {"address": address, "state": "unreachable",
+                                     "error": str(exc)}  # fmt: skip
         finally:
             client.close()
+    links = link_summary(books)
+    events, _ = live.read_events(record.out_dir)
+    for key, state in live.link_states(events).items():
+        if key in links:
+            links[key]["live"] = state
+    report["links"] = links
+    return report
+
+
+def cmd_status(args) -> int:
+    record = live.find_run(args.run)
+    report = status_report(record)
     if args.format == "json":
         print(json.dumps(report, indent=2, default=str))
         return 0
     print(f"experiment {record.name}  ({record.out_dir})")
     for node, status in report["nodes"].items():
-        print(
-            f"node {node}: {status.get('state')} round {status.get('round', '-')}"
-            f" samples {status.get('samples_stored', '-')}"
+        if status.get("state") == "unreachable":
+            print(f"  node {node}: unreachable at {status['address']}")
+            continue
+        line = (
+            f"  node {node}: {status.get('state')}, round {status.get('round')}, "
+            f"{status.get('samples_stored')} samples"
         )
-        for direction in ("outbound", "inbound"):
-            for peer, stats in (status.get(direction) or {}).items():
-                arrow = "->" if direction == "outbound" else "<-"
-                counts = " ".join(f"{k}={v}" for k, v in stats.items())
-                print(f"    {arrow} {peer}: {counts}")
+        if status.get("error"):
+            line += f" — {status['error']}"
+        print(line)
+    if report["links"]:
+        print(f"  {'link':<12}{'sent':>8}{'delivered':>10}{'withheld':>9}{'dropped':>8}"
+              f"{'late':>6}  live state")  # fmt: skip
+        for key, c in report["links"].items():
+            state = c.get("live")
+            text = ""
+            if state:
+                text = "down" if not state.get("up", True) else "up"
+                if state.get("drop"):
+                    text += f", drop {state['drop']:g}"
+                if state.get("delay_ms"):
+                    text += f", delay {state['delay_ms']:g} ms"
+            print(f"  {key:<12}{c['sent']:>8}{c['delivered']:>10}{c['withheld']:>9}"
+                  f"{c['dropped']:>8}{c['late']:>6}  {text}")  # fmt: skip
     return 0
 
 
@@ -106,12 +161,14 @@ def add_commands(sub) -> None:
     links.add_argument("--drop", type=float, help="drop probability per message (set)")
     links.add_argument("--delay", help="added delay per message, e.g. 20ms (set)")
     links.add_argument("--run", help="experiment name or results folder (if several run)")
+    links.add_argument("--format", choices=["text", "json"], default="text")
     links.set_defaults(handler=cmd_links)
 
     nodes = sub.add_parser("nodes", help="kill or restart a node of a running experiment")
     nodes.add_argument("action", choices=["kill", "restart"])
     nodes.add_argument("node", help="node id")
     nodes.add_argument("--run", help="experiment name or results folder (if several run)")
+    nodes.add_argument("--format", choices=["text", "json"], default="text")
     nodes.set_defaults(handler=cmd_nodes)
 
     status = sub.add_parser("status", help="each node's round and each link's counts")

@@ -1,6 +1,9 @@
 """The results folder, a contract other tools read.
 
-<out>/metrics.json           algorithm, rounds, w2 {average, per_node, ...}, run account
+<out>/metrics.json           algorithm, rounds, w2 {average, per_node, ...}, run account:
+                             ``account`` (lines), ``faults`` (scheduled and live, node
+                             events), ``links`` ("A->B" counters), ``link_stats`` (every
+                             node's final outbound/inbound counters), ``program_metrics``
 <out>/samples/node-<id>.npz  ``samples`` (rounds, chains, d) and ``rounds`` (indices)
 <out>/experiment.yaml        the experiment exactly as it was run
 <out>/w2_curve.csv           W2 per round for the average iterate and every node
@@ -18,7 +21,65 @@ import yaml
 
 from orchestrator.evaluation import Evaluation
 
-__all__ = ["write_results", "summary_table", "default_out_dir"]
+__all__ = [
+    "LINK_COUNTERS",
+    "default_out_dir",
+    "link_account",
+    "link_summary",
+    "summary_table",
+    "write_results",
+]
+
+LINK_COUNTERS = ("sent", "delivered", "withheld", "dropped", "late", "rejected", "send_errors")
+"""Per directed link: ``sent`` on the wire, ``delivered`` in time for its round, ``withheld``
+by an emulated fault (scheduled, or live cut/drop), ``dropped`` because the receiver could
+not be reached, ``late`` (arrived after the receiver's deadline), ``rejected`` (malformed),
+``send_errors`` (stream failures)."""
+
+
+def link_summary(link_stats: Mapping[str, Mapping[str, Mapping[str, Mapping]]]) -> dict:
+    """``"A->B"`` -> counters, from every node's final ``outbound`` / ``inbound`` books.
+
+    The sender knows what it sent, withheld and dropped; the receiver what it got in time,
+    late or malformed.
+    """
+    links: dict[str, dict[str, int]] = {}
+
+    def entry(key: str) -> dict[str, int]:
+        return links.setdefault(key, dict.fromkeys(LINK_COUNTERS, 0))
+
+    for node, books in link_stats.items():
+        for peer, c in (books.get("outbound") or {}).items():
+            e = entry(f"{node}->{peer}")
+            for name in ("sent", "withheld", "dropped", "send_errors"):
+                e[name] += int(c.get(name, 0))
+        for peer, c in (books.get("inbound") or {}).items():
+            e = entry(f"{peer}->{node}")
+            e["delivered"] += int(c.get("received", 0))
+            e["late"] += int(c.get("late", 0))
+            e["rejected"] += int(c.get("rejected", 0))
+    return dict(sorted(links.items()))
+
+
+def link_account(links: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """Lines for the account: every link that lost something, or one line saying none did."""
+    lossy = [
+        (key, c) for key, c in links.items()
+        if any(c.get(k, 0) for k in ("withheld", "dropped", "late", "rejected", "send_errors"))
+    ]  # fmt: skip
+    if not lossy:
+        return [f"links: all {len(links)} links delivered every message in time"] if links else []
+    lines = [f"links: {len(lossy)} of {len(links)} lost messages (sent/delivered/withheld/"
+             "dropped/late):"]  # fmt: skip
+    for key, c in lossy:
+        extra = "".join(
+            f" {name} {c[name]}" for name in ("rejected", "send_errors") if c.get(name)
+        )
+        lines.append(
+            f"  {key.replace('->', '→')}: {c.get('sent', 0)}/{c.get('delivered', 0)}/"
+            f"{c.get('withheld', 0)}/{c.get('dropped', 0)}/{c.get('late', 0)}{extra}"
+        )
+    return lines
 
 
 def default_out_dir(name: str) -> Path:
@@ -55,6 +116,10 @@ def write_results(
     return out
 
 
+def _cell(value) -> str:
+    return f"{'diverged':>8}" if value is None else f"{value:8.4f}"
+
+
 def _jsonable(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
@@ -79,11 +144,19 @@ def summary_table(metrics: Mapping) -> str:
         lines.append(f"{'node':>10}  {'W2':>8}  samples")
         counts = metrics.get("samples_per_node", {})
         for node, value in w2["per_node"].items():
-            lines.append(f"{node:>10}  {value:8.4f}  {counts.get(node, '')}")
-        if w2.get("average") is not None:
+            lines.append(f"{node:>10}  {_cell(value)}  {counts.get(node, '')}")
+        if w2.get("average") is not None or metrics.get("diverged"):
             lines.append(
-                f"{'average':>10}  {w2['average']:8.4f}  (W2 of the network-average iterate)"
+                f"{'average':>10}  {_cell(w2.get('average'))}  "
+                "(W2 of the network-average iterate)"
             )
+    if metrics.get("consensus_error") is not None:
+        lines.append(f"consensus error E|x_i - mean|^2: {metrics['consensus_error']:.4g}")
+    diverged = metrics.get("diverged")
+    if diverged:
+        lines.append(
+            "diverged: " + ", ".join(f"node {n} from round {r}" for n, r in diverged.items())
+        )
     account = metrics.get("account")
     if account:
         lines.append("what happened:")

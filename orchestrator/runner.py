@@ -2,15 +2,32 @@
 
 The loop polls every node's status, streams new samples from each node's store starting
 at the offset it already holds (so a restarted node's samples are picked up where they
-left off), carries out kill/restart requests from the live CLI, and ends when every node
-has finished or can no longer make progress. Whatever happens, the node processes are
-stopped and what was collected is written.
+left off), carries out node faults — scheduled in the experiment file, or asked for with
+``starling nodes kill|restart`` — and ends when every node has finished or can no longer
+make progress. Whatever happens, the final status of every node (per-link counters and
+the program's own metrics) is read before the node processes are stopped, and what was
+collected is written with an account of what failed and when.
+
+Scheduled node faults: a kill "at round r" fires when the victim itself reaches round r
+(its status is polled quickly while such a kill is pending), a restart "at round s" when
+the furthest of the other nodes reaches s (or when all of them have finished). Both
+engines also apply the fault as a schedule — the node is cut off from its peers for rounds
+``[r, s)`` (:func:`orchestrator.experiment.isolation_faults`) — so what the node hears does
+not depend on how fast the orchestrator's poll is; the account says at which round each
+kill actually landed.
+
+Collection after a restart: a node resumes from its last checkpoint and truncates its
+store to the samples that checkpoint counts. If the collector already held samples past
+that point (a SIGKILL between a sample and its checkpoint), they are replaced by the ones
+the node re-computes, so the collected chain is always the node's durable one: every round
+exactly once, with no gap.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -19,17 +36,21 @@ from pathlib import Path
 
 import numpy as np
 
+from node.params import ConfigError
 from node.spec import NodeSpec
 from orchestrator import live
 from orchestrator.backends.local import LocalBackend
-from orchestrator.client import NodeClient, NodeUnavailable
+from orchestrator.client import LinkStats, NodeClient, NodeStatus, NodeUnavailable
 from orchestrator.evaluation import evaluate
 from orchestrator.experiment import Experiment, node_specs
-from orchestrator.results import summary_table, write_results
+from orchestrator.faults import describe_link_faults, describe_node_faults
+from orchestrator.results import link_account, link_summary, summary_table, write_results
 
-__all__ = ["Collector", "run_experiment"]
+__all__ = ["Account", "Collector", "run_experiment", "simulate_experiment"]
 
 POLL_SECONDS = 0.2
+FAST_POLL_SECONDS = 0.02
+"""While a kill is due at a round, the victim's status is polled this often."""
 
 
 @dataclass
@@ -50,10 +71,103 @@ class Collector:
             got += 1
         return got
 
+    def truncate(self, node: str, count: int) -> int:
+        """Keep the first ``count`` samples of ``node``; returns how many were let go."""
+        extra = max(self.offset(node) - count, 0)
+        if extra:
+            del self.rounds[node][count:]
+            del self.values[node][count:]
+        return extra
+
     def arrays(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         samples = {n: np.stack(v) for n, v in self.values.items() if v}
         rounds = {n: np.asarray(self.rounds[n]) for n in samples}
         return samples, rounds
+
+
+class Account:
+    """What happened during a run: sentences for people, records for ``metrics.json``."""
+
+    def __init__(self, say: Callable[[str], None]):
+        self.started = time.monotonic()
+        self.started_wall = time.time()
+        self.lines: list[str] = []
+        self.scheduled_links: list[dict] = []
+        self.scheduled_nodes: list[dict] = []
+        self.live_links: list[dict] = []
+        self.node_events: list[dict] = []
+        self._say = say
+
+    def restart_clock(self) -> None:
+        self.started = time.monotonic()
+        self.started_wall = time.time()
+
+    def elapsed(self, wall: float | None = None) -> float:
+        if wall is not None:
+            return wall - self.started_wall
+        return time.monotonic() - self.started
+
+    def plain(self, text: str) -> None:
+        self.lines.append(text)
+
+    def node(self, node: str, event: str, text: str, echo: bool = True, **fields) -> None:
+        """A node event (killed, restarted, resumed, failed, given_up), stamped."""
+        elapsed = self.elapsed()
+        stamp = time.strftime("%H:%M:%S")
+        self.node_events.append(
+            {"node": node, "event": event, "clock": stamp, "elapsed": round(elapsed, 2),
+             **fields}
+        )  # fmt: skip
+        self.lines.append(f"{stamp} (+{elapsed:.1f} s) node {node}: {text}")
+        if echo:
+            self._say(f"node {node}: {text}")
+
+    def live_link(self, event: dict) -> None:
+        """A link change made with ``starling links``, from the run's journal."""
+        wall = float(event.get("time", time.time()))
+        elapsed = self.elapsed(wall)
+        stamp = time.strftime("%H:%M:%S", time.localtime(wall))
+        record = {
+            "clock": stamp,
+            "elapsed": round(elapsed, 2),
+            "who": event.get("who", "?"),
+            "action": event.get("action"),
+            "sender": event.get("sender"),
+            "receiver": event.get("receiver"),
+            "up": event.get("up"),
+            "drop": event.get("drop"),
+            "delay_ms": event.get("delay_ms"),
+            "sender_round": event.get("round"),
+        }
+        self.live_links.append(record)
+        what = _live_change_text(record)
+        at = f" at its round {record['sender_round']}" if record["sender_round"] is not None else ""
+        self.lines.append(
+            f"{stamp} (+{elapsed:.1f} s) live: link {record['sender']}→{record['receiver']} "
+            f"{what}{at}, by {record['who']}"
+        )
+        self._say(f"live: link {record['sender']}→{record['receiver']} {what}")
+
+    def section(self) -> dict:
+        return {
+            "scheduled_links": self.scheduled_links,
+            "scheduled_nodes": self.scheduled_nodes,
+            "live_links": self.live_links,
+            "nodes": self.node_events,
+        }
+
+
+def _live_change_text(record: dict) -> str:
+    if record["action"] == "cut":
+        return "cut"
+    if record["action"] == "restore":
+        return "restored"
+    parts = []
+    if record.get("drop") is not None:
+        parts.append(f"drop {record['drop']:g}")
+    if record.get("delay_ms") is not None:
+        parts.append(f"delay {record['delay_ms']:g} ms")
+    return "set " + ", ".join(parts)
 
 
 class _Interrupted(Exception):
@@ -70,11 +184,19 @@ def run_experiment(
     """Run ``experiment`` on local node processes; returns the metrics written to ``out_dir``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    _clear_previous_run(out_dir)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    account: list[str] = []
+    wall_started = time.monotonic()
+    account = Account(say)
+    for record, text in describe_link_faults(experiment.faults, experiment.rounds):
+        account.scheduled_links.append(record)
+        account.plain(text)
+    for record, text in describe_node_faults(experiment.node_faults, experiment.rounds):
+        account.scheduled_nodes.append(record)
+        account.plain(text)
     interrupted = False
     collector = Collector()
-    started = time.monotonic()
+    watch: _Watch | None = None
     record = None
     try:
         with LocalBackend(
@@ -92,23 +214,37 @@ def run_experiment(
                 for node, client in clients.items():
                     client.wait_ready()
                     client.configure(specs[node])
+                    if experiment.link_delay_ms:
+                        client.set_link("*", delay_ms=experiment.link_delay_ms)
+                if experiment.link_delay_ms:
+                    account.plain(f"every link delays each message by "
+                                  f"{experiment.link_delay_ms:g} ms (link_delay)")  # fmt: skip
                 for client in clients.values():
                     client.start()
+                account.restart_clock()  # fault times in seconds count from here
                 record = live.RunRecord(
                     name=experiment.name,
                     out_dir=str(out_dir.resolve()),
                     orchestrator_pid=os.getpid(),
                     addresses=addresses,
                     pids=backend.pids(),
+                    link_delay_ms=experiment.link_delay_ms,
                 )
                 live.publish(record)
-                _watch(experiment, specs, clients, backend, collector, record, account, say)
+                watch = _Watch(experiment, specs, clients, backend, collector, record, account,
+                               say)  # fmt: skip
+                watch.run()
             except (KeyboardInterrupt, _Interrupted):
                 interrupted = True
-                account.append(f"interrupted by the user after {time.monotonic() - started:.1f} s")
+                account.plain(f"interrupted by the user after {account.elapsed():.1f} s")
                 say("interrupted: collecting what the nodes hold, then stopping them")
-                _collect_all(clients, collector, account)
+                if watch is not None:
+                    watch.finish()
+                else:
+                    _collect_all(clients, collector, account)
             finally:
+                if watch is not None:
+                    watch.read_journal()
                 for client in clients.values():
                     client.close()
     finally:
@@ -117,8 +253,21 @@ def run_experiment(
             live.withdraw(record)
     samples, rounds = collector.arrays()
     evaluation = evaluate(experiment, samples)
-    account.append(f"wall time {time.monotonic() - started:.1f} s")
-    extra = {"account": account, "backend": "local", "interrupted": interrupted}
+    link_stats = watch.link_stats() if watch is not None else {}
+    links = link_summary(link_stats)
+    for line in link_account(links):
+        account.plain(line)
+    _account_divergence(evaluation.metrics, account)
+    account.plain(f"wall time {time.monotonic() - wall_started:.1f} s")
+    extra = {
+        "account": account.lines,
+        "faults": account.section(),
+        "links": links,
+        "link_stats": link_stats,
+        "program_metrics": watch.program_metrics() if watch is not None else {},
+        "backend": "local",
+        "interrupted": interrupted,
+    }
     write_results(out_dir, experiment.source, samples, rounds, evaluation, extra)
     metrics = {**evaluation.metrics, **extra}
     say(summary_table(metrics))
@@ -126,158 +275,496 @@ def run_experiment(
     return metrics
 
 
-def _collect_all(clients: dict[str, NodeClient], collector: Collector, account: list[str]) -> None:
+def simulate_experiment(
+    experiment: Experiment, out_dir: Path, say: Callable[[str], None] = print, quiet=False
+) -> dict:
+    """``starling simulate``: the same programs in-process; the same results folder.
+
+    There is no wire, so the link counters are what the schedule alone does
+    (:func:`orchestrator.faults.scheduled_link_counts`) and node faults are their isolation
+    schedule: the killed node's rounds go on without its peers, as in ``run``.
+    """
+    from orchestrator.faults import scheduled_link_counts
+    from orchestrator.simulator import simulate
+
+    account = Account(say)
+    for record, text in describe_link_faults(experiment.faults, experiment.rounds):
+        account.scheduled_links.append(record)
+        account.plain(text)
+    for record, text in describe_node_faults(experiment.node_faults, experiment.rounds):
+        account.scheduled_nodes.append(record)
+        account.plain(text + " (in-process: as its isolation schedule)")
+    specs = node_specs(experiment)
+    program_metrics: dict[str, dict[str, float]] = {}
+    # A diverging sampler overflows on its way out; evaluation reports where it diverged.
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        samples = simulate(specs, metrics_out=program_metrics)
+    rounds = {node: np.arange(values.shape[0]) for node, values in samples.items()}
+    evaluation = evaluate(experiment, samples)
+    links = scheduled_link_counts(specs)
+    for line in link_account(links):
+        account.plain(line)
+    _account_divergence(evaluation.metrics, account)
+    account.plain(f"simulated in-process in {account.elapsed():.2f} s")
+    extra = {
+        "account": account.lines,
+        "faults": account.section(),
+        "links": links,
+        "program_metrics": {n: m for n, m in program_metrics.items() if m},
+        "backend": "simulate",
+    }
+    write_results(out_dir, experiment.source, samples, rounds, evaluation, extra)
+    metrics = {**evaluation.metrics, **extra}
+    if not quiet:
+        say(summary_table(metrics))
+        say(f"results written to {out_dir}")
+    return metrics
+
+
+def _clear_previous_run(out_dir: Path) -> None:
+    """A run into a results folder used before starts afresh: the nodes' state dirs would
+    otherwise resume the old run from its checkpoints (a checkpoint ignores the fault
+    schedule and the round count by design), and old sample files and live changes would
+    mix with the new ones."""
+    for folder in (out_dir / "nodes" / "state", out_dir / "samples", out_dir / "requests"):
+        shutil.rmtree(folder, ignore_errors=True)
+    (out_dir / live.JOURNAL).unlink(missing_ok=True)
+
+
+def _account_divergence(metrics: dict, account: Account) -> None:
+    for node, first in (metrics.get("diverged") or {}).items():
+        account.plain(f"node {node}: samples diverged (not finite) from round {first}")
+
+
+def _collect_all(clients: dict[str, NodeClient], collector: Collector, account: Account) -> None:
     for node, client in clients.items():
         try:
             collector.pull(node, client)
         except NodeUnavailable as exc:
-            account.append(f"node {node}: samples could not be collected ({exc})")
+            account.plain(f"node {node}: samples could not be collected ({exc})")
 
 
-def _watch(
-    experiment: Experiment,
-    specs: dict[str, NodeSpec],
-    clients: dict[str, NodeClient],
-    backend: LocalBackend,
-    collector: Collector,
-    record: live.RunRecord,
-    account: list[str],
-    say: Callable[[str], None],
-) -> None:
-    finished: set[str] = set()
-    down: dict[str, float] = {}
-    last_report = 0.0
-    started = time.monotonic()
-    schedule = _NodeFaultSchedule(experiment.node_faults)
-    # A node that is down for longer than this is given up on; the others finish without it.
-    patience = max(30.0, 10 * experiment.round_deadline)
-    while True:
-        if _serve_requests(record, backend, clients, account, say):
-            live.publish(dataclasses.replace(record, pids=backend.pids()))
-        rounds = {}
-        for node, client in clients.items():
-            if node in finished:
+def _counters(stats: LinkStats) -> dict:
+    return dataclasses.asdict(stats)
+
+
+def _add_books(total: dict, status: NodeStatus) -> None:
+    """Add a status's outbound/inbound counters into ``total`` (counts add, the last error
+    and the largest staleness are kept)."""
+    for direction in ("outbound", "inbound"):
+        book = total.setdefault(direction, {})
+        for peer, stats in getattr(status, direction).items():
+            mine = book.setdefault(peer, {})
+            for key, value in _counters(stats).items():
+                if key == "last_error":
+                    mine[key] = value or mine.get(key, "")
+                elif key == "max_staleness":
+                    mine[key] = max(mine.get(key, 0), value)
+                else:
+                    mine[key] = mine.get(key, 0) + value
+
+
+@dataclass
+class _NodeState:
+    last: NodeStatus | None = None
+    """The latest status of the current process (counters since its configuration)."""
+    carried: dict = field(default_factory=dict)
+    """Counters of earlier processes of this node (before a kill or crash)."""
+    down_since: float | None = None
+    killed_at: float | None = None
+    finished: bool = False
+    given_up: bool = False
+    awaiting_restart: bool = False
+    failed_reported: bool = False
+
+
+@dataclass
+class _Pending:
+    action: str  # "kill" or "restart"
+    node: str
+    at_round: int | None
+    at_seconds: float | None
+    scheduled: str
+    """How the file put it, for the account: "round 20" or "6 s"."""
+
+
+class _Watch:
+    """The run loop: poll, collect, carry out node faults and requests, keep the account."""
+
+    def __init__(
+        self,
+        experiment: Experiment,
+        specs: dict[str, NodeSpec],
+        clients: dict[str, NodeClient],
+        backend: LocalBackend,
+        collector: Collector,
+        record: live.RunRecord,
+        account: Account,
+        say: Callable[[str], None],
+    ):
+        self.experiment = experiment
+        self.specs = specs
+        self.clients = clients
+        self.backend = backend
+        self.collector = collector
+        self.record = record
+        self.account = account
+        self.say = say
+        self.nodes = {node: _NodeState() for node in clients}
+        self.journal_offset = 0
+        # A node down for longer than this is given up on; the others finish without it.
+        self.patience = max(30.0, 10 * experiment.round_deadline)
+        self.pending: list[_Pending] = []
+        for fault in experiment.node_faults:
+            if fault.at_seconds is not None:
+                self.pending.append(
+                    _Pending("kill", fault.node, None, fault.at_seconds, f"{fault.at_seconds:g} s")
+                )
+                if fault.restart_after_seconds is not None:
+                    at = fault.at_seconds + fault.restart_after_seconds
+                    self.pending.append(_Pending("restart", fault.node, None, at, f"{at:g} s"))
+            else:
+                self.pending.append(
+                    _Pending("kill", fault.node, fault.at_round, None, f"round {fault.at_round}")
+                )
+                if fault.restart_round is not None:
+                    self.pending.append(
+                        _Pending("restart", fault.node, fault.restart_round, None,
+                                 f"round {fault.restart_round}")
+                    )  # fmt: skip
+
+    # ------------------------------------------------------------ the loop
+
+    def run(self) -> None:
+        last_report = last_full = 0.0
+        while True:
+            if self._serve_requests():
+                self._publish()
+            self.read_journal()
+            now = time.monotonic()
+            full = now - last_full >= POLL_SECONDS
+            victims = {
+                p.node for p in self.pending if p.action == "kill" and p.at_round is not None
+            }
+            if full:
+                last_full = now
+                self._poll(list(self.clients), pull=True)
+            elif victims:
+                self._poll(sorted(victims), pull=False)
+            rounds = self._rounds()
+            self._due_faults(rounds)
+            self._give_up_on_silent()
+            if all(state.finished for state in self.nodes.values()):
+                break
+            now = time.monotonic()
+            if now - last_report > 2.0 and rounds:
+                last_report = now
+                down = sorted(n for n, s in self.nodes.items() if s.down_since is not None)
+                low, high = min(rounds.values()), max(rounds.values())
+                self.say(
+                    f"round {low}..{high} of {self.experiment.rounds}"
+                    + (f"; down: {down}" if down else "")
+                )
+            time.sleep(FAST_POLL_SECONDS if victims else POLL_SECONDS)
+        self.finish()
+
+    def _rounds(self) -> dict[str, int]:
+        """Node -> its round, for the nodes up and answering."""
+        return {
+            node: state.last.round
+            for node, state in self.nodes.items()
+            if state.last is not None and state.down_since is None
+        }
+
+    def finish(self) -> None:
+        """Collect the remaining samples and every node's final status (before the nodes
+        are stopped: link counters and program metrics die with the processes)."""
+        for node, client in self.clients.items():
+            try:
+                self.collector.pull(node, client)
+            except NodeUnavailable as exc:
+                self.account.plain(f"node {node}: samples could not be collected ({exc})")
+            try:
+                self.nodes[node].last = client.status()
+            except NodeUnavailable:
+                pass  # dead: its counters up to the last poll were kept
+
+    def _poll(self, nodes: list[str], pull: bool) -> None:
+        """Read the status of these nodes (unless finished); collect new samples if ``pull``."""
+        for node in nodes:
+            client, state = self.clients[node], self.nodes[node]
+            if state.finished:
                 continue
             try:
                 status = client.status()
             except NodeUnavailable:
-                down.setdefault(node, time.monotonic())
+                self._went_down(node)
                 continue
-            if node in down:
-                down.pop(node)
             if status.state in ("idle", ""):
-                # A fresh process (restarted): give it its spec; it resumes from its checkpoint.
-                client.configure(specs[node])
-                client.start()
-                account.append(
-                    f"node {node}: reconfigured after restart, resumed at its checkpoint"
-                )
+                self._reconfigure(node)
                 continue
-            rounds[node] = status.round
+            if state.down_since is not None:
+                state.down_since = None
+            state.last = status
             if status.state == "failed":
-                account.append(f"node {node}: failed: {status.error}")
-                finished.add(node)
+                if not state.failed_reported:
+                    state.failed_reported = True
+                    self.account.node(node, "failed", f"failed: {status.error}",
+                                      round=status.round, error=status.error)  # fmt: skip
+                state.finished = True
             elif status.state in ("done", "stopped"):
-                finished.add(node)
-            try:
-                collector.pull(node, client)
-            except NodeUnavailable:
-                down.setdefault(node, time.monotonic())
-        progress = max(rounds.values(), default=0)
-        for action, node in schedule.due(progress, time.monotonic() - started):
-            _kill_or_restart(action, node, backend, clients, account, say, "scheduled")
-            live.publish(dataclasses.replace(record, pids=backend.pids()))
-        for node, since in list(down.items()):
-            if time.monotonic() - since > patience and node not in finished:
-                account.append(f"node {node}: unreachable for {patience:.0f} s, given up")
-                finished.add(node)
-        if len(finished) == len(clients):
-            break
-        now = time.monotonic()
-        if now - last_report > 2.0 and rounds:
-            last_report = now
-            low, high = min(rounds.values()), max(rounds.values())
-            say(
-                f"round {low}..{high} of {experiment.rounds}"
-                + (f"; down: {sorted(down)}" if down else "")
-            )
-        time.sleep(POLL_SECONDS)
-    _collect_all(clients, collector, account)
+                state.finished = True
+            if pull or state.finished:
+                try:
+                    self.collector.pull(node, client)
+                except NodeUnavailable:
+                    self._went_down(node)
 
+    def _went_down(self, node: str) -> None:
+        state = self.nodes[node]
+        if state.down_since is None:
+            state.down_since = time.monotonic()
+            self._fold(node)
+            if state.killed_at is None and not state.awaiting_restart:
+                proc = self.backend.nodes.get(node)
+                how = "its process exited" if proc is not None and not proc.alive() else (
+                    "unreachable"
+                )
+                self.account.node(node, "down", f"went down unasked ({how})")
 
-def _serve_requests(
-    record: live.RunRecord,
-    backend: LocalBackend,
-    clients: dict[str, NodeClient],
-    account: list[str],
-    say: Callable[[str], None],
-) -> bool:
-    """Carry out kill/restart requests from the live CLI; True if any process changed."""
-    changed = False
-    for answer_path, body in live.take_requests(Path(record.out_dir)):
-        node, action = body.get("node"), body.get("action")
-        if node not in clients:
-            live.answer(answer_path, {"ok": False, "error": f"node {node!r} is not in this run"})
-            continue
-        if action in ("kill", "restart"):
-            address = _kill_or_restart(action, node, backend, clients, account, say, "on request")
-            live.answer(answer_path, {"ok": True, "address": address})
-            changed = True
+    def _fold(self, node: str) -> None:
+        """Carry the last status's counters over: the next process starts from zero."""
+        state = self.nodes[node]
+        if state.last is not None:
+            _add_books(state.carried, state.last)
+            state.last = None
+
+    def _reconfigure(self, node: str) -> None:
+        """A fresh process (restarted): give it its spec; it resumes from its checkpoint."""
+        state = self.nodes[node]
+        client = self.clients[node]
+        try:
+            configured = client.configure(self.specs[node])
+            reapplied = self._reapply_links(node, client)
+            client.start()
+        except NodeUnavailable:
+            return  # try again at the next poll
+        self._fold(node)
+        replaced = self.collector.truncate(node, configured.samples_stored)
+        state.down_since = state.killed_at = None
+        state.awaiting_restart = False
+        if configured.resumed:
+            text = f"back, resumed from its checkpoint at round {configured.next_round}"
         else:
-            live.answer(answer_path, {"ok": False, "error": f"unknown action {action!r}"})
-    return changed
+            text = "back, with no checkpoint: starting again from round 0"
+        if replaced:
+            text += (
+                f"; {replaced} collected sample(s) past that checkpoint are replaced by "
+                "the ones it re-computes"
+            )
+        if reapplied:
+            text += f"; live link state re-applied to {', '.join(reapplied)}"
+        self.account.node(node, "resumed", text, round=configured.next_round,
+                          resumed=configured.resumed, replaced_samples=replaced)  # fmt: skip
 
+    def _reapply_links(self, node: str, client: NodeClient) -> list[str]:
+        """A new process starts with every link up and undelayed: give it back the
+        experiment's ``link_delay`` and the live changes made to its links so far."""
+        if self.experiment.link_delay_ms:
+            client.set_link("*", delay_ms=self.experiment.link_delay_ms)
+        events, _ = live.read_events(self.record.out_dir)
+        mine = [e for e in events if e.get("kind") == "link" and str(e.get("sender")) == node]
+        touched = []
+        for event in mine:
+            change = {k: event[k] for k in ("up", "drop", "delay_ms") if event.get(k) is not None}
+            try:
+                client.set_link(str(event.get("receiver")), **change)
+            except ConfigError:
+                continue
+            touched.append(f"{node}->{event.get('receiver')}")
+        return sorted(set(touched))
 
-def _kill_or_restart(
-    action: str,
-    node: str,
-    backend: LocalBackend,
-    clients: dict[str, NodeClient],
-    account: list[str],
-    say: Callable[[str], None],
-    why: str,
-) -> str:
-    """SIGKILL a node, or start it again on its port and state dir (it then resumes)."""
-    stamp = time.strftime("%H:%M:%S")
-    if action == "kill":
-        backend.kill(node)
-        account.append(f"{stamp} node {node}: killed ({why})")
-        say(f"node {node} killed ({why})")
-        return backend.nodes[node].address
-    address = backend.restart(node)
-    clients[node].close()
-    clients[node] = NodeClient(address)
-    clients[node].wait_ready()
-    account.append(f"{stamp} node {node}: restarted ({why}) at {address}")
-    say(f"node {node} restarted ({why})")
-    return address
+    def _give_up_on_silent(self) -> None:
+        for node, state in self.nodes.items():
+            if state.finished or state.awaiting_restart or state.down_since is None:
+                continue
+            if time.monotonic() - state.down_since > self.patience:
+                state.finished = state.given_up = True
+                self.account.node(
+                    node, "given_up",
+                    f"unreachable for {self.patience:.0f} s, given up; the others finish "
+                    "without it",
+                )  # fmt: skip
 
+    # ------------------------------------------------------------ node faults
 
-class _NodeFaultSchedule:
-    """Node faults from the experiment file, due by the network's round or by the clock.
-
-    A fault given in rounds fires when the furthest node reaches that round; one given in
-    seconds fires by the run's clock.
-    """
-
-    def __init__(self, faults):
-        self._pending = []
-        for fault in faults:
-            if fault.at_seconds is not None:
-                self._pending.append(("kill", fault.node, None, fault.at_seconds))
-                if fault.restart_after_seconds is not None:
-                    at = fault.at_seconds + fault.restart_after_seconds
-                    self._pending.append(("restart", fault.node, None, at))
+    def _due_faults(self, rounds: dict[str, int]) -> None:
+        elapsed = self.account.elapsed()
+        for item in list(self.pending):
+            if item not in self.pending:
+                continue  # dropped with its kill
+            state = self.nodes[item.node]
+            if item.action == "kill":
+                if item.at_seconds is not None:
+                    due = elapsed >= item.at_seconds
+                else:
+                    due = rounds.get(item.node, -1) >= item.at_round
+                if state.finished:
+                    self.pending.remove(item)
+                    self._drop_restart(item.node)
+                    self.account.node(
+                        item.node, "kill_skipped",
+                        f"finished before its kill scheduled at {item.scheduled}",
+                    )  # fmt: skip
+                    continue
+                if due:
+                    self.pending.remove(item)
+                    self._kill(item.node, f"scheduled at {item.scheduled}", rounds.get(item.node))
+                continue
+            if any(p.action == "kill" and p.node == item.node for p in self.pending):
+                continue  # its kill has not happened yet
+            if item.at_seconds is not None:
+                due = elapsed >= item.at_seconds
             else:
-                self._pending.append(("kill", fault.node, fault.at_round, None))
-                if fault.restart_round is not None:
-                    self._pending.append(("restart", fault.node, fault.restart_round, None))
+                others = [
+                    r for n, r in rounds.items()
+                    if n != item.node and not self.nodes[n].finished
+                ]  # fmt: skip
+                alive = [n for n, s in self.nodes.items() if n != item.node and not s.finished]
+                due = max(others, default=-1) >= item.at_round or not alive
+            if due:
+                self.pending.remove(item)
+                try:
+                    self._restart(item.node, f"scheduled at {item.scheduled}")
+                except (ConfigError, NodeUnavailable):
+                    pass  # in the account; the node is given up on after the patience
 
-    def due(self, progress: int, elapsed: float) -> list[tuple[str, str]]:
-        ready = [
-            item for item in self._pending
-            if (item[2] is not None and progress >= item[2])
-            or (item[3] is not None and elapsed >= item[3])
-        ]  # fmt: skip
-        self._pending = [item for item in self._pending if item not in ready]
-        return [(action, node) for action, node, _, _ in ready]
+    def _drop_restart(self, node: str) -> None:
+        self.pending = [p for p in self.pending if not (p.action == "restart" and p.node == node)]
+
+    def _kill(self, node: str, why: str, round_seen: int | None = None) -> None:
+        """SIGKILL the node's process, after a last look at its counters and round."""
+        state = self.nodes[node]
+        at_round = round_seen
+        try:
+            state.last = self.clients[node].status()
+            at_round = state.last.round
+        except NodeUnavailable:
+            pass
+        self._fold(node)
+        self.backend.kill(node)
+        state.down_since = state.killed_at = time.monotonic()
+        restart = any(p.action == "restart" and p.node == node for p in self.pending)
+        state.awaiting_restart = restart
+        where = f"at round {at_round}" if at_round is not None else "(its round unknown)"
+        text = f"killed {where} ({why})"
+        fault = next((f for f in self.experiment.node_faults if f.node == node), None)
+        if (
+            "scheduled" in why and fault is not None and fault.restart_round is not None
+            and at_round is not None and at_round >= fault.restart_round
+        ):  # fmt: skip
+            text += (
+                f"; it was already past its scheduled restart round {fault.restart_round}, "
+                "so this run's schedule no longer matches simulate's"
+            )
+        self.account.node(node, "killed", text, round=at_round, why=why)
+        self._publish()
+
+    def _restart(self, node: str, why: str) -> str:
+        """Start the node again on its port and state dir; the next poll configures it."""
+        state = self.nodes[node]
+        if self.backend.nodes[node].alive():
+            try:
+                state.last = self.clients[node].status()
+            except NodeUnavailable:
+                pass
+            self._fold(node)
+        try:
+            address = self.backend.restart(node)
+            self.clients[node].close()
+            self.clients[node] = NodeClient(address)
+            self.clients[node].wait_ready()
+        except (ConfigError, NodeUnavailable) as exc:
+            state.awaiting_restart = False
+            if state.down_since is None:
+                state.down_since = time.monotonic()
+            self.account.node(node, "restart_failed", f"could not be restarted ({why}): {exc}")
+            raise
+        state.finished = state.given_up = False
+        state.awaiting_restart = True  # until it is configured again
+        if state.down_since is None:
+            state.down_since = time.monotonic()
+        down = (
+            f" after {time.monotonic() - state.killed_at:.1f} s down"
+            if state.killed_at is not None
+            else ""
+        )
+        self.account.node(node, "restarted", f"restarted{down} ({why})", address=address,
+                          why=why)  # fmt: skip
+        self._publish()
+        return address
+
+    def _publish(self) -> None:
+        live.publish(dataclasses.replace(self.record, pids=self.backend.pids()))
+
+    # ------------------------------------------------------------ live requests
+
+    def _serve_requests(self) -> bool:
+        """Carry out kill/restart requests from the live CLI; True if any process changed."""
+        changed = False
+        for answer_path, body in live.take_requests(Path(self.record.out_dir)):
+            node, action = body.get("node"), body.get("action")
+            who = body.get("who", "someone")
+            if node not in self.clients:
+                error = f"node {node!r} is not in this run"
+                live.answer(answer_path, {"ok": False, "error": error})
+                continue
+            if action == "kill":
+                if not self.backend.nodes[node].alive():
+                    live.answer(answer_path, {"ok": False, "error": f"node {node} is not running"})
+                    continue
+                self._kill(node, f"on request by {who}")
+                live.answer(answer_path, {"ok": True, "address": self.backend.nodes[node].address})
+                changed = True
+            elif action == "restart":
+                self._drop_restart(node)  # a manual restart replaces a scheduled one
+                try:
+                    address = self._restart(node, f"on request by {who}")
+                except (ConfigError, NodeUnavailable) as exc:
+                    live.answer(answer_path, {"ok": False, "error": str(exc)})
+                else:
+                    live.answer(answer_path, {"ok": True, "address": address})
+                changed = True
+            else:
+                live.answer(answer_path, {"ok": False, "error": f"unknown action {action!r}"})
+        return changed
+
+    def read_journal(self) -> None:
+        events, self.journal_offset = live.read_events(self.record.out_dir, self.journal_offset)
+        for event in events:
+            if event.get("kind") == "link":
+                self.account.live_link(event)
+
+    # ------------------------------------------------------------ results
+
+    def link_stats(self) -> dict:
+        """Node -> {outbound, inbound}: counters summed over all of the node's processes."""
+        out = {}
+        for node, state in self.nodes.items():
+            total: dict = {}
+            for direction, book in state.carried.items():
+                total[direction] = {peer: dict(c) for peer, c in book.items()}
+            if state.last is not None:
+                _add_books(total, state.last)
+            out[node] = {
+                "outbound": dict(sorted(total.get("outbound", {}).items())),
+                "inbound": dict(sorted(total.get("inbound", {}).items())),
+            }
+        return out
+
+    def program_metrics(self) -> dict:
+        return {
+            node: dict(state.last.program_metrics)
+            for node, state in self.nodes.items()
+            if state.last is not None and state.last.program_metrics
+        }

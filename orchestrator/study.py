@@ -35,8 +35,7 @@ import yaml
 
 from node.params import ConfigError
 from orchestrator.evaluation import evaluate
-from orchestrator.experiment import Experiment, node_specs, parse_experiment
-from orchestrator.results import write_results
+from orchestrator.experiment import Experiment, parse_experiment
 
 __all__ = ["Study", "is_study", "load_study", "run_study"]
 
@@ -136,7 +135,7 @@ def run_study(
     say: Callable[[str], None] = print,
 ) -> list[dict]:
     """Run every (cell, variant) in ``mode`` ("simulate" or "run"); write tables and plots."""
-    from orchestrator.simulator import simulate
+    from orchestrator.runner import run_experiment, simulate_experiment
 
     out = Path(out)
     rows: list[dict] = []
@@ -145,17 +144,10 @@ def run_study(
         folder = out / _slug(cell) / _slug(variant)
         started = time.monotonic()
         if mode == "run":
-            from orchestrator.runner import run_experiment
-
             metrics = run_experiment(experiment, folder, say=lambda _m: None)
-            samples = _load_samples(folder)
         else:
-            samples = simulate(node_specs(experiment))
-            evaluation = evaluate(experiment, samples)
-            rounds = {n: np.arange(s.shape[0]) for n, s in samples.items()}
-            extra = {"backend": "simulate", "account": []}
-            write_results(folder, experiment.source, samples, rounds, evaluation, extra)
-            metrics = evaluation.metrics
+            metrics = simulate_experiment(experiment, folder, say=lambda _m: None, quiet=True)
+        samples = _load_samples(folder)
         evaluation = evaluate(experiment, samples)
         w2 = metrics.get("w2") or {}
         agent = study.agent if study.agent in samples else sorted(samples)[0]
@@ -167,6 +159,8 @@ def run_study(
             "w2_agent": (w2.get("per_node") or {}).get(agent),
             "w2_node_mean": w2.get("node_mean"),
             "consensus_error": metrics.get("consensus_error"),
+            "lost_fraction": _lost_fraction(metrics.get("links") or {}),
+            "diverged": bool(metrics.get("diverged")),
             "seconds": round(time.monotonic() - started, 2),
         }
         rows.append(row)
@@ -185,8 +179,19 @@ def run_study(
     return rows
 
 
+def _lost_fraction(links: Mapping[str, Mapping[str, int]]) -> float | None:
+    """Share of the messages that did not reach their receiver in time, over all links."""
+    total = lost = 0
+    for c in links.values():
+        total += c.get("sent", 0) + c.get("withheld", 0)
+        lost += c.get("withheld", 0) + c.get("dropped", 0) + c.get("late", 0)
+    return round(lost / total, 4) if total else None
+
+
 def _fmt(value) -> str:
-    return "   -   " if value is None else f"{value:7.4f}"
+    if value is None:
+        return "   -   "
+    return f"{value:7.4f}" if abs(value) < 1e3 else f"{value:7.2g}"
 
 
 def _load_samples(folder: Path) -> dict[str, np.ndarray]:
@@ -217,12 +222,16 @@ def _write_tables(out: Path, study: Study, rows: list[dict], curves) -> None:
             for k in range(len(average)):
                 writer.writerow([cell, variant, k, f"{average[k]:.6g}", f"{agent[k]:.6g}"])
     lines = [f"# {study.name}", "", study.description, ""]
-    lines.append("| cell | variant | W2 average | W2 agent | consensus error |")
-    lines.append("|---|---|---|---|---|")
+    lines.append(
+        "| cell | variant | W2 average | W2 agent | consensus error | messages lost | seconds |"
+    )
+    lines.append("|---|---|---|---|---|---|---|")
     for row in rows:
+        lost = "–" if row["lost_fraction"] is None else f"{100 * row['lost_fraction']:.1f} %"
         lines.append(
-            f"| {row['cell']} | {row['variant']} | {_md(row['w2_average'])} | "
-            f"{_md(row['w2_agent'])} | {_md(row['consensus_error'])} |"
+            f"| {row['cell']} | {row['variant']} | {_md(row['w2_average'], row)} | "
+            f"{_md(row['w2_agent'], row)} | {_md(row['consensus_error'], row)} | {lost} | "
+            f"{row['seconds']:.1f} |"
         )
     if _cell_x(study):
         lines += ["", f"W2 of the agent average / consensus error, by {study.x_label}:", ""]
@@ -247,14 +256,18 @@ def _pivot(study: Study, rows: list[dict]) -> str:
         for label in xs:
             row = next((r for r in rows if r["variant"] == variant and r["cell"] == label), None)
             cells.append(
-                "–" if row is None else f"{_md(row['w2_average'])} / {_md(row['consensus_error'])}"
+                "–"
+                if row is None
+                else f"{_md(row['w2_average'], row)} / {_md(row['consensus_error'], row)}"
             )
         lines.append(f"| {variant} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def _md(value) -> str:
-    return "–" if value is None else f"{value:.4f}"
+def _md(value, row: Mapping | None = None) -> str:
+    if value is None:
+        return "diverged" if row is not None and row.get("diverged") else "–"
+    return f"{value:.4f}" if abs(value) < 1e3 else f"{value:.3g}"
 
 
 def _pyplot():
