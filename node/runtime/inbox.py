@@ -9,9 +9,13 @@ has answered when its message or its withheld notice is here, or when a message 
 is lost. That is also what lets a node restarted from a checkpoint catch up with its peers
 without waiting out a deadline per round.
 
-Asynchronous programs: nothing is waited for; each phase's inbox holds, for each expected
-sender, the latest message received from it (any round, reused until replaced), stamped
-with the round it was sent in.
+Asynchronous programs (semantics in :mod:`orchestrator.simulator`): each phase's inbox
+holds, for each expected sender, the latest message received from it (any round, reused
+until replaced), stamped with the round it was sent in. With a staleness bound the round
+loop first waits (:meth:`Inbox.wait_latest`) until every expected sender's latest message
+is at most that many rounds old, or the sender answered for such a round with a withheld
+notice, or the deadline passes; each sender still short at the deadline is an *overrun*,
+counted ``late`` on its inbound link. Without a bound nothing is waited for.
 """
 
 from __future__ import annotations
@@ -108,6 +112,34 @@ class Inbox:
         for sender, message in out.items():
             self._stats.note_staleness(sender, max(round_index - message.round, 0))
         return out
+
+    def wait_latest(
+        self, expected: Iterable[str], round_index: int, max_staleness: int, deadline: float
+    ) -> dict[str, Message]:
+        """Bounded staleness (stale synchronous parallel, Ho et al. 2013): wait until each
+        expected sender has answered for round ``round_index − max_staleness`` or later —
+        a message or a withheld notice of such a round is here — or until ``deadline``;
+        then return :meth:`latest`. A sender still short at the deadline is counted
+        ``late`` (an overrun). Rounds before 0 need no answer: while ``round_index <
+        max_staleness`` nothing is waited for."""
+        expected = tuple(expected)
+        needed = round_index - max_staleness
+        with self._cond:
+            while True:
+                short = [
+                    s for s in expected
+                    if needed >= 0 and self._last_seen.get(s, (-1, -1))[0] < needed
+                ]  # fmt: skip
+                if not short or self._interrupted:
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+        if not self._interrupted:
+            for sender in short:
+                self._stats.add(sender, "late")
+        return self.latest(expected, round_index)
 
     def interrupt(self) -> None:
         """Wake a waiting round loop for good (stop or shutdown)."""

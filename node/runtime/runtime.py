@@ -9,7 +9,10 @@ Round ``r`` ([DESIGN] principle 2), for each phase of the program:
    (a withheld notice instead if a scheduled or live fault takes it out);
 2. synchronous programs: wait for the expected senders' (r, phase) messages until all
    answered or ``round_deadline`` seconds passed since the wait began; asynchronous ones:
-   take the latest message of each expected sender, whatever its round;
+   take the latest message of each expected sender, whatever its round — after waiting,
+   up to the same deadline, until none is staler than the program's
+   ``max_staleness(r, phase)`` if it declares one (bounded staleness; the semantics of
+   both engines are in :mod:`orchestrator.simulator`);
 3. ``program.incoming(r, phase, ordered_inbox(received), rng)``.
 
 After the last phase the sample (if any) is appended to the store, and every
@@ -103,6 +106,12 @@ def spec_fingerprint(spec: NodeSpec) -> str:
         fields.pop(name)
     text = json.dumps(fields, sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _staleness_bound(program: NodeProgram, round_index: int, phase: int) -> int | None:
+    """How stale an asynchronous program's inputs may be this phase (None: no bound)."""
+    declared = getattr(program, "max_staleness", None)
+    return declared(round_index, phase) if callable(declared) else None
 
 
 def _safe_name(name: str) -> str:
@@ -417,7 +426,12 @@ class NodeRuntime:
                 deadline = time.monotonic() + spec.round_deadline
                 received = inbox.wait(round_index, phase, expected, deadline)
             else:
-                received = inbox.latest(expected, round_index)
+                bound = _staleness_bound(program, round_index, phase)
+                if bound is None:
+                    received = inbox.latest(expected, round_index)
+                else:
+                    deadline = time.monotonic() + spec.round_deadline
+                    received = inbox.wait_latest(expected, round_index, bound, deadline)
             if self._stop.is_set():
                 return False
             program.incoming(round_index, phase, ordered_inbox(received), rng)

@@ -322,3 +322,38 @@ def test_unreachable_node_is_named(cluster):
             client.wait_ready(timeout=0.5)
         with pytest.raises(NodeUnavailable, match=nowhere):
             client.status()
+
+
+def test_asynchronous_inbox_bounds_staleness_until_the_deadline_and_counts_overruns():
+    # Bounded staleness (stale synchronous parallel): at round r with bound B, wait until
+    # every expected sender answered for round r − B or later, or the deadline passes.
+    stats = StatsBook()
+    inbox = Inbox(stats, synchronous=False)
+    far = time.monotonic() + 30
+    started = time.monotonic()
+    # Rounds before 0 need nobody: an empty inbox at round 1 with bound 2 is no wait.
+    assert inbox.wait_latest(["a", "b"], 1, 2, far) == {}
+    # a's round-3 message is recent enough at round 5; b answered round 3 with a withheld
+    # notice (a cut link), which counts as an answer: nothing is waited for.
+    inbox.deliver("a", 3, 0, _msg(3))
+    inbox.deliver("b", 3, 0, WITHHELD)
+    got = inbox.wait_latest(["a", "b"], 5, 2, far)
+    assert list(got) == ["a"] and got["a"].round == 3
+    # A fresher message delivered from another thread ends the wait.
+    threading.Timer(0.1, lambda: inbox.deliver("a", 6, 0, _msg(6))).start()
+    got = inbox.wait_latest(["a"], 8, 2, far)
+    assert got["a"].round == 6
+    assert time.monotonic() - started < 5  # no wait went near its deadline
+    assert stats.snapshot()["a"].late == 0
+    # A sender that falls behind costs exactly the deadline, is counted as an overrun
+    # ("late"), and its stale message is used all the same.
+    started = time.monotonic()
+    got = inbox.wait_latest(["a"], 20, 2, time.monotonic() + 0.3)
+    assert 0.3 <= time.monotonic() - started < 2.0 and got["a"].round == 6
+    snapshot = stats.snapshot()["a"]
+    assert (snapshot.late, snapshot.max_staleness) == (1, 14)
+    # Stopping the node wakes a waiting round loop at once, and that is no overrun.
+    threading.Timer(0.1, inbox.interrupt).start()
+    started = time.monotonic()
+    inbox.wait_latest(["a"], 30, 2, far)
+    assert time.monotonic() - started < 5 and stats.snapshot()["a"].late == 1

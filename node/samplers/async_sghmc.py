@@ -1,0 +1,232 @@
+"""Async SGHMC: a parameter server running SGHMC on stale worker gradients ([001] §2, I).
+
+The naive parallelisation [001] §2 calls approach I ("Async SGHMC" in its §4): a server
+holds the chain (θ, p) and sends θ to K workers every ``sync_period`` s rounds; each worker
+computes a gradient at its (possibly stale) copy θ̃ and sends it back; the server simulates
+SGHMC ([001] eq. 4) with whatever gradients it has.
+
+Data stays home, so worker i computes ``∇f_i(θ̃)`` on its own shard
+(``f_i = −log p(D_i|θ) − (1/K) log p(θ)``; optionally a mini-batch of the shard, scaled by
+n_i/b) and the server sums the latest one of *every* worker: ``g = Σ_i ∇f_i(θ̃_i)`` is the
+full ∇U, evaluated at stale points — [001] §2 with O = K, where staleness is the only
+error. (A worker not heard from yet contributes nothing; that only happens at the start or
+when a worker is down.)
+
+One round, two phases::
+
+    phase 0   server → workers: θ, at rounds r ≡ 0 (mod s)
+              worker i: θ̃_i ← latest θ;  g_i ← ∇f_i(θ̃_i)
+    phase 1   worker i → server: g_i and the round θ̃_i was sent in
+              server:   p ← p − ε Σ_i g̃_i − ε V M⁻¹ p + N(0, 2εV)
+                        θ ← θ + ε M⁻¹ p
+
+With fresh gradients (g̃ = ∇U(θ)) this is exactly :class:`~node.samplers.centralised.SGHMC`
+shifted by half a step (p before θ), noise 2εV matched to friction V. In the simulator's
+lockstep model (:mod:`orchestrator.simulator`: a message is used from the round after it
+was sent) the gradient used at round r was evaluated at the θ sent at round
+``q − 1 … `` — the server reports it as ``gradient_staleness`` = r − (round θ̃ was sent):
+2 for s = 1, up to s + 1. [001] §2 finds the extra noise harmless for s < 4 and harmful
+as s grows; ``tests/node/samplers/test_async_sghmc.py`` measures the variance inflation
+against the exact law of this recursion for growing s.
+
+The server records θ; workers record nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from node.messages import Message
+from node.samplers.base import Inbox, NodeContext, NodeProgram, broadcast
+from node.samplers.registry import AlgorithmInfo
+
+__all__ = ["ALGORITHMS", "AsyncSGHMCParams", "AsyncServer", "AsyncWorker"]
+
+
+@dataclass(frozen=True)
+class AsyncSGHMCParams:
+    eps: float = 0.01
+    """Step ε ([001] §4: 1e-2)."""
+    friction: float = 1.0
+    """Friction V, a scalar times I; the injected noise is N(0, 2εV) ([001] eq. 4)."""
+    mass: float = 1.0
+    """Mass M, a scalar times I."""
+    sync_period: int = 1
+    """s: the server sends θ to the workers every s rounds ([001] §2)."""
+    batch_size: int = 0
+    """Mini-batch size within a worker's shard; 0 uses the whole shard."""
+
+    def validate(self) -> None:
+        if not self.eps > 0:
+            raise ValueError("eps: must be positive")
+        if not self.friction > 0:
+            raise ValueError("friction: must be positive")
+        if not self.mass > 0:
+            raise ValueError("mass: must be positive")
+        if self.eps * self.friction / self.mass >= 2:
+            raise ValueError(
+                "friction: eps * friction / mass must stay below 2 for the momentum "
+                "recursion to be stable"
+            )
+        if self.sync_period < 1:
+            raise ValueError("sync_period: must be at least 1")
+        if self.batch_size < 0:
+            raise ValueError("batch_size: must be zero (full batch) or positive")
+
+
+def _peers(ctx: NodeContext, side: str) -> tuple[str, ...]:
+    return tuple(sorted({p for hood in ctx.spec.schedule for p in getattr(hood, side)}))
+
+
+class AsyncServer(NodeProgram):
+    """The parameter server: SGHMC on the sum of the workers' latest gradients."""
+
+    synchronous = False
+    phases = 2
+    state_fields = ("x", "p", "grads", "grad_round", "at_round", "staleness")
+
+    def __init__(self, ctx: NodeContext, rng: np.random.Generator):
+        super().__init__(ctx, rng)
+        shape = (ctx.chains, ctx.dim)
+        self.x = rng.standard_normal(shape)
+        self.p = np.sqrt(ctx.hyper.mass) * rng.standard_normal(shape)
+        self._workers = _peers(ctx, "in_peers")
+        self.grads = np.zeros((len(self._workers), *shape))
+        self.grad_round = np.full(len(self._workers), -1.0)  # when each gradient was sent
+        self.at_round = np.full(len(self._workers), -1.0)  # when its θ̃ was sent
+        self.staleness = np.zeros(4)  # [Σ gradient staleness, Σ message staleness, count, max]
+
+    def message_shapes(self, kind: str) -> dict[str, tuple[int, ...]]:
+        if kind != "grad":
+            raise ValueError("expected 'grad'")
+        return {"grad": (self.ctx.chains, self.ctx.dim), "at_round": (1,)}
+
+    def expected_senders(self, round_index: int, phase: int) -> tuple[str, ...]:
+        return self._workers if phase == 1 else ()
+
+    def max_staleness(self, round_index: int, phase: int) -> int | None:
+        """Workers send a gradient every round; the lockstep model uses last round's."""
+        return 1 if phase == 1 else None
+
+    def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
+        if phase != 0 or round_index % self.ctx.hyper.sync_period != 0:
+            return {}
+        return broadcast(Message("theta", {"theta": self.x}), _peers(self.ctx, "out_peers"))
+
+    def incoming(
+        self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
+    ) -> None:
+        if phase != 1:
+            return
+        for sender, message in inbox.items():
+            k = self._workers.index(sender)
+            if message.round > self.grad_round[k]:
+                self.grads[k] = message["grad"]
+                self.grad_round[k] = float(message.round)
+                self.at_round[k] = float(message["at_round"][0])
+        heard = self.grad_round >= 0
+        if heard.any():
+            age = round_index - self.at_round[heard]
+            self.staleness = self.staleness + np.array(
+                [age.mean(), (round_index - self.grad_round[heard]).mean(), 1.0, 0.0]
+            )
+            self.staleness[3] = max(self.staleness[3], float(age.max()))
+        hyper = self.ctx.hyper
+        eps, mass = hyper.eps, hyper.mass
+        gradient = self.grads.sum(axis=0)  # workers never heard from hold zeros
+        noise = rng.standard_normal(self.p.shape)
+        self.p = (
+            self.p
+            - eps * gradient
+            - (eps * hyper.friction / mass) * self.p
+            + np.sqrt(2.0 * eps * hyper.friction) * noise
+        )
+        self.x = self.x + (eps / mass) * self.p
+
+    def sample(self) -> np.ndarray:
+        return self.x
+
+    def metrics(self) -> dict[str, float]:
+        total, message_total, count, worst = (float(v) for v in self.staleness)
+        if not count:
+            return {}
+        return {
+            "gradient_staleness_mean": total / count,
+            "gradient_staleness_max": worst,
+            "message_staleness_mean": message_total / count,
+        }
+
+
+class AsyncWorker(NodeProgram):
+    """A worker: the gradient of its own potential at its latest copy of θ."""
+
+    synchronous = False
+    phases = 2
+    state_fields = ("theta", "theta_round", "grad", "staleness")
+
+    def __init__(self, ctx: NodeContext, rng: np.random.Generator):
+        super().__init__(ctx, rng)
+        shape = (ctx.chains, ctx.dim)
+        self.theta = np.zeros(shape)
+        self.theta_round = np.array(-1.0)  # -1: no θ from the server yet
+        self.grad = np.zeros(shape)
+        self.staleness = np.zeros(3)  # [sum, count, max] of rounds since θ̃ was sent
+
+    def message_shapes(self, kind: str) -> dict[str, tuple[int, ...]]:
+        if kind != "theta":
+            raise ValueError("expected 'theta'")
+        return {"theta": (self.ctx.chains, self.ctx.dim)}
+
+    def expected_senders(self, round_index: int, phase: int) -> tuple[str, ...]:
+        return _peers(self.ctx, "in_peers") if phase == 0 else ()
+
+    def max_staleness(self, round_index: int, phase: int) -> int | None:
+        """θ is sent every s rounds and used from the next one: at most s rounds old."""
+        return self.ctx.hyper.sync_period if phase == 0 else None
+
+    def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
+        if phase != 1 or self.theta_round < 0:
+            return {}
+        message = Message(
+            "grad", {"grad": self.grad, "at_round": np.array([float(self.theta_round)])}
+        )
+        return broadcast(message, _peers(self.ctx, "out_peers"))
+
+    def incoming(
+        self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
+    ) -> None:
+        if phase != 0:
+            return
+        for message in inbox.values():
+            if message.round > self.theta_round:
+                self.theta = np.array(message["theta"], copy=True)
+                self.theta_round = np.array(float(message.round))
+        if self.theta_round < 0:
+            return
+        age = round_index - float(self.theta_round)
+        self.staleness = np.array(
+            [self.staleness[0] + age, self.staleness[1] + 1.0, max(self.staleness[2], age)]
+        )
+        self.grad = self.ctx.potential.grad(self.theta, rng)
+
+    def metrics(self) -> dict[str, float]:
+        total, count, worst = (float(v) for v in self.staleness)
+        if not count:
+            return {}
+        return {"theta_staleness_mean": total / count, "theta_staleness_max": worst}
+
+
+ALGORITHMS = (
+    AlgorithmInfo(
+        name="async-sghmc",
+        summary="Parameter-server SGHMC on stale worker gradients (naive parallelisation)",
+        source="[001] §2 (approach I), eq. 4",
+        graph="star",
+        params=AsyncSGHMCParams,
+        programs={"server": AsyncServer, "worker": AsyncWorker},
+        data_roles=("worker",),
+        synchronous=False,
+    ),
+)

@@ -1,0 +1,289 @@
+"""Elastically coupled SGHMC, EC-SGHMC ([001] eq. 5-6, Springenberg et al. 2016).
+
+K workers each run an SGHMC chain ``(θ^i, p^i)``; a centre node holds a centre variable
+``(c, r)`` to which every worker is tied by a spring of stiffness α. One round is one step
+of every node, in this order (symplectic Euler, the order of :class:`~node.samplers.
+centralised.SGHMC`: the forces act at the freshly moved position)::
+
+    worker i:  θ^i ← θ^i + ε M⁻¹ p^i
+               p^i ← p^i − ε ∇Ũ(θ^i) − ε V M⁻¹ p^i − ε α (θ^i − c̃) + N(0, σ_p²)
+    centre:    c   ← c + ε M⁻¹ r
+               r   ← r − ε C M⁻¹ r − ε α (1/K) Σ_i (c − θ̃^i) + N(0, σ_r²)
+
+``c̃`` is the worker's latest copy of c and ``θ̃^i`` the centre's latest copy of θ^i: the
+nodes run asynchronously (``synchronous = False``, semantics in
+:mod:`orchestrator.simulator`) and exchange every ``sync_period`` s rounds — a worker
+sends θ^i and the centre sends c at rounds r ≡ 0 (mod s). Before a worker has heard from
+the centre it feels no spring; the centre averages over the workers it has heard from.
+Both keep their copies (and the round they were sent in) in the checkpointed state.
+
+**Noise** (``noise``). [001] eq. 4 injects ``N(0, 2εV)`` with friction εV — the Euler step
+of ``dp = −∇U dt − V M⁻¹p dt + √(2V) dB``, whose invariant law has θ-marginal exp(−U).
+Eq. 6 prints ``2ε²(V + C)`` for the workers and ``2ε²C`` for the centre; ALGORITHMS.md
+transcribes ``2ε(V + C)``. Only the fluctuation–dissipation pair (noise 2εV with friction
+V, 2εC with friction C) makes a worker with α = 0 sample its target:
+
+* ``euler`` (default): ``σ_p² = 2εV``, ``σ_r² = 2εC``;
+* ``eq6``:             ``σ_p² = 2ε²(V + C)``, ``σ_r² = 2ε²C`` — as printed, ε times too
+  cold (variance ≈ ε(V + C)/V of the target's);
+* ``v_plus_c``:        ``σ_p² = 2ε(V + C)``, ``σ_r² = 2εC`` — (V + C)/V times too hot.
+
+``tests/node/samplers/test_ec_sghmc.py`` measures all three against the exact law.
+
+**Gradient from a private shard.** Worker i holds only its shard D_i and its local
+potential ``f_i = −log p(D_i|θ) − (1/K) log p(θ)``. It estimates ∇U by ``K ∇f_i(θ)
+= K ∇(−log p(D_i|θ)) − ∇log p(θ)``, i.e. [001] §1.1.1's Ũ with the shard as the
+mini-batch (N/|B| = K for equal shards), optionally on a mini-batch of the shard
+(``batch_size``, scaled by n_i/b inside ``f_i``). Unlike a random mini-batch this
+estimate's error is *fixed*, not fresh noise: with α = 0 worker i samples exp(−K f_i),
+whose mean is its own shard's, not the posterior's. Only when the shards are alike
+(exchangeable and large, or identical) is exp(−K f_i) the posterior. The coupling pulls the
+workers' means together — and, for K > 1, their spread too (below).
+
+**What is recorded.** Workers record θ^i (the chains the paper plots); the centre records
+nothing: c is an auxiliary variable (the y of [001] §1, discarded), its law is not the
+posterior (about θ̄ ± α^(−1/2)), and recording it would put it in the per-node W2 table
+and the network average.
+
+**Bias of the coupling, measured not assumed.** [001] Prop. 3.1 claims every θ^i has the
+posterior as its marginal. It does not hold for K > 1: integrating c out of
+exp(−(α/2K) Σ_i ‖θ^i − c‖²) leaves exp(−(α/2K) Σ_i ‖θ^i − θ̄‖²), which pulls the chains
+together; and eq. 6's force on θ^i is α(θ^i − c) while that on c is (α/K) Σ (c − θ^i), which
+is not the gradient of one potential (the Hamiltonian of eq. 5 would give α/K on θ^i). On a
+Gaussian target the tests compute the exact law of this recursion, stale copies and
+messages in flight included, and report each worker's covariance against the posterior's.
+
+``metrics()``: a worker reports the mean and maximum staleness of the c̃ it used
+(rounds since the centre sent it); the centre the same for its θ̃^i.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from node.messages import Message
+from node.samplers.base import Inbox, NodeContext, NodeProgram, broadcast
+from node.samplers.registry import AlgorithmInfo
+
+__all__ = ["ALGORITHMS", "ECCentre", "ECSGHMCParams", "ECWorker", "NOISES"]
+
+NOISES = ("euler", "eq6", "v_plus_c")
+
+
+@dataclass(frozen=True)
+class ECSGHMCParams:
+    eps: float = 0.01
+    """Step ε ([001] §4: 1e-2)."""
+    alpha: float = 1.0
+    """Coupling strength α ≥ 0 ([001] §4: 1); 0 gives K independent SGHMC chains."""
+    friction: float = 1.0
+    """Workers' friction V, a scalar times I ([001] §4: V = I)."""
+    centre_noise: float = 1.0
+    """C, the centre's friction and noise scale, a scalar times I ([001] §4: C = I)."""
+    mass: float = 1.0
+    """Mass M of workers and centre, a scalar times I ([001]: default I)."""
+    sync_period: int = 1
+    """s: workers and centre exchange θ^i and c every s rounds."""
+    batch_size: int = 0
+    """Mini-batch size within the worker's shard; 0 uses the whole shard."""
+    noise: str = "euler"
+    """Injected noise: ``euler`` (2εV / 2εC), ``eq6`` (2ε²(V+C) / 2ε²C, as printed in
+    [001] eq. 6) or ``v_plus_c`` (2ε(V+C) / 2εC); see the module docstring."""
+
+    def validate(self) -> None:
+        if not self.eps > 0:
+            raise ValueError("eps: must be positive")
+        if not self.alpha >= 0:
+            raise ValueError("alpha: must be non-negative")
+        if not self.friction > 0:
+            raise ValueError("friction: must be positive")
+        if not self.centre_noise > 0:
+            raise ValueError("centre_noise: must be positive")
+        if not self.mass > 0:
+            raise ValueError("mass: must be positive")
+        for name, value in (("friction", self.friction), ("centre_noise", self.centre_noise)):
+            # The momentum's own recursion p ← (1 − εV/M) p + ... diverges once |1 − εV/M| ≥ 1.
+            if self.eps * value / self.mass >= 2:
+                raise ValueError(
+                    f"{name}: eps * {name} / mass must stay below 2 for the momentum "
+                    f"recursion to be stable (got {self.eps * value / self.mass:g})"
+                )
+        if self.sync_period < 1:
+            raise ValueError("sync_period: must be at least 1")
+        if self.batch_size < 0:
+            raise ValueError("batch_size: must be zero (full batch) or positive")
+        if self.noise not in NOISES:
+            raise ValueError(f"noise: must be one of {', '.join(NOISES)}, got {self.noise!r}")
+
+    def worker_noise_var(self) -> float:
+        eps, v, c = self.eps, self.friction, self.centre_noise
+        return {"euler": 2 * eps * v, "eq6": 2 * eps**2 * (v + c), "v_plus_c": 2 * eps * (v + c)}[
+            self.noise
+        ]
+
+    def centre_noise_var(self) -> float:
+        eps, c = self.eps, self.centre_noise
+        return 2 * eps**2 * c if self.noise == "eq6" else 2 * eps * c
+
+    def sends_at(self, round_index: int) -> bool:
+        return round_index % self.sync_period == 0
+
+
+class _Elastic(NodeProgram):
+    """What workers and centre share: asynchrony, staleness bookkeeping, exchange rounds."""
+
+    synchronous = False
+    _kind = ""  # the message kind this role sends
+    _hears = ""  # the message kind this role receives
+
+    def __init__(self, ctx: NodeContext, rng: np.random.Generator):
+        super().__init__(ctx, rng)
+        # Staleness of the copies used, summed over rounds (state: survives a restart).
+        self.staleness = np.zeros(3)  # [sum, count, max]
+
+    def message_shapes(self, kind: str) -> dict[str, tuple[int, ...]]:
+        if kind != self._hears:
+            raise ValueError(f"expected {self._hears!r}")
+        return {self._hears: (self.ctx.chains, self.ctx.dim)}
+
+    def max_staleness(self, round_index: int, phase: int) -> int | None:
+        """Bounded staleness for the runtime: the sync period. In the simulator's lockstep
+        model the copy used at round r was sent at the last exchange round ≤ r − 1, at most
+        s rounds ago; the runtime waits for that (or a fresher) one."""
+        return self.ctx.hyper.sync_period
+
+    def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
+        if not self.ctx.hyper.sends_at(round_index):
+            return {}
+        message = Message(self._kind, {self._kind: self._position()})
+        return broadcast(message, self.ctx.neighbourhood(round_index).out_peers)
+
+    def _note(self, round_index: int, sent_rounds: np.ndarray) -> None:
+        ages = round_index - sent_rounds[sent_rounds >= 0]
+        if ages.size:
+            self.staleness = np.array(
+                [
+                    self.staleness[0] + ages.mean(),
+                    self.staleness[1] + 1.0,
+                    max(self.staleness[2], float(ages.max())),
+                ]
+            )
+
+    def _staleness_metrics(self, name: str) -> dict[str, float]:
+        total, count, worst = (float(v) for v in self.staleness)
+        return {f"{name}_staleness_mean": total / count if count else float("nan"),
+                f"{name}_staleness_max": worst}  # fmt: skip
+
+    def _position(self) -> np.ndarray:
+        raise NotImplementedError
+
+
+class ECWorker(_Elastic):
+    """Worker i of [001] eq. 6: an SGHMC chain on K ∇f_i tied to its copy c̃ of the centre."""
+
+    state_fields = ("x", "p", "c_tilde", "c_round", "staleness")
+    _kind, _hears = "theta", "c"
+
+    def __init__(self, ctx: NodeContext, rng: np.random.Generator):
+        super().__init__(ctx, rng)
+        shape = (ctx.chains, ctx.dim)
+        self.x = rng.standard_normal(shape)
+        self.p = np.sqrt(ctx.hyper.mass) * rng.standard_normal(shape)  # p ~ N(0, M)
+        self.c_tilde = np.zeros(shape)
+        self.c_round = np.array(-1.0)  # -1: nothing heard from the centre yet
+        self._scale = float(max(ctx.spec.num_nodes, 1))  # K: the shard stands for N/K of D
+
+    def _position(self) -> np.ndarray:
+        return self.x
+
+    def incoming(
+        self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
+    ) -> None:
+        hyper = self.ctx.hyper
+        for message in inbox.values():  # the centre, the only in-peer
+            if message.round > self.c_round:
+                self.c_tilde = np.array(message["c"], copy=True)
+                self.c_round = np.array(float(message.round))
+        eps, mass = hyper.eps, hyper.mass
+        self.x = self.x + (eps / mass) * self.p
+        force = self._scale * self.ctx.potential.grad(self.x, rng)
+        if self.c_round >= 0:
+            force = force + hyper.alpha * (self.x - self.c_tilde)
+            self._note(round_index, np.array([float(self.c_round)]))
+        noise = rng.standard_normal(self.p.shape)
+        self.p = (
+            self.p
+            - eps * force
+            - (eps * hyper.friction / mass) * self.p
+            + np.sqrt(hyper.worker_noise_var()) * noise
+        )
+
+    def sample(self) -> np.ndarray:
+        return self.x
+
+    def metrics(self) -> dict[str, float]:
+        return self._staleness_metrics("centre")
+
+
+class ECCentre(_Elastic):
+    """The centre of [001] eq. 6: c with momentum r, pulled to the mean of its copies θ̃^i."""
+
+    _kind, _hears = "c", "theta"
+
+    def __init__(self, ctx: NodeContext, rng: np.random.Generator):
+        super().__init__(ctx, rng)
+        shape = (ctx.chains, ctx.dim)
+        self.c = rng.standard_normal(shape)
+        self.r = np.sqrt(ctx.hyper.mass) * rng.standard_normal(shape)
+        self._workers = tuple(sorted({p for h in ctx.spec.schedule for p in h.in_peers}))
+        self.theta_tilde = np.zeros((len(self._workers), *shape))
+        self.theta_round = np.full(len(self._workers), -1.0)
+
+    state_fields = ("c", "r", "theta_tilde", "theta_round", "staleness")
+
+    def _position(self) -> np.ndarray:
+        return self.c
+
+    def incoming(
+        self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
+    ) -> None:
+        hyper = self.ctx.hyper
+        for sender, message in inbox.items():
+            k = self._workers.index(sender)
+            if message.round > self.theta_round[k]:
+                self.theta_tilde[k] = message["theta"]
+                self.theta_round[k] = float(message.round)
+        eps, mass = hyper.eps, hyper.mass
+        self.c = self.c + (eps / mass) * self.r
+        heard = self.theta_round >= 0
+        force = np.zeros_like(self.c)
+        if heard.any():
+            # (1/K) Σ_i (c − θ̃^i) over the workers heard from.
+            force = hyper.alpha * (self.c - self.theta_tilde[heard].mean(axis=0))
+            self._note(round_index, self.theta_round)
+        noise = rng.standard_normal(self.r.shape)
+        self.r = (
+            self.r
+            - eps * force
+            - (eps * hyper.centre_noise / mass) * self.r
+            + np.sqrt(hyper.centre_noise_var()) * noise
+        )
+
+    def metrics(self) -> dict[str, float]:
+        return self._staleness_metrics("worker")
+
+
+ALGORITHMS = (
+    AlgorithmInfo(
+        name="ec-sghmc",
+        summary="Elastically coupled SGHMC: asynchronous workers tied to a centre variable",
+        source="[001] eq. 5-6",
+        graph="star",
+        params=ECSGHMCParams,
+        programs={"centre": ECCentre, "worker": ECWorker},
+        data_roles=("worker",),
+        synchronous=False,
+    ),
+)
