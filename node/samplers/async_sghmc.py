@@ -21,13 +21,21 @@ One round, two phases::
                         θ ← θ + ε M⁻¹ p
 
 With fresh gradients (g̃ = ∇U(θ)) this is exactly :class:`~node.samplers.centralised.SGHMC`
-shifted by half a step (p before θ), noise 2εV matched to friction V. In the simulator's
-lockstep model (:mod:`orchestrator.simulator`: a message is used from the round after it
-was sent) the gradient used at round r was evaluated at the θ sent at round
-``q − 1 … `` — the server reports it as ``gradient_staleness`` = r − (round θ̃ was sent):
-2 for s = 1, up to s + 1. [001] §2 finds the extra noise harmless for s < 4 and harmful
-as s grows; ``tests/node/samplers/test_async_sghmc.py`` measures the variance inflation
-against the exact law of this recursion for growing s.
+(p updated before θ, which relabels its momentum and leaves the θ-chain's law unchanged),
+noise 2εV matched to friction V. In the simulator's lockstep model
+(:mod:`orchestrator.simulator`: a message is used from the round after it was sent) θ sent
+at round q reaches the workers at q + 1, their gradients reach the server at q + 2: the
+gradient used at round r was taken at the θ sent 2 … s + 1 rounds earlier. The server
+reports that age as ``gradient_staleness`` (and ``message_staleness``, the age of the
+gradient messages themselves); workers report the age of their θ̃. [001] §2 finds the
+extra noise harmless for small s and harmful as s grows;
+``tests/node/samplers/test_async_sghmc.py`` measures the variance inflation against the
+exact law of this recursion for s = 1 … 32, and the divergence once staleness outruns the
+friction.
+
+Bounded staleness in the runtime (``max_staleness``): the server takes gradient messages
+at most one round old (what the lockstep model gives it), the workers θ at most s rounds
+old, so no node runs more than a round or a period ahead of the others.
 
 The server records θ; workers record nothing.
 """
@@ -128,10 +136,11 @@ class AsyncServer(NodeProgram):
                 self.at_round[k] = float(message["at_round"][0])
         heard = self.grad_round >= 0
         if heard.any():
+            # On the network a worker may be ahead of the server: its message is then 0
+            # rounds stale, not negative. θ̃ was sent by the server, so never ahead of it.
             age = round_index - self.at_round[heard]
-            self.staleness = self.staleness + np.array(
-                [age.mean(), (round_index - self.grad_round[heard]).mean(), 1.0, 0.0]
-            )
+            message_age = np.maximum(round_index - self.grad_round[heard], 0.0)
+            self.staleness = self.staleness + np.array([age.mean(), message_age.mean(), 1.0, 0.0])
             self.staleness[3] = max(self.staleness[3], float(age.max()))
         hyper = self.ctx.hyper
         eps, mass = hyper.eps, hyper.mass
@@ -205,7 +214,7 @@ class AsyncWorker(NodeProgram):
                 self.theta_round = np.array(float(message.round))
         if self.theta_round < 0:
             return
-        age = round_index - float(self.theta_round)
+        age = max(round_index - float(self.theta_round), 0.0)  # the server may be ahead
         self.staleness = np.array(
             [self.staleness[0] + age, self.staleness[1] + 1.0, max(self.staleness[2], age)]
         )

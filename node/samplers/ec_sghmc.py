@@ -54,7 +54,10 @@ Gaussian target the tests compute the exact law of this recursion, stale copies 
 messages in flight included, and report each worker's covariance against the posterior's.
 
 ``metrics()``: a worker reports the mean and maximum staleness of the c̃ it used
-(rounds since the centre sent it); the centre the same for its θ̃^i.
+(rounds since the centre sent it); the centre the same for its θ̃^i. In the simulator's
+lockstep model both are 1 … s (mean (s + 1)/2 once running); on the network each node
+declares ``max_staleness = s``, so neither the centre (which has no data and would run
+fastest) nor a worker gets more than one period ahead of the others.
 """
 
 from __future__ import annotations
@@ -161,7 +164,8 @@ class _Elastic(NodeProgram):
         return broadcast(message, self.ctx.neighbourhood(round_index).out_peers)
 
     def _note(self, round_index: int, sent_rounds: np.ndarray) -> None:
-        ages = round_index - sent_rounds[sent_rounds >= 0]
+        # On the network a peer may be ahead: a copy sent in a later round is 0 rounds stale.
+        ages = np.maximum(round_index - sent_rounds[sent_rounds >= 0], 0.0)
         if ages.size:
             self.staleness = np.array(
                 [
@@ -230,6 +234,7 @@ class ECWorker(_Elastic):
 class ECCentre(_Elastic):
     """The centre of [001] eq. 6: c with momentum r, pulled to the mean of its copies θ̃^i."""
 
+    state_fields = ("c", "r", "theta_tilde", "theta_round", "staleness")
     _kind, _hears = "c", "theta"
 
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
@@ -239,9 +244,7 @@ class ECCentre(_Elastic):
         self.r = np.sqrt(ctx.hyper.mass) * rng.standard_normal(shape)
         self._workers = tuple(sorted({p for h in ctx.spec.schedule for p in h.in_peers}))
         self.theta_tilde = np.zeros((len(self._workers), *shape))
-        self.theta_round = np.full(len(self._workers), -1.0)
-
-    state_fields = ("c", "r", "theta_tilde", "theta_round", "staleness")
+        self.theta_round = np.full(len(self._workers), -1.0)  # -1: not heard from yet
 
     def _position(self) -> np.ndarray:
         return self.c
