@@ -1,0 +1,187 @@
+"""The run's account and counters, without processes: schedule descriptions, link tables,
+the live journal, divergence reports, ``simulate``'s results folder."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from node.params import ConfigError
+from orchestrator import live
+from orchestrator.evaluation import evaluate
+from orchestrator.experiment import node_specs, parse_experiment
+from orchestrator.faults import (
+    describe_link_faults,
+    describe_node_faults,
+    scheduled_link_counts,
+)
+from orchestrator.results import link_account, link_summary, summary_table
+from orchestrator.runner import Collector, simulate_experiment
+
+
+def _raw(**fields):
+    raw = {
+        "name": "acct",
+        "algorithm": "d-sgld",
+        "hyperparameters": {"eta": 0.009},
+        "model": {"name": "linear_regression", "params": {"dim": 2}},
+        "data": {"source": "synthetic", "size": 20, "seed": 1},
+        "topology": {"kind": "ring", "nodes": 4},
+        "rounds": 30,
+        "chains": 3,
+        "seed": 4,
+    }
+    raw.update(fields)
+    return raw
+
+
+def test_schedule_is_described_as_the_user_wrote_it():
+    experiment = parse_experiment(_raw(faults=[
+        {"link": ["0", "1"], "rounds": [5, 15]},
+        {"link": ["1", "2"], "at_round": 20, "both_ways": False},
+        {"link": "all", "drop": 0.3, "rounds": [10, 12]},
+        {"node": "3", "kill_at_round": 7, "restart_after_rounds": 4},
+    ]))  # fmt: skip
+    links = describe_link_faults(experiment.faults, experiment.rounds)
+    assert [text for _, text in links] == [
+        "scheduled: link 0<->1 down, rounds 5..14",
+        "scheduled: link 1->2 down, rounds 20..29",
+        "scheduled: every link fails w.p. 0.3 per round (seeded), rounds 10..11",
+    ]
+    assert links[0][0] == {"link": ["0", "1"], "both_ways": True, "rounds": [5, 15], "drop": 1.0}
+    assert links[1][0]["rounds"] == [20, 30]  # "until the end" is written as the run's end
+    assert links[2][0]["senders"] == ["0", "1", "2", "3"]
+    nodes = describe_node_faults(experiment.node_faults, experiment.rounds)
+    assert nodes == [(
+        {"node": "3", "kill_at_round": 7, "restart_at_round": 11},
+        "scheduled: node 3 killed at round 7, restarted at round 11",
+    )]  # fmt: skip
+
+
+def test_directed_link_all_is_one_fault_although_each_sender_has_its_own_seed():
+    experiment = parse_experiment(_raw(
+        algorithm="push-sum-rs", hyperparameters={},
+        topology={"kind": "directed_ring", "nodes": 4},
+        faults=[{"link": "all", "drop": 0.5}],
+    ))  # fmt: skip
+    (described,) = describe_link_faults(experiment.faults, experiment.rounds)
+    assert described[1] == "scheduled: every link fails w.p. 0.5 per round (seeded), rounds 0..29"
+
+
+def test_scheduled_counts_are_what_the_links_withhold():
+    experiment = parse_experiment(_raw(faults=[
+        {"link": ["0", "1"], "rounds": [5, 15]},
+        {"node": "2", "kill_at_round": 20, "restart_after_rounds": 5},
+    ]))  # fmt: skip
+    counts = scheduled_link_counts(node_specs(experiment))
+    assert sorted(counts) == ["0->1", "0->3", "1->0", "1->2", "2->1", "2->3", "3->0", "3->2"]
+    assert counts["0->1"] == {"sent": 20, "delivered": 20, "withheld": 10, "dropped": 0,
+                              "late": 0}  # fmt: skip
+    # The killed node is cut off both ways for its 5 rounds.
+    for key in ("1->2", "2->1", "2->3", "3->2"):
+        assert counts[key]["withheld"] == 5, key
+    assert counts["0->3"]["withheld"] == 0
+
+
+def test_link_summary_joins_what_the_sender_and_the_receiver_counted():
+    books = {
+        "a": {"outbound": {"b": {"sent": 7, "withheld": 3, "dropped": 1, "send_errors": 1}},
+              "inbound": {}},
+        "b": {"outbound": {}, "inbound": {"a": {"received": 5, "late": 1, "rejected": 0}}},
+    }  # fmt: skip
+    links = link_summary(books)
+    assert links == {"a->b": {"sent": 7, "delivered": 5, "withheld": 3, "dropped": 1,
+                              "late": 1, "rejected": 0, "send_errors": 1}}  # fmt: skip
+    lines = link_account(links)
+    assert lines[0].startswith("links: 1 of 1 lost messages")
+    assert lines[1] == "  a→b: 7/5/3/1/1 send_errors 1"
+    clean = {"a->b": {"sent": 4, "delivered": 4, "withheld": 0, "dropped": 0, "late": 0}}
+    assert link_account(clean) == ["links: all 1 links delivered every message in time"]
+
+
+def test_the_live_journal_replays_into_link_states(tmp_path):
+    live.log_event(tmp_path, {"kind": "link", "action": "set", "sender": "0", "receiver": "*",
+                              "delay_ms": 30.0})  # fmt: skip
+    live.log_event(tmp_path, {"kind": "link", "action": "cut", "sender": "0", "receiver": "1",
+                              "up": False})  # fmt: skip
+    live.log_event(tmp_path, {"kind": "link", "action": "set", "sender": "2", "receiver": "3",
+                              "drop": 0.25})  # fmt: skip
+    # A line still being written is left for the next read.
+    with open(tmp_path / live.JOURNAL, "a") as handle:
+        handle.write('{"kind": "link", "sender": "9"')
+    events, offset = live.read_events(tmp_path)
+    assert [e["action"] for e in events] == ["set", "cut", "set"]
+    assert all("who" in e and "time" in e for e in events)
+    assert live.read_events(tmp_path, offset) == ([], offset)
+    assert live.link_states(events) == {
+        "0->1": {"up": False, "drop": 0.0, "delay_ms": 30.0},  # inherits 0 -> * delay
+        "2->3": {"up": True, "drop": 0.25, "delay_ms": 0.0},
+    }
+    restore = {"kind": "link", "action": "restore", "sender": "0", "receiver": "1",
+               "up": True, "drop": 0.0, "delay_ms": 0.0}  # fmt: skip
+    assert live.link_states([*events, restore])["0->1"] == {"up": True, "drop": 0.0,
+                                                            "delay_ms": 0.0}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("fast", "link_delay: expected a duration like 20ms or 0.5s, got 'fast'"),
+        (-5, "link_delay: expected a duration"),
+        ("3s", "link_delay: 3000 ms is not under round_deadline (2 s)"),
+    ],
+)
+def test_link_delay_errors_name_the_field(value, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_experiment(_raw(link_delay=value, round_deadline=2.0))
+
+
+def test_link_delay_reads_milliseconds_and_seconds():
+    assert parse_experiment(_raw(link_delay="20ms")).link_delay_ms == 20.0
+    assert parse_experiment(_raw(link_delay="0.5s", round_deadline=2.0)).link_delay_ms == 500.0
+    assert parse_experiment(_raw(link_delay=15)).link_delay_ms == 15.0
+    assert parse_experiment(_raw()).link_delay_ms == 0.0
+
+
+def test_a_diverged_node_is_reported_not_turned_into_nan():
+    experiment = parse_experiment(_raw(rounds=10, evaluation={"window": 3}))
+    rng = np.random.default_rng(0)
+    samples = {n: rng.standard_normal((10, 3, 2)) for n in "0123"}
+    samples["2"][6:] = np.inf
+    samples["2"][7:] = np.nan
+    samples["3"][8:] = 1e200  # finite, but no longer a number anything can square
+    metrics = evaluate(experiment, samples).metrics  # warnings are errors in this suite
+    assert metrics["diverged"] == {"2": 6, "3": 8}
+    assert metrics["w2"]["per_node"]["2"] is None and metrics["w2"]["per_node"]["3"] is None
+    assert metrics["w2"]["per_node"]["0"] > 0
+    assert metrics["w2"]["average"] is None and metrics["w2"]["node_mean"] is None
+    assert metrics["consensus_error"] is None
+    table = summary_table(metrics)
+    assert "diverged: node 2 from round 6, node 3 from round 8" in table
+    json.dumps(metrics, allow_nan=False)  # strict JSON: no NaN or Infinity anywhere
+
+
+def test_collector_steps_back_to_the_nodes_checkpoint():
+    collector = Collector()
+    collector.rounds["a"] = [0, 1, 2, 3]
+    collector.values["a"] = [np.full((1, 1), k) for k in range(4)]
+    assert collector.truncate("a", 3) == 1
+    assert collector.offset("a") == 3 and collector.rounds["a"] == [0, 1, 2]
+    assert collector.truncate("a", 5) == 0 and collector.truncate("b", 0) == 0
+
+
+def test_simulate_writes_the_same_keys_as_run(tmp_path):
+    experiment = parse_experiment(_raw(faults=[{"link": ["0", "1"], "rounds": [2, 6]}]))
+    said: list[str] = []
+    metrics = simulate_experiment(experiment, tmp_path, say=said.append)
+    written = json.loads((tmp_path / "metrics.json").read_text())
+    for key in ("account", "faults", "links", "program_metrics", "backend"):
+        assert key in written, key
+    assert written["backend"] == "simulate"
+    assert written["links"]["0->1"]["withheld"] == 4 == written["links"]["1->0"]["withheld"]
+    assert written["faults"]["scheduled_links"][0]["rounds"] == [2, 6]
+    assert "scheduled: link 0<->1 down, rounds 2..5" in written["account"]
+    assert metrics["links"] == written["links"]
+    assert any("what happened:" in line for line in said)
