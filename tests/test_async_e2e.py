@@ -18,6 +18,7 @@ Async SGHMC: fresh gradients (centralised SGHMC) … lockstep with the run's s �
 from __future__ import annotations
 
 import dataclasses
+import socket
 import time
 
 import numpy as np
@@ -164,6 +165,33 @@ def test_async_sghmc_runs_over_grpc_with_bounded_staleness(procs):
           f"staleness {metrics['message_staleness_mean']:.2f} (lockstep 1); {worst:.2f} MCSE "
           f"outside the envelope; variance ratios fresh {ratios[0]}, lockstep {ratios[1]}, "
           f"measured {ratios[2]}")  # fmt: skip
+
+
+def test_a_dead_worker_costs_the_centre_one_deadline_per_round_and_is_counted(procs):
+    """Bounded staleness never hangs: worker 4's address answers nobody, so from round s on
+    the centre waits out the deadline each round, proceeds with what it has (the three
+    live workers), and counts the overrun as ``late`` on the dead worker's link."""
+    s, rounds, deadline = 2, 10, 0.3
+    raw = _experiment("ec-sghmc", {"eps": 0.05, "sync_period": s}, rounds).source
+    experiment = parse_experiment({**raw, "name": "e2e-dead-worker", "round_deadline": deadline})
+    with socket.socket() as spare:
+        spare.bind(("127.0.0.1", 0))
+        nowhere = f"127.0.0.1:{spare.getsockname()[1]}"
+    addresses = {n: procs[n].address for n in NODES[:4]} | {"4": nowhere}
+    specs = [spec for spec in node_specs(experiment, addresses) if spec.node_id != "4"]
+    clients = {spec.node_id: procs[spec.node_id].client() for spec in specs}
+    for spec in specs:
+        clients[spec.node_id].configure(spec)
+    started = time.monotonic()
+    for client in clients.values():
+        client.start()
+    wait_until(lambda: all(c.status().state == "done" for c in clients.values()), 60, "done")
+    elapsed = time.monotonic() - started
+    centre = clients["0"].status()
+    assert centre.inbound["4"].late == rounds - s  # rounds s … rounds − 1 needed it
+    assert all(centre.inbound[w].late == 0 for w in "123")
+    assert (rounds - s) * deadline <= elapsed < (rounds - s) * deadline + 10
+    assert all(clients[w].status().samples_stored == rounds for w in "123")
 
 
 def test_examples_are_the_papers_toy():

@@ -353,7 +353,7 @@ def test_only_the_fluctuation_dissipation_noise_samples_the_target(tmp_path):
         print(f"noise {noise}: variance ratio measured {measured[noise].round(4)}, "
               f"exact law {exact.round(4)}, max |z| {result.max_z:.2f}")  # fmt: skip
         if noise == "euler":
-            # The law 2εV gives is the posterior up to SGHMC's step bias (0.4 % here) ...
+            # The law 2εV gives is the posterior up to SGHMC's step bias (0.3 % here) ...
             assert np.all(np.abs(exact - 1) < 0.01)
         else:
             # ... the others are wrong by a factor, and the samples show it.
@@ -374,7 +374,7 @@ def test_only_the_fluctuation_dissipation_noise_samples_the_target(tmp_path):
 def test_coupled_workers_sample_the_exact_law_not_the_posterior(tmp_path, alpha):
     """K = 4 workers on identical shards, exchanging every s = 4 rounds: every worker follows
     the exact law of eq. 6 with its stale copies; that law's covariance, compared with the
-    posterior's, is the coupling's bias (α = 0 would be SGHMC's 0.4 %)."""
+    posterior's, is the coupling's bias (α = 0 would leave SGHMC's 0.3 %)."""
     rounds, burn, s = 3700, 1200, 4
     hyper = {"eps": EPS, "alpha": alpha, "sync_period": s}
     specs, samples, _ = run_experiment(
@@ -501,6 +501,11 @@ def test_proposition_3_1_holds_for_one_worker_only():
     cov, _ = _continuous_law(A, K, alpha, alpha / K)
     gibbs = _gibbs_positions(A, K, alpha)
     np.testing.assert_allclose(cov[:n, :n], gibbs, rtol=1e-8, atol=1e-12)
+    # Integrating c out of exp(−H) leaves exactly (α/2K) Σ_i ‖θ^i − θ̄‖² next to Σ U(θ^i).
+    pull = np.kron(np.eye(K) - np.ones((K, K)) / K, np.eye(d)) * alpha / K
+    np.testing.assert_allclose(
+        np.linalg.inv(gibbs[: K * d, : K * d]), np.kron(np.eye(K), A) + pull, atol=1e-9
+    )
     marginal = gibbs[:d, :d]
     hamiltonian_ratio = variance_ratios(post, marginal)
     assert np.all(hamiltonian_ratio < 0.97)  # pulled together, every direction
