@@ -108,12 +108,6 @@ def spec_fingerprint(spec: NodeSpec) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _staleness_bound(program: NodeProgram, round_index: int, phase: int) -> int | None:
-    """How stale an asynchronous program's inputs may be this phase (None: no bound)."""
-    declared = getattr(program, "max_staleness", None)
-    return declared(round_index, phase) if callable(declared) else None
-
-
 def _safe_name(name: str) -> str:
     quoted = urllib.parse.quote(name, safe="")
     return quoted if quoted not in (".", "..") else quoted.replace(".", "%2E")
@@ -426,7 +420,7 @@ class NodeRuntime:
                 deadline = time.monotonic() + spec.round_deadline
                 received = inbox.wait(round_index, phase, expected, deadline)
             else:
-                bound = _staleness_bound(program, round_index, phase)
+                bound = program.max_staleness(round_index, phase)
                 if bound is None:
                     received = inbox.latest(expected, round_index)
                 else:

@@ -86,6 +86,13 @@ class NodeProgram(ABC):
         """Whom a synchronous driver waits for in this phase: by default the in-peers."""
         return self.ctx.neighbourhood(round_index).in_peers
 
+    def max_staleness(self, round_index: int, phase: int) -> int | None:
+        """Asynchronous programs: how many rounds old each expected sender's latest message
+        may be before the runtime waits for a fresher one (up to the round deadline).
+        None: no bound. The simulator's lockstep model of asynchrony and this bound are
+        described in :mod:`orchestrator.simulator`."""
+        return None
+
     def message_shapes(self, kind: str) -> dict[str, tuple[int, ...]]:
         """Tensor shapes expected in an incoming message of ``kind`` (checked on arrival)."""
         return {kind: (self.ctx.chains, self.ctx.dim)}
