@@ -10,7 +10,8 @@ collected is written with an account of what failed and when.
 
 Scheduled node faults: a kill "at round r" fires when the victim itself reaches round r
 (its status is polled quickly while such a kill is pending), a restart "at round s" when
-the furthest of the other nodes reaches s (or when all of them have finished). Both
+every other running node has reached s (or when all of them have finished); a node killed
+without a restart is not waited for. Both
 engines also apply the fault as a schedule — the node is cut off from its peers for rounds
 ``[r, s)`` (:func:`orchestrator.experiment.isolation_faults`) — so what the node hears does
 not depend on how fast the orchestrator's poll is; the account says at which round each
@@ -43,7 +44,7 @@ from orchestrator.backends.local import LocalBackend
 from orchestrator.client import LinkStats, NodeClient, NodeStatus, NodeUnavailable
 from orchestrator.evaluation import evaluate
 from orchestrator.experiment import Experiment, node_specs
-from orchestrator.faults import describe_link_faults, describe_node_faults
+from orchestrator.faults import NodeFault, describe_link_faults, describe_node_faults
 from orchestrator.results import link_account, link_summary, summary_table, write_results
 
 __all__ = ["Account", "Collector", "run_experiment", "simulate_experiment"]
@@ -170,8 +171,8 @@ def _live_change_text(record: dict) -> str:
     return "set " + ", ".join(parts)
 
 
-class _Interrupted(Exception):
-    pass
+class _Interrupted(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is: stop the nodes, keep what was collected."""
 
 
 def _raise_interrupt(signum, frame):  # pragma: no cover - signal path
@@ -247,6 +248,9 @@ def run_experiment(
                     watch.read_journal()
                 for client in clients.values():
                     client.close()
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while the nodes were starting
+        interrupted = True
+        account.plain("interrupted by the user while the nodes were starting")
     finally:
         signal.signal(signal.SIGTERM, previous)
         if record is not None:
@@ -386,6 +390,7 @@ class _Pending:
     at_seconds: float | None
     scheduled: str
     """How the file put it, for the account: "round 20" or "6 s"."""
+    fault: NodeFault | None = None
 
 
 class _Watch:
@@ -417,21 +422,19 @@ class _Watch:
         self.pending: list[_Pending] = []
         for fault in experiment.node_faults:
             if fault.at_seconds is not None:
-                self.pending.append(
-                    _Pending("kill", fault.node, None, fault.at_seconds, f"{fault.at_seconds:g} s")
-                )
+                self.pending.append(_Pending("kill", fault.node, None, fault.at_seconds,
+                                             f"{fault.at_seconds:g} s", fault))
                 if fault.restart_after_seconds is not None:
                     at = fault.at_seconds + fault.restart_after_seconds
-                    self.pending.append(_Pending("restart", fault.node, None, at, f"{at:g} s"))
-            else:
-                self.pending.append(
-                    _Pending("kill", fault.node, fault.at_round, None, f"round {fault.at_round}")
-                )
-                if fault.restart_round is not None:
                     self.pending.append(
-                        _Pending("restart", fault.node, fault.restart_round, None,
-                                 f"round {fault.restart_round}")
-                    )  # fmt: skip
+                        _Pending("restart", fault.node, None, at, f"{at:g} s", fault)
+                    )
+            else:
+                self.pending.append(_Pending("kill", fault.node, fault.at_round, None,
+                                             f"round {fault.at_round}", fault))
+                if fault.restart_round is not None:
+                    self.pending.append(_Pending("restart", fault.node, fault.restart_round,
+                                                 None, f"round {fault.restart_round}", fault))
 
     # ------------------------------------------------------------ the loop
 
@@ -480,6 +483,10 @@ class _Watch:
         """Collect the remaining samples and every node's final status (before the nodes
         are stopped: link counters and program metrics die with the processes)."""
         for node, client in self.clients.items():
+            proc = self.backend.nodes.get(node)
+            if proc is not None and not proc.alive():
+                self._read_dead_store(node)
+                continue  # dead: its counters up to the last look were kept
             try:
                 self.collector.pull(node, client)
             except NodeUnavailable as exc:
@@ -487,7 +494,25 @@ class _Watch:
             try:
                 self.nodes[node].last = client.status()
             except NodeUnavailable:
-                pass  # dead: its counters up to the last poll were kept
+                pass
+
+    def _read_dead_store(self, node: str) -> None:
+        """What a node that is not coming back stored after the last collection."""
+        offset = self.collector.offset(node)
+        try:
+            stored = self.backend.stored_samples(node, offset)
+        except (OSError, RuntimeError, ValueError) as exc:
+            self.account.plain(f"node {node}: its store could not be read ({exc})")
+            return
+        for round_index, value in stored:
+            self.collector.rounds.setdefault(node, []).append(round_index)
+            self.collector.values.setdefault(node, []).append(value)
+        last = self.collector.rounds.get(node, [])
+        self.account.plain(
+            f"node {node}: down at the end; {len(last)} samples (rounds "
+            f"{last[0] if last else '-'}..{last[-1] if last else '-'}) collected, "
+            f"{len(stored)} of them read from its store on disk"
+        )
 
     def _poll(self, nodes: list[str], pull: bool) -> None:
         """Read the status of these nodes (unless finished); collect new samples if ``pull``."""
@@ -619,7 +644,8 @@ class _Watch:
                     continue
                 if due:
                     self.pending.remove(item)
-                    self._kill(item.node, f"scheduled at {item.scheduled}", rounds.get(item.node))
+                    self._kill(item.node, f"scheduled at {item.scheduled}", rounds.get(item.node),
+                               item.fault)  # fmt: skip
                 continue
             if any(p.action == "kill" and p.node == item.node for p in self.pending):
                 continue  # its kill has not happened yet
@@ -631,7 +657,8 @@ class _Watch:
                     if n != item.node and not self.nodes[n].finished
                 ]  # fmt: skip
                 alive = [n for n, s in self.nodes.items() if n != item.node and not s.finished]
-                due = max(others, default=-1) >= item.at_round or not alive
+                # Every other node has gone through the rounds it was down for.
+                due = (bool(others) and min(others) >= item.at_round) or not alive
             if due:
                 self.pending.remove(item)
                 try:
@@ -642,7 +669,9 @@ class _Watch:
     def _drop_restart(self, node: str) -> None:
         self.pending = [p for p in self.pending if not (p.action == "restart" and p.node == node)]
 
-    def _kill(self, node: str, why: str, round_seen: int | None = None) -> None:
+    def _kill(
+        self, node: str, why: str, round_seen: int | None = None, fault: NodeFault | None = None
+    ) -> None:
         """SIGKILL the node's process, after a last look at its counters and round."""
         state = self.nodes[node]
         at_round = round_seen
@@ -658,9 +687,12 @@ class _Watch:
         state.awaiting_restart = restart
         where = f"at round {at_round}" if at_round is not None else "(its round unknown)"
         text = f"killed {where} ({why})"
-        fault = next((f for f in self.experiment.node_faults if f.node == node), None)
+        if fault is not None and fault.restart_round is None:
+            # Down for good by design: nothing to wait for; the others finish without it.
+            state.finished = True
+            text += "; not restarted, the others finish without it"
         if (
-            "scheduled" in why and fault is not None and fault.restart_round is not None
+            fault is not None and fault.restart_round is not None
             and at_round is not None and at_round >= fault.restart_round
         ):  # fmt: skip
             text += (

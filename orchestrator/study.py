@@ -145,6 +145,11 @@ def run_study(
         started = time.monotonic()
         if mode == "run":
             metrics = run_experiment(experiment, folder, say=lambda _m: None)
+            if metrics.get("interrupted"):
+                if rows:
+                    _write_tables(out, study, rows, curves)
+                say(f"interrupted during {cell} / {variant}; the runs before it are in {out}")
+                raise KeyboardInterrupt
         else:
             metrics = simulate_experiment(experiment, folder, say=lambda _m: None, quiet=True)
         samples = _load_samples(folder)
@@ -160,7 +165,7 @@ def run_study(
             "w2_node_mean": w2.get("node_mean"),
             "consensus_error": metrics.get("consensus_error"),
             "lost_fraction": _lost_fraction(metrics.get("links") or {}),
-            "diverged": bool(metrics.get("diverged")),
+            "diverged": min((metrics.get("diverged") or {}).values(), default=None),
             "seconds": round(time.monotonic() - started, 2),
         }
         rows.append(row)
@@ -266,7 +271,9 @@ def _pivot(study: Study, rows: list[dict]) -> str:
 
 def _md(value, row: Mapping | None = None) -> str:
     if value is None:
-        return "diverged" if row is not None and row.get("diverged") else "–"
+        if row is not None and row.get("diverged") is not None:
+            return f"diverged (round {row['diverged']})"
+        return "–"
     return f"{value:.4f}" if abs(value) < 1e3 else f"{value:.3g}"
 
 
@@ -281,27 +288,57 @@ def _pyplot():
     return plt
 
 
+def _ceiling(values: list[float]) -> float | None:
+    """Top of a log axis that keeps the ordinary values readable: 1000 × their median,
+    unless nothing reaches it. Points beyond it (a sampler that blew up) sit on it."""
+    finite = sorted(v for v in values if v is not None and np.isfinite(v) and v > 0)
+    if not finite:
+        return None
+    top = 1e3 * finite[len(finite) // 2]
+    return top if finite[-1] > top else None
+
+
 def _plot_against_x(out: Path, study: Study, rows: list[dict]) -> list[Path]:
     xs = _cell_x(study)
     plt = _pyplot()
     if not xs or plt is None:
         return []
-    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for variant in dict.fromkeys(r["variant"] for r in rows):
-        mine = [r for r in rows if r["variant"] == variant]
-        x = [xs[r["cell"]] for r in mine]
-        for ax, key in zip(axes, ("w2_average", "consensus_error"), strict=True):
-            y = [np.nan if r[key] is None else r[key] for r in mine]
-            ax.plot(x, y, marker="o", label=variant)
-    axes[0].set_ylabel("final W2 of the agent average")
-    axes[1].set_ylabel("final consensus error E|x_i - mean|^2")
-    for ax in axes:
+    figure, axes = plt.subplots(1, 2, figsize=(12, 4))
+    keys = ("w2_average", "consensus_error")
+    marked = {"off": False, "diverged": False}
+    for ax, key in zip(axes, keys, strict=True):
+        ceiling = _ceiling([r[key] for r in rows])
+        top = ceiling or max((r[key] for r in rows if r[key] is not None), default=1.0)
+        for variant in dict.fromkeys(r["variant"] for r in rows):
+            mine = [r for r in rows if r["variant"] == variant]
+            x = np.array([xs[r["cell"]] for r in mine])
+            y = np.array([np.nan if r[key] is None else r[key] for r in mine], dtype=float)
+            shown = np.where(y > top, top, y) if ceiling else y
+            line = ax.plot(x, shown, marker="o", label=variant)[0]
+            off = ceiling is not None and np.any(y > top)
+            if off:
+                ax.plot(x[y > top], shown[y > top], "^", ms=11, color=line.get_color())
+                marked["off"] = True
+            gone = np.array([r["diverged"] is not None and r[key] is None for r in mine])
+            if any(gone):
+                ax.plot(x[gone], np.full(int(gone.sum()), top), "x", ms=11, mew=2,
+                        color=line.get_color())  # fmt: skip
+                marked["diverged"] = True
         ax.set_xlabel(study.x_label)
         ax.set_yscale("log")
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend()
+    axes[0].set_ylabel("final W2 of the agent average")
+    axes[1].set_ylabel("final consensus error E|x_i - mean|^2")
+    notes = []
+    if marked["off"]:
+        notes.append("▲ beyond the axis (blew up)")
+    if marked["diverged"]:
+        notes.append("✕ diverged (not finite)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="center right", title="\n".join(notes) or None,
+                  title_fontsize="small")  # fmt: skip
     figure.suptitle(study.name)
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0, 0.84, 1))
     path = out / "summary.png"
     figure.savefig(path, dpi=110)
     plt.close(figure)

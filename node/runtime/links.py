@@ -13,7 +13,9 @@ Link state lives here, at the sender ([DESIGN] principle 4): up/down, a drop pro
 emulated fault takes out — scheduled (:func:`node.faults.withheld_by_schedule`) or live — is
 replaced by a *withheld notice* (an Iterate with ``withheld=true`` and no tensors), so the
 receiver knows at once that nothing is coming for that round instead of waiting for its
-deadline. A real fault (the peer or the network dies) sends no notice, of course.
+deadline. A real fault (the peer or the network dies) sends no notice, of course. Neither
+does a diverged sampler put NaN or Inf on the wire, which every receiver rejects: its
+message goes out as a withheld notice too, counted as a ``send_errors`` that says why.
 """
 
 from __future__ import annotations
@@ -202,6 +204,12 @@ class OutboundLink:
             if not self._wait_until(item.due, broken):
                 stats.add(receiver, "dropped", error="stream broke during the delay")
                 break
+            if item.message is not None and not _finite(item.message):
+                # The receiver would reject it (and wait out its deadline for nothing):
+                # tell it at once that nothing usable is coming this round.
+                stats.add(receiver, "send_errors",
+                          error=f"round {item.round}: iterate not finite, sent as withheld")
+                item = _Outgoing(item.due, item.round, item.phase, None)  # fmt: skip
             try:
                 iterate = self._iterate(item)
             except convert.TensorError as exc:
@@ -330,6 +338,14 @@ class Links:
             thread.start()
         for thread in threads:
             thread.join()
+
+
+def _finite(message: Message) -> bool:
+    return all(
+        np.isfinite(value).all()
+        for value in message.tensors.values()
+        if np.issubdtype(np.asarray(value).dtype, np.inexact)
+    )
 
 
 def _updated(

@@ -17,7 +17,11 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from node.params import ConfigError
+from node.runtime.runtime import SAMPLES_FILE
+from node.runtime.store import SampleStore
 
 __all__ = ["LocalBackend", "NodeProcess"]
 
@@ -147,6 +151,25 @@ class LocalBackend:
             except subprocess.TimeoutExpired:
                 proc.process.kill()
                 proc.process.wait(timeout=5)
+
+    def stored_samples(self, node_id: str, offset: int) -> list[tuple[int, np.ndarray]]:
+        """(round, sample) from a *dead* node's own store file, from index ``offset``.
+
+        A node that is never restarted cannot stream what it stored after the last
+        collection; on this backend its store is a local file, read (and a torn last
+        record cut, as the node would on restart) once the process is gone.
+        """
+        proc = self.nodes[node_id]
+        if proc.alive():
+            raise RuntimeError(f"node {node_id!r} is running; stream its samples instead")
+        files = sorted(proc.state_dir.glob(f"*/*/{SAMPLES_FILE}"))
+        if len(files) != 1:
+            return []
+        store = SampleStore(files[0])
+        try:
+            return [(r, v) for _, r, v in store.read(offset, max(len(store) - offset, 0))]
+        finally:
+            store.close()
 
     def pids(self) -> dict[str, int | None]:
         return {node_id: proc.pid for node_id, proc in self.nodes.items()}
