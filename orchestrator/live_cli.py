@@ -55,7 +55,13 @@ def cmd_links(args) -> int:
             change["delay_ms"] = parse_delay(args.delay)
     client = _client_for(record, args.sender)
     try:
-        client.set_link(args.receiver, **change)
+        try:
+            client.set_link(args.receiver, **change)
+        except NodeUnavailable as exc:
+            raise NodeUnavailable(
+                f"node {args.sender!r} holds the link and cannot be reached ({exc}); "
+                "is it down? 'starling status' shows"
+            ) from None
         try:
             at_round: int | None = client.status().round
         except NodeUnavailable:

@@ -147,6 +147,17 @@ def test_each_live_command_changes_what_status_shows(tmp_path, starling_home):
     with LiveRun(tmp_path, starling_home, raw) as run:
         run.wait_started(min_round=5)
 
+        # Mistakes get one line naming what is wrong, and change nothing.
+        for args, needles in [
+            (("links", "cut", "0", "2"), ["'2' is not an out-peer of node '0'"]),
+            (("links", "set", "0", "1", "--delay", "soon"), ["--delay", "'soon'"]),
+            (("nodes", "kill", "9"), ["'9'", "not part of experiment 'live-commands'"]),
+        ]:
+            refused = run_cli(*args, env_home=starling_home, timeout=WAIT)
+            lines = [line for line in refused.stderr.splitlines() if line.strip()]
+            assert refused.returncode == 2 and len(lines) == 1, refused.stderr
+            assert all(needle in lines[0] for needle in needles), lines[0]
+
         # links cut: the sender withholds every message on that link, sends none.
         cut = json.loads(run.cli("links", "cut", "0", "1", "--format", "json").stdout)
         assert cut["ok"] and cut["action"] == "cut" and cut["round"] >= 5

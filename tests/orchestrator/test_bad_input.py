@@ -44,6 +44,9 @@ def _assert_one_clear_line(result, *needles):
         ({"topology": {"kind": "edges", "nodes": 3, "edges": [["0", "9"]]}}, ["'9'", "not a node"]),
         ({"topology": {"kind": "moebius", "nodes": 3}}, ["topology.kind", "moebius"]),
         ({"unexpected": 1}, ["unexpected", "unknown field"]),
+        ({"link_delay": "soon"}, ["link_delay", "duration"]),
+        ({"faults": [{"link": ["0", "2"], "rounds": [1, 3]}]}, ["faults[0].link", "not an edge"]),
+        ({"faults": [{"node": "7", "kill_at_round": 3}]}, ["faults[0].node", "'7'"]),
     ],
 )
 def test_broken_experiment_is_refused_clearly(tmp_path, starling_home, command, changes, needles):
@@ -65,3 +68,13 @@ def test_port_in_use_names_the_node(tmp_path, starling_home):
         path = _write(tmp_path, backend={"kind": "local", "base_port": port}, rounds=3, chains=2)
         result = run_cli("run", str(path), "--out", str(tmp_path / "out"), env_home=starling_home)
     _assert_one_clear_line(result, "node '0'", str(port))
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["status"], ["links", "cut", "0", "1"], ["nodes", "kill", "0"]],
+)
+def test_live_commands_without_a_running_experiment_say_so(starling_home, command):
+    result = run_cli(*command, env_home=starling_home)
+    _assert_one_clear_line(result, "no running experiment found", "starling run")
+
