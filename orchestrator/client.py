@@ -173,9 +173,12 @@ class NodeClient:
         self._call("stop", lambda t: self._control.Stop(control_pb2.StopRequest(), timeout=t),
                    timeout=max(self.timeout, 15.0))
 
-    def status(self) -> NodeStatus:
+    def status(self, attempts: int = RETRY_ATTEMPTS) -> NodeStatus:
+        """The node's state, round and counters; ``attempts=1`` fails fast on a dead node."""
         reply = self._call(
-            "status", lambda t: self._control.Status(control_pb2.StatusRequest(), timeout=t)
+            "status",
+            lambda t: self._control.Status(control_pb2.StatusRequest(), timeout=t),
+            attempts=attempts,
         )
         return NodeStatus(
             node_id=reply.node_id,
@@ -248,14 +251,21 @@ class NodeClient:
 
     # ------------------------------------------------------------ plumbing
 
-    def _call(self, what: str, call: Callable[[float], T], timeout: float | None = None) -> T:
+    def _call(
+        self,
+        what: str,
+        call: Callable[[float], T],
+        timeout: float | None = None,
+        attempts: int = RETRY_ATTEMPTS,
+    ) -> T:
         timeout = self.timeout if timeout is None else timeout
-        for attempt in range(RETRY_ATTEMPTS):
+        attempts = max(attempts, 1)
+        for attempt in range(attempts):
             try:
                 return call(timeout)
             except grpc.RpcError as exc:
                 code = exc.code()  # type: ignore[attr-defined]
-                if code == grpc.StatusCode.UNAVAILABLE and attempt < RETRY_ATTEMPTS - 1:
+                if code == grpc.StatusCode.UNAVAILABLE and attempt < attempts - 1:
                     time.sleep(_backoff(attempt))
                     continue
                 raise self._error(what, exc) from None

@@ -222,7 +222,7 @@ def run_experiment(
                                   f"{experiment.link_delay_ms:g} ms (link_delay)")  # fmt: skip
                 for client in clients.values():
                     client.start()
-                account.restart_clock()  # fault times in seconds count from here
+                account.restart_clock()  # the account's times count from the start
                 record = live.RunRecord(
                     name=experiment.name,
                     out_dir=str(out_dir.resolve()),
@@ -386,8 +386,7 @@ class _NodeState:
 class _Pending:
     action: str  # "kill" or "restart"
     node: str
-    at_round: int | None
-    at_seconds: float | None
+    at_round: int
     scheduled: str
     """How the file put it, for the account: "round 20" or "6 s"."""
     fault: NodeFault | None = None
@@ -420,21 +419,15 @@ class _Watch:
         # A node down for longer than this is given up on; the others finish without it.
         self.patience = max(30.0, 10 * experiment.round_deadline)
         self.pending: list[_Pending] = []
+        # The round form of every node fault, also of one written in seconds: it is what
+        # both engines isolate the node for, so the real kill lands where the schedule says.
         for fault in experiment.node_faults:
-            if fault.at_seconds is not None:
-                self.pending.append(_Pending("kill", fault.node, None, fault.at_seconds,
-                                             f"{fault.at_seconds:g} s", fault))
-                if fault.restart_after_seconds is not None:
-                    at = fault.at_seconds + fault.restart_after_seconds
-                    self.pending.append(
-                        _Pending("restart", fault.node, None, at, f"{at:g} s", fault)
-                    )
-            else:
-                self.pending.append(_Pending("kill", fault.node, fault.at_round, None,
-                                             f"round {fault.at_round}", fault))
-                if fault.restart_round is not None:
-                    self.pending.append(_Pending("restart", fault.node, fault.restart_round,
-                                                 None, f"round {fault.restart_round}", fault))
+            given = f" ({fault.at_seconds:g} s)" if fault.at_seconds is not None else ""
+            self.pending.append(_Pending("kill", fault.node, fault.at_round,
+                                         f"round {fault.at_round}{given}", fault))
+            if fault.restart_round is not None:
+                self.pending.append(_Pending("restart", fault.node, fault.restart_round,
+                                             f"round {fault.restart_round}", fault))
 
     # ------------------------------------------------------------ the loop
 
@@ -446,9 +439,7 @@ class _Watch:
             self.read_journal()
             now = time.monotonic()
             full = now - last_full >= POLL_SECONDS
-            victims = {
-                p.node for p in self.pending if p.action == "kill" and p.at_round is not None
-            }
+            victims = {p.node for p in self.pending if p.action == "kill"}
             if full:
                 last_full = now
                 self._poll(list(self.clients), pull=True)
@@ -521,7 +512,8 @@ class _Watch:
             if state.finished:
                 continue
             try:
-                status = client.status()
+                # One attempt: a dead node must not hold up the loop with retries.
+                status = client.status(attempts=1)
             except NodeUnavailable:
                 self._went_down(node)
                 continue
@@ -624,16 +616,12 @@ class _Watch:
     # ------------------------------------------------------------ node faults
 
     def _due_faults(self, rounds: dict[str, int]) -> None:
-        elapsed = self.account.elapsed()
         for item in list(self.pending):
             if item not in self.pending:
                 continue  # dropped with its kill
             state = self.nodes[item.node]
             if item.action == "kill":
-                if item.at_seconds is not None:
-                    due = elapsed >= item.at_seconds
-                else:
-                    due = rounds.get(item.node, -1) >= item.at_round
+                due = rounds.get(item.node, -1) >= item.at_round
                 if state.finished:
                     self.pending.remove(item)
                     self._drop_restart(item.node)
@@ -649,16 +637,12 @@ class _Watch:
                 continue
             if any(p.action == "kill" and p.node == item.node for p in self.pending):
                 continue  # its kill has not happened yet
-            if item.at_seconds is not None:
-                due = elapsed >= item.at_seconds
-            else:
-                others = [
-                    r for n, r in rounds.items()
-                    if n != item.node and not self.nodes[n].finished
-                ]  # fmt: skip
-                alive = [n for n, s in self.nodes.items() if n != item.node and not s.finished]
-                # Every other node has gone through the rounds it was down for.
-                due = (bool(others) and min(others) >= item.at_round) or not alive
+            others = [
+                r for n, r in rounds.items() if n != item.node and not self.nodes[n].finished
+            ]
+            alive = [n for n, s in self.nodes.items() if n != item.node and not s.finished]
+            # Every other node has gone through the rounds it was down for.
+            due = (bool(others) and min(others) >= item.at_round) or not alive
             if due:
                 self.pending.remove(item)
                 try:
