@@ -99,8 +99,10 @@ def write_results(
     for node, values in samples.items():
         np.savez(out / "samples" / f"node-{node}.npz", samples=values, rounds=sample_rounds[node])
     (out / "experiment.yaml").write_text(yaml.safe_dump(dict(raw_experiment), sort_keys=False))
-    metrics = {**evaluation.metrics, **dict(extra or {})}
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=_jsonable) + "\n")
+    metrics = _strict({**evaluation.metrics, **dict(extra or {})})
+    (out / "metrics.json").write_text(
+        json.dumps(metrics, indent=2, default=_jsonable, allow_nan=False) + "\n"
+    )
     if evaluation.curves:
         names = list(evaluation.curves)
         length = max(len(c) for c in evaluation.curves.values())
@@ -114,6 +116,20 @@ def write_results(
         (out / "w2_curve.csv").write_text("\n".join(lines) + "\n")
     (out / "summary.txt").write_text(summary_table(metrics) + "\n")
     return out
+
+
+def _strict(value):
+    """The same structure with every NaN or infinity as None: metrics.json is strict JSON
+    (a program's own figure can be NaN after it diverged)."""
+    if isinstance(value, float | np.floating):
+        return float(value) if np.isfinite(value) else None
+    if isinstance(value, np.ndarray):
+        return _strict(value.tolist())
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(v) for v in value]
+    return value
 
 
 def _cell(value) -> str:
