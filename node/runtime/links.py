@@ -15,7 +15,8 @@ replaced by a *withheld notice* (an Iterate with ``withheld=true`` and no tensor
 receiver knows at once that nothing is coming for that round instead of waiting for its
 deadline. A real fault (the peer or the network dies) sends no notice, of course. Neither
 does a diverged sampler put NaN or Inf on the wire, which every receiver rejects: its
-message goes out as a withheld notice too, counted as a ``send_errors`` that says why.
+message goes out as a withheld notice too, counted ``withheld`` and, saying why, as a
+``send_errors``.
 """
 
 from __future__ import annotations
@@ -207,6 +208,7 @@ class OutboundLink:
             if item.message is not None and not _finite(item.message):
                 # The receiver would reject it (and wait out its deadline for nothing):
                 # tell it at once that nothing usable is coming this round.
+                stats.add(receiver, "withheld")
                 stats.add(receiver, "send_errors",
                           error=f"round {item.round}: iterate not finite, sent as withheld")
                 item = _Outgoing(item.due, item.round, item.phase, None)  # fmt: skip
