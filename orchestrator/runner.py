@@ -280,7 +280,10 @@ def run_experiment(
 
 
 def simulate_experiment(
-    experiment: Experiment, out_dir: Path, say: Callable[[str], None] = print, quiet=False
+    experiment: Experiment,
+    out_dir: Path,
+    say: Callable[[str], None] = print,
+    quiet: bool = False,
 ) -> dict:
     """``starling simulate``: the same programs in-process; the same results folder.
 
@@ -689,9 +692,11 @@ class _Watch:
     def _restart(self, node: str, why: str) -> str:
         """Start the node again on its port and state dir; the next poll configures it."""
         state = self.nodes[node]
-        if self.backend.nodes[node].alive():
+        running_at = None
+        if self.backend.nodes[node].alive():  # a restart of a live node is a crash first
             try:
                 state.last = self.clients[node].status()
+                running_at = state.last.round
             except NodeUnavailable:
                 pass
             self._fold(node)
@@ -710,13 +715,14 @@ class _Watch:
         state.awaiting_restart = True  # until it is configured again
         if state.down_since is None:
             state.down_since = time.monotonic()
-        down = (
-            f" after {time.monotonic() - state.killed_at:.1f} s down"
-            if state.killed_at is not None
-            else ""
-        )
-        self.account.node(node, "restarted", f"restarted{down} ({why})", address=address,
-                          why=why)  # fmt: skip
+        if state.killed_at is not None:
+            text = f"restarted after {time.monotonic() - state.killed_at:.1f} s down ({why})"
+        elif running_at is not None:
+            text = f"killed at round {running_at} and restarted at once ({why})"
+        else:
+            text = f"restarted ({why})"
+        self.account.node(node, "restarted", text, address=address, why=why,
+                          round=running_at)  # fmt: skip
         self._publish()
         return address
 
