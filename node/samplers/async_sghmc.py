@@ -48,44 +48,25 @@ import numpy as np
 
 from node.messages import Message
 from node.samplers.base import Inbox, NodeContext, NodeProgram, broadcast
+from node.samplers.centralised import SGHMCParams
 from node.samplers.registry import AlgorithmInfo
 
 __all__ = ["ALGORITHMS", "AsyncSGHMCParams", "AsyncServer", "AsyncWorker"]
 
 
 @dataclass(frozen=True)
-class AsyncSGHMCParams:
-    eps: float = 0.01
-    """Step ε ([001] §4: 1e-2)."""
-    friction: float = 1.0
-    """Friction V, a scalar times I; the injected noise is N(0, 2εV) ([001] eq. 4)."""
-    mass: float = 1.0
-    """Mass M, a scalar times I."""
-    sync_period: int = 1
-    """s: the server sends θ to the workers every s rounds ([001] §2)."""
+class AsyncSGHMCParams(SGHMCParams):
+    """SGHMC's ε, friction V (noise N(0, 2εV), [001] eq. 4) and mass, plus the sync period."""
+
     batch_size: int = 0
     """Mini-batch size within a worker's shard; 0 uses the whole shard."""
+    sync_period: int = 1
+    """s: the server sends θ to the workers every s rounds ([001] §2)."""
 
     def validate(self) -> None:
-        if not self.eps > 0:
-            raise ValueError("eps: must be positive")
-        if not self.friction > 0:
-            raise ValueError("friction: must be positive")
-        if not self.mass > 0:
-            raise ValueError("mass: must be positive")
-        if self.eps * self.friction / self.mass >= 2:
-            raise ValueError(
-                "friction: eps * friction / mass must stay below 2 for the momentum "
-                "recursion to be stable"
-            )
+        super().validate()
         if self.sync_period < 1:
             raise ValueError("sync_period: must be at least 1")
-        if self.batch_size < 0:
-            raise ValueError("batch_size: must be zero (full batch) or positive")
-
-
-def _peers(ctx: NodeContext, side: str) -> tuple[str, ...]:
-    return tuple(sorted({p for hood in ctx.spec.schedule for p in getattr(hood, side)}))
 
 
 class AsyncServer(NodeProgram):
@@ -100,7 +81,7 @@ class AsyncServer(NodeProgram):
         shape = (ctx.chains, ctx.dim)
         self.x = rng.standard_normal(shape)
         self.p = np.sqrt(ctx.hyper.mass) * rng.standard_normal(shape)
-        self._workers = _peers(ctx, "in_peers")
+        self._workers = ctx.schedule_peers("in_peers")
         self.grads = np.zeros((len(self._workers), *shape))
         self.grad_round = np.full(len(self._workers), -1.0)  # when each gradient was sent
         self.at_round = np.full(len(self._workers), -1.0)  # when its θ̃ was sent
@@ -121,7 +102,7 @@ class AsyncServer(NodeProgram):
     def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
         if phase != 0 or round_index % self.ctx.hyper.sync_period != 0:
             return {}
-        return broadcast(Message("theta", {"theta": self.x}), _peers(self.ctx, "out_peers"))
+        return broadcast(Message("theta", {"theta": self.x}), self.ctx.schedule_peers("out_peers"))
 
     def incoming(
         self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
@@ -189,7 +170,7 @@ class AsyncWorker(NodeProgram):
         return {"theta": (self.ctx.chains, self.ctx.dim)}
 
     def expected_senders(self, round_index: int, phase: int) -> tuple[str, ...]:
-        return _peers(self.ctx, "in_peers") if phase == 0 else ()
+        return self.ctx.schedule_peers("in_peers") if phase == 0 else ()
 
     def max_staleness(self, round_index: int, phase: int) -> int | None:
         """θ is sent every s rounds and used from the next one: at most s rounds old."""
@@ -201,7 +182,7 @@ class AsyncWorker(NodeProgram):
         message = Message(
             "grad", {"grad": self.grad, "at_round": np.array([float(self.theta_round)])}
         )
-        return broadcast(message, _peers(self.ctx, "out_peers"))
+        return broadcast(message, self.ctx.schedule_peers("out_peers"))
 
     def incoming(
         self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator

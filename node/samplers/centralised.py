@@ -79,6 +79,18 @@ class SGLDParams:
             raise ValueError("batch_size: must be zero (full batch) or positive")
 
 
+def check_friction(name: str, friction: float, eps: float, mass: float) -> None:
+    """A friction must be positive, and the momentum's own recursion
+    ``p ← (1 − ε friction / M) p + …`` diverges once ``ε friction / M ≥ 2``."""
+    if not friction > 0:
+        raise ValueError(f"{name}: must be positive")
+    if eps * friction / mass >= 2:
+        raise ValueError(
+            f"{name}: eps * {name} / mass must stay below 2 for the momentum recursion to be "
+            f"stable (got {eps * friction / mass:g})"
+        )
+
+
 @dataclass(frozen=True)
 class SGHMCParams:
     eps: float = 0.01
@@ -93,15 +105,9 @@ class SGHMCParams:
     def validate(self) -> None:
         if not self.eps > 0:
             raise ValueError("eps: must be positive")
-        if not self.friction > 0:
-            raise ValueError("friction: must be positive")
         if not self.mass > 0:
             raise ValueError("mass: must be positive")
-        if self.eps * self.friction / self.mass >= 2:
-            raise ValueError(
-                "friction: eps * friction / mass must stay below 2 for the momentum "
-                "recursion to be stable"
-            )
+        check_friction("friction", self.friction, self.eps, self.mass)
         if self.batch_size < 0:
             raise ValueError("batch_size: must be zero (full batch) or positive")
 

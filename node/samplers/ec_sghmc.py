@@ -68,6 +68,7 @@ import numpy as np
 
 from node.messages import Message
 from node.samplers.base import Inbox, NodeContext, NodeProgram, broadcast
+from node.samplers.centralised import check_friction
 from node.samplers.registry import AlgorithmInfo
 
 __all__ = ["ALGORITHMS", "ECCentre", "ECSGHMCParams", "ECWorker", "NOISES"]
@@ -100,19 +101,10 @@ class ECSGHMCParams:
             raise ValueError("eps: must be positive")
         if not self.alpha >= 0:
             raise ValueError("alpha: must be non-negative")
-        if not self.friction > 0:
-            raise ValueError("friction: must be positive")
-        if not self.centre_noise > 0:
-            raise ValueError("centre_noise: must be positive")
         if not self.mass > 0:
             raise ValueError("mass: must be positive")
-        for name, value in (("friction", self.friction), ("centre_noise", self.centre_noise)):
-            # The momentum's own recursion p ← (1 − εV/M) p + ... diverges once |1 − εV/M| ≥ 1.
-            if self.eps * value / self.mass >= 2:
-                raise ValueError(
-                    f"{name}: eps * {name} / mass must stay below 2 for the momentum "
-                    f"recursion to be stable (got {self.eps * value / self.mass:g})"
-                )
+        check_friction("friction", self.friction, self.eps, self.mass)
+        check_friction("centre_noise", self.centre_noise, self.eps, self.mass)
         if self.sync_period < 1:
             raise ValueError("sync_period: must be at least 1")
         if self.batch_size < 0:
@@ -242,7 +234,7 @@ class ECCentre(_Elastic):
         shape = (ctx.chains, ctx.dim)
         self.c = rng.standard_normal(shape)
         self.r = np.sqrt(ctx.hyper.mass) * rng.standard_normal(shape)
-        self._workers = tuple(sorted({p for h in ctx.spec.schedule for p in h.in_peers}))
+        self._workers = ctx.schedule_peers("in_peers")
         self.theta_tilde = np.zeros((len(self._workers), *shape))
         self.theta_round = np.full(len(self._workers), -1.0)  # -1: not heard from yet
 

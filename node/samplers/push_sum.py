@@ -131,11 +131,6 @@ class PushSum(NodeProgram):
         return self.z
 
 
-def _schedule_peers(ctx: NodeContext, side: str) -> tuple[str, ...]:
-    """Every peer on ``side`` (out_peers or in_peers) over the whole graph schedule."""
-    return tuple(sorted({p for hood in ctx.spec.schedule for p in getattr(hood, side)}))
-
-
 class PushSumRunningSums(PushSum):
     """Push-sum Langevin exchanging running sums, robust to lost messages.
 
@@ -147,8 +142,8 @@ class PushSumRunningSums(PushSum):
 
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
-        self._out = {peer: k for k, peer in enumerate(_schedule_peers(ctx, "out_peers"))}
-        self._in = {peer: k for k, peer in enumerate(_schedule_peers(ctx, "in_peers"))}
+        self._out = {peer: k for k, peer in enumerate(ctx.schedule_peers("out_peers"))}
+        self._in = {peer: k for k, peer in enumerate(ctx.schedule_peers("in_peers"))}
         c, d = ctx.chains, ctx.dim
         self.sent_x = np.zeros((len(self._out), c, d))
         self.sent_y = np.zeros((len(self._out), c, 1))
