@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import ROOT, run_cli
 
 STUDY = ROOT / "examples" / "link-failure-study.yaml"
-VARIANTS = ["D-SGLD", "D-ULA", "D-ADMMS", "push-sum", "push-sum-RS"]
+VARIANTS = ["D-SGLD", "D-ULA", "D-ADMMS", "D-ADMMS-literal", "push-sum", "push-sum-RS"]
 PS = [0.0, 0.1, 0.3, 0.5]
 
 
@@ -66,6 +66,13 @@ def test_findings(study):
     assert _value(cell(0.1, "push-sum-RS"), "w2_average") < 1.5 * _value(
         cell(0, "push-sum-RS"), "w2_average"
     )
+    # D-ADMMS holding its isolated rounds keeps its fault-free accuracy; read literally, it
+    # is thrown off by them once they are common (p = 0.3: a node hears nobody in 9 % of
+    # rounds).
+    held = [_value(cell(p, "D-ADMMS"), "w2_average") for p in PS]
+    assert max(held) < 1.25 * held[0], held
+    assert _value(cell(0, "D-ADMMS-literal"), "w2_average") == held[0]
+    assert _value(cell(0.3, "D-ADMMS-literal"), "w2_average") > 3 * held[0]
     # Gossip samplers keep the average on target; their nodes drift apart as p grows.
     for variant in ("D-SGLD", "D-ULA"):
         errors = [_value(cell(p, variant), "consensus_error") for p in PS]

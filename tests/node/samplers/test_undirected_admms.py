@@ -60,3 +60,46 @@ def test_admm_without_noise_converges_to_the_map():
     post_mean, _ = network_from_specs(specs).posterior()
     for node, values in samples.items():
         np.testing.assert_allclose(values[-1], np.tile(post_mean, (4, 1)), atol=1e-8, err_msg=node)
+
+
+def _lossy_ring(isolated_round: str, drop: float) -> dict:
+    from orchestrator.evaluation import evaluate
+    from orchestrator.experiment import node_specs, parse_experiment
+    from orchestrator.simulator import simulate
+
+    experiment = parse_experiment(
+        {
+            "name": "admms-lossy",
+            "algorithm": "d-admms",
+            "hyperparameters": {"rho": RHO, "isolated_round": isolated_round},
+            "model": {"name": "linear_regression", "params": {"dim": 2}},
+            "data": {"source": "synthetic", "size": 50, "seed": 3},
+            "topology": {"kind": "ring", "nodes": 5},
+            "rounds": 300,
+            "chains": 50,
+            "seed": 21,
+            "evaluation": {"window": 50},
+            "faults": [{"link": "all", "drop": drop}] if drop else [],
+        }
+    )
+    metrics: dict = {}
+    samples = simulate(node_specs(experiment), metrics_out=metrics)
+    return {"w2": evaluate(experiment, samples).metrics["w2"]["average"], "metrics": metrics}
+
+
+def test_holding_an_isolated_round_keeps_dadmms_stable_under_link_loss():
+    """The link-failure study's setting (ring of 5, every link down w.p. 0.3 per round).
+
+    The literal rule (a node that hears nobody jumps to argmin f_i + p_iᵀx) diverges: its
+    W2 is several times the fault-free one (measured 0.72 against 0.20). Holding x_i and
+    p_i for such rounds stays within 25 % of the fault-free W2 (measured 0.216 against
+    0.203); the fault-free W2's own Monte-Carlo spread over seeds is a few per cent, so 25 %
+    is far from both outcomes. Fixed seeds: the comparison is exact for this code.
+    """
+    clean = _lossy_ring("hold", 0.0)["w2"]
+    held = _lossy_ring("hold", 0.3)
+    literal = _lossy_ring("prox", 0.3)["w2"]
+    assert held["w2"] < 1.25 * clean, (held["w2"], clean)
+    assert literal > 3 * clean, (literal, clean)
+    assert sum(m["isolated_rounds_held"] for m in held["metrics"].values()) > 0
+    assert _lossy_ring("prox", 0.0)["w2"] == clean  # no loss, no isolated round: same run
