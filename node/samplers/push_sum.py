@@ -130,6 +130,12 @@ class PushSum(NodeProgram):
     def sample(self) -> np.ndarray:
         return self.z
 
+    def metrics(self) -> dict[str, float]:
+        """The node's push-sum weight y (mean and minimum over chains). Σ_i y_i = m on a
+        lossless network; a plain push-sum node whose y falls has lost mass for good, and
+        Z = W / y then blows up as y → 0."""
+        return {"weight_mean": float(np.mean(self.y)), "weight_min": float(np.min(self.y))}
+
 
 class PushSumRunningSums(PushSum):
     """Push-sum Langevin exchanging running sums, robust to lost messages.

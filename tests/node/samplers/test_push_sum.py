@@ -19,6 +19,7 @@ fixed so a failure is reproducible, not a flake.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from node.data import load_shard
 from node.faults import withheld_by_schedule
@@ -249,3 +250,32 @@ def test_a_cut_link_loses_mass_in_push_sum_and_running_sums_recover_it():
         for i, s in enumerate(plain_specs)
     )
     assert worst > 10
+
+
+def test_the_weight_reports_lost_mass_in_the_program_metrics():
+    """Σ_i y_i stays m = 5 without losses (to rounding) and with running sums after a cut
+    is restored (the in-flight mass arrives), and falls below it in plain push-sum."""
+
+    def total_weight(algorithm: str, faults: list) -> float:
+        experiment = parse_experiment(
+            {
+                "name": "weights",
+                "algorithm": algorithm,
+                "hyperparameters": {"gamma": 0.0},
+                "model": {"name": "linear_regression", "params": {"dim": 2}},
+                "data": {"source": "synthetic", "size": 20, "seed": 1},
+                "topology": {"kind": "directed_ring", "nodes": 5},
+                "rounds": 60,
+                "chains": 2,
+                "seed": 4,
+                "faults": faults,
+            }
+        )
+        metrics: dict = {}
+        simulate(node_specs(experiment), metrics_out=metrics)
+        return sum(m["weight_mean"] for m in metrics.values())
+
+    cut = [{"link": ["0", "1"], "rounds": [10, 20]}]
+    assert total_weight("push-sum", []) == pytest.approx(5.0, abs=1e-9)
+    assert total_weight("push-sum-rs", cut) == pytest.approx(5.0, abs=1e-9)
+    assert total_weight("push-sum", cut) < 4.9
