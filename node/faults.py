@@ -18,9 +18,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from node.spec import LinkFault
+from node.spec import LinkFault, NodeSpec
 
-__all__ = ["link_draw", "withheld_by_schedule", "stable_id"]
+__all__ = ["link_draw", "scheduled_silent", "withheld_by_schedule", "stable_id"]
 
 
 def stable_id(name: str) -> int:
@@ -48,3 +48,12 @@ def withheld_by_schedule(
         if link_draw(fault.seed, sender, receiver, round_index) < fault.drop:
             return True
     return False
+
+
+def scheduled_silent(spec: NodeSpec, sender: str, round_index: int) -> bool:
+    """True if the schedule withholds ``sender``'s message to ``spec``'s node this round
+    (from ``spec.inbound_faults``): nothing to wait for."""
+    if not spec.inbound_faults:
+        return False
+    faults = [fault for peer, fault in spec.inbound_faults if peer == sender]
+    return withheld_by_schedule(faults, sender, spec.node_id, round_index)

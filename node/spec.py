@@ -95,6 +95,12 @@ class NodeSpec:
     round_deadline: float = 2.0
     link_faults: tuple[LinkFault, ...] = ()
     checkpoint_every: int = 1
+    inbound_faults: tuple[tuple[str, LinkFault], ...] = ()
+    """(in-peer, fault on its link to this node) while the schedule has that in-peer killed
+    (a node fault). A live sender whose message the schedule withholds says so with a
+    notice; a dead one cannot, so a synchronous node does not wait for it in those rounds.
+    A scheduled outage then costs its neighbours no deadline, and a networked run withholds
+    exactly what the simulator does."""
 
     def neighbourhood(self, round_index: int) -> Neighbourhood:
         """The neighbourhood in force at ``round_index`` (graphs cycle period by period)."""

@@ -87,6 +87,8 @@ class NodeStatus:
     inbound: dict[str, LinkStats] = field(default_factory=dict)
     program_metrics: dict[str, float] = field(default_factory=dict)
     """The sampler program's own figures (``NodeProgram.metrics``)."""
+    holding: bool = False
+    """Waiting at a hold before ``round`` (see :meth:`NodeClient.hold`)."""
 
 
 _STATE_NAMES = {
@@ -190,6 +192,7 @@ class NodeClient:
             outbound=_link_stats(reply.outbound),
             inbound=_link_stats(reply.inbound),
             program_metrics=dict(sorted(reply.program_metrics.items())),
+            holding=reply.holding,
         )
 
     def samples(self, offset: int = 0, follow: bool = False) -> Iterator[tuple[int, np.ndarray]]:
@@ -238,6 +241,11 @@ class NodeClient:
         if delay_ms is not None:
             request.delay_ms = delay_ms
         self._call("set_link", lambda t: self._control.SetLink(request, timeout=t))
+
+    def hold(self, round_index: int | None) -> None:
+        """Have the node stop before ``round_index`` and wait there (None releases)."""
+        request = control_pb2.HoldRequest(round=-1 if round_index is None else round_index)
+        self._call("hold", lambda t: self._control.Hold(request, timeout=t))
 
     def checkpoint(self) -> None:
         self._call(

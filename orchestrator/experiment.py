@@ -425,6 +425,20 @@ def node_specs(
                     + isolation_faults(experiment.node_faults, entry.id, peers)
                 ),
                 checkpoint_every=experiment.checkpoint_every,
+                inbound_faults=outage_faults(experiment.node_faults, entry.id, schedule),
             )
         )
     return specs
+
+
+def outage_faults(
+    node_faults: Iterable[NodeFault], node: str, schedule: Iterable[Neighbourhood]
+) -> tuple[tuple[str, LinkFault], ...]:
+    """The rounds each in-peer of ``node`` is scheduled dead, as faults on its link to
+    ``node`` (see ``NodeSpec.inbound_faults``)."""
+    senders = {p for hood in schedule for p in hood.in_peers}
+    return tuple(
+        (fault.node, LinkFault(node, fault.at_round, fault.restart_round or FOREVER))
+        for fault in node_faults
+        if fault.node in senders
+    )

@@ -212,9 +212,12 @@ def run_experiment(
             specs = {s.node_id: s for s in node_specs(experiment, addresses)}
             clients = {node: NodeClient(address) for node, address in addresses.items()}
             try:
+                first_kill = _first_kills(experiment)
                 for node, client in clients.items():
                     client.wait_ready()
                     client.configure(specs[node])
+                    if node in first_kill:
+                        client.hold(first_kill[node])  # see _Watch._due_faults
                     if experiment.link_delay_ms:
                         client.set_link("*", delay_ms=experiment.link_delay_ms)
                 if experiment.link_delay_ms:
@@ -383,6 +386,14 @@ class _NodeState:
     given_up: bool = False
     awaiting_restart: bool = False
     failed_reported: bool = False
+
+
+def _first_kills(experiment: Experiment) -> dict[str, int]:
+    """Node -> the round of its first scheduled kill."""
+    first: dict[str, int] = {}
+    for fault in experiment.node_faults:
+        first[fault.node] = min(first.get(fault.node, fault.at_round), fault.at_round)
+    return first
 
 
 @dataclass
@@ -565,6 +576,9 @@ class _Watch:
         client = self.clients[node]
         try:
             configured = client.configure(self.specs[node])
+            kills = [p.at_round for p in self.pending if p.action == "kill" and p.node == node]
+            if kills:
+                client.hold(min(kills))
             reapplied = self._reapply_links(node, client)
             client.start()
         except NodeUnavailable:
@@ -624,7 +638,15 @@ class _Watch:
                 continue  # dropped with its kill
             state = self.nodes[item.node]
             if item.action == "kill":
-                due = rounds.get(item.node, -1) >= item.at_round
+                # The node was told to hold before its kill round (Control.Hold), so the
+                # crash lands exactly there however slowly this loop polls.
+                last = state.last
+                due = (
+                    last is not None
+                    and last.holding
+                    and last.round >= item.at_round
+                    and self._quiet(item.node, item.at_round, rounds)
+                )
                 if state.finished:
                     self.pending.remove(item)
                     self._drop_restart(item.node)
@@ -644,14 +666,32 @@ class _Watch:
                 r for n, r in rounds.items() if n != item.node and not self.nodes[n].finished
             ]
             alive = [n for n, s in self.nodes.items() if n != item.node and not s.finished]
-            # Every other node has gone through the rounds it was down for.
-            due = (bool(others) and min(others) >= item.at_round) or not alive
+            # Restart once every other node has reached the kill round. From then on the
+            # schedule, not the dead process, keeps the node cut off until its restart
+            # round: its neighbours know not to wait for it (NodeSpec.inbound_faults) and it
+            # replays its isolated rounds alone from its checkpoint, so it rejoins at exactly
+            # the restart round, as in the simulator. Its process has the whole outage plus
+            # one round deadline to boot before anyone waits for it.
+            kill_round = item.fault.at_round if item.fault is not None else item.at_round
+            due = (bool(others) and min(others) >= kill_round) or not alive
             if due:
                 self.pending.remove(item)
                 try:
                     self._restart(item.node, f"scheduled at {item.scheduled}")
                 except (ConfigError, NodeUnavailable):
                     pass  # in the account; the node is given up on after the patience
+
+    def _quiet(self, node: str, at_round: int, rounds: dict[str, int]) -> bool:
+        """Whether every live out-peer of ``node`` has moved on to ``at_round``, i.e. holds
+        ``node``'s messages of the rounds before its outage. A scheduled kill waits for this
+        (at most about a round), so the crash loses only what the schedule withholds —
+        not a last message still in flight, which the simulator would have delivered."""
+        peers = {p for hood in self.specs[node].schedule for p in hood.out_peers}
+        return all(
+            rounds.get(peer, at_round) >= at_round
+            for peer in peers
+            if not self.nodes[peer].finished
+        )
 
     def _drop_restart(self, node: str) -> None:
         self.pending = [p for p in self.pending if not (p.action == "restart" and p.node == node)]

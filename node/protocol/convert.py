@@ -198,13 +198,12 @@ def spec_to_config(spec: NodeSpec) -> control_pb2.NodeConfig:
         schedule_period=spec.schedule_period,
         peers=[control_pb2.PeerAddress(id=p, address=a) for p, a in spec.peers.items()],
         round_deadline=spec.round_deadline,
-        link_faults=[
-            control_pb2.LinkFault(
-                receiver=f.receiver, start=f.start, stop=f.stop, drop=f.drop, seed=f.seed
-            )
-            for f in spec.link_faults
-        ],
+        link_faults=[_fault_to_proto(f) for f in spec.link_faults],
         checkpoint_every=spec.checkpoint_every,
+        inbound_faults=[
+            control_pb2.InboundFault(sender=sender, fault=_fault_to_proto(f))
+            for sender, f in spec.inbound_faults
+        ],
     )
     if spec.data is not None:
         d = spec.data
@@ -260,15 +259,24 @@ def config_to_spec(config: control_pb2.NodeConfig) -> NodeSpec:
         schedule_period=int(config.schedule_period),
         peers={p.id: p.address for p in config.peers},
         round_deadline=float(config.round_deadline),
-        link_faults=tuple(
-            LinkFault(
-                receiver=f.receiver,
-                start=int(f.start),
-                stop=int(f.stop),
-                drop=float(f.drop),
-                seed=int(f.seed),
-            )
-            for f in config.link_faults
-        ),
+        link_faults=tuple(_fault_from_proto(f) for f in config.link_faults),
         checkpoint_every=int(config.checkpoint_every),
+        inbound_faults=tuple((f.sender, _fault_from_proto(f.fault)) for f in config.inbound_faults),
+    )
+
+
+def _fault_to_proto(fault: LinkFault) -> control_pb2.LinkFault:
+    return control_pb2.LinkFault(
+        receiver=fault.receiver, start=fault.start, stop=fault.stop, drop=fault.drop,
+        seed=fault.seed,
+    )  # fmt: skip
+
+
+def _fault_from_proto(fault: control_pb2.LinkFault) -> LinkFault:
+    return LinkFault(
+        receiver=fault.receiver,
+        start=int(fault.start),
+        stop=int(fault.stop),
+        drop=float(fault.drop),
+        seed=int(fault.seed),
     )

@@ -60,11 +60,13 @@ def check_spec(spec: NodeSpec) -> None:
         for peer in hood.out_peers:
             if not spec.peers.get(peer):
                 raise ConfigError(f"peers.{peer}: out-peer {peer!r} has no address")
-    for k, fault in enumerate(spec.link_faults):
+    faults = [("link_faults", k, f) for k, f in enumerate(spec.link_faults)]
+    faults += [("inbound_faults", k, f) for k, (_, f) in enumerate(spec.inbound_faults)]
+    for where, k, fault in faults:
         if fault.start > fault.stop:
-            raise ConfigError(f"link_faults[{k}].rounds: start {fault.start} > stop {fault.stop}")
+            raise ConfigError(f"{where}[{k}].rounds: start {fault.start} > stop {fault.stop}")
         if not 0.0 <= fault.drop <= 1.0:
-            raise ConfigError(f"link_faults[{k}].drop: must be in [0, 1], got {fault.drop!r}")
+            raise ConfigError(f"{where}[{k}].drop: must be in [0, 1], got {fault.drop!r}")
     if spec.data is not None and spec.data.num_shards < 1:
         raise ConfigError("data.num_shards: must be at least 1")
 

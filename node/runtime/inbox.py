@@ -56,11 +56,22 @@ class Inbox:
         self._interrupted = False
 
     def deliver(
-        self, sender: str, round_index: int, phase: int, item: Message | _Withheld
+        self,
+        sender: str,
+        round_index: int,
+        phase: int,
+        item: Message | _Withheld,
+        resent: bool = False,
     ) -> str:
-        """File an arrival: ``"received"``, ``"withheld"``, ``"late"`` or ``"duplicate"``."""
+        """File an arrival: ``"received"``, ``"withheld"``, ``"late"`` or ``"duplicate"``;
+        ``"stale resend"`` for a resent one that is already here or past (not an error:
+        the link could not know it had arrived)."""
         key = (round_index, phase)
         with self._cond:
+            if resent and self._synchronous and (
+                key <= self._closed or sender in self._pending.get(key, {})
+            ):
+                return "stale resend"
             if isinstance(item, Message):
                 latest = self._latest.get(sender)
                 if latest is None or latest.round <= round_index:
@@ -69,7 +80,9 @@ class Inbox:
             if not self._synchronous:
                 outcome = "withheld" if item is WITHHELD else "received"
             elif key <= self._closed:
-                outcome = "late"
+                # A notice carries nothing, so it is never late data: a receiver that knew
+                # from the schedule not to wait has closed the round before it came.
+                outcome = "withheld" if item is WITHHELD else "late"
             else:
                 box = self._pending.setdefault(key, {})
                 if sender in box:

@@ -4,9 +4,16 @@ The round loop never blocks on the network. It hands each message to its link's 
 moves on; the link's thread applies the live delay, converts the message to protobuf and
 pushes it into the one client stream it keeps open to the receiver. A receiver that is
 down costs the round loop nothing: the link thread keeps reconnecting with bounded backoff
-(gRPC's channel backoff, see :mod:`node.runtime.transport`) and discards, and counts as
-``dropped``, whatever the round loop queued while the peer was unreachable — a message of
-a past round is useless to a synchronous receiver anyway.
+(gRPC's channel backoff, see :mod:`node.runtime.transport`) and *holds* what the round loop
+queued meanwhile, in order, for up to one round deadline — the longest any receiver waits
+for a message — then discards it, counted ``dropped``. Messages handed to a stream that then
+breaks may have died with it (a peer killed mid-stream is noticed only after the next few
+sends), so the link also keeps what it sent on the current stream during the last deadline
+and sends it again, marked ``resent``, on the next stream; the receiver ignores a resend it
+already has or no longer needs. A peer that restarts within a deadline (a crashed node
+resuming from its checkpoint) thus gets every message sent to it while it was down, and
+rejoins as if it had only been slow; one that stays away costs its senders at most a
+deadline's worth of messages in memory.
 
 Link state lives here, at the sender ([DESIGN] principle 4): up/down, a drop probability
 (decided with the link's own generator, never the sampler's) and a delay. A message an
@@ -21,6 +28,8 @@ message goes out as a withheld notice too, counted ``withheld`` and, saying why,
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import logging
 import queue
 import threading
@@ -46,6 +55,10 @@ log = logging.getLogger("starling.node.links")
 CONNECT_WAIT = 1.0
 """How long one connection attempt may hold queued messages before they are dropped."""
 
+RETRY_WAIT = 0.1
+"""Pause after a stream broke before opening the next, so a peer that refuses streams (a
+restarted node not yet configured) is not hammered."""
+
 CLOSE_WAIT = 1.5
 """At shutdown, how long a link may take to deliver what is still queued."""
 
@@ -65,6 +78,7 @@ class _Outgoing:
     round: int
     phase: int
     message: Message | None  # None: a withheld notice
+    resent: bool = False
 
 
 class OutboundLink:
@@ -90,6 +104,9 @@ class OutboundLink:
             [spec.seed, stable_id(spec.node_id), stable_id(receiver), 0x11FE]
         )
         self._queue: queue.Queue = queue.Queue()
+        # Taken from the queue while the peer was unreachable; sent first once it is back.
+        self._held: collections.deque[_Outgoing] = collections.deque()
+        self._hold_seconds = max(spec.round_deadline, CONNECT_WAIT)
         self._closing = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"link-{spec.node_id}->{receiver}", daemon=True
@@ -133,8 +150,11 @@ class OutboundLink:
             phase=item.phase,
         )
         if item.message is None:
-            return convert.withheld_iterate(**common)
-        return convert.message_to_iterate(item.message, **common)
+            iterate = convert.withheld_iterate(**common)
+        else:
+            iterate = convert.message_to_iterate(item.message, **common)
+        iterate.resent = item.resent
+        return iterate
 
     def _run(self) -> None:
         channel = self._channel.open(self.address)
@@ -158,20 +178,37 @@ class OutboundLink:
             ready.result(timeout=CONNECT_WAIT)
         except grpc.FutureTimeoutError:
             ready.cancel()
-            return self._drain_dropped("peer unreachable")
-        return self._stream(stub)
+            return self._hold_while_unreachable()
+        if self._stream(stub):
+            return True
+        self._closing.wait(RETRY_WAIT)
+        return self._hold_while_unreachable()
 
-    def _drain_dropped(self, reason: str) -> bool:
-        """Drop everything queued; True if a close request was among it."""
+    def _hold_while_unreachable(self) -> bool:
+        """Move what is queued to the held messages and drop those held longer than the
+        hold time; True if a close request came (everything held is then dropped)."""
+        closing = False
         while True:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
-                return False
+                break
             if item is _CLOSE:
-                return True
-            if item is not None and item.message is not None:  # None: a stale wake-up
-                self._stats.add(self.receiver, "dropped", error=f"{reason} at {self.address}")
+                closing = True
+                break
+            if item is not None:  # None: a stale wake-up
+                self._held.append(item)
+        expired = time.monotonic() - self._hold_seconds
+        while self._held and (closing or self._held[0].due < expired):
+            if self._held.popleft().message is not None:
+                self._stats.add(
+                    self.receiver, "dropped", error=f"peer unreachable at {self.address}"
+                )
+        return closing
+
+    def _next(self) -> object:
+        """The next item to send: a held one first, else the next queued (blocking)."""
+        return self._held.popleft() if self._held else self._queue.get()
 
     def _stream(self, stub: peer_pb2_grpc.PeerStub) -> bool:
         """Feed one Exchange stream until it breaks (False) or the link closes (True)."""
@@ -184,17 +221,20 @@ class OutboundLink:
                 item = outbox.get()
                 if item is None:
                     return
-                iterate, is_message = item
-                if is_message:
+                iterate, first_send = item
+                if first_send:
                     stats.add(receiver, "sent")
                 yield iterate
+
+        # What went to this stream within the last hold time: sent again if it breaks.
+        recent: collections.deque[_Outgoing] = collections.deque()
 
         call = stub.Exchange.future(requests())
         broken = threading.Event()
         call.add_done_callback(lambda _: (broken.set(), self._queue.put(None)))
         closing = False
         while True:
-            item = self._queue.get()
+            item = self._next()
             if item is None:  # a wake-up from a done callback (maybe an old stream's)
                 if broken.is_set():
                     break
@@ -203,7 +243,7 @@ class OutboundLink:
                 closing = True
                 break
             if not self._wait_until(item.due, broken):
-                stats.add(receiver, "dropped", error="stream broke during the delay")
+                self._held.appendleft(item)  # the stream broke during the delay: keep it
                 break
             if item.message is not None and not _finite(item.message):
                 # The receiver would reject it (and wait out its deadline for nothing):
@@ -223,7 +263,11 @@ class OutboundLink:
                 reason = f"round {item.round}: {size} bytes exceed the {limit}-byte limit"
                 stats.add(receiver, "send_errors", error=reason)
                 continue
-            outbox.put((iterate, item.message is not None))
+            outbox.put((iterate, item.message is not None and not item.resent))
+            recent.append(item)
+            expired = time.monotonic() - self._hold_seconds
+            while recent and recent[0].due < expired:
+                recent.popleft()
         if closing:
             outbox.put(None)  # half-close: the receiver answers with its summary
             try:
@@ -232,8 +276,8 @@ class OutboundLink:
                 call.cancel()
             return True
         self._note_broken(call)
-        self._drop_unsent(outbox)
         outbox.put(None)  # let gRPC's sending thread finish
+        self._held.extendleft(dataclasses.replace(i, resent=True) for i in reversed(recent))
         return False
 
     def _wait_until(self, due: float, broken: threading.Event) -> bool:
@@ -256,15 +300,6 @@ class OutboundLink:
             detail = str(exc) or type(exc).__name__
         self._stats.add(self.receiver, "send_errors", error=f"{self.address}: {detail}")
         log.info("link to %s (%s) broke: %s; reconnecting", self.receiver, self.address, detail)
-
-    def _drop_unsent(self, outbox: queue.Queue) -> None:
-        while True:
-            try:
-                item = outbox.get_nowait()
-            except queue.Empty:
-                return
-            if item is not None and item[1]:
-                self._stats.add(self.receiver, "dropped", error="stream broke before sending")
 
 
 class Links:

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from node.faults import scheduled_silent
 from node.params import ConfigError
 from node.protocol.starling.v1 import peer_pb2
 from node.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
@@ -92,6 +93,7 @@ class RuntimeStatus:
     outbound: dict[str, LinkCounters]
     inbound: dict[str, LinkCounters]
     program_metrics: dict[str, float]
+    holding: bool = False
 
 
 def spec_fingerprint(spec: NodeSpec) -> str:
@@ -102,7 +104,9 @@ def spec_fingerprint(spec: NodeSpec) -> str:
     may be extended.
     """
     fields = asdict(spec)
-    for name in ("peers", "round_deadline", "link_faults", "rounds", "checkpoint_every"):
+    for name in (
+        "peers", "round_deadline", "link_faults", "inbound_faults", "rounds", "checkpoint_every",
+    ):  # fmt: skip
         fields.pop(name)
     text = json.dumps(fields, sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()
@@ -137,6 +141,9 @@ class NodeRuntime:
         self._consistent = True  # False once a round was abandoned half way
         self._checkpoint_wanted = threading.Event()
         self._checkpoint_done = threading.Condition(self._lock)
+        self._hold_at: int | None = None
+        self._holding = False
+        self._hold_changed = threading.Condition(self._lock)
         self.outbound = StatsBook()
         self.inbound = StatsBook()
 
@@ -188,6 +195,7 @@ class NodeRuntime:
             self._next_round = self._round = next_round
             self._last_checkpoint = next_round if checkpoint is not None else -1
             self._consistent = True
+            self._hold_at, self._holding = None, False
             self._stop.clear()
             self.outbound.reset()
             self.inbound.reset()
@@ -220,6 +228,7 @@ class NodeRuntime:
         with self._lock:
             thread = self._thread
             self._stop.set()
+            self._hold_changed.notify_all()
             if self._inbox is not None:
                 self._inbox.interrupt()
         if thread is not None:
@@ -244,6 +253,11 @@ class NodeRuntime:
         if self._store is not None:
             self._store.close()
 
+    @property
+    def configured(self) -> bool:
+        """Whether the node has a spec (and so can take its peers' iterates)."""
+        return self._spec is not None
+
     def status(self) -> RuntimeStatus:
         with self._lock:
             spec = self._spec
@@ -261,6 +275,7 @@ class NodeRuntime:
                     if self._program is not None
                     else {}
                 ),
+                holding=self._holding,
             )
 
     def set_link(
@@ -284,6 +299,27 @@ class NodeRuntime:
                 )
         links.set_state(receiver, up=up, drop=drop, delay_ms=delay_ms)
         log.info("link to %s set: up=%s drop=%s delay_ms=%s", receiver, up, drop, delay_ms)
+
+    def hold(self, round_index: int | None) -> None:
+        """Run the rounds before ``round_index``, then wait before it until released
+        (``None``), stopped or killed. A scheduled crash uses it to land at its round."""
+        with self._lock:
+            if self._program is None:
+                raise PreconditionError("node is not configured; there is no round to hold at")
+            self._hold_at = round_index
+            self._hold_changed.notify_all()
+        log.info("hold: %s", "released" if round_index is None else f"before round {round_index}")
+
+    def _wait_while_held(self, round_index: int) -> None:
+        with self._lock:
+            while (
+                self._hold_at is not None
+                and round_index >= self._hold_at
+                and not self._stop.is_set()
+            ):
+                self._holding = True
+                self._hold_changed.wait(0.5)
+            self._holding = False
 
     def checkpoint(self, timeout: float | None = None) -> int:
         """Write a checkpoint now (at the next round boundary if running); its next round."""
@@ -320,8 +356,14 @@ class NodeRuntime:
                 log.warning("rejected (%d from %r so far): %s", count, sender, exc)
             return "rejected"
         outcome = inbox.deliver(
-            sender, int(iterate.round), int(iterate.phase), WITHHELD if message is None else message
+            sender,
+            int(iterate.round),
+            int(iterate.phase),
+            WITHHELD if message is None else message,
+            resent=iterate.resent,
         )
+        if outcome == "stale resend":
+            return outcome
         if outcome == "duplicate":
             self.inbound.add(
                 sender, "rejected",
@@ -376,9 +418,10 @@ class NodeRuntime:
         round_index = self._next_round
         try:
             while round_index < spec.rounds:
+                self._round = round_index
+                self._wait_while_held(round_index)
                 if self._stop.is_set():
                     break
-                self._round = round_index
                 if not self._run_round(round_index, spec, program, rng, links, inbox):
                     break  # stopped half way through the round
                 value = program.sample()
@@ -417,6 +460,7 @@ class NodeRuntime:
                 links.send(round_index, phase, receiver, message)
             expected = program.expected_senders(round_index, phase)
             if program.synchronous:
+                expected = [s for s in expected if not scheduled_silent(spec, s, round_index)]
                 deadline = time.monotonic() + spec.round_deadline
                 received = inbox.wait(round_index, phase, expected, deadline)
             else:

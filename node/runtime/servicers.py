@@ -101,6 +101,7 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
             outbound=[_link_stats(p, c) for p, c in s.outbound.items()],
             inbound=[_link_stats(p, c) for p, c in s.inbound.items()],
             program_metrics=s.program_metrics,
+            holding=s.holding,
         )
 
     def StreamSamples(self, request, context):
@@ -113,6 +114,11 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
                     for index, round_index, value in batch
                 ]
             )
+
+    @_mapped
+    def Hold(self, request, context):
+        self.runtime.hold(request.round if request.round >= 0 else None)
+        return control_pb2.Ack()
 
     @_mapped
     def SetLink(self, request, context):
@@ -139,6 +145,11 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
         received = rejected = 0
         try:
             for iterate in request_iterator:
+                if not self.runtime.configured:
+                    # A restarted process is serving before the orchestrator configured it:
+                    # refuse the stream as retriable, so the sender keeps its messages and
+                    # sends them again once this node can use them.
+                    context.abort(grpc.StatusCode.UNAVAILABLE, "node is not configured yet")
                 if self.runtime.receive(iterate) == "rejected":
                     rejected += 1
                 else:

@@ -146,3 +146,31 @@ def test_stop_then_configure_again_resumes_in_the_same_process(cluster):
         assert r0 == r1 and np.array_equal(v0, v1)
     # Following a finished run streams what is stored and ends.
     assert len(list(client.samples(offset=25, follow=True))) == 5
+
+
+def test_a_held_node_stops_before_its_round_keeps_serving_and_goes_on_when_released(cluster):
+    """Control.Hold: how a scheduled crash lands exactly at its round. The node runs the
+    rounds before the hold, then waits there (reporting ``holding``) while its peers, which
+    have it as a normal in-peer, wait out their deadlines; released, it finishes the run."""
+    procs = cluster.start_nodes(["0", "1"])
+    addresses = {n: p.address for n, p in procs.items()}
+    specs = {s.node_id: s for s in node_specs(
+        ring_experiment("hold", rounds=20, deadline=0.3, topology={"kind": "ring", "nodes": 2}),
+        addresses)}
+    clients = {n: p.client() for n, p in procs.items()}
+    for node, client in clients.items():
+        client.wait_ready()
+        client.configure(specs[node])
+    clients["1"].hold(7)
+    for client in clients.values():
+        client.start()
+
+    wait_until(lambda: clients["1"].status().holding, 30, "node 1 holding")
+    status = clients["1"].status()
+    assert status.round == 7 and status.samples_stored == 7 and status.state == "running"
+    time.sleep(1.0)
+    assert clients["1"].status().samples_stored == 7  # it stays put while held
+    clients["1"].hold(None)
+    wait_until(lambda: all(c.status().state == "done" for c in clients.values()), 60, "done")
+    assert [r for r, _ in clients["1"].samples()] == list(range(20))
+    assert not clients["1"].status().holding

@@ -70,6 +70,11 @@ class ControlStub:
                 request_serializer=starling_dot_v1_dot_control__pb2.CheckpointRequest.SerializeToString,
                 response_deserializer=starling_dot_v1_dot_control__pb2.CheckpointReply.FromString,
                 _registered_method=True)
+        self.Hold = channel.unary_unary(
+                '/starling.v1.Control/Hold',
+                request_serializer=starling_dot_v1_dot_control__pb2.HoldRequest.SerializeToString,
+                response_deserializer=starling_dot_v1_dot_control__pb2.Ack.FromString,
+                _registered_method=True)
 
 
 class ControlServicer:
@@ -126,6 +131,15 @@ class ControlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Hold(self, request, context):
+        """Stop before a round and wait there, still serving, until released, stopped or killed:
+        how a scheduled crash lands exactly at its round (the orchestrator kills a holding
+        node). Configure clears it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -163,6 +177,11 @@ def add_ControlServicer_to_server(servicer, server):
                     servicer.Checkpoint,
                     request_deserializer=starling_dot_v1_dot_control__pb2.CheckpointRequest.FromString,
                     response_serializer=starling_dot_v1_dot_control__pb2.CheckpointReply.SerializeToString,
+            ),
+            'Hold': grpc.unary_unary_rpc_method_handler(
+                    servicer.Hold,
+                    request_deserializer=starling_dot_v1_dot_control__pb2.HoldRequest.FromString,
+                    response_serializer=starling_dot_v1_dot_control__pb2.Ack.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -355,6 +374,33 @@ class Control:
             '/starling.v1.Control/Checkpoint',
             starling_dot_v1_dot_control__pb2.CheckpointRequest.SerializeToString,
             starling_dot_v1_dot_control__pb2.CheckpointReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Hold(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/starling.v1.Control/Hold',
+            starling_dot_v1_dot_control__pb2.HoldRequest.SerializeToString,
+            starling_dot_v1_dot_control__pb2.Ack.FromString,
             options,
             channel_credentials,
             insecure,

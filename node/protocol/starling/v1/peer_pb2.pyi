@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Iterate(_message.Message):
-    __slots__ = ("experiment", "sender", "receiver", "round", "phase", "kind", "tensors", "withheld")
+    __slots__ = ("experiment", "sender", "receiver", "round", "phase", "kind", "tensors", "withheld", "resent")
     EXPERIMENT_FIELD_NUMBER: _ClassVar[int]
     SENDER_FIELD_NUMBER: _ClassVar[int]
     RECEIVER_FIELD_NUMBER: _ClassVar[int]
@@ -17,6 +17,7 @@ class Iterate(_message.Message):
     KIND_FIELD_NUMBER: _ClassVar[int]
     TENSORS_FIELD_NUMBER: _ClassVar[int]
     WITHHELD_FIELD_NUMBER: _ClassVar[int]
+    RESENT_FIELD_NUMBER: _ClassVar[int]
     experiment: str
     sender: str
     receiver: str
@@ -25,7 +26,8 @@ class Iterate(_message.Message):
     kind: str
     tensors: _containers.RepeatedCompositeFieldContainer[_tensor_pb2.Tensor]
     withheld: bool
-    def __init__(self, experiment: _Optional[str] = ..., sender: _Optional[str] = ..., receiver: _Optional[str] = ..., round: _Optional[int] = ..., phase: _Optional[int] = ..., kind: _Optional[str] = ..., tensors: _Optional[_Iterable[_Union[_tensor_pb2.Tensor, _Mapping]]] = ..., withheld: _Optional[bool] = ...) -> None: ...
+    resent: bool
+    def __init__(self, experiment: _Optional[str] = ..., sender: _Optional[str] = ..., receiver: _Optional[str] = ..., round: _Optional[int] = ..., phase: _Optional[int] = ..., kind: _Optional[str] = ..., tensors: _Optional[_Iterable[_Union[_tensor_pb2.Tensor, _Mapping]]] = ..., withheld: _Optional[bool] = ..., resent: _Optional[bool] = ...) -> None: ...
 
 class ExchangeSummary(_message.Message):
     __slots__ = ("received", "rejected")
