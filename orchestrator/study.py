@@ -39,7 +39,10 @@ from orchestrator.experiment import Experiment, parse_experiment
 
 __all__ = ["Study", "is_study", "load_study", "run_study"]
 
-STUDY_FIELDS = {"study", "description", "base", "variants", "cells", "agent", "x_label"}
+STUDY_FIELDS = {
+    "study", "description", "base", "variants", "cells", "agent", "x_label", "summary",
+}  # fmt: skip
+SUMMARIES = ("average", "agent")
 
 
 @dataclass(frozen=True)
@@ -54,8 +57,21 @@ class Study:
     x_label: str = ""
     """When every cell has a numeric ``x`` (e.g. a failure probability), the name of that
     axis: the study then also plots and tabulates the final metrics against ``x``."""
+    summary: str = "average"
+    """Which W2 the table against ``x`` and ``summary.png`` show: of the network-average
+    iterate (``average``) or of the ``agent`` node. Use ``agent`` to compare a
+    master/worker sampler, whose samples live on one node, with a decentralised one."""
     runs: tuple[tuple[str, str, Experiment], ...] = field(default=())
 
+    @property
+    def summary_key(self) -> str:
+        return f"w2_{self.summary}"
+
+    @property
+    def summary_text(self) -> str:
+        return "W2 of the agent average" if self.summary == "average" else (
+            f"W2 of agent {self.agent}"
+        )
 
 def is_study(raw: Any) -> bool:
     return isinstance(raw, Mapping) and "study" in raw
@@ -100,6 +116,11 @@ def load_study(raw: Mapping[str, Any]) -> Study:
     variants = _labelled(raw.get("variants"), "variants")
     cells = _labelled(raw.get("cells") or [{"label": "all"}], "cells")
     name = str(raw["study"])
+    summary = raw.get("summary", "average")
+    if summary not in SUMMARIES:
+        raise ConfigError(
+            f"summary: expected one of {', '.join(SUMMARIES)}, got {summary!r}"
+        )
     runs = []
     for cell in cells:
         for variant in variants:
@@ -124,6 +145,7 @@ def load_study(raw: Mapping[str, Any]) -> Study:
         cells=cells,
         agent=str(raw.get("agent", "0")),
         x_label=str(raw.get("x_label", "")),
+        summary=summary,
         runs=tuple(runs),
     )
 
@@ -239,7 +261,7 @@ def _write_tables(out: Path, study: Study, rows: list[dict], curves) -> None:
             f"{row['seconds']:.1f} |"
         )
     if _cell_x(study):
-        lines += ["", f"W2 of the agent average / consensus error, by {study.x_label}:", ""]
+        lines += ["", f"{study.summary_text} / consensus error, by {study.x_label}:", ""]
         lines.append(_pivot(study, rows))
     (out / "table.md").write_text("\n".join(lines) + "\n")
 
@@ -252,7 +274,7 @@ def _cell_x(study: Study) -> dict[str, float] | None:
 
 
 def _pivot(study: Study, rows: list[dict]) -> str:
-    """Variants down, x across: "W2 average / consensus error" in each cell."""
+    """Variants down, x across: "W2 (the study's summary) / consensus error" in each cell."""
     xs = _cell_x(study) or {}
     header = "| variant | " + " | ".join(f"{study.x_label} = {x:g}" for x in xs.values()) + " |"
     lines = [header, "|---" * (len(xs) + 1) + "|"]
@@ -263,7 +285,7 @@ def _pivot(study: Study, rows: list[dict]) -> str:
             cells.append(
                 "–"
                 if row is None
-                else f"{_md(row['w2_average'], row)} / {_md(row['consensus_error'], row)}"
+                else f"{_md(row[study.summary_key], row)} / {_md(row['consensus_error'], row)}"
             )
         lines.append(f"| {variant} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -304,7 +326,7 @@ def _plot_against_x(out: Path, study: Study, rows: list[dict]) -> list[Path]:
     if not xs or plt is None:
         return []
     figure, axes = plt.subplots(1, 2, figsize=(12, 4))
-    keys = ("w2_average", "consensus_error")
+    keys = (study.summary_key, "consensus_error")
     marked = {"off": False, "diverged": False}
     for ax, key in zip(axes, keys, strict=True):
         ceiling = _ceiling([r[key] for r in rows])
@@ -327,7 +349,7 @@ def _plot_against_x(out: Path, study: Study, rows: list[dict]) -> list[Path]:
         ax.set_xlabel(study.x_label)
         ax.set_yscale("log")
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].set_ylabel("final W2 of the agent average")
+    axes[0].set_ylabel(f"final {study.summary_text}")
     axes[1].set_ylabel("final consensus error E|x_i - mean|^2")
     notes = []
     if marked["off"]:
