@@ -61,6 +61,7 @@ class LinkStats:
     rejected: int = 0
     last_error: str = ""
     max_staleness: int = 0
+    overruns: int = 0
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ def _link_stats(entries) -> dict[str, LinkStats]:
             rejected=e.rejected,
             last_error=e.last_error,
             max_staleness=e.max_staleness,
+            overruns=e.overruns,
         )
         for e in entries
     }

@@ -30,11 +30,14 @@ __all__ = [
     "write_results",
 ]
 
-LINK_COUNTERS = ("sent", "delivered", "withheld", "dropped", "late", "rejected", "send_errors")
+LINK_COUNTERS = (
+    "sent", "delivered", "withheld", "dropped", "late", "rejected", "send_errors", "overruns",
+)  # fmt: skip
 """Per directed link: ``sent`` on the wire, ``delivered`` in time for its round, ``withheld``
 by an emulated fault (scheduled, or live cut/drop), ``dropped`` because the receiver could
 not be reached, ``late`` (arrived after the receiver's deadline), ``rejected`` (malformed),
-``send_errors`` (stream failures)."""
+``send_errors`` (stream failures), ``overruns`` (an asynchronous receiver waited out its
+deadline for a fresh enough message from this sender)."""
 
 
 def link_summary(link_stats: Mapping[str, Mapping[str, Mapping[str, Mapping]]]) -> dict:
@@ -58,6 +61,7 @@ def link_summary(link_stats: Mapping[str, Mapping[str, Mapping[str, Mapping]]]) 
             e["delivered"] += int(c.get("received", 0))
             e["late"] += int(c.get("late", 0))
             e["rejected"] += int(c.get("rejected", 0))
+            e["overruns"] += int(c.get("overruns", 0))
     return dict(sorted(links.items()))
 
 
@@ -65,7 +69,10 @@ def link_account(links: Mapping[str, Mapping[str, int]]) -> list[str]:
     """Lines for the account: every link that lost something, or one line saying none did."""
     lossy = [
         (key, c) for key, c in links.items()
-        if any(c.get(k, 0) for k in ("withheld", "dropped", "late", "rejected", "send_errors"))
+        if any(
+            c.get(k, 0)
+            for k in ("withheld", "dropped", "late", "rejected", "send_errors", "overruns")
+        )
     ]  # fmt: skip
     if not lossy:
         return [f"links: all {len(links)} links delivered every message in time"] if links else []
@@ -73,7 +80,7 @@ def link_account(links: Mapping[str, Mapping[str, int]]) -> list[str]:
              "dropped/late):"]  # fmt: skip
     for key, c in lossy:
         extra = "".join(
-            f" {name} {c[name]}" for name in ("rejected", "send_errors") if c.get(name)
+            f" {name} {c[name]}" for name in ("rejected", "send_errors", "overruns") if c.get(name)
         )
         lines.append(
             f"  {key.replace('->', '→')}: {c.get('sent', 0)}/{c.get('delivered', 0)}/"

@@ -35,7 +35,7 @@ peers ever staler values. A program bounds this with ``max_staleness(round, phas
 runtime waits until every expected sender's latest message is at most that many rounds
 old — or that sender has answered for such a round with a withheld notice — or the round
 deadline passes (a dead peer costs one deadline per round, never a hang), then proceeds
-with what it has and counts each sender that overran as ``late`` on its inbound link.
+with what it has and counts each sender that overran in ``overruns`` on its inbound link.
 ``None`` means no bound. The samplers declare the staleness the simulator's model gives
 them, so a network run is never staler than the simulator and often fresher: asynchronous
 runs are not bit-identical between the engines (synchronous ones are).

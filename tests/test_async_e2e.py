@@ -170,7 +170,7 @@ def test_async_sghmc_runs_over_grpc_with_bounded_staleness(procs):
 def test_a_dead_worker_costs_the_centre_one_deadline_per_round_and_is_counted(procs):
     """Bounded staleness never hangs: worker 4's address answers nobody, so from round s on
     the centre waits out the deadline each round, proceeds with what it has (the three
-    live workers), and counts the overrun as ``late`` on the dead worker's link."""
+    live workers), and counts the overrun in ``overruns`` on the dead worker's link."""
     s, rounds, deadline = 2, 10, 0.3
     raw = _experiment("ec-sghmc", {"eps": 0.05, "sync_period": s}, rounds).source
     experiment = parse_experiment({**raw, "name": "e2e-dead-worker", "round_deadline": deadline})
@@ -188,8 +188,8 @@ def test_a_dead_worker_costs_the_centre_one_deadline_per_round_and_is_counted(pr
     wait_until(lambda: all(c.status().state == "done" for c in clients.values()), 60, "done")
     elapsed = time.monotonic() - started
     centre = clients["0"].status()
-    assert centre.inbound["4"].late == rounds - s  # rounds s … rounds − 1 needed it
-    assert all(centre.inbound[w].late == 0 for w in "123")
+    assert centre.inbound["4"].overruns == rounds - s  # rounds s … rounds − 1 needed it
+    assert all(centre.inbound[w].overruns == 0 for w in "123")
     assert (rounds - s) * deadline <= elapsed < (rounds - s) * deadline + 10
     assert all(clients[w].status().samples_stored == rounds for w in "123")
 

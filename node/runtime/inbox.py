@@ -151,7 +151,7 @@ class Inbox:
                 self._cond.wait(remaining)
         if not self._interrupted:
             for sender in short:
-                self._stats.add(sender, "late")
+                self._stats.add(sender, "overruns")
         return self.latest(expected, round_index)
 
     def interrupt(self) -> None:

@@ -62,6 +62,7 @@ def _link_stats(peer: str, c: LinkCounters) -> control_pb2.LinkStats:
         rejected=c.rejected,
         last_error=c.last_error,
         max_staleness=c.max_staleness,
+        overruns=c.overruns,
     )
 
 

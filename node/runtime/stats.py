@@ -19,6 +19,7 @@ class LinkCounters:
     rejected: int = 0
     last_error: str = ""
     max_staleness: int = 0
+    overruns: int = 0
 
 
 class StatsBook:
