@@ -259,26 +259,44 @@ def run_experiment(
         if record is not None:
             live.withdraw(record)
     samples, rounds = collector.arrays()
-    evaluation = evaluate(experiment, samples)
     link_stats = watch.link_stats() if watch is not None else {}
-    links = link_summary(link_stats)
+    return _finish(
+        experiment, out_dir, samples, rounds, account, link_summary(link_stats),
+        f"wall time {time.monotonic() - wall_started:.1f} s",
+        {
+            "link_stats": link_stats,
+            "program_metrics": watch.program_metrics() if watch is not None else {},
+            "backend": "local",
+            "interrupted": interrupted,
+        },
+        say,
+    )  # fmt: skip
+
+
+def _finish(
+    experiment: Experiment,
+    out_dir: Path,
+    samples: dict[str, np.ndarray],
+    rounds: dict[str, np.ndarray],
+    account: Account,
+    links: dict,
+    timing: str,
+    extra: dict,
+    say: Callable[[str], None] | None,
+) -> dict:
+    """Evaluate, close the account (links, divergence, timing), write the results folder
+    and print the summary (unless ``say`` is None); returns the metrics written."""
+    evaluation = evaluate(experiment, samples)
     for line in link_account(links):
         account.plain(line)
     _account_divergence(evaluation.metrics, account)
-    account.plain(f"wall time {time.monotonic() - wall_started:.1f} s")
-    extra = {
-        "account": account.lines,
-        "faults": account.section(),
-        "links": links,
-        "link_stats": link_stats,
-        "program_metrics": watch.program_metrics() if watch is not None else {},
-        "backend": "local",
-        "interrupted": interrupted,
-    }
+    account.plain(timing)
+    extra = {"account": account.lines, "faults": account.section(), "links": links, **extra}
     write_results(out_dir, experiment.source, samples, rounds, evaluation, extra)
     metrics = {**evaluation.metrics, **extra}
-    say(summary_table(metrics))
-    say(f"results written to {out_dir}")
+    if say is not None:
+        say(summary_table(metrics))
+        say(f"results written to {out_dir}")
     return metrics
 
 
@@ -310,25 +328,15 @@ def simulate_experiment(
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         samples = simulate(specs, metrics_out=program_metrics)
     rounds = {node: np.arange(values.shape[0]) for node, values in samples.items()}
-    evaluation = evaluate(experiment, samples)
-    links = scheduled_link_counts(specs)
-    for line in link_account(links):
-        account.plain(line)
-    _account_divergence(evaluation.metrics, account)
-    account.plain(f"simulated in-process in {account.elapsed():.2f} s")
-    extra = {
-        "account": account.lines,
-        "faults": account.section(),
-        "links": links,
-        "program_metrics": {n: m for n, m in program_metrics.items() if m},
-        "backend": "simulate",
-    }
-    write_results(out_dir, experiment.source, samples, rounds, evaluation, extra)
-    metrics = {**evaluation.metrics, **extra}
-    if not quiet:
-        say(summary_table(metrics))
-        say(f"results written to {out_dir}")
-    return metrics
+    return _finish(
+        experiment, out_dir, samples, rounds, account, scheduled_link_counts(specs),
+        f"simulated in-process in {account.elapsed():.2f} s",
+        {
+            "program_metrics": {n: m for n, m in program_metrics.items() if m},
+            "backend": "simulate",
+        },
+        None if quiet else say,
+    )  # fmt: skip
 
 
 def _clear_previous_run(out_dir: Path) -> None:

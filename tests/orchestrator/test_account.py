@@ -92,8 +92,8 @@ def test_link_summary_joins_what_the_sender_and_the_receiver_counted():
         "b": {"outbound": {}, "inbound": {"a": {"received": 5, "late": 1, "rejected": 0}}},
     }  # fmt: skip
     links = link_summary(books)
-    assert links == {"a->b": {"sent": 7, "delivered": 5, "withheld": 3, "dropped": 1,
-                              "late": 1, "rejected": 0, "send_errors": 1, "overruns": 0}}  # fmt: skip
+    assert links == {"a->b": {"sent": 7, "delivered": 5, "withheld": 3, "dropped": 1, "late": 1,
+                              "rejected": 0, "send_errors": 1, "overruns": 0}}  # fmt: skip
     lines = link_account(links)
     assert lines[0].startswith("links: 1 of 1 lost messages")
     assert lines[1] == "  a→b: 7/5/3/1/1 send_errors 1"
