@@ -189,12 +189,7 @@ def run_experiment(
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     wall_started = time.monotonic()
     account = Account(say)
-    for record, text in describe_link_faults(experiment.faults, experiment.rounds):
-        account.scheduled_links.append(record)
-        account.plain(text)
-    for record, text in describe_node_faults(experiment.node_faults, experiment.rounds):
-        account.scheduled_nodes.append(record)
-        account.plain(text)
+    _account_schedule(account, experiment)
     interrupted = False
     collector = Collector()
     watch: _Watch | None = None
@@ -316,12 +311,7 @@ def simulate_experiment(
     from orchestrator.simulator import simulate
 
     account = Account(say)
-    for record, text in describe_link_faults(experiment.faults, experiment.rounds):
-        account.scheduled_links.append(record)
-        account.plain(text)
-    for record, text in describe_node_faults(experiment.node_faults, experiment.rounds):
-        account.scheduled_nodes.append(record)
-        account.plain(text + " (in-process: as its isolation schedule)")
+    _account_schedule(account, experiment, " (in-process: as its isolation schedule)")
     specs = node_specs(experiment)
     program_metrics: dict[str, dict[str, float]] = {}
     # A diverging sampler overflows on its way out; evaluation reports where it diverged.
@@ -347,6 +337,16 @@ def _clear_previous_run(out_dir: Path) -> None:
     for folder in (out_dir / "nodes" / "state", out_dir / "samples", out_dir / "requests"):
         shutil.rmtree(folder, ignore_errors=True)
     (out_dir / live.JOURNAL).unlink(missing_ok=True)
+
+
+def _account_schedule(account: Account, experiment: Experiment, node_note: str = "") -> None:
+    """Open the account with the experiment's scheduled link and node faults."""
+    for record, text in describe_link_faults(experiment.faults, experiment.rounds):
+        account.scheduled_links.append(record)
+        account.plain(text)
+    for record, text in describe_node_faults(experiment.node_faults, experiment.rounds):
+        account.scheduled_nodes.append(record)
+        account.plain(text + node_note)
 
 
 def _account_divergence(metrics: dict, account: Account) -> None:

@@ -28,7 +28,7 @@ from orchestrator.experiment import load_experiment, node_specs, parse_experimen
 from tests.conftest import ROOT
 from tests.node.samplers.test_async_sghmc import async_law
 from tests.node.samplers.test_ec_sghmc import ec_law, problem, variance_ratios
-from tests.node.test_runtime_harness import Cluster, wait_until
+from tests.node.test_runtime_harness import Cluster, start_run, wait_done
 from tests.stats import mcse
 
 pytestmark = pytest.mark.e2e
@@ -64,14 +64,9 @@ def _experiment(algorithm: str, hyper: dict, rounds: int):
 
 def _run(procs, experiment):
     specs = node_specs(experiment, {n: p.address for n, p in procs.items()})
-    clients = {s.node_id: procs[s.node_id].client() for s in specs}
-    for spec in specs:
-        clients[spec.node_id].wait_ready()
-        clients[spec.node_id].configure(spec)
     started = time.monotonic()
-    for client in clients.values():
-        client.start()
-    wait_until(lambda: all(c.status().state == "done" for c in clients.values()), 240, "done")
+    clients = start_run(procs, specs)
+    wait_done(clients, 240)
     elapsed = time.monotonic() - started
     statuses = {node: client.status() for node, client in clients.items()}
     samples = {}
@@ -179,13 +174,9 @@ def test_a_dead_worker_costs_the_centre_one_deadline_per_round_and_is_counted(pr
         nowhere = f"127.0.0.1:{spare.getsockname()[1]}"
     addresses = {n: procs[n].address for n in NODES[:4]} | {"4": nowhere}
     specs = [spec for spec in node_specs(experiment, addresses) if spec.node_id != "4"]
-    clients = {spec.node_id: procs[spec.node_id].client() for spec in specs}
-    for spec in specs:
-        clients[spec.node_id].configure(spec)
     started = time.monotonic()
-    for client in clients.values():
-        client.start()
-    wait_until(lambda: all(c.status().state == "done" for c in clients.values()), 60, "done")
+    clients = start_run(procs, specs)
+    wait_done(clients, 60)
     elapsed = time.monotonic() - started
     centre = clients["0"].status()
     assert centre.inbound["4"].overruns == rounds - s  # rounds s … rounds − 1 needed it

@@ -143,3 +143,22 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str,
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(every)
     return time.monotonic() - start
+
+
+def start_run(procs: dict[str, NodeProc], specs) -> dict[str, NodeClient]:
+    """Configure each spec's node, then start them all (no node starts before every node
+    is configured); returns node id -> client."""
+    clients = {spec.node_id: procs[spec.node_id].client() for spec in specs}
+    for spec in specs:
+        clients[spec.node_id].wait_ready()
+        clients[spec.node_id].configure(spec)
+    for client in clients.values():
+        client.start()
+    return clients
+
+
+def wait_done(clients: dict[str, NodeClient], timeout: float) -> float:
+    """Wait until every node reports ``done``; returns the time it took."""
+    return wait_until(
+        lambda: all(c.status().state == "done" for c in clients.values()), timeout, "done"
+    )

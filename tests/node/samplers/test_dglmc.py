@@ -41,7 +41,7 @@ from node.spec import NodeSpec
 from orchestrator.experiment import node_specs, parse_experiment
 from orchestrator.metrics import gaussian_w2
 from orchestrator.simulator import simulate
-from tests.node.test_runtime_harness import Cluster, wait_until
+from tests.node.test_runtime_harness import Cluster, start_run, wait_done
 from tests.stats import assert_mean_cov_close, stationary_gaussian
 
 CHAINS, BURN_IN, BIAS_BURN_IN = 100, 600, 1500
@@ -403,13 +403,8 @@ def test_real_processes_equal_the_simulator_bit_for_bit(tmp_path):
     with Cluster(tmp_path) as cluster:
         procs = cluster.start_nodes(experiment.node_ids)
         specs = node_specs(experiment, {n: p.address for n, p in procs.items()})
-        clients = {s.node_id: procs[s.node_id].client() for s in specs}
-        for spec in specs:
-            clients[spec.node_id].wait_ready()
-            clients[spec.node_id].configure(spec)
-        for client in clients.values():
-            client.start()
-        wait_until(lambda: all(c.status().state == "done" for c in clients.values()), 60, "done")
+        clients = start_run(procs, specs)
+        wait_done(clients, 60)
         status = {node: client.status() for node, client in clients.items()}
         collected = np.stack([value for _, value in clients["m"].samples()])
     assert all(s.error == "" for s in status.values()), status

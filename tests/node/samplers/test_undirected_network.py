@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator.experiment import node_specs, parse_experiment
 from orchestrator.simulator import simulate
-from tests.node.test_runtime_harness import Cluster, wait_until
+from tests.node.test_runtime_harness import Cluster, start_run, wait_done
 
 
 def _experiment(algorithm, hyper, topology, nodes):
@@ -33,13 +33,8 @@ def _experiment(algorithm, hyper, topology, nodes):
 
 
 def _collect(procs, specs):
-    clients = {s.node_id: procs[s.node_id].client() for s in specs}
-    for spec in specs:
-        clients[spec.node_id].wait_ready()
-        clients[spec.node_id].configure(spec)
-    for client in clients.values():
-        client.start()
-    wait_until(lambda: all(c.status().state == "done" for c in clients.values()), 60, "done")
+    clients = start_run(procs, specs)
+    wait_done(clients, 60)
     out = {}
     for node, client in clients.items():
         assert client.status().error == "", node
