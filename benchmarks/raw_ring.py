@@ -1,0 +1,140 @@
+"""The baseline every communication figure is compared with: a ring in raw grpcio.
+
+N processes; each serves one generic client-streaming method (bytes in, no protobuf), opens
+one client stream to each ring neighbour, and per round sends one payload to both and waits
+until both neighbours' payloads of that round arrived. No sampler, no bookkeeping: the floor
+that gRPC itself sets on this machine for the communication pattern of a synchronous
+decentralised sampler. ``python -m benchmarks.raw_ring --nodes 5 --rounds 500 --bytes 16``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import queue
+import struct
+import threading
+import time
+from concurrent import futures
+
+import grpc
+
+__all__ = ["ring_time"]
+
+_METHOD = "/bench.Ring/Push"
+_HEADER = struct.Struct("<qI")  # round, sender index
+_OPTIONS = [
+    ("grpc.max_send_message_length", 512 * 1024 * 1024),
+    ("grpc.max_receive_message_length", 512 * 1024 * 1024),
+]
+
+
+class _Arrivals:
+    """Which (sender, round) payloads have arrived; the round loop waits on it."""
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[int, int]] = set()
+        self._cond = threading.Condition()
+
+    def add(self, sender: int, round_index: int) -> None:
+        with self._cond:
+            self._seen.add((sender, round_index))
+            self._cond.notify_all()
+
+    def wait(self, senders: list[int], round_index: int) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: all((s, round_index) in self._seen for s in senders))
+            for s in senders:
+                self._seen.discard((s, round_index))
+
+
+def _node(index: int, nodes: int, rounds: int, payload: int, pipe) -> None:
+    arrivals = _Arrivals()
+
+    def push(request_iterator, context):
+        for data in request_iterator:
+            round_index, sender = _HEADER.unpack_from(data)
+            arrivals.add(sender, round_index)
+        return b""
+
+    handler = grpc.method_handlers_generic_handler(
+        "bench.Ring", {"Push": grpc.stream_unary_rpc_method_handler(push)}
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=_OPTIONS)
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    pipe.send(port)
+    ports = pipe.recv()
+    neighbours = sorted({(index - 1) % nodes, (index + 1) % nodes} - {index})
+    outboxes: dict[int, queue.Queue] = {}
+    calls = []
+    for peer in neighbours:
+        channel = grpc.insecure_channel(f"127.0.0.1:{ports[peer]}", options=_OPTIONS)
+        grpc.channel_ready_future(channel).result(timeout=30)
+        box: queue.Queue = queue.Queue()
+        outboxes[peer] = box
+        stream = channel.stream_unary(_METHOD)
+        calls.append(stream.future(iter(box.get, None)))
+    body = bytes(payload)
+    pipe.send("ready")
+    pipe.recv()  # go
+    started = time.perf_counter()
+    for round_index in range(rounds):
+        message = _HEADER.pack(round_index, index) + body
+        for box in outboxes.values():
+            box.put(message)
+        arrivals.wait(neighbours, round_index)
+    elapsed = time.perf_counter() - started
+    for box in outboxes.values():
+        box.put(None)
+    for call in calls:
+        call.result(timeout=30)
+    pipe.send(elapsed)
+    pipe.recv()  # everyone finished: safe to stop serving
+    server.stop(0)
+
+
+def ring_time(nodes: int, rounds: int, payload: int) -> float:
+    """Seconds for ``rounds`` ring rounds (the slowest node's time, start-up excluded)."""
+    context = mp.get_context("spawn")
+    pipes, processes = [], []
+    for index in range(nodes):
+        parent, child = context.Pipe()
+        process = context.Process(target=_node, args=(index, nodes, rounds, payload, child))
+        process.start()
+        pipes.append(parent)
+        processes.append(process)
+    try:
+        ports = [pipe.recv() for pipe in pipes]
+        for pipe in pipes:
+            pipe.send(ports)
+        for pipe in pipes:
+            assert pipe.recv() == "ready"
+        for pipe in pipes:
+            pipe.send("go")
+        elapsed = max(pipe.recv() for pipe in pipes)
+        for pipe in pipes:
+            pipe.send("stop")
+    finally:
+        for process in processes:
+            process.join(30)
+            if process.is_alive():
+                process.kill()
+    return elapsed
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=500)
+    parser.add_argument("--bytes", type=int, default=16, help="payload bytes per message")
+    args = parser.parse_args(argv)
+    seconds = ring_time(args.nodes, args.rounds, args.bytes)
+    print(json.dumps({"nodes": args.nodes, "rounds": args.rounds, "bytes": args.bytes,
+                      "seconds": seconds, "rounds_per_s": args.rounds / seconds}))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
