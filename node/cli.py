@@ -1,4 +1,10 @@
-"""``python -m node serve --listen HOST:PORT [--state-dir DIR]``: run one node.
+"""``python -m node serve|health``: run one node, or ask one whether it serves.
+
+``serve`` takes its settings from ``--config node.yaml`` (:mod:`node.config`) with flags
+over the file: ``--id``, ``--listen``, ``--store``, and the node's own data (``--shard K``
+for synthetic shard K, or ``--data-file PATH``), used when an experiment says
+``data: {source: node}``. ``health HOST:PORT`` runs the standard gRPC health check and
+exits 0 when the node is SERVING, 1 otherwise (what a container healthcheck calls).
 
 Once serving, exactly one line goes to stdout — ``starling-node listening on HOST:PORT``
 with the real port (``PORT`` may be 0 for a free one) — which is what an orchestrator
@@ -21,10 +27,13 @@ import sys
 import tempfile
 import threading
 
+from node.params import ConfigError
+
 __all__ = ["main"]
 
 READY_PREFIX = "starling-node listening on "
 EXIT_USAGE = 2
+LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,14 +43,33 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     serve = sub.add_parser("serve", help="serve the node's gRPC API until SIGTERM/SIGINT")
     serve.add_argument(
-        "--listen", default="127.0.0.1:0", metavar="HOST:PORT",
-        help="address to bind; port 0 picks a free port (default: %(default)s)",
+        "--config", metavar="FILE", help="node settings (YAML); the flags below override it"
+    )
+    serve.add_argument(
+        "--id", metavar="ID",
+        help="the experiment node id this node serves; configuring it as another is refused",
     )  # fmt: skip
     serve.add_argument(
-        "--state-dir", metavar="DIR",
+        "--listen", metavar="HOST:PORT",
+        help="address to bind; port 0 picks a free port (default: 127.0.0.1:0)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--store", "--state-dir", dest="store", metavar="DIR",
         help="where samples and checkpoints live (default: a fresh temporary directory, "
         "removed at a clean exit); give the same DIR after a crash to resume",
     )  # fmt: skip
+    own = serve.add_argument_group(
+        "the node's own data", "used when an experiment says data: {source: node}"
+    )
+    own.add_argument("--shard", type=int, metavar="K", help="synthetic shard K")
+    own.add_argument("--data-size", dest="size", type=int, metavar="N",
+                     help="points in the synthetic shard (default 50)")  # fmt: skip
+    own.add_argument("--data-seed", dest="seed", type=int, metavar="S",
+                     help="seed of the synthetic shards (default 0)")  # fmt: skip
+    own.add_argument("--data-file", dest="path", metavar="PATH",
+                     help="a file on this machine: all its rows are this node's")  # fmt: skip
+    own.add_argument("--data-format", dest="format", metavar="FMT",
+                     help="npz, csv or libsvm (default: from the name)")  # fmt: skip
     serve.add_argument(
         "--max-workers", type=int, default=None, metavar="N",
         help="server threads; each inbound link holds one (default: 1024, made on demand)",
@@ -51,9 +79,11 @@ def _parser() -> argparse.ArgumentParser:
         help="largest gRPC message sent or accepted (default: 256 MiB)",
     )  # fmt: skip
     serve.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="stderr log level (default: %(default)s)",
-    )  # fmt: skip
+        "--log-level", choices=LOG_LEVELS, help="stderr log level (default: INFO)"
+    )
+    check = sub.add_parser("health", help="exit 0 if the node at HOST:PORT is serving")
+    check.add_argument("address", metavar="HOST:PORT")
+    check.add_argument("--timeout", type=float, default=3.0, metavar="SECONDS")
     return parser
 
 
@@ -81,7 +111,27 @@ def _fail(message: str) -> int:
     return EXIT_USAGE
 
 
+def _settings(args: argparse.Namespace):
+    """The config file's settings with the flags given over them."""
+    from node.config import load_settings, override
+
+    settings = override(
+        load_settings(args.config),
+        id=args.id, listen=args.listen, store=args.store, log_level=args.log_level,
+        shard=args.shard, size=args.size, seed=args.seed, path=args.path, format=args.format,
+    )  # fmt: skip
+    if settings.log_level not in LOG_LEVELS:
+        raise ConfigError(f"log_level: expected one of {', '.join(LOG_LEVELS)}")
+    return settings
+
+
 def serve(args: argparse.Namespace) -> int:
+    try:
+        settings = _settings(args)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    logging.getLogger().setLevel(settings.log_level)
+    args.listen = settings.listen
     try:
         host, port = _split(args.listen)
         if port != 0:
@@ -98,12 +148,14 @@ def serve(args: argparse.Namespace) -> int:
     from node.runtime.server import NodeServer
     from node.runtime.transport import DEFAULT_MAX_WORKERS, MAX_MESSAGE_BYTES
 
-    temporary = args.state_dir is None
-    state_dir = tempfile.mkdtemp(prefix="starling-node-") if temporary else args.state_dir
+    temporary = not settings.store
+    state_dir = tempfile.mkdtemp(prefix="starling-node-") if temporary else settings.store
     try:
         server = NodeServer(
             args.listen,
             state_dir,
+            node_id=settings.id,
+            data=settings.data,
             max_workers=args.max_workers or DEFAULT_MAX_WORKERS,
             max_message_bytes=args.max_message_bytes or MAX_MESSAGE_BYTES,
         )
@@ -141,10 +193,36 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def health(args: argparse.Namespace) -> int:
+    """The standard gRPC health check: 0 if SERVING, 1 (one line on stderr) if not."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    try:
+        _split(args.address)
+    except ValueError as exc:
+        return _fail(f"{args.address}: {exc}")
+    with grpc.insecure_channel(args.address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        try:
+            reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=args.timeout)
+        except grpc.RpcError as exc:
+            print(f"starling-node: {args.address}: {exc.code().name.lower()}", file=sys.stderr)
+            return 1
+    status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+    if reply.status != health_pb2.HealthCheckResponse.SERVING:
+        print(f"starling-node: {args.address}: {status.lower()}", file=sys.stderr)
+        return 1
+    print(f"{args.address}: {status.lower()}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "health":
+        return health(args)
     logging.basicConfig(
-        level=getattr(logging, args.log_level),
+        level=logging.INFO,
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )

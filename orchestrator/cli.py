@@ -81,16 +81,17 @@ def cmd_algorithms(args) -> int:
     return 0
 
 
-def cmd_node_serve(args, rest: list[str]) -> int:
+def cmd_node(rest: list[str]) -> int:
+    """``starling node serve|health ...`` is ``python -m node serve|health ...``."""
     from node.cli import main as node_main
 
-    return node_main(["serve", *rest])
+    return node_main(rest)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:2] == ["node", "serve"]:
-        return _guard(lambda: cmd_node_serve(None, argv[2:]))
+    if argv[:1] == ["node"] and argv[1:2] in (["serve"], ["health"]):
+        return _guard(lambda: cmd_node(argv[1:]))
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
@@ -138,8 +139,11 @@ def _parser() -> argparse.ArgumentParser:
     algorithms.add_argument("--format", choices=["text", "json"], default="text")
     algorithms.set_defaults(handler=cmd_algorithms)
 
-    node = sub.add_parser("node", help="run one node (starling node serve --listen HOST:PORT)")
-    node.add_argument("action", choices=["serve"])
+    node = sub.add_parser(
+        "node", help="run one node (starling node serve --config node.yaml) or check one "
+        "(starling node health HOST:PORT)",
+    )  # fmt: skip
+    node.add_argument("action", choices=["serve", "health"])
 
     live_cli.add_commands(sub)
     return parser

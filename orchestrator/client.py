@@ -22,7 +22,7 @@ from node.params import ConfigError
 from node.protocol import convert
 from node.protocol.starling.v1 import control_pb2, control_pb2_grpc
 from node.runtime.transport import open_channel
-from node.spec import NodeSpec
+from node.spec import DataSpec, NodeSpec
 
 __all__ = [
     "Configured",
@@ -73,6 +73,9 @@ class Configured:
     """True if it resumed from a checkpoint (a restarted node)."""
     samples_stored: int
     """Samples in its durable store: collection from an offset beyond this must step back."""
+    data: DataSpec | None = None
+    """The node's own data (``data.source: node``): a synthetic shard's recipe, or only
+    ``source="file"``."""
 
 
 @dataclass(frozen=True)
@@ -160,14 +163,17 @@ class NodeClient:
                 last = f"{exc.code().name}: {exc.details()}"  # type: ignore[attr-defined]
             time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))
 
-    def configure(self, spec: NodeSpec) -> Configured:
+    def configure(self, spec: NodeSpec, fresh: bool = False) -> Configured:
+        """Send the node its spec; ``fresh`` drops state it holds from an earlier run."""
         config = convert.spec_to_config(spec)
+        config.fresh = fresh
         reply = self._call("configure", lambda t: self._control.Configure(config, timeout=t),
                            timeout=max(self.timeout, 60.0))  # loading data may take a while
         return Configured(
             next_round=int(reply.next_round),
             resumed=bool(reply.resumed),
             samples_stored=int(reply.samples_stored),
+            data=convert.data_from_proto(reply.data) if reply.HasField("data") else None,
         )
 
     def start(self) -> None:

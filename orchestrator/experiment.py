@@ -90,6 +90,13 @@ class BackendSection:
     host: str = "127.0.0.1"
     base_port: int = 0
     """0: each node picks a free port itself; otherwise node k listens on base_port + k."""
+    nodes: Mapping[str, str] = field(default_factory=dict)
+    """``kind: inventory``: node id -> host:port of a node that already runs."""
+    ready_timeout: float = 60.0
+    """``kind: inventory``: seconds to wait for every node to answer its health check."""
+
+
+BACKEND_KINDS = ("local", "inventory")
 
 
 @dataclass(frozen=True)
@@ -200,8 +207,11 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
     data = parse_params(DataSection, _mapping(raw, "data"), "data")
     evaluation = parse_params(EvaluationSection, _mapping(raw, "evaluation"), "evaluation")
     backend = parse_params(BackendSection, _mapping(raw, "backend"), "backend")
-    if backend.kind != "local":
-        raise ConfigError(f"backend.kind: unknown backend {backend.kind!r} (available: local)")
+    if backend.kind not in BACKEND_KINDS:
+        raise ConfigError(
+            f"backend.kind: unknown backend {backend.kind!r} (available: "
+            f"{', '.join(BACKEND_KINDS)})"
+        )
 
     rounds = _int(raw, "rounds", None, 1)
     chains = _int(raw, "chains", 1, 1)

@@ -24,6 +24,8 @@ __all__ = [
     "DTYPES",
     "TensorError",
     "array_from_tensor",
+    "data_from_proto",
+    "public_data",
     "config_to_spec",
     "iterate_to_message",
     "mapping_from_struct",
@@ -221,19 +223,31 @@ def spec_to_config(spec: NodeSpec) -> control_pb2.NodeConfig:
     return config
 
 
+def public_data(data: DataSpec) -> control_pb2.DataConfig:
+    """What a node may tell about its own data: a synthetic shard's recipe (it holds no
+    data value), or for a file only that it is one — never its path or rows."""
+    if data.source == "synthetic":
+        return control_pb2.DataConfig(
+            source=data.source, shard=data.shard, num_shards=data.num_shards,
+            seed=data.seed, size=data.size,
+        )  # fmt: skip
+    return control_pb2.DataConfig(source=data.source)
+
+
+def data_from_proto(d: control_pb2.DataConfig) -> DataSpec:
+    return DataSpec(
+        source=d.source,
+        shard=int(d.shard),
+        num_shards=int(d.num_shards),
+        seed=int(d.seed),
+        size=int(d.size),
+        path=d.path,
+        format=d.format,
+    )
+
+
 def config_to_spec(config: control_pb2.NodeConfig) -> NodeSpec:
-    data = None
-    if config.HasField("data"):
-        d = config.data
-        data = DataSpec(
-            source=d.source,
-            shard=int(d.shard),
-            num_shards=int(d.num_shards),
-            seed=int(d.seed),
-            size=int(d.size),
-            path=d.path,
-            format=d.format,
-        )
+    data = data_from_proto(config.data) if config.HasField("data") else None
     return NodeSpec(
         experiment=config.experiment,
         node_id=config.node_id,

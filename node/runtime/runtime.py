@@ -31,11 +31,12 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from node.config import NODE_SOURCE, HomeData, home_data
 from node.faults import scheduled_silent
 from node.params import ConfigError
 from node.protocol.starling.v1 import peer_pb2
@@ -48,7 +49,7 @@ from node.runtime.store import SampleStore
 from node.runtime.transport import ChannelSettings
 from node.samplers import build_program, node_rng
 from node.samplers.base import NodeProgram, ordered_inbox
-from node.spec import NodeSpec
+from node.spec import DataSpec, NodeSpec
 
 __all__ = [
     "ConfigureResult",
@@ -80,6 +81,8 @@ class ConfigureResult:
     next_round: int
     resumed: bool
     samples_stored: int
+    data: DataSpec | None = None
+    """The node's own data when the experiment left it to the node (``source: node``)."""
 
 
 @dataclass(frozen=True)
@@ -120,8 +123,19 @@ def _safe_name(name: str) -> str:
 class NodeRuntime:
     """The node's state machine: idle → configured → running → done | failed | stopped."""
 
-    def __init__(self, state_dir: str | Path, channel: ChannelSettings | None = None):
+    def __init__(
+        self,
+        state_dir: str | Path,
+        channel: ChannelSettings | None = None,
+        *,
+        node_id: str = "",
+        data: HomeData | None = None,
+    ):
         self.state_dir = Path(state_dir)
+        self._own_id = node_id
+        """The id this node was started as (``--id``); configuring another is refused."""
+        self._own_data = data
+        """The node's own data (``--shard``/``--data-file``), for ``data.source: node``."""
         self._channel = channel or ChannelSettings()
         self._lock = threading.RLock()
         self._state = IDLE
@@ -149,7 +163,18 @@ class NodeRuntime:
 
     # ------------------------------------------------------------------ control
 
-    def configure(self, spec: NodeSpec) -> ConfigureResult:
+    def configure(self, spec: NodeSpec, fresh: bool = False) -> ConfigureResult:
+        """Build the spec's program; resume from this experiment's checkpoint when it
+        matches, unless ``fresh`` (a new run on a node that outlives runs)."""
+        if self._own_id and spec.node_id != self._own_id:
+            raise ConfigError(
+                f"node {self._own_id!r}: asked to run as node {spec.node_id!r}; check the "
+                "inventory's addresses"
+            )
+        own = None
+        if spec.data is not None and spec.data.source == NODE_SOURCE:
+            spec = replace(spec, data=home_data(spec.data, self._own_data, spec.node_id))
+            own = spec.data
         check_spec(spec)
         with self._lock:
             if self._state == RUNNING:
@@ -169,6 +194,12 @@ class NodeRuntime:
             directory = self.state_dir / _safe_name(spec.experiment) / _safe_name(spec.node_id)
             fingerprint = spec_fingerprint(spec)
             checkpoint = load_checkpoint(directory / CHECKPOINT_FILE)
+            if fresh and directory.exists():
+                # A new run of an experiment this node served before: its collected
+                # samples went to that run's results; nothing of it is resumed.
+                log.info("starting %s afresh: an earlier run's state is removed", directory)
+                shutil.rmtree(directory)
+                checkpoint = None
             if checkpoint is not None and checkpoint.fingerprint != fingerprint:
                 aside = directory.with_name(
                     f"{directory.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -209,7 +240,7 @@ class NodeRuntime:
                 spec.experiment, spec.node_id, spec.algorithm, spec.role,
                 "resuming" if checkpoint is not None else "starting", next_round, len(store),
             )  # fmt: skip
-            return ConfigureResult(next_round, checkpoint is not None, len(store))
+            return ConfigureResult(next_round, checkpoint is not None, len(store), own)
 
     def start(self) -> None:
         with self._lock:

@@ -9,6 +9,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from node.config import HomeData
 from node.protocol import MAX_MESSAGE_BYTES
 from node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2, peer_pb2_grpc
 from node.runtime.runtime import NodeRuntime
@@ -41,9 +42,14 @@ class NodeServer:
         channel_credentials: grpc.ChannelCredentials | None = None,
         max_workers: int = DEFAULT_MAX_WORKERS,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
+        node_id: str = "",
+        data: HomeData | None = None,
     ):
         self.runtime = NodeRuntime(
-            state_dir, ChannelSettings(channel_credentials, max_message_bytes)
+            state_dir,
+            ChannelSettings(channel_credentials, max_message_bytes),
+            node_id=node_id,
+            data=data,
         )
         self._server, port = create_server(
             listen,

@@ -72,12 +72,15 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
 
     @_mapped
     def Configure(self, request, context):
-        result = self.runtime.configure(convert.config_to_spec(request))
-        return control_pb2.ConfigureReply(
+        result = self.runtime.configure(convert.config_to_spec(request), fresh=request.fresh)
+        reply = control_pb2.ConfigureReply(
             next_round=result.next_round,
             resumed=result.resumed,
             samples_stored=result.samples_stored,
         )
+        if result.data is not None:
+            reply.data.CopyFrom(convert.public_data(result.data))
+        return reply
 
     @_mapped
     def Start(self, request, context):

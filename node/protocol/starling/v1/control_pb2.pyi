@@ -27,7 +27,7 @@ NODE_STATE_FAILED: NodeState
 NODE_STATE_STOPPED: NodeState
 
 class NodeConfig(_message.Message):
-    __slots__ = ("experiment", "node_id", "node_index", "role", "algorithm", "hyperparameters", "model", "data", "seed", "rounds", "chains", "num_nodes", "prior_share", "schedule", "schedule_period", "peers", "round_deadline", "link_faults", "checkpoint_every", "inbound_faults")
+    __slots__ = ("experiment", "node_id", "node_index", "role", "algorithm", "hyperparameters", "model", "data", "seed", "rounds", "chains", "num_nodes", "prior_share", "schedule", "schedule_period", "peers", "round_deadline", "link_faults", "checkpoint_every", "inbound_faults", "fresh")
     EXPERIMENT_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -48,6 +48,7 @@ class NodeConfig(_message.Message):
     LINK_FAULTS_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_EVERY_FIELD_NUMBER: _ClassVar[int]
     INBOUND_FAULTS_FIELD_NUMBER: _ClassVar[int]
+    FRESH_FIELD_NUMBER: _ClassVar[int]
     experiment: str
     node_id: str
     node_index: int
@@ -68,7 +69,8 @@ class NodeConfig(_message.Message):
     link_faults: _containers.RepeatedCompositeFieldContainer[LinkFault]
     checkpoint_every: int
     inbound_faults: _containers.RepeatedCompositeFieldContainer[InboundFault]
-    def __init__(self, experiment: _Optional[str] = ..., node_id: _Optional[str] = ..., node_index: _Optional[int] = ..., role: _Optional[str] = ..., algorithm: _Optional[str] = ..., hyperparameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., model: _Optional[_Union[ModelConfig, _Mapping]] = ..., data: _Optional[_Union[DataConfig, _Mapping]] = ..., seed: _Optional[int] = ..., rounds: _Optional[int] = ..., chains: _Optional[int] = ..., num_nodes: _Optional[int] = ..., prior_share: _Optional[float] = ..., schedule: _Optional[_Iterable[_Union[Neighbourhood, _Mapping]]] = ..., schedule_period: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[PeerAddress, _Mapping]]] = ..., round_deadline: _Optional[float] = ..., link_faults: _Optional[_Iterable[_Union[LinkFault, _Mapping]]] = ..., checkpoint_every: _Optional[int] = ..., inbound_faults: _Optional[_Iterable[_Union[InboundFault, _Mapping]]] = ...) -> None: ...
+    fresh: bool
+    def __init__(self, experiment: _Optional[str] = ..., node_id: _Optional[str] = ..., node_index: _Optional[int] = ..., role: _Optional[str] = ..., algorithm: _Optional[str] = ..., hyperparameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., model: _Optional[_Union[ModelConfig, _Mapping]] = ..., data: _Optional[_Union[DataConfig, _Mapping]] = ..., seed: _Optional[int] = ..., rounds: _Optional[int] = ..., chains: _Optional[int] = ..., num_nodes: _Optional[int] = ..., prior_share: _Optional[float] = ..., schedule: _Optional[_Iterable[_Union[Neighbourhood, _Mapping]]] = ..., schedule_period: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[PeerAddress, _Mapping]]] = ..., round_deadline: _Optional[float] = ..., link_faults: _Optional[_Iterable[_Union[LinkFault, _Mapping]]] = ..., checkpoint_every: _Optional[int] = ..., inbound_faults: _Optional[_Iterable[_Union[InboundFault, _Mapping]]] = ..., fresh: _Optional[bool] = ...) -> None: ...
 
 class InboundFault(_message.Message):
     __slots__ = ("sender", "fault")
@@ -145,14 +147,16 @@ class LinkFault(_message.Message):
     def __init__(self, receiver: _Optional[str] = ..., start: _Optional[int] = ..., stop: _Optional[int] = ..., drop: _Optional[float] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class ConfigureReply(_message.Message):
-    __slots__ = ("next_round", "resumed", "samples_stored")
+    __slots__ = ("next_round", "resumed", "samples_stored", "data")
     NEXT_ROUND_FIELD_NUMBER: _ClassVar[int]
     RESUMED_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_STORED_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
     next_round: int
     resumed: bool
     samples_stored: int
-    def __init__(self, next_round: _Optional[int] = ..., resumed: _Optional[bool] = ..., samples_stored: _Optional[int] = ...) -> None: ...
+    data: DataConfig
+    def __init__(self, next_round: _Optional[int] = ..., resumed: _Optional[bool] = ..., samples_stored: _Optional[int] = ..., data: _Optional[_Union[DataConfig, _Mapping]] = ...) -> None: ...
 
 class StartRequest(_message.Message):
     __slots__ = ()

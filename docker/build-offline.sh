@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Build the Starling images with no registry: a Debian base made by debootstrap, and a
+# wheelhouse (docker/wheels/) fetched on this host, so `docker build` needs no network.
+#
+#   docker/build-offline.sh            # base (once), wheelhouse, starling-node, starling-orchestrator
+#
+# Idempotent and cached: the base image is built only when it is missing (delete it with
+# `docker image rm starling-base:bookworm` to rebuild), wheels already in docker/wheels/
+# are not fetched again, and docker's layer cache skips unchanged steps. Needs root (or
+# sudo) for debootstrap, a running Docker engine, and python3 with pip on the host.
+#
+# Environment: STARLING_BASE_IMAGE (default starling-base:bookworm), DEBIAN_MIRROR
+# (default: debootstrap's), STARLING_IMAGE_TAG (default latest), PYTHON (default python3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BASE_IMAGE="${STARLING_BASE_IMAGE:-starling-base:bookworm}"
+SUITE=bookworm
+PY_VERSION=3.11  # bookworm's python3; the wheelhouse must match it
+TAG="${STARLING_IMAGE_TAG:-latest}"
+PYTHON="${PYTHON:-python3}"
+
+say() { printf 'build-offline: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+
+docker info >/dev/null 2>&1 || die "no Docker engine answers (start dockerd, or run docker/ci-setup.sh)"
+
+if docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
+    say "base image $BASE_IMAGE exists; not rebuilding it"
+else
+    command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
+    rootfs="$(mktemp -d /tmp/starling-rootfs.XXXXXX)"
+    trap 'rm -rf "$rootfs"' EXIT
+    say "debootstrap $SUITE into $rootfs (a few minutes)"
+    debootstrap --variant=minbase --include=python3,python3-venv "$SUITE" "$rootfs" \
+        ${DEBIAN_MIRROR:-} >"$rootfs.log" 2>&1 || { tail -20 "$rootfs.log" >&2; die "debootstrap failed"; }
+    rm -f "$rootfs.log"
+    # What a container never uses: downloaded packages, package lists, docs, locales.
+    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
+        "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* \
+        "$rootfs"/usr/share/locale/*
+    tar --numeric-owner -C "$rootfs" -c . \
+        | docker import --change 'CMD ["python3"]' --change 'ENV LANG=C.UTF-8' - "$BASE_IMAGE" >/dev/null
+    say "base image $BASE_IMAGE built"
+fi
+
+case "$(uname -m)" in
+    x86_64) arch=x86_64 ;;
+    aarch64 | arm64) arch=aarch64 ;;
+    *) die "no wheels for machine $(uname -m)" ;;
+esac
+say "wheelhouse docker/wheels/ for CPython $PY_VERSION on $arch"
+"$PYTHON" -m pip download --quiet --disable-pip-version-check --dest docker/wheels \
+    --only-binary=:all: --python-version "$PY_VERSION" --implementation cp \
+    --abi "cp${PY_VERSION/./}" --abi abi3 --abi none \
+    --platform "manylinux_2_28_$arch" --platform "manylinux_2_17_$arch" \
+    --platform "manylinux2014_$arch" --platform any \
+    ".[orchestrator]" "setuptools>=77"
+
+for target in node orchestrator; do
+    say "image starling-$target:$TAG"
+    docker build --quiet --file docker/Dockerfile --target "$target" \
+        --build-arg BASE_IMAGE="$BASE_IMAGE" --tag "starling-$target:$TAG" . >/dev/null
+done
+docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep '^starling-' >&2

@@ -1,0 +1,142 @@
+"""A node's own settings: ``starling node serve --config node.yaml`` and flags over it.
+
+A node started on a device (or in a container) knows who it is, where it listens, where it
+keeps its samples and checkpoints, and which data is its own::
+
+    id: a                      # the experiment's node id it serves (optional check)
+    listen: 0.0.0.0:50051
+    store: /var/lib/starling   # samples and checkpoints; the same store resumes a run
+    data:                      # used when an experiment says data: {source: node}
+      source: synthetic        # shard `shard` generated from (seed, shard): no file at all
+      shard: 0
+      size: 50
+      seed: 1
+    # data: {source: file, path: /data/mine.csv, format: csv}   # all rows of a local file
+    tls: {}                    # reserved for certificates (next issue); must stay empty
+
+The data never leaves the node: the orchestrator sends ``data: {source: node}`` and this
+node substitutes what is configured here (:func:`home_data`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from node.params import ConfigError, parse_params
+from node.spec import DataSpec
+
+__all__ = ["HomeData", "NodeSettings", "home_data", "load_settings"]
+
+NODE_SOURCE = "node"
+"""``data.source`` of an experiment that leaves the data to each node."""
+
+
+@dataclass(frozen=True)
+class HomeData:
+    """The node's own data, as written in its config file's ``data`` section."""
+
+    source: str = "synthetic"
+    shard: int = 0
+    size: int = 50
+    seed: int = 0
+    path: str = ""
+    format: str = ""
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    id: str = ""
+    listen: str = "127.0.0.1:0"
+    store: str = ""
+    data: HomeData | None = None
+    log_level: str = "INFO"
+
+
+_KNOWN = ("id", "listen", "store", "data", "tls", "log_level")
+
+
+def load_settings(path: str | Path | None) -> NodeSettings:
+    """Read a node config file (or the defaults for None); errors name the field."""
+    if path is None:
+        return NodeSettings()
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"--config: no such file {str(path)!r}")
+    try:
+        raw = yaml.safe_load(file.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{file}: not valid YAML ({exc})") from None
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{file}: expected a mapping of fields")
+    unknown = sorted(set(raw) - set(_KNOWN))
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: unknown field (known: {', '.join(sorted(_KNOWN))})")
+    if raw.get("tls"):
+        raise ConfigError("tls: certificates are not supported yet; leave the section empty")
+    data = None
+    if raw.get("data") is not None:
+        if not isinstance(raw["data"], Mapping):
+            raise ConfigError(f"data: expected a mapping, got {raw['data']!r}")
+        data = check_home_data(parse_params(HomeData, raw["data"], "data"))
+    fields = {k: raw[k] for k in ("id", "listen", "store", "log_level") if k in raw}
+    for key, value in fields.items():
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+    return NodeSettings(**fields, data=data)
+
+
+def check_home_data(data: HomeData) -> HomeData:
+    if data.source == "synthetic":
+        if data.shard < 0:
+            raise ConfigError(f"data.shard: must be 0 or more, got {data.shard}")
+        if data.size <= 0:
+            raise ConfigError(f"data.size: must be a positive number of points, got {data.size}")
+    elif data.source == "file":
+        if not data.path:
+            raise ConfigError("data.path: required for source: file")
+    else:
+        raise ConfigError(f"data.source: {data.source!r} is not synthetic or file")
+    return data
+
+
+def override(settings: NodeSettings, **flags: Any) -> NodeSettings:
+    """Flags given on the command line (not None) over the file's settings."""
+    data_flags = {k: flags.pop(k) for k in ("shard", "size", "seed", "path", "format")}
+    given = {k: v for k, v in flags.items() if v is not None}
+    settings = replace(settings, **given)
+    data_given = {k: v for k, v in data_flags.items() if v is not None}
+    if data_given:
+        base = settings.data or HomeData()
+        if "path" in data_given:
+            base = replace(base, source="file")
+        elif "shard" in data_given:
+            base = replace(base, source="synthetic", path="", format="")
+        settings = replace(settings, data=check_home_data(replace(base, **data_given)))
+    return settings
+
+
+def home_data(spec_data: DataSpec, mine: HomeData | None, node_id: str) -> DataSpec:
+    """The DataSpec this node runs on when the experiment says ``data: {source: node}``.
+
+    A synthetic shard keeps its own index, size and seed (so nodes started with shards
+    0..N-1 of one seed hold what ``source: synthetic`` would give them); a file is read
+    whole, as all of its rows are this node's.
+    """
+    if mine is None:
+        raise ConfigError(
+            f"node {node_id!r}: the experiment leaves the data to the node (data.source: "
+            "node), but this node was started without data (--shard or --data-file)"
+        )
+    if mine.source == "synthetic":
+        return replace(
+            spec_data, source="synthetic", shard=mine.shard, size=mine.size, seed=mine.seed,
+            path="", format="",
+        )  # fmt: skip
+    return replace(
+        spec_data, source="file", shard=0, num_shards=1, path=mine.path, format=mine.format
+    )

@@ -1,0 +1,183 @@
+"""Nodes that already run somewhere: a device, a container of the compose testbed, another
+terminal. The inventory maps node ids to ``host:port``; this backend only waits for them.
+
+``starling run EXP.yaml --inventory nodes.yaml`` or, in the experiment,
+``backend: {kind: inventory, nodes: {a: "10.0.0.5:50051", ...}}``. An inventory file is
+that section without ``kind``::
+
+    nodes:
+      a: node-a:50051
+      b: node-b:50051
+    ready_timeout: 60     # seconds to wait for every node's gRPC health check
+
+The backend starts nothing and stops nothing: the nodes outlive the run and serve the
+next one (the run configures them with ``fresh`` so an earlier run's state is not
+resumed). Killing or restarting a node is not something it can do to a remote device;
+those requests fail with a :class:`BackendError` naming the node.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import grpc
+import yaml
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from node.params import ConfigError
+from node.runtime.transport import open_channel
+from orchestrator.backends.base import BackendError
+
+if TYPE_CHECKING:
+    from orchestrator.experiment import Experiment
+
+__all__ = ["InventoryBackend", "load_inventory", "with_inventory"]
+
+DEFAULT_READY_TIMEOUT = 60.0
+_CHECK_SECONDS = 2.0
+_PAUSE_SECONDS = 0.2
+
+
+def load_inventory(path: str | Path) -> dict[str, Any]:
+    """An inventory file as a ``backend`` section (``kind: inventory`` added)."""
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"--inventory: no such file {str(path)!r}")
+    try:
+        raw = yaml.safe_load(file.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{file}: not valid YAML ({exc})") from None
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("nodes"), Mapping):
+        raise ConfigError(f"{file}: expected 'nodes:' mapping node ids to host:port")
+    unknown = sorted(set(raw) - {"nodes", "ready_timeout"})
+    if unknown:
+        raise ConfigError(f"{file}: {unknown[0]}: unknown field (known: nodes, ready_timeout)")
+    return {"kind": "inventory", **raw}
+
+
+def with_inventory(raw_experiment: Any, section: Mapping[str, Any]) -> Any:
+    """The experiment's raw mapping with its ``backend`` replaced by the inventory."""
+    if not isinstance(raw_experiment, Mapping):
+        return raw_experiment  # the parser reports it
+    return {**raw_experiment, "backend": dict(section)}
+
+
+def _check_address(node: str, address: Any) -> str:
+    if not isinstance(address, str) or not address.rpartition(":")[2].isdigit():
+        raise ConfigError(f"backend.nodes.{node}: expected host:port, got {address!r}")
+    return address
+
+
+class InventoryBackend:
+    """Running nodes at fixed addresses; see the module docstring."""
+
+    kind = "inventory"
+
+    def __init__(self, inventory: Mapping[str, str], ready_timeout: float = DEFAULT_READY_TIMEOUT):
+        self.inventory = {str(k): _check_address(str(k), v) for k, v in inventory.items()}
+        self.ready_timeout = float(ready_timeout)
+        self._addresses: dict[str, str] = {}
+
+    @classmethod
+    def for_experiment(cls, experiment: Experiment, workdir: Path) -> InventoryBackend:
+        """From ``backend.nodes`` (and nodes' own ``address``); refuses node faults, which
+        need a backend that can kill a node."""
+        for fault in experiment.node_faults:
+            raise ConfigError(
+                f"faults: node {fault.node!r} cannot be killed by the inventory backend "
+                "(the node runs outside Starling); schedule link faults instead"
+            )
+        return cls(dict(experiment.backend.nodes), experiment.backend.ready_timeout)
+
+    def __enter__(self) -> InventoryBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(
+        self, node_ids: Sequence[str], fixed: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """The address of every node, once each answers its health check as SERVING."""
+        fixed = fixed or {}
+        addresses: dict[str, str] = {}
+        for node in node_ids:
+            address = fixed.get(node) or self.inventory.get(node)
+            if not address:
+                listed = ", ".join(sorted(self.inventory)) or "none"
+                raise BackendError(
+                    f"inventory: node {node!r} of the experiment has no address "
+                    f"(the inventory lists {listed})"
+                )
+            addresses[node] = _check_address(node, address)
+        wait_serving(addresses, self.ready_timeout)
+        self._addresses = addresses
+        return dict(addresses)
+
+    def addresses(self) -> dict[str, str]:
+        return dict(self._addresses)
+
+    def alive(self, node_id: str) -> bool | None:
+        return None  # a remote node: only gRPC can tell
+
+    def kill(self, node_id: str) -> None:
+        raise BackendError(self._outside(node_id, "killed"))
+
+    def restart(self, node_id: str) -> str:
+        raise BackendError(self._outside(node_id, "restarted"))
+
+    def stop(self) -> None:
+        """Nothing to stop: the nodes keep running for the next experiment."""
+
+    def pids(self) -> dict[str, int | None]:
+        return dict.fromkeys(self._addresses)
+
+    def _outside(self, node_id: str, what: str) -> str:
+        where = self._addresses.get(node_id) or self.inventory.get(node_id, "?")
+        return (
+            f"node {node_id} at {where} runs outside Starling (inventory backend): it cannot "
+            f"be {what} from here"
+        )
+
+
+def wait_serving(addresses: Mapping[str, str], timeout: float) -> None:
+    """Poll every node's standard health check until all say SERVING; a BackendError
+    naming each node still missing (and what it last answered) when ``timeout`` passes."""
+    channels = {node: open_channel(address) for node, address in addresses.items()}
+    last = dict.fromkeys(addresses, "no answer")
+    waiting = set(addresses)
+    deadline = time.monotonic() + timeout
+    try:
+        while waiting:
+            for node in sorted(waiting):
+                stub = health_pb2_grpc.HealthStub(channels[node])
+                remaining = deadline - time.monotonic()
+                try:
+                    reply = stub.Check(
+                        health_pb2.HealthCheckRequest(service=""),
+                        timeout=max(min(_CHECK_SECONDS, remaining), 0.05),
+                    )
+                except grpc.RpcError as exc:
+                    last[node] = exc.code().name.lower()
+                    continue
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    waiting.discard(node)
+                else:
+                    last[node] = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+            if not waiting:
+                return
+            if time.monotonic() >= deadline:
+                missing = ", ".join(
+                    f"{node} at {addresses[node]} ({last[node]})" for node in sorted(waiting)
+                )
+                raise BackendError(
+                    f"inventory: no healthy node after {timeout:g} s: {missing}; is it "
+                    "running (starling node serve) and reachable?"
+                )
+            time.sleep(_PAUSE_SECONDS)
+    finally:
+        for channel in channels.values():
+            channel.close()
