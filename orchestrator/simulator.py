@@ -49,7 +49,7 @@ import numpy as np
 
 from node.faults import withheld_by_schedule
 from node.messages import Message
-from node.samplers import build_program, node_rng
+from node.assemble import build_program, node_rng
 from node.samplers.base import ordered_inbox
 from node.spec import NodeSpec
 

@@ -56,7 +56,6 @@ from node.params import ConfigError
 from node.spec import Neighbourhood
 
 __all__ = [
-    "HUB_ROLES",
     "KINDS",
     "TOPOLOGIES",
     "Graph",
@@ -69,9 +68,6 @@ __all__ = [
     "node_count",
     "parse_topology",
 ]
-
-HUB_ROLES = ("master", "centre", "center", "server")
-"""Role names that sit at the hub of a star (DG-LMC's master, EC-SGHMC's centre)."""
 
 _TOLERANCE = 1e-9
 
@@ -637,11 +633,9 @@ def parse_topology(
 
 
 def hub_role(info: Any) -> str | None:
-    """The role that sits at the hub of a star for this algorithm, if it has one."""
-    declared = getattr(info, "hub_role", None)
-    if declared:
-        return str(declared)
-    return next((role for role in info.roles if role in HUB_ROLES), None)
+    """The role that sits at the hub of a star for this algorithm, as it declares it
+    (``AlgorithmInfo.hub_role``), if it has one."""
+    return info.hub_role
 
 
 def check_topology(topology: Topology, info: Any, roles: Mapping[str, str]) -> None:

@@ -17,11 +17,12 @@ import grpc
 import numpy as np
 import pytest
 
+from node.assemble import build_program, node_rng
 from node.data import load_shard
 from node.models import build_model
 from node.protocol import convert
 from node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
-from node.samplers import ALGORITHMS, build_program, node_rng
+from node.samplers import ALGORITHMS
 from orchestrator.experiment import node_specs, parse_experiment
 from tests.node.test_runtime_harness import Cluster, wait_until
 

@@ -47,7 +47,7 @@ from node.runtime.links import Links, in_peers
 from node.runtime.stats import LinkCounters, StatsBook
 from node.runtime.store import SampleStore
 from node.runtime.transport import ChannelSettings
-from node.samplers import build_program, node_rng
+from node.assemble import build_program, node_rng
 from node.samplers.base import NodeProgram, ordered_inbox
 from node.spec import DataSpec, NodeSpec
 

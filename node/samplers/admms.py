@@ -30,14 +30,16 @@ literal rule. Neither changes a fault-free run.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from node.messages import Message
+from node.models.base import LocalPotential
 from node.samplers.base import Inbox, NodeContext, NodeProgram, broadcast
 from node.samplers.registry import AlgorithmInfo
 
-__all__ = ["ADMM", "ALGORITHMS", "ADMMSParams", "DADMMS"]
+__all__ = ["ADMM", "ALGORITHMS", "ADMMSParams", "ADMMSState", "DADMMS"]
 
 
 ISOLATED_ROUND = ("hold", "prox")
@@ -61,46 +63,70 @@ class ADMMSParams:
             )
 
 
-class DADMMS(NodeProgram):
-    state_fields = ("x", "p")
+class ADMMSState(NamedTuple):
+    x: np.ndarray
+    """Primal iterates, (chains, d)."""
+    p: np.ndarray
+    """Dual variables, (chains, d)."""
+
+
+def admms_step(
+    state: ADMMSState,
+    neighbours: list[np.ndarray],
+    round_index: int,
+    rho: float,
+    noise: np.ndarray,
+    potential: LocalPotential,
+) -> ADMMSState:
+    """One round of [000] Algorithm 1: the dual ascent, then the noisy proximal primal step
+    (eq. 40) with the neighbours heard from (none: the no-edge step argmin f_i + pᵀx)."""
+    x, p = state
+    degree = len(neighbours)
+    if round_index > 0:
+        for x_j in neighbours:
+            p = p + rho * (x - x_j)
+    if degree == 0:
+        # No quadratic term: x = argmin f_i(x) + pᵀx, i.e. a prox with an infinite step
+        # around −p·step; a very large step gives it through the same solver.
+        step = 1e12
+        v = -p * step
+    else:
+        step = 1.0 / (2.0 * rho * degree)
+        midpoint = sum((x + x_j) for x_j in neighbours) / (2.0 * degree)
+        v = midpoint - (np.sqrt(2.0) / (2.0 * rho)) * noise - p * step
+    return ADMMSState(potential.prox(v, step, warm_start=x), p)
+
+
+class DADMMS(NodeProgram[ADMMSState]):
     noisy = True
 
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
-        self.x = rng.standard_normal((ctx.chains, ctx.dim))
-        self.p = np.zeros((ctx.chains, ctx.dim))
+        self.params: ADMMSParams = ctx.hyper
+        shape = (ctx.chains, ctx.dim)
+        self.current = ADMMSState(rng.standard_normal(shape), np.zeros(shape))
         self.isolated_rounds = 0
 
     def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
-        return broadcast(Message("x", {"x": self.x}), self.ctx.neighbourhood(round_index).out_peers)
+        x = self.current.x
+        return broadcast(Message("x", {"x": x}), self.ctx.neighbourhood(round_index).out_peers)
 
     def incoming(
         self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
     ) -> None:
-        rho = self.ctx.hyper.rho
         neighbours = [message["x"] for message in inbox.values()]
-        degree = len(neighbours)
         expected = self.expected_senders(round_index, phase)
-        if degree == 0 and expected and self.ctx.hyper.isolated_round == "hold":
+        if not neighbours and expected and self.params.isolated_round == "hold":
             self.isolated_rounds += 1
             return
-        if round_index > 0:
-            for x_j in neighbours:
-                self.p = self.p + rho * (self.x - x_j)
-        noise = rng.standard_normal(self.x.shape) if self.noisy else np.zeros_like(self.x)
-        if degree == 0:
-            # No quadratic term: x = argmin f_i(x) + pᵀx, i.e. a prox with an infinite step
-            # around −p·step; a very large step gives it through the same solver.
-            step = 1e12
-            v = -self.p * step
-        else:
-            step = 1.0 / (2.0 * rho * degree)
-            midpoint = sum((self.x + x_j) for x_j in neighbours) / (2.0 * degree)
-            v = midpoint - (np.sqrt(2.0) / (2.0 * rho)) * noise - self.p * step
-        self.x = self.ctx.potential.prox(v, step, warm_start=self.x)
+        x = self.current.x
+        noise = rng.standard_normal(x.shape) if self.noisy else np.zeros_like(x)
+        self.current = admms_step(
+            self.current, neighbours, round_index, self.params.rho, noise, self.ctx.potential
+        )
 
     def sample(self) -> np.ndarray:
-        return self.x
+        return self.current.x
 
     def metrics(self) -> dict[str, float]:
         return {"isolated_rounds_held": float(self.isolated_rounds)}

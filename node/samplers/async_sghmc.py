@@ -43,15 +43,25 @@ The server records θ; workers record nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from node.messages import Message
 from node.samplers.base import Inbox, NodeContext, NodeProgram, broadcast
 from node.samplers.centralised import SGHMCParams
+from node.samplers.kernels import sghmc_momentum, sghmc_position
 from node.samplers.registry import AlgorithmInfo
+from node.samplers.staleness import new_tally, tally, tally_metrics
 
-__all__ = ["ALGORITHMS", "AsyncSGHMCParams", "AsyncServer", "AsyncWorker"]
+__all__ = [
+    "ALGORITHMS",
+    "AsyncSGHMCParams",
+    "AsyncServer",
+    "AsyncServerState",
+    "AsyncWorker",
+    "AsyncWorkerState",
+]
 
 
 @dataclass(frozen=True)
@@ -69,23 +79,49 @@ class AsyncSGHMCParams(SGHMCParams):
             raise ValueError("sync_period: must be at least 1")
 
 
-class AsyncServer(NodeProgram):
+class AsyncServerState(NamedTuple):
+    x: np.ndarray
+    """θ, (chains, d)."""
+    p: np.ndarray
+    """Momentum, (chains, d)."""
+    grads: np.ndarray
+    """The latest gradient of each worker, (workers, chains, d); zeros until heard."""
+    grad_round: np.ndarray
+    """The round each gradient was sent in, (workers,); -1: never heard."""
+    at_round: np.ndarray
+    """The round the θ̃ each gradient was taken at was sent in, (workers,)."""
+    staleness: np.ndarray
+    """[Σ gradient staleness, Σ message staleness, rounds counted, max gradient staleness]."""
+
+
+class AsyncWorkerState(NamedTuple):
+    theta: np.ndarray
+    """θ̃, the latest θ from the server, (chains, d)."""
+    theta_round: np.ndarray
+    """The round θ̃ was sent in (a scalar array); -1: no θ yet."""
+    grad: np.ndarray
+    """∇f_i(θ̃), (chains, d)."""
+    staleness: np.ndarray
+    """Tally of θ̃'s age (:mod:`node.samplers.staleness`)."""
+
+
+class AsyncServer(NodeProgram[AsyncServerState]):
     """The parameter server: SGHMC on the sum of the workers' latest gradients."""
 
     synchronous = False
     phases = 2
-    state_fields = ("x", "p", "grads", "grad_round", "at_round", "staleness")
 
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
+        self.params: AsyncSGHMCParams = ctx.hyper
         shape = (ctx.chains, ctx.dim)
-        self.x = rng.standard_normal(shape)
-        self.p = np.sqrt(ctx.hyper.mass) * rng.standard_normal(shape)
+        x = rng.standard_normal(shape)
+        p = np.sqrt(self.params.mass) * rng.standard_normal(shape)
         self._workers = ctx.schedule_peers("in_peers")
-        self.grads = np.zeros((len(self._workers), *shape))
-        self.grad_round = np.full(len(self._workers), -1.0)  # when each gradient was sent
-        self.at_round = np.full(len(self._workers), -1.0)  # when its θ̃ was sent
-        self.staleness = np.zeros(4)  # [Σ gradient staleness, Σ message staleness, count, max]
+        k = len(self._workers)
+        self.current = AsyncServerState(
+            x, p, np.zeros((k, *shape)), np.full(k, -1.0), np.full(k, -1.0), np.zeros(4)
+        )
 
     def message_shapes(self, kind: str) -> dict[str, tuple[int, ...]]:
         if kind != "grad":
@@ -100,46 +136,43 @@ class AsyncServer(NodeProgram):
         return 1 if phase == 1 else None
 
     def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
-        if phase != 0 or round_index % self.ctx.hyper.sync_period != 0:
+        if phase != 0 or round_index % self.params.sync_period != 0:
             return {}
-        return broadcast(Message("theta", {"theta": self.x}), self.ctx.schedule_peers("out_peers"))
+        message = Message("theta", {"theta": self.current.x})
+        return broadcast(message, self.ctx.schedule_peers("out_peers"))
 
     def incoming(
         self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
     ) -> None:
         if phase != 1:
             return
+        x, p, grads, grad_round, at_round, staleness = self.current
+        grads, grad_round, at_round = grads.copy(), grad_round.copy(), at_round.copy()
         for sender, message in inbox.items():
             k = self._workers.index(sender)
-            if message.round > self.grad_round[k]:
-                self.grads[k] = message["grad"]
-                self.grad_round[k] = float(message.round)
-                self.at_round[k] = float(message["at_round"][0])
-        heard = self.grad_round >= 0
+            if message.round > grad_round[k]:
+                grads[k] = message["grad"]
+                grad_round[k] = float(message.round)
+                at_round[k] = float(message["at_round"][0])
+        heard = grad_round >= 0
         if heard.any():
             # On the network a worker may be ahead of the server: its message is then 0
             # rounds stale, not negative. θ̃ was sent by the server, so never ahead of it.
-            age = round_index - self.at_round[heard]
-            message_age = np.maximum(round_index - self.grad_round[heard], 0.0)
-            self.staleness = self.staleness + np.array([age.mean(), message_age.mean(), 1.0, 0.0])
-            self.staleness[3] = max(self.staleness[3], float(age.max()))
-        hyper = self.ctx.hyper
-        eps, mass = hyper.eps, hyper.mass
-        gradient = self.grads.sum(axis=0)  # workers never heard from hold zeros
-        noise = rng.standard_normal(self.p.shape)
-        self.p = (
-            self.p
-            - eps * gradient
-            - (eps * hyper.friction / mass) * self.p
-            + np.sqrt(2.0 * eps * hyper.friction) * noise
-        )
-        self.x = self.x + (eps / mass) * self.p
+            age = round_index - at_round[heard]
+            message_age = np.maximum(round_index - grad_round[heard], 0.0)
+            staleness = staleness + np.array([age.mean(), message_age.mean(), 1.0, 0.0])
+            staleness[3] = max(staleness[3], float(age.max()))
+        eps, mass, friction = self.params.eps, self.params.mass, self.params.friction
+        gradient = grads.sum(axis=0)  # workers never heard from hold zeros
+        p = sghmc_momentum(p, gradient, eps, friction, mass, rng)  # [001] eq. 4
+        x = sghmc_position(x, p, eps, mass)
+        self.current = AsyncServerState(x, p, grads, grad_round, at_round, staleness)
 
     def sample(self) -> np.ndarray:
-        return self.x
+        return self.current.x
 
     def metrics(self) -> dict[str, float]:
-        total, message_total, count, worst = (float(v) for v in self.staleness)
+        total, message_total, count, worst = (float(v) for v in self.current.staleness)
         if not count:
             return {}
         return {
@@ -149,20 +182,19 @@ class AsyncServer(NodeProgram):
         }
 
 
-class AsyncWorker(NodeProgram):
+class AsyncWorker(NodeProgram[AsyncWorkerState]):
     """A worker: the gradient of its own potential at its latest copy of θ."""
 
     synchronous = False
     phases = 2
-    state_fields = ("theta", "theta_round", "grad", "staleness")
 
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
+        self.params: AsyncSGHMCParams = ctx.hyper
         shape = (ctx.chains, ctx.dim)
-        self.theta = np.zeros(shape)
-        self.theta_round = np.array(-1.0)  # -1: no θ from the server yet
-        self.grad = np.zeros(shape)
-        self.staleness = np.zeros(3)  # [sum, count, max] of rounds since θ̃ was sent
+        self.current = AsyncWorkerState(
+            np.zeros(shape), np.array(-1.0), np.zeros(shape), new_tally()
+        )
 
     def message_shapes(self, kind: str) -> dict[str, tuple[int, ...]]:
         if kind != "theta":
@@ -174,14 +206,13 @@ class AsyncWorker(NodeProgram):
 
     def max_staleness(self, round_index: int, phase: int) -> int | None:
         """θ is sent every s rounds and used from the next one: at most s rounds old."""
-        return self.ctx.hyper.sync_period if phase == 0 else None
+        return self.params.sync_period if phase == 0 else None
 
     def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
-        if phase != 1 or self.theta_round < 0:
+        theta_round = float(self.current.theta_round)
+        if phase != 1 or theta_round < 0:
             return {}
-        message = Message(
-            "grad", {"grad": self.grad, "at_round": np.array([float(self.theta_round)])}
-        )
+        message = Message("grad", {"grad": self.current.grad, "at_round": np.array([theta_round])})
         return broadcast(message, self.ctx.schedule_peers("out_peers"))
 
     def incoming(
@@ -189,23 +220,21 @@ class AsyncWorker(NodeProgram):
     ) -> None:
         if phase != 0:
             return
+        theta, theta_round, grad, staleness = self.current
         for message in inbox.values():
-            if message.round > self.theta_round:
-                self.theta = np.array(message["theta"], copy=True)
-                self.theta_round = np.array(float(message.round))
-        if self.theta_round < 0:
+            if message.round > theta_round:
+                theta = np.array(message["theta"], copy=True)
+                theta_round = np.array(float(message.round))
+        if theta_round < 0:
+            self.current = AsyncWorkerState(theta, theta_round, grad, staleness)
             return
-        age = max(round_index - float(self.theta_round), 0.0)  # the server may be ahead
-        self.staleness = np.array(
-            [self.staleness[0] + age, self.staleness[1] + 1.0, max(self.staleness[2], age)]
-        )
-        self.grad = self.ctx.potential.grad(self.theta, rng)
+        age = max(round_index - float(theta_round), 0.0)  # the server may be ahead
+        staleness = tally(staleness, np.array([age]))
+        grad = self.ctx.potential.grad(theta, rng)
+        self.current = AsyncWorkerState(theta, theta_round, grad, staleness)
 
     def metrics(self) -> dict[str, float]:
-        total, count, worst = (float(v) for v in self.staleness)
-        if not count:
-            return {}
-        return {"theta_staleness_mean": total / count, "theta_staleness_max": worst}
+        return tally_metrics(self.current.staleness, "theta")
 
 
 ALGORITHMS = (
@@ -218,5 +247,7 @@ ALGORITHMS = (
         programs={"server": AsyncServer, "worker": AsyncWorker},
         data_roles=("worker",),
         synchronous=False,
+        hub_role="server",
+        batching=True,
     ),
 )

@@ -11,7 +11,10 @@ for :meth:`NodeProgram.expected_senders` until the round deadline; a missing mes
 means that link was down in that round. Asynchronous programs (``synchronous = False``)
 get the latest message each peer has sent instead, possibly stale.
 
-Programs are pure numpy: no IO, no grpc, and the random generator is passed in.
+Programs are pure numpy: no IO, no grpc, and the random generator is passed in. A program
+is a thin adapter: it turns its inbox into a starting point and a force and hands them to a
+kernel of :mod:`node.samplers.kernels`. Everything a restart needs lives in one typed state
+value, ``program.current`` (a NamedTuple of arrays), which checkpoints by value.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -27,7 +30,7 @@ from node.messages import Message
 from node.models.base import LocalPotential
 from node.spec import Neighbourhood, NodeSpec
 
-__all__ = ["Inbox", "NodeContext", "NodeProgram", "ordered_inbox"]
+__all__ = ["Inbox", "NodeContext", "NodeProgram", "ProgramState", "ordered_inbox"]
 
 Inbox = Mapping[str, Message]
 
@@ -63,16 +66,29 @@ class NodeContext:
         return tuple(sorted({p for hood in self.spec.schedule for p in getattr(hood, side)}))
 
 
-class NodeProgram(ABC):
+class ProgramState(Protocol):
+    """What a program's state is: a NamedTuple of numpy arrays (this is its shape)."""
+
+    _fields: ClassVar[tuple[str, ...]]
+
+    def _asdict(self) -> dict[str, Any]: ...
+
+
+S = TypeVar("S", bound=ProgramState)
+
+
+class NodeProgram(ABC, Generic[S]):
     """One node's part of a decentralised sampler.
 
-    Subclasses list their checkpointed array attributes in ``state_fields``; the base class
-    saves and restores them, so a restarted node resumes exactly where it stopped.
+    ``current`` is the sampler's whole state, one typed value (a NamedTuple of arrays that
+    updates replace, never mutate); :meth:`state` and :meth:`restore` checkpoint it by
+    value, so a restarted node resumes exactly where it stopped. Counters a program keeps
+    for :meth:`metrics` only are plain attributes, outside the state.
     """
 
     phases: int = 1
     synchronous: bool = True
-    state_fields: tuple[str, ...] = ()
+    current: S
 
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         self.ctx = ctx
@@ -113,11 +129,16 @@ class NodeProgram(ABC):
         return {}
 
     def state(self) -> dict[str, np.ndarray]:
-        return {name: np.array(getattr(self, name), copy=True) for name in self.state_fields}
+        """The state as named arrays (copies), for a checkpoint."""
+        return {name: np.array(value, copy=True) for name, value in self.current._asdict().items()}
 
     def restore(self, state: Mapping[str, np.ndarray]) -> None:
-        for name in self.state_fields:
-            setattr(self, name, np.array(state[name], copy=True))
+        """Continue from a checkpoint taken by :meth:`state` on an equal program."""
+        kind = type(self.current)
+        missing = [name for name in kind._fields if name not in state]
+        if missing:
+            raise KeyError(f"checkpoint: the saved state has no {missing[0]!r}")
+        self.current = kind(*(np.array(state[name], copy=True) for name in kind._fields))
 
 
 def broadcast(message: Message, receivers: tuple[str, ...]) -> dict[str, Message]:

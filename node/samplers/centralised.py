@@ -19,12 +19,14 @@ the form [004] uses for its centralised ULA baseline.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from node.messages import Message
 from node.params import ConfigError
-from node.samplers.base import Inbox, NodeContext, NodeProgram
+from node.samplers.base import Inbox, NodeContext, NodeProgram, S
+from node.samplers.kernels import langevin_step, mala_step, sghmc_momentum, sghmc_position
 from node.samplers.registry import AlgorithmInfo
 from node.samplers.schedules import PolynomialDecay
 
@@ -32,11 +34,14 @@ __all__ = [
     "ALGORITHMS",
     "MALA",
     "MALAParams",
+    "MALAState",
     "SGHMC",
     "SGHMCParams",
+    "SGHMCState",
     "SGLDParams",
     "ULA",
     "ULAParams",
+    "ULAState",
 ]
 
 
@@ -122,7 +127,28 @@ class MALAParams:
             raise ValueError("step: must be positive")
 
 
-class _SingleNode(NodeProgram):
+class ULAState(NamedTuple):
+    x: np.ndarray
+    """The chains, (chains, d)."""
+
+
+class SGHMCState(NamedTuple):
+    x: np.ndarray
+    """Positions θ, (chains, d)."""
+    p: np.ndarray
+    """Momenta, (chains, d)."""
+
+
+class MALAState(NamedTuple):
+    x: np.ndarray
+    """The chains, (chains, d)."""
+    accepted: np.ndarray
+    """Accepted proposals per chain, (chains,)."""
+    proposed: np.ndarray
+    """Proposals made so far, a scalar array."""
+
+
+class _SingleNode(NodeProgram[S]):
     """A program that talks to nobody and insists on holding all the data."""
 
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
@@ -135,7 +161,6 @@ class _SingleNode(NodeProgram):
                 f"node holding all the data (topology kind none, nodes: 1), not on "
                 f"{spec.num_nodes} nodes"
             )
-        self.x = rng.standard_normal((ctx.chains, ctx.dim))
 
     def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
         return {}
@@ -144,30 +169,28 @@ class _SingleNode(NodeProgram):
         return ()
 
     def sample(self) -> np.ndarray:
-        return self.x
+        return self.current.x
 
 
-class ULA(_SingleNode):
+class ULA(_SingleNode[ULAState]):
     """``x ← x − h_t ∇F(x) + √(2 h_t) w`` ([004] eq. 13); SGLD when the gradient is a
     mini-batch estimate (``batch_size`` in the parameters; ULA always uses all the data)."""
 
-    state_fields = ("x",)
-
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
+        self.current = ULAState(rng.standard_normal((ctx.chains, ctx.dim)))
         hyper = ctx.hyper
         self._step = PolynomialDecay(hyper.eta, hyper.k0 + 1.0, hyper.decay)
 
     def incoming(
         self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
     ) -> None:
-        h = self._step(round_index)
-        gradient = self.ctx.potential.grad(self.x, rng)
-        noise = rng.standard_normal(self.x.shape)
-        self.x = self.x - h * gradient + np.sqrt(2.0 * h) * noise
+        x = self.current.x
+        gradient = self.ctx.potential.grad(x, rng)
+        self.current = ULAState(langevin_step(x, gradient, self._step(round_index), rng))
 
 
-class SGHMC(_SingleNode):
+class SGHMC(_SingleNode[SGHMCState]):
     """SGHMC ([001] eq. 4) in the order of Chen et al. 2014, Algorithm 2:
 
         θ ← θ + ε M⁻¹ p
@@ -180,70 +203,54 @@ class SGHMC(_SingleNode):
     taken as 0, as [001] does. Momentum starts at p ~ N(0, M).
     """
 
-    state_fields = ("x", "p")
-
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
-        self.p = np.sqrt(ctx.hyper.mass) * rng.standard_normal((ctx.chains, ctx.dim))
+        self.params: SGHMCParams = ctx.hyper
+        shape = (ctx.chains, ctx.dim)
+        x = rng.standard_normal(shape)
+        self.current = SGHMCState(x, np.sqrt(self.params.mass) * rng.standard_normal(shape))
 
     def incoming(
         self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
     ) -> None:
-        eps, friction, mass = self.ctx.hyper.eps, self.ctx.hyper.friction, self.ctx.hyper.mass
-        self.x = self.x + (eps / mass) * self.p
-        gradient = self.ctx.potential.grad(self.x, rng)
-        noise = rng.standard_normal(self.p.shape)
-        self.p = (
-            self.p
-            - eps * gradient
-            - (eps * friction / mass) * self.p
-            + np.sqrt(2.0 * eps * friction) * noise
+        eps, friction, mass = self.params.eps, self.params.friction, self.params.mass
+        x = sghmc_position(self.current.x, self.current.p, eps, mass)
+        gradient = self.ctx.potential.grad(x, rng)
+        self.current = SGHMCState(
+            x, sghmc_momentum(self.current.p, gradient, eps, friction, mass, rng)
         )
 
 
-class MALA(_SingleNode):
-    """Metropolis-adjusted Langevin (Roberts & Tweedie 1996), every chain on its own.
-
-    Proposal ``y = x − h ∇F(x) + √(2h) w``; accept with probability
-    ``min(1, exp(F(x) − F(y) + log q(x|y) − log q(y|x)))``,
-    ``log q(y|x) = −‖y − x + h ∇F(x)‖² / (4h)``. The counts of accepted moves per chain and
+class MALA(_SingleNode[MALAState]):
+    """Metropolis-adjusted Langevin (Roberts & Tweedie 1996), every chain on its own
+    (:func:`~node.samplers.kernels.mala_step`). The counts of accepted moves per chain and
     of proposals are part of the state, so the acceptance rate survives a restart.
     """
 
-    state_fields = ("x", "accepted", "proposed")
-
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
-        self.accepted = np.zeros(ctx.chains)
-        self.proposed = np.zeros(())
+        x = rng.standard_normal((ctx.chains, ctx.dim))
+        self.current = MALAState(x, np.zeros(ctx.chains), np.zeros(()))
 
     def incoming(
         self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
     ) -> None:
-        h = self.ctx.hyper.step
         potential = self.ctx.potential
-        x = self.x
-        grad_x = potential.grad(x)
-        y = x - h * grad_x + np.sqrt(2.0 * h) * rng.standard_normal(x.shape)
-        grad_y = potential.grad(y)
-        forward = np.sum((y - x + h * grad_x) ** 2, axis=1) / (4.0 * h)
-        backward = np.sum((x - y + h * grad_y) ** 2, axis=1) / (4.0 * h)
-        log_ratio = potential.value(x) - potential.value(y) - backward + forward
-        # log u ≤ 0, so a ratio ≥ 0 always accepts; NaN (overflow) always rejects.
-        accept = np.log(rng.random(x.shape[0])) < log_ratio
-        self.x = np.where(accept[:, None], y, x)
-        self.accepted = self.accepted + accept
-        self.proposed = self.proposed + 1.0
+        x, accepted, proposed = self.current
+        x, accept = mala_step(x, self.ctx.hyper.step, potential.value, potential.grad, rng)
+        self.current = MALAState(x, accepted + accept, proposed + 1.0)
 
     def acceptance_rate(self) -> np.ndarray:
         """Fraction of accepted proposals so far, per chain."""
-        return self.accepted / max(float(self.proposed), 1.0)
+        return self.current.accepted / max(float(self.current.proposed), 1.0)
 
     def metrics(self) -> dict[str, float]:
         return {"acceptance_rate": float(np.mean(self.acceptance_rate()))}
 
 
-def _info(name: str, summary: str, source: str, params: type, program: type) -> AlgorithmInfo:
+def _info(
+    name: str, summary: str, source: str, params: type, program: type, batching: bool
+) -> AlgorithmInfo:
     return AlgorithmInfo(
         name=name,
         summary=summary,
@@ -251,12 +258,18 @@ def _info(name: str, summary: str, source: str, params: type, program: type) -> 
         graph="none",
         params=params,
         programs={"peer": program},
+        batching=batching,
     )
 
 
 ALGORITHMS = (
     _info(
-        "ula", "Centralised unadjusted Langevin on the pooled data", "[004] eq. 13", ULAParams, ULA
+        "ula",
+        "Centralised unadjusted Langevin on the pooled data",
+        "[004] eq. 13",
+        ULAParams,
+        ULA,
+        False,
     ),
     _info(
         "sgld",
@@ -264,6 +277,7 @@ ALGORITHMS = (
         "Welling & Teh 2011; [000] §2",
         SGLDParams,
         ULA,
+        True,
     ),
     _info(
         "sghmc",
@@ -271,6 +285,7 @@ ALGORITHMS = (
         "[001] eq. 4; Chen et al. 2014 Alg. 2",
         SGHMCParams,
         SGHMC,
+        True,
     ),
     _info(
         "mala",
@@ -278,5 +293,6 @@ ALGORITHMS = (
         "Roberts & Tweedie 1996",
         MALAParams,
         MALA,
+        False,
     ),
 )

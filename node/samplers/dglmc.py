@@ -66,31 +66,41 @@ checked against those exact laws in tests/node/samplers/test_dglmc.py.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from node.messages import Message
+from node.models.base import LocalPotential
 from node.params import ConfigError
 from node.samplers.base import Inbox, NodeContext, NodeProgram
+from node.samplers.dglmc_plan import (
+    GUIDELINE,
+    LOCAL_STEPS,
+    PROFILE_SIZE,
+    RHO,
+    STEP_TIME,
+    ceil_steps,
+    plan_local_steps,
+    worker_constants,
+)
+from node.samplers.kernels import langevin_step
 from node.samplers.registry import AlgorithmInfo
 
 __all__ = [
     "ALGORITHMS",
     "DGLMCParams",
     "Master",
+    "MasterState",
     "Worker",
+    "WorkerState",
     "draw_theta",
     "lmc_steps",
     "plan_local_steps",
 ]
 
 INITS = ("mode", "normal")
-
-# Columns of the report a worker sends with z_i (the ``profile`` tensor).
-RHO, LOCAL_STEPS, GUIDELINE, STEP_TIME = range(4)
-PROFILE_SIZE = 4
 
 _MODE_STEP = 1e12
 """A prox step this long makes ``prox_{U_i}`` the minimiser of U_i (see D-ADMMS)."""
@@ -131,11 +141,11 @@ class DGLMCParams:
 
 
 # ----------------------------------------------------------------------------------------
-# The two conditional updates and the local-steps plan, as plain functions.
+# The two conditional updates, as plain functions.
 
 
 def lmc_steps(
-    potential,
+    potential: LocalPotential,
     z: np.ndarray,
     theta: np.ndarray,
     rho: float,
@@ -143,14 +153,13 @@ def lmc_steps(
     steps: int,
     rng: np.random.Generator,
 ) -> np.ndarray:
-    """``N_i`` LMC steps on ``Π_ρ(z_i | θ)`` ([003] eq. 4, Algorithm 1's inner loop), A_i = I."""
+    """``N_i`` LMC steps on ``Π_ρ(z_i | θ)`` ([003] eq. 4, Algorithm 1's inner loop), A_i = I:
+    Langevin steps on U_i from the point pulled towards θ, ``(1 − γ/ρ) u + (γ/ρ) θ``."""
     pull = gamma / rho
-    scale = math.sqrt(2.0 * gamma)
     u = z
     for _ in range(steps):
         gradient = potential.grad(u, rng)
-        noise = rng.standard_normal(u.shape)
-        u = (1.0 - pull) * u + pull * theta - gamma * gradient + scale * noise
+        u = langevin_step((1.0 - pull) * u + pull * theta, gradient, gamma, rng)
     return u
 
 
@@ -166,64 +175,46 @@ def draw_theta(z: np.ndarray, rho: np.ndarray, rng: np.random.Generator) -> np.n
     return mean + rng.standard_normal(mean.shape) / math.sqrt(precision)
 
 
-def _ceil(value: float) -> int:
-    # ρ/(γ(ρM+1)) with γ = 0.25ρ/(ρM+1) comes out as 4.000000000000001: that is 4, not 5.
-    return max(1, math.ceil(round(value, 9)))
-
-
-def _round_half_up(value: float) -> int:
-    return max(1, math.floor(value + 0.5))
-
-
-def plan_local_steps(profiles: Mapping[str, np.ndarray]) -> dict[str, int]:
-    """``N_i`` for every worker that reported, from the reports (``profile`` rows).
-
-    A worker's own ``local_steps`` wins; the others share §3.2.2's
-    ``N_avg = ⌈mean of their ρ_k/(γ_k(ρ_k M_k + 1))⌉``. If every worker gave a step time,
-    the resulting N_k are redistributed by speed: ``N_i = q_i N̄ b``, ``q_i ∝ 1/τ_i``,
-    ``N̄ = ⌈mean N_k⌉`` ([003] §3.2.2, Ahn et al. 2014).
-    """
-    if not profiles:
-        return {}
-    defaults = [p[GUIDELINE] for p in profiles.values() if p[LOCAL_STEPS] <= 0]
-    n_avg = _ceil(math.fsum(defaults) / len(defaults)) if defaults else 1
-    plain = {
-        worker: int(p[LOCAL_STEPS]) if p[LOCAL_STEPS] > 0 else n_avg
-        for worker, p in profiles.items()
-    }
-    if not all(p[STEP_TIME] > 0 for p in profiles.values()):
-        return plain
-    b = len(profiles)
-    n_bar = _ceil(math.fsum(plain.values()) / b)
-    speed = {worker: 1.0 / p[STEP_TIME] for worker, p in profiles.items()}
-    total = math.fsum(speed.values())
-    return {worker: _round_half_up(speed[worker] / total * n_bar * b) for worker in profiles}
-
-
 # ----------------------------------------------------------------------------------------
 # The two roles.
 
 
-class Master(NodeProgram):
-    """Holds θ; draws it from the workers' latest z_i (eq. 5); records θ as the sample.
+class MasterState(NamedTuple):
+    theta: np.ndarray
+    """θ, the master's sample, (chains, d); zeros until a first worker is heard."""
+    z: np.ndarray
+    """The last z_i received from the k-th worker, (workers, chains, d)."""
+    profile: np.ndarray
+    """The last report received from the k-th worker, (workers, PROFILE_SIZE)."""
+    heard: np.ndarray
+    """1 once the k-th worker has been heard at all, (workers,)."""
 
-    ``z[k]``, ``profile[k]``: the last z and report received from the k-th worker;
-    ``heard[k]`` is 1 once it has been heard at all.
-    """
+
+class WorkerState(NamedTuple):
+    z: np.ndarray
+    """z_i, (chains, d)."""
+    theta: np.ndarray
+    """The last θ received from the master, (chains, d)."""
+    has_theta: np.ndarray
+    """1 once a θ has been received (a scalar array)."""
+    steps: np.ndarray
+    """N_i, LMC steps per round (a scalar array): the master's plan once received."""
+
+
+class Master(NodeProgram[MasterState]):
+    """Holds θ; draws it from the workers' latest z_i (eq. 5); records θ as the sample."""
 
     phases = 2
-    state_fields = ("theta", "z", "profile", "heard")
 
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
         self.workers = ctx.neighbourhood(0).in_peers
         if not self.workers:
             raise ConfigError(f"node {ctx.node_id!r}: a DG-LMC master needs workers")
-        shape = (ctx.chains, ctx.dim)
-        self.theta = np.zeros(shape)  # used only until a first worker is heard
-        self.z = np.zeros((len(self.workers), *shape))
-        self.profile = np.zeros((len(self.workers), PROFILE_SIZE))
-        self.heard = np.zeros(len(self.workers))
+        shape, k = (ctx.chains, ctx.dim), len(self.workers)
+        self.current = MasterState(
+            np.zeros(shape), np.zeros((k, *shape)), np.zeros((k, PROFILE_SIZE)), np.zeros(k)
+        )
         self.stale_inputs = 0
         self.missing_inputs = 0
         self.rejected_inputs = 0
@@ -240,25 +231,26 @@ class Master(NodeProgram):
         if phase != 1:
             return {}
         steps = self.local_steps()
+        theta = self.current.theta
         return {
             worker: Message(
-                "theta", {"theta": self.theta, "steps": np.array([float(steps.get(worker, 0))])}
+                "theta", {"theta": theta, "steps": np.array([float(steps.get(worker, 0))])}
             )
             for worker in self.workers
         }
 
     def local_steps(self) -> dict[str, int]:
         """N_i for each worker heard so far (0 = not known yet: the worker decides)."""
-        return plan_local_steps(
-            {w: self.profile[k] for k, w in enumerate(self.workers) if self.heard[k]}
-        )
+        profile, heard = self.current.profile, self.current.heard
+        return plan_local_steps({w: profile[k] for k, w in enumerate(self.workers) if heard[k]})
 
     def incoming(
         self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
     ) -> None:
         if phase != 0:
             return
-        z, profile, heard = self.z.copy(), self.profile.copy(), self.heard.copy()
+        theta = self.current.theta
+        z, profile, heard = (a.copy() for a in self.current[1:])
         for k, worker in enumerate(self.workers):
             message = inbox.get(worker)
             if message is not None and not _sound(message["profile"]):
@@ -270,13 +262,13 @@ class Master(NodeProgram):
                 self.stale_inputs += 1
             else:
                 self.missing_inputs += 1
-        self.z, self.profile, self.heard = z, profile, heard
         known = heard > 0
         if known.any():
-            self.theta = draw_theta(z[known], profile[known, RHO], rng)
+            theta = draw_theta(z[known], profile[known, RHO], rng)
+        self.current = MasterState(theta, z, profile, heard)
 
     def sample(self) -> np.ndarray:
-        return self.theta
+        return self.current.theta
 
     def metrics(self) -> dict[str, float]:
         return {
@@ -292,11 +284,10 @@ def _sound(profile: np.ndarray) -> bool:
     return bool(profile[RHO] > 0 and profile[GUIDELINE] > 0 and np.all(profile >= 0))
 
 
-class Worker(NodeProgram):
+class Worker(NodeProgram[WorkerState]):
     """Holds z_i and the data; runs N_i LMC steps on eq. 4 against the master's θ."""
 
     phases = 2
-    state_fields = ("z", "theta", "has_theta", "steps")
 
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
@@ -307,7 +298,8 @@ class Worker(NodeProgram):
                 f"not {len(peers)} peers"
             )
         self.master = peers[0]
-        hyper, potential = ctx.hyper, ctx.potential
+        hyper: DGLMCParams = ctx.hyper
+        potential = ctx.potential
         self.rho, self.gamma, guideline = worker_constants(hyper, potential, ctx.node_id)
         self.profile = np.zeros(PROFILE_SIZE)
         self.profile[[RHO, LOCAL_STEPS, GUIDELINE, STEP_TIME]] = (
@@ -316,13 +308,12 @@ class Worker(NodeProgram):
         shape = (ctx.chains, ctx.dim)
         if hyper.init == "mode":
             mode = potential.prox(np.zeros((1, ctx.dim)), _MODE_STEP, np.zeros((1, ctx.dim)))
-            self.z = np.repeat(mode, ctx.chains, axis=0)
+            z = np.repeat(mode, ctx.chains, axis=0)
         else:
-            self.z = rng.standard_normal(shape)
-        self.theta = np.zeros(shape)
-        self.has_theta = np.zeros(())
+            z = rng.standard_normal(shape)
         # Until the master's plan arrives: the worker's own local_steps or §3.2.2 term.
-        self.steps = np.array(float(hyper.local_steps or _ceil(guideline)))
+        steps = np.array(float(hyper.local_steps or ceil_steps(guideline)))
+        self.current = WorkerState(z, np.zeros(shape), np.zeros(()), steps)
         self.stale_inputs = 0
         self.missing_inputs = 0
 
@@ -337,55 +328,33 @@ class Worker(NodeProgram):
     def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
         if phase != 0:
             return {}
-        return {self.master: Message("z", {"z": self.z, "profile": self.profile})}
+        return {self.master: Message("z", {"z": self.current.z, "profile": self.profile})}
 
     def incoming(
         self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
     ) -> None:
         if phase != 1:
             return
+        z, theta, has_theta, steps = self.current
         message = inbox.get(self.master)
         if message is not None:
-            self.theta, self.has_theta = message["theta"], np.ones(())
+            theta, has_theta = message["theta"], np.ones(())
             if message["steps"][0] >= 1:
-                self.steps = np.array(float(message["steps"][0]))
-        elif self.has_theta:
+                steps = np.array(float(message["steps"][0]))
+        elif has_theta:
             self.stale_inputs += 1
         else:
             self.missing_inputs += 1
             return  # no θ yet: eq. 4 has nothing to condition on, z_i stays
-        self.z = lmc_steps(
-            self.ctx.potential, self.z, self.theta, self.rho, self.gamma, int(self.steps), rng
-        )
+        z = lmc_steps(self.ctx.potential, z, theta, self.rho, self.gamma, int(steps), rng)
+        self.current = WorkerState(z, theta, has_theta, steps)
 
     def metrics(self) -> dict[str, float]:
         return {
             "stale_inputs": float(self.stale_inputs),
             "missing_inputs": float(self.missing_inputs),
-            "local_steps": float(self.steps),
+            "local_steps": float(self.current.steps),
         }
-
-
-def worker_constants(hyper: DGLMCParams, potential, node_id: str) -> tuple[float, float, float]:
-    """``(ρ_i, γ_i, ρ_i/(γ_i(ρ_i M_i + 1)))`` with [003] §3.2's defaults filled in from
-    ``M_i = potential.lipschitz()``; a γ_i above Algorithm 1's bound is a ConfigError."""
-    curvature = potential.lipschitz()
-    if curvature is None and (hyper.rho <= 0 or hyper.gamma <= 0):
-        field = "rho" if hyper.rho <= 0 else "gamma"
-        raise ConfigError(
-            f"hyperparameters.{field}: node {node_id!r}'s model gives no curvature bound M_i "
-            "for [003] §3.2's default; set rho and gamma"
-        )
-    rho = hyper.rho if hyper.rho > 0 else 1.0 / (5.0 * curvature)
-    bound = rho / (rho * curvature + 1.0) if curvature is not None else rho
-    gamma = hyper.gamma if hyper.gamma > 0 else 0.25 * bound
-    if gamma > bound * (1.0 + 1e-12):
-        raise ConfigError(
-            f"hyperparameters.gamma: {gamma:g} on node {node_id!r} exceeds "
-            f"rho/(rho M + 1) = {bound:g} (M = {curvature:g}), [003] Algorithm 1's bound"
-        )
-    guideline = bound / gamma  # ρ/(γ(ρM+1)) of §3.2.2
-    return rho, gamma, guideline
 
 
 ALGORITHMS = (
@@ -397,5 +366,6 @@ ALGORITHMS = (
         params=DGLMCParams,
         programs={"master": Master, "worker": Worker},
         data_roles=("worker",),
+        hub_role="master",
     ),
 )

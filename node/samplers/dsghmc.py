@@ -8,7 +8,7 @@ arrived:
 
 S is doubly stochastic (Metropolis–Hastings weights from the topology). A neighbour whose
 message did not arrive this round is treated as absent from that round's graph: its weight
-moves to the node's own iterate (:func:`node.samplers.dsgld.mix`), as in D-SGLD.
+moves to the node's own iterate (:func:`node.samplers.gossip.mix`), as in D-SGLD.
 
 Defaults η = 0.1, γ = 7 are those of [000] §6.2 (taken from Gürbüzbalaban et al.).
 Initialisation: ``x_i ~ N(0, I)`` and ``v_i ~ N(0, I)`` — the velocity's law under the
@@ -18,15 +18,17 @@ continuous dynamics' invariant measure, and what [000]'s public code does.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from node.messages import Message
 from node.samplers.base import Inbox, NodeContext, NodeProgram, broadcast
-from node.samplers.dsgld import mix
+from node.samplers.gossip import mix
+from node.samplers.kernels import friction_velocity, sghmc_position
 from node.samplers.registry import AlgorithmInfo
 
-__all__ = ["ALGORITHMS", "DSGHMC", "DSGHMCParams"]
+__all__ = ["ALGORITHMS", "DSGHMC", "DSGHMCParams", "DSGHMCState"]
 
 
 @dataclass(frozen=True)
@@ -53,30 +55,36 @@ class DSGHMCParams:
             raise ValueError("batch_size: must be zero (full batch) or positive")
 
 
-class DSGHMC(NodeProgram):
-    state_fields = ("x", "v")
+class DSGHMCState(NamedTuple):
+    x: np.ndarray
+    """Positions, (chains, d)."""
+    v: np.ndarray
+    """Velocities, (chains, d)."""
 
+
+class DSGHMC(NodeProgram[DSGHMCState]):
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
-        self.x = rng.standard_normal((ctx.chains, ctx.dim))
-        self.v = rng.standard_normal((ctx.chains, ctx.dim))
+        self.params: DSGHMCParams = ctx.hyper
+        x = rng.standard_normal((ctx.chains, ctx.dim))
+        self.current = DSGHMCState(x, rng.standard_normal((ctx.chains, ctx.dim)))
 
     def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
-        return broadcast(Message("x", {"x": self.x}), self.ctx.neighbourhood(round_index).out_peers)
+        x = self.current.x
+        return broadcast(Message("x", {"x": x}), self.ctx.neighbourhood(round_index).out_peers)
 
     def incoming(
         self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
     ) -> None:
-        eta, gamma = self.ctx.hyper.eta, self.ctx.hyper.gamma
-        weights = self.ctx.neighbourhood(round_index).weights
-        consensus = mix(self.x, weights, inbox, "x")
-        gradient = self.ctx.potential.grad(self.x, rng)
-        noise = rng.standard_normal(self.x.shape)
-        self.v = self.v - eta * (gamma * self.v + gradient) + np.sqrt(2.0 * gamma * eta) * noise
-        self.x = consensus + eta * self.v
+        x, v = self.current
+        eta = self.params.eta
+        consensus = mix(x, self.ctx.neighbourhood(round_index).weights, inbox, "x")
+        gradient = self.ctx.potential.grad(x, rng)
+        v = friction_velocity(v, gradient, eta, self.params.gamma, rng)  # [000] eq. 23
+        self.current = DSGHMCState(sghmc_position(consensus, v, eta, 1.0), v)  # eq. 24
 
     def sample(self) -> np.ndarray:
-        return self.x
+        return self.current.x
 
 
 ALGORITHMS = (
@@ -87,5 +95,6 @@ ALGORITHMS = (
         graph="undirected",
         params=DSGHMCParams,
         programs={"peer": DSGHMC},
+        batching=True,
     ),
 )

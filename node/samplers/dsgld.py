@@ -8,16 +8,18 @@ the row of S still sums to one (the graph of that round simply lacks the edge).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from node.messages import Message
 from node.samplers.base import Inbox, NodeContext, NodeProgram, broadcast
+from node.samplers.gossip import mix
+from node.samplers.kernels import langevin_step
 from node.samplers.registry import AlgorithmInfo
 
-__all__ = ["ALGORITHMS", "DSGLD", "DSGLDParams", "mix"]
+__all__ = ["ALGORITHMS", "DSGLD", "DSGLDParams", "DSGLDState"]
 
 
 @dataclass(frozen=True)
@@ -34,37 +36,31 @@ class DSGLDParams:
             raise ValueError("batch_size: must be zero (full batch) or positive")
 
 
-def mix(own: np.ndarray, weights: Mapping[str, float], inbox: Inbox, kind: str) -> np.ndarray:
-    """``Σ_j S_ij x_j`` over the node and the neighbours heard from, lost weight to self."""
-    self_weight = 1.0 - sum(weights[j] for j in inbox)
-    total = self_weight * own
-    for sender, message in inbox.items():
-        total = total + weights[sender] * message[kind]
-    return total
+class DSGLDState(NamedTuple):
+    x: np.ndarray
+    """The node's iterates, (chains, d)."""
 
 
-class DSGLD(NodeProgram):
-    state_fields = ("x",)
-
+class DSGLD(NodeProgram[DSGLDState]):
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
-        self.x = rng.standard_normal((ctx.chains, ctx.dim))
+        self.params: DSGLDParams = ctx.hyper
+        self.current = DSGLDState(rng.standard_normal((ctx.chains, ctx.dim)))
 
     def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
-        return broadcast(Message("x", {"x": self.x}), self.ctx.neighbourhood(round_index).out_peers)
+        x = self.current.x
+        return broadcast(Message("x", {"x": x}), self.ctx.neighbourhood(round_index).out_peers)
 
     def incoming(
         self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
     ) -> None:
-        eta = self.ctx.hyper.eta
-        weights = self.ctx.neighbourhood(round_index).weights
-        consensus = mix(self.x, weights, inbox, "x")
-        gradient = self.ctx.potential.grad(self.x, rng)
-        noise = rng.standard_normal(self.x.shape)
-        self.x = consensus - eta * gradient + np.sqrt(2.0 * eta) * noise
+        x = self.current.x
+        consensus = mix(x, self.ctx.neighbourhood(round_index).weights, inbox, "x")
+        gradient = self.ctx.potential.grad(x, rng)
+        self.current = DSGLDState(langevin_step(consensus, gradient, self.params.eta, rng))
 
     def sample(self) -> np.ndarray:
-        return self.x
+        return self.current.x
 
 
 ALGORITHMS = (
@@ -75,5 +71,6 @@ ALGORITHMS = (
         graph="undirected",
         params=DSGLDParams,
         programs={"peer": DSGLD},
+        batching=True,
     ),
 )

@@ -33,15 +33,18 @@ term leaves the consensus sum. k is the round index, so a restarted node resumes
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from node.messages import Message
 from node.samplers.base import Inbox, NodeContext, NodeProgram, broadcast
+from node.samplers.gossip import disagreement
+from node.samplers.kernels import langevin_step
 from node.samplers.registry import AlgorithmInfo
 from node.samplers.schedules import PolynomialDecay
 
-__all__ = ["ALGORITHMS", "DULA", "DULAParams"]
+__all__ = ["ALGORITHMS", "DULA", "DULAParams", "DULAState"]
 
 
 @dataclass(frozen=True)
@@ -93,36 +96,37 @@ class DULAParams:
         return PolynomialDecay(self.b, self.k0 + 1.0, self.delta1) if self.b > 0 else None
 
 
-class DULA(NodeProgram):
-    state_fields = ("x",)
+class DULAState(NamedTuple):
+    x: np.ndarray
+    """The node's iterates, (chains, d)."""
 
+
+class DULA(NodeProgram[DULAState]):
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
-        self.x = rng.standard_normal((ctx.chains, ctx.dim))
-        self._alpha = ctx.hyper.alpha()
-        self._beta = ctx.hyper.beta()
+        params: DULAParams = ctx.hyper
+        self.current = DULAState(rng.standard_normal((ctx.chains, ctx.dim)))
+        self._alpha = params.alpha()
+        self._beta = params.beta()
         self._n = max(ctx.spec.num_nodes, 1)
 
     def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
-        return broadcast(Message("x", {"x": self.x}), self.ctx.neighbourhood(round_index).out_peers)
+        x = self.current.x
+        return broadcast(Message("x", {"x": x}), self.ctx.neighbourhood(round_index).out_peers)
 
     def incoming(
         self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
     ) -> None:
+        x = self.current.x
         alpha = self._alpha(round_index)
-        disagreement = np.zeros_like(self.x)
-        for message in inbox.values():
-            disagreement = disagreement + (self.x - message["x"])
         beta = self._beta(round_index) if self._beta is not None else 0.0
-        gradient = self.ctx.potential.grad(self.x, rng)
-        # v ~ N(0, N I) is drawn as √N times a standard normal.
-        noise = np.sqrt(self._n) * rng.standard_normal(self.x.shape)
-        self.x = (
-            self.x - beta * disagreement - alpha * self._n * gradient + np.sqrt(2.0 * alpha) * noise
-        )
+        base = x - beta * disagreement(x, inbox, "x")
+        gradient = self.ctx.potential.grad(x, rng)
+        # [004] eq. 8: a step on N f_i with noise v ~ N(0, N I).
+        self.current = DULAState(langevin_step(base, gradient, alpha, rng, scale=self._n))
 
     def sample(self) -> np.ndarray:
-        return self.x
+        return self.current.x
 
 
 ALGORITHMS = (
@@ -133,5 +137,6 @@ ALGORITHMS = (
         graph="undirected",
         params=DULAParams,
         programs={"peer": DULA},
+        batching=True,
     ),
 )

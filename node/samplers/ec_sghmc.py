@@ -63,15 +63,26 @@ fastest) nor a worker gets more than one period ahead of the others.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from node.messages import Message
-from node.samplers.base import Inbox, NodeContext, NodeProgram, broadcast
+from node.samplers.base import Inbox, NodeContext, NodeProgram, S, broadcast
 from node.samplers.centralised import check_friction
+from node.samplers.kernels import sghmc_momentum, sghmc_position
 from node.samplers.registry import AlgorithmInfo
+from node.samplers.staleness import new_tally, tally
 
-__all__ = ["ALGORITHMS", "ECCentre", "ECSGHMCParams", "ECWorker", "NOISES"]
+__all__ = [
+    "ALGORITHMS",
+    "ECCentre",
+    "ECCentreState",
+    "ECSGHMCParams",
+    "ECWorker",
+    "ECWorkerState",
+    "NOISES",
+]
 
 NOISES = ("euler", "eq6", "v_plus_c")
 
@@ -126,7 +137,33 @@ class ECSGHMCParams:
         return round_index % self.sync_period == 0
 
 
-class _Elastic(NodeProgram):
+class ECWorkerState(NamedTuple):
+    x: np.ndarray
+    """θ^i, (chains, d)."""
+    p: np.ndarray
+    """p^i, (chains, d)."""
+    c_tilde: np.ndarray
+    """c̃, the latest copy of the centre, (chains, d)."""
+    c_round: np.ndarray
+    """The round c̃ was sent in (a scalar array); -1: nothing heard from the centre yet."""
+    staleness: np.ndarray
+    """Tally of c̃'s age (:mod:`node.samplers.staleness`)."""
+
+
+class ECCentreState(NamedTuple):
+    c: np.ndarray
+    """The centre variable, (chains, d)."""
+    r: np.ndarray
+    """Its momentum, (chains, d)."""
+    theta_tilde: np.ndarray
+    """θ̃^i, the latest copy of each worker, (workers, chains, d)."""
+    theta_round: np.ndarray
+    """The round each θ̃^i was sent in, (workers,); -1: not heard from yet."""
+    staleness: np.ndarray
+    """Tally of the θ̃^i's age (:mod:`node.samplers.staleness`)."""
+
+
+class _Elastic(NodeProgram[S]):
     """What workers and centre share: asynchrony, staleness bookkeeping, exchange rounds."""
 
     synchronous = False
@@ -135,8 +172,7 @@ class _Elastic(NodeProgram):
 
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
-        # Staleness of the copies used, summed over rounds (state: survives a restart).
-        self.staleness = np.zeros(3)  # [sum, count, max]
+        self.params: ECSGHMCParams = ctx.hyper
 
     def message_shapes(self, kind: str) -> dict[str, tuple[int, ...]]:
         if kind != self._hears:
@@ -147,124 +183,100 @@ class _Elastic(NodeProgram):
         """Bounded staleness for the runtime: the sync period. In the simulator's lockstep
         model the copy used at round r was sent at the last exchange round ≤ r − 1, at most
         s rounds ago; the runtime waits for that (or a fresher) one."""
-        return self.ctx.hyper.sync_period
+        return self.params.sync_period
 
     def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
-        if not self.ctx.hyper.sends_at(round_index):
+        if not self.params.sends_at(round_index):
             return {}
-        message = Message(self._kind, {self._kind: self._position()})
+        message = Message(self._kind, {self._kind: self.current[0]})  # θ^i or c
         return broadcast(message, self.ctx.neighbourhood(round_index).out_peers)
 
-    def _note(self, round_index: int, sent_rounds: np.ndarray) -> None:
-        # On the network a peer may be ahead: a copy sent in a later round is 0 rounds stale.
-        ages = np.maximum(round_index - sent_rounds[sent_rounds >= 0], 0.0)
-        if ages.size:
-            self.staleness = np.array(
-                [
-                    self.staleness[0] + ages.mean(),
-                    self.staleness[1] + 1.0,
-                    max(self.staleness[2], float(ages.max())),
-                ]
-            )
-
     def _staleness_metrics(self, name: str) -> dict[str, float]:
-        total, count, worst = (float(v) for v in self.staleness)
+        total, count, worst = (float(v) for v in self.current.staleness)
         return {f"{name}_staleness_mean": total / count if count else float("nan"),
                 f"{name}_staleness_max": worst}  # fmt: skip
 
-    def _position(self) -> np.ndarray:
-        raise NotImplementedError
+
+def _ages(round_index: int, sent_rounds: np.ndarray) -> np.ndarray:
+    # On the network a peer may be ahead: a copy sent in a later round is 0 rounds stale.
+    return np.maximum(round_index - sent_rounds[sent_rounds >= 0], 0.0)
 
 
-class ECWorker(_Elastic):
+class ECWorker(_Elastic[ECWorkerState]):
     """Worker i of [001] eq. 6: an SGHMC chain on K ∇f_i tied to its copy c̃ of the centre."""
 
-    state_fields = ("x", "p", "c_tilde", "c_round", "staleness")
     _kind, _hears = "theta", "c"
 
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
         shape = (ctx.chains, ctx.dim)
-        self.x = rng.standard_normal(shape)
-        self.p = np.sqrt(ctx.hyper.mass) * rng.standard_normal(shape)  # p ~ N(0, M)
-        self.c_tilde = np.zeros(shape)
-        self.c_round = np.array(-1.0)  # -1: nothing heard from the centre yet
+        x = rng.standard_normal(shape)
+        p = np.sqrt(self.params.mass) * rng.standard_normal(shape)  # p ~ N(0, M)
+        self.current = ECWorkerState(x, p, np.zeros(shape), np.array(-1.0), new_tally())
         self._scale = float(max(ctx.spec.num_nodes, 1))  # K: the shard stands for N/K of D
-
-    def _position(self) -> np.ndarray:
-        return self.x
 
     def incoming(
         self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
     ) -> None:
-        hyper = self.ctx.hyper
+        params = self.params
+        x, p, c_tilde, c_round, staleness = self.current
         for message in inbox.values():  # the centre, the only in-peer
-            if message.round > self.c_round:
-                self.c_tilde = np.array(message["c"], copy=True)
-                self.c_round = np.array(float(message.round))
-        eps, mass = hyper.eps, hyper.mass
-        self.x = self.x + (eps / mass) * self.p
-        force = self._scale * self.ctx.potential.grad(self.x, rng)
-        if self.c_round >= 0:
-            force = force + hyper.alpha * (self.x - self.c_tilde)
-            self._note(round_index, np.array([float(self.c_round)]))
-        noise = rng.standard_normal(self.p.shape)
-        self.p = (
-            self.p
-            - eps * force
-            - (eps * hyper.friction / mass) * self.p
-            + np.sqrt(hyper.worker_noise_var()) * noise
+            if message.round > c_round:
+                c_tilde = np.array(message["c"], copy=True)
+                c_round = np.array(float(message.round))
+        x = sghmc_position(x, p, params.eps, params.mass)
+        force = self._scale * self.ctx.potential.grad(x, rng)
+        if c_round >= 0:
+            force = force + params.alpha * (x - c_tilde)  # the spring of [001] eq. 6
+            staleness = tally(staleness, _ages(round_index, np.array([float(c_round)])))
+        p = sghmc_momentum(
+            p, force, params.eps, params.friction, params.mass, rng, params.worker_noise_var()
         )
+        self.current = ECWorkerState(x, p, c_tilde, c_round, staleness)
 
     def sample(self) -> np.ndarray:
-        return self.x
+        return self.current.x
 
     def metrics(self) -> dict[str, float]:
         return self._staleness_metrics("centre")
 
 
-class ECCentre(_Elastic):
+class ECCentre(_Elastic[ECCentreState]):
     """The centre of [001] eq. 6: c with momentum r, pulled to the mean of its copies θ̃^i."""
 
-    state_fields = ("c", "r", "theta_tilde", "theta_round", "staleness")
     _kind, _hears = "c", "theta"
 
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
         shape = (ctx.chains, ctx.dim)
-        self.c = rng.standard_normal(shape)
-        self.r = np.sqrt(ctx.hyper.mass) * rng.standard_normal(shape)
+        c = rng.standard_normal(shape)
+        r = np.sqrt(self.params.mass) * rng.standard_normal(shape)
         self._workers = ctx.schedule_peers("in_peers")
-        self.theta_tilde = np.zeros((len(self._workers), *shape))
-        self.theta_round = np.full(len(self._workers), -1.0)  # -1: not heard from yet
-
-    def _position(self) -> np.ndarray:
-        return self.c
+        k = len(self._workers)
+        self.current = ECCentreState(c, r, np.zeros((k, *shape)), np.full(k, -1.0), new_tally())
 
     def incoming(
         self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
     ) -> None:
-        hyper = self.ctx.hyper
+        params = self.params
+        c, r, theta_tilde, theta_round, staleness = self.current
+        theta_tilde, theta_round = theta_tilde.copy(), theta_round.copy()
         for sender, message in inbox.items():
             k = self._workers.index(sender)
-            if message.round > self.theta_round[k]:
-                self.theta_tilde[k] = message["theta"]
-                self.theta_round[k] = float(message.round)
-        eps, mass = hyper.eps, hyper.mass
-        self.c = self.c + (eps / mass) * self.r
-        heard = self.theta_round >= 0
-        force = np.zeros_like(self.c)
+            if message.round > theta_round[k]:
+                theta_tilde[k] = message["theta"]
+                theta_round[k] = float(message.round)
+        c = sghmc_position(c, r, params.eps, params.mass)
+        heard = theta_round >= 0
+        force = np.zeros_like(c)
         if heard.any():
             # (1/K) Σ_i (c − θ̃^i) over the workers heard from.
-            force = hyper.alpha * (self.c - self.theta_tilde[heard].mean(axis=0))
-            self._note(round_index, self.theta_round)
-        noise = rng.standard_normal(self.r.shape)
-        self.r = (
-            self.r
-            - eps * force
-            - (eps * hyper.centre_noise / mass) * self.r
-            + np.sqrt(hyper.centre_noise_var()) * noise
+            force = params.alpha * (c - theta_tilde[heard].mean(axis=0))
+            staleness = tally(staleness, _ages(round_index, theta_round))
+        r = sghmc_momentum(
+            r, force, params.eps, params.centre_noise, params.mass, rng, params.centre_noise_var()
         )
+        self.current = ECCentreState(c, r, theta_tilde, theta_round, staleness)
 
     def metrics(self) -> dict[str, float]:
         return self._staleness_metrics("worker")
@@ -280,5 +292,7 @@ ALGORITHMS = (
         programs={"centre": ECCentre, "worker": ECWorker},
         data_roles=("worker",),
         synchronous=False,
+        hub_role="centre",
+        batching=True,
     ),
 )

@@ -39,15 +39,25 @@ order T · 1e-16 · |X|, negligible for any run length this project uses).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from node.messages import Message
-from node.samplers.base import Inbox, NodeContext, NodeProgram, broadcast
+from node.models.base import LocalPotential
+from node.samplers.base import Inbox, NodeContext, NodeProgram, S, broadcast
+from node.samplers.kernels import langevin_step
 from node.samplers.registry import AlgorithmInfo
 from node.samplers.schedules import PolynomialDecay
 
-__all__ = ["ALGORITHMS", "PushSum", "PushSumParams", "PushSumRunningSums"]
+__all__ = [
+    "ALGORITHMS",
+    "PushSum",
+    "PushSumParams",
+    "PushSumRunningSums",
+    "PushSumState",
+    "RunningSumsState",
+]
 
 INITS = ("zero", "normal")
 
@@ -81,90 +91,126 @@ class PushSumParams:
         return PolynomialDecay(self.a, self.b, self.gamma)
 
 
-class PushSum(NodeProgram):
-    """Plain push-sum Langevin ([002] eq. 5)."""
+class PushSumState(NamedTuple):
+    x: np.ndarray
+    """X_i, (chains, d)."""
+    y: np.ndarray
+    """The push-sum weight y_i per chain, (chains, 1): a column, to broadcast over d."""
+    z: np.ndarray
+    """The sample Z_i = W_i / y_i, (chains, d)."""
 
-    state_fields = ("x", "y", "z")
 
+class RunningSumsState(NamedTuple):
+    x: np.ndarray
+    y: np.ndarray
+    z: np.ndarray
+    sent_x: np.ndarray
+    """σ towards the k-th out-peer of the whole schedule, (out-peers, chains, d)."""
+    sent_y: np.ndarray
+    """τ towards the k-th out-peer, (out-peers, chains, 1)."""
+    heard_x: np.ndarray
+    """The last σ received from the k-th in-peer, (in-peers, chains, d)."""
+    heard_y: np.ndarray
+    """The last τ received from the k-th in-peer, (in-peers, chains, 1)."""
+
+
+def push_sum_langevin(
+    w: np.ndarray,
+    y: np.ndarray,
+    alpha: float,
+    potential: LocalPotential,
+    rng: np.random.Generator,
+) -> PushSumState:
+    """[002] eq. 5 after the mixing: ``Z = W / y``, ``X = W − α ∇f_i(Z) + √(2α) w``."""
+    z = w / y
+    gradient = potential.grad(z, rng)
+    return PushSumState(langevin_step(w, gradient, alpha, rng), y, z)
+
+
+class _PushSumBase(NodeProgram[S]):
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
+        params: PushSumParams = ctx.hyper
         shape = (ctx.chains, ctx.dim)
-        self.x = np.zeros(shape) if ctx.hyper.init == "zero" else rng.standard_normal(shape)
-        # One weight per chain, kept as a column so it broadcasts over the d coordinates.
-        self.y = np.ones((ctx.chains, 1))
-        self.z = self.x / self.y
-        self._alpha = ctx.hyper.step()
+        x = np.zeros(shape) if params.init == "zero" else rng.standard_normal(shape)
+        y = np.ones((ctx.chains, 1))
+        self._start = PushSumState(x, y, x / y)
+        self._alpha = params.step()
 
     def _degree(self, round_index: int) -> int:
         return len(self.ctx.neighbourhood(round_index).out_peers) + 1
 
-    def message_shapes(self, kind: str) -> dict[str, tuple[int, ...]]:
-        return {"x": (self.ctx.chains, self.ctx.dim), "y": (self.ctx.chains, 1)}
-
-    def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
+    def _kept(self, round_index: int) -> tuple[np.ndarray, np.ndarray]:
+        """The share ``(X_i/d_i, y_i/d_i)`` the node keeps (and sends to each out-peer)."""
         d = self._degree(round_index)
-        share = Message("share", {"x": self.x / d, "y": self.y / d})
-        return broadcast(share, self.ctx.neighbourhood(round_index).out_peers)
+        return self.current.x / d, self.current.y / d
 
-    def incoming(
-        self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
-    ) -> None:
-        d = self._degree(round_index)
-        w, y = self.x / d, self.y / d  # the share the node keeps
-        for message in inbox.values():
-            w = w + message["x"]
-            y = y + message["y"]
-        self._langevin(round_index, w, y, rng)
-
-    def _langevin(
+    def _step(
         self, round_index: int, w: np.ndarray, y: np.ndarray, rng: np.random.Generator
-    ) -> None:
-        alpha = self._alpha(round_index)
-        z = w / y
-        gradient = self.ctx.potential.grad(z, rng)
-        noise = rng.standard_normal(w.shape)
-        self.x = w - alpha * gradient + np.sqrt(2.0 * alpha) * noise
-        self.y = y
-        self.z = z
+    ) -> PushSumState:
+        return push_sum_langevin(w, y, self._alpha(round_index), self.ctx.potential, rng)
 
     def sample(self) -> np.ndarray:
-        return self.z
+        return self.current.z
 
     def metrics(self) -> dict[str, float]:
         """The node's push-sum weight y (mean and minimum over chains). Σ_i y_i = m on a
         lossless network; a plain push-sum node whose y falls has lost mass for good, and
         Z = W / y then blows up as y → 0."""
-        return {"weight_mean": float(np.mean(self.y)), "weight_min": float(np.min(self.y))}
+        y = self.current.y
+        return {"weight_mean": float(np.mean(y)), "weight_min": float(np.min(y))}
 
 
-class PushSumRunningSums(PushSum):
-    """Push-sum Langevin exchanging running sums, robust to lost messages.
+class PushSum(_PushSumBase[PushSumState]):
+    """Plain push-sum Langevin ([002] eq. 5)."""
 
-    ``sent_x[k]``, ``sent_y[k]``: σ and τ towards the k-th out-peer (of the whole
-    schedule); ``heard_x[k]``, ``heard_y[k]``: the last σ, τ received from the k-th in-peer.
-    """
+    def __init__(self, ctx: NodeContext, rng: np.random.Generator):
+        super().__init__(ctx, rng)
+        self.current = self._start
 
-    state_fields = ("x", "y", "z", "sent_x", "sent_y", "heard_x", "heard_y")
+    def message_shapes(self, kind: str) -> dict[str, tuple[int, ...]]:
+        return {"x": (self.ctx.chains, self.ctx.dim), "y": (self.ctx.chains, 1)}
+
+    def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
+        share_x, share_y = self._kept(round_index)
+        share = Message("share", {"x": share_x, "y": share_y})
+        return broadcast(share, self.ctx.neighbourhood(round_index).out_peers)
+
+    def incoming(
+        self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
+    ) -> None:
+        w, y = self._kept(round_index)
+        for message in inbox.values():
+            w = w + message["x"]
+            y = y + message["y"]
+        self.current = self._step(round_index, w, y, rng)
+
+
+class PushSumRunningSums(_PushSumBase[RunningSumsState]):
+    """Push-sum Langevin exchanging running sums, robust to lost messages."""
 
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
         self._out = {peer: k for k, peer in enumerate(ctx.schedule_peers("out_peers"))}
         self._in = {peer: k for k, peer in enumerate(ctx.schedule_peers("in_peers"))}
         c, d = ctx.chains, ctx.dim
-        self.sent_x = np.zeros((len(self._out), c, d))
-        self.sent_y = np.zeros((len(self._out), c, 1))
-        self.heard_x = np.zeros((len(self._in), c, d))
-        self.heard_y = np.zeros((len(self._in), c, 1))
+        self.current = RunningSumsState(
+            *self._start,
+            sent_x=np.zeros((len(self._out), c, d)),
+            sent_y=np.zeros((len(self._out), c, 1)),
+            heard_x=np.zeros((len(self._in), c, d)),
+            heard_y=np.zeros((len(self._in), c, 1)),
+        )
 
     def message_shapes(self, kind: str) -> dict[str, tuple[int, ...]]:
         return {"sigma": (self.ctx.chains, self.ctx.dim), "tau": (self.ctx.chains, 1)}
 
     def _sums(self, round_index: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Out-peer -> (σ, τ) including this round's share: what is sent this round."""
-        d = self._degree(round_index)
-        share_x, share_y = self.x / d, self.y / d
+        share_x, share_y = self._kept(round_index)
+        sent_x, sent_y = self.current.sent_x, self.current.sent_y
         return {
-            peer: (self.sent_x[self._out[peer]] + share_x, self.sent_y[self._out[peer]] + share_y)
+            peer: (sent_x[self._out[peer]] + share_x, sent_y[self._out[peer]] + share_y)
             for peer in self.ctx.neighbourhood(round_index).out_peers
         }
 
@@ -179,24 +225,21 @@ class PushSumRunningSums(PushSum):
     ) -> None:
         # The sums advance when a share is sent, whether or not it arrives: that is what
         # lets the next message that does arrive carry the lost one.
-        sums = self._sums(round_index)
-        if sums:
-            sent_x, sent_y = self.sent_x.copy(), self.sent_y.copy()
-            for peer, (sigma, tau) in sums.items():
-                sent_x[self._out[peer]] = sigma
-                sent_y[self._out[peer]] = tau
-            self.sent_x, self.sent_y = sent_x, sent_y
-        d = self._degree(round_index)
-        w, y = self.x / d, self.y / d
-        heard_x, heard_y = self.heard_x.copy(), self.heard_y.copy()
+        state = self.current
+        sent_x, sent_y = state.sent_x.copy(), state.sent_y.copy()
+        for peer, (sigma, tau) in self._sums(round_index).items():
+            sent_x[self._out[peer]] = sigma
+            sent_y[self._out[peer]] = tau
+        w, y = self._kept(round_index)
+        heard_x, heard_y = state.heard_x.copy(), state.heard_y.copy()
         for sender, message in inbox.items():
             k = self._in[sender]
             w = w + (message["sigma"] - heard_x[k])
             y = y + (message["tau"] - heard_y[k])
             heard_x[k] = message["sigma"]
             heard_y[k] = message["tau"]
-        self.heard_x, self.heard_y = heard_x, heard_y
-        self._langevin(round_index, w, y, rng)
+        mixed = self._step(round_index, w, y, rng)
+        self.current = RunningSumsState(*mixed, sent_x, sent_y, heard_x, heard_y)
 
 
 ALGORITHMS = (
@@ -207,6 +250,7 @@ ALGORITHMS = (
         graph="directed",
         params=PushSumParams,
         programs={"peer": PushSum},
+        batching=True,
     ),
     AlgorithmInfo(
         name="push-sum-rs",
@@ -215,5 +259,6 @@ ALGORITHMS = (
         graph="directed",
         params=PushSumParams,
         programs={"peer": PushSumRunningSums},
+        batching=True,
     ),
 )

@@ -1,10 +1,20 @@
-"""What an algorithm declares about itself: roles, graph it needs, hyperparameters."""
+"""What an algorithm declares about itself, and where the catalogue of algorithms comes from.
+
+Each algorithm module exposes ``ALGORITHMS``, a tuple of :class:`AlgorithmInfo`;
+:func:`discover` collects them from every module of a package, so a new sampler is one
+module (plus its test) and no edit anywhere else.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import pkgutil
 from dataclasses import dataclass, field
 
-__all__ = ["AlgorithmInfo"]
+__all__ = ["GRAPHS", "AlgorithmInfo", "discover"]
+
+GRAPHS = ("undirected", "directed", "star", "none")
 
 
 @dataclass(frozen=True)
@@ -20,7 +30,33 @@ class AlgorithmInfo:
     data_roles: tuple[str, ...] = ("peer",)
     """Roles whose nodes hold data (and so a share of the prior)."""
     synchronous: bool = True
+    hub_role: str | None = None
+    """The role at the centre of a star (DG-LMC's master, EC-SGHMC's centre); the
+    orchestrator gives it to the star's hub and every other node another role."""
+    batching: bool = False
+    """True: the gradient may be a mini-batch estimate, of ``params.batch_size`` rows
+    (0: the full local data); the node builds its potential with that batch size."""
+
+    def __post_init__(self) -> None:
+        if self.graph not in GRAPHS:
+            raise ValueError(f"{self.name}: graph must be one of {', '.join(GRAPHS)}")
+        if self.hub_role is not None and self.hub_role not in self.programs:
+            raise ValueError(f"{self.name}: hub_role {self.hub_role!r} is not one of its roles")
+        if self.batching and "batch_size" not in {f.name for f in dataclasses.fields(self.params)}:
+            raise ValueError(f"{self.name}: batching needs a batch_size in {self.params.__name__}")
 
     @property
     def roles(self) -> tuple[str, ...]:
         return tuple(self.programs)
+
+
+def discover(package: str) -> dict[str, AlgorithmInfo]:
+    """Every ``ALGORITHMS`` entry of the modules directly inside ``package``, by name."""
+    path = importlib.import_module(package).__path__
+    found: dict[str, AlgorithmInfo] = {}
+    for module in sorted(m.name for m in pkgutil.iter_modules(path)):
+        for info in getattr(importlib.import_module(f"{package}.{module}"), "ALGORITHMS", ()):
+            if info.name in found:
+                raise RuntimeError(f"algorithm {info.name!r} is registered twice")
+            found[info.name] = info
+    return dict(sorted(found.items()))

@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 import node.samplers
+from node.assemble import build_program, node_rng
 from node.faults import withheld_by_schedule
 from node.messages import Message
 from node.params import ConfigError
-from node.samplers import build_program, node_rng
 from node.samplers.dsgld import DSGLD, DSGLDParams
 from node.samplers.registry import AlgorithmInfo
 from orchestrator.experiment import load_experiment, node_specs, parse_experiment
@@ -152,6 +152,7 @@ STAR = AlgorithmInfo(
     graph="star",
     params=DSGLDParams,
     programs={"master": DSGLD, "worker": DSGLD},
+    hub_role="master",
     data_roles=("worker",),
 )
 

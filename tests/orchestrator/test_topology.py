@@ -36,6 +36,7 @@ STAR = AlgorithmInfo(
     graph="star",
     params=DSGLDParams,
     programs={"master": DSGLD, "worker": DSGLD},
+    hub_role="master",
 )
 ANYTHING = AlgorithmInfo(
     name="toy-any",

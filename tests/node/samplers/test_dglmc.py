@@ -30,12 +30,12 @@ import math
 import numpy as np
 import pytest
 
+from node.assemble import build_program, node_rng
 from node.data import load_shard
 from node.faults import withheld_by_schedule
 from node.messages import Message
 from node.models import build_model
 from node.params import ConfigError
-from node.samplers import build_program, node_rng
 from node.samplers.dglmc import plan_local_steps
 from node.spec import NodeSpec
 from orchestrator.experiment import node_specs, parse_experiment
@@ -511,7 +511,7 @@ def _drive(programs, rngs, rounds, start=0):
 
 
 def test_a_restored_checkpoint_continues_the_same_chain():
-    """``state_fields`` hold everything: programs rebuilt from the specs and restored from a
+    """The typed state holds everything: programs rebuilt from the specs and restored from a
     round-5 checkpoint (state and RNG) produce the same rounds 5..9 as the original."""
     hyper = {"step_time": 1.0}
     specs = node_specs(_experiment(workers=2, rounds=10, hyper=hyper, faults=[]))

@@ -1,0 +1,37 @@
+"""The consensus half of the undirected samplers: what a node makes of its neighbours' iterates.
+
+Pure functions of the node's own iterate and its inbox (ordered by sender id, so the sums
+are bit-reproducible). A neighbour whose message did not arrive this round is absent from
+that round's graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from node.messages import Message
+
+__all__ = ["disagreement", "mix"]
+
+
+def mix(
+    own: np.ndarray, weights: Mapping[str, float], inbox: Mapping[str, Message], kind: str
+) -> np.ndarray:
+    """``Σ_{j∈N_i∪{i}} S_ij x_j`` ([000] eq. 22, 24) over the node and the neighbours heard
+    from; a missing neighbour's weight moves to the node itself, so the row still sums to 1."""
+    self_weight = 1.0 - sum(weights[j] for j in inbox)
+    total = self_weight * own
+    for sender, message in inbox.items():
+        total = total + weights[sender] * message[kind]
+    return total
+
+
+def disagreement(own: np.ndarray, inbox: Mapping[str, Message], kind: str) -> np.ndarray:
+    """``Σ_{j∈N_i} (x_i − x_j)`` with unweighted adjacency ([004] eq. 8) over the neighbours
+    heard from."""
+    total = np.zeros_like(own)
+    for message in inbox.values():
+        total = total + (own - message[kind])
+    return total
