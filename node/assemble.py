@@ -8,6 +8,8 @@ from :func:`node_rng`, so both transports drive identical sampler objects.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from node.data import load_shard
@@ -29,7 +31,7 @@ def build_program(spec: NodeSpec, rng: np.random.Generator) -> NodeProgram:
     """Load the node's data, build its potential, and instantiate its role's program."""
     info = algorithm_info(spec.algorithm)
     program = program_class(info, spec)
-    hyper = parse_params(info.params, spec.hyperparameters, "hyperparameters")
+    hyper: Any = parse_params(info.params, spec.hyperparameters, "hyperparameters")
     model = build_model(spec.model)
     potential = None
     if spec.data is not None:

@@ -36,7 +36,7 @@ import numpy as np
 
 from node.messages import Message
 from node.models.base import LocalPotential
-from node.samplers.base import Inbox, NodeContext, NodeProgram, broadcast
+from node.samplers.base import Inbox, NodeContext, Program, broadcast
 from node.samplers.registry import AlgorithmInfo
 
 __all__ = ["ADMM", "ALGORITHMS", "ADMMSParams", "ADMMSState", "DADMMS"]
@@ -97,7 +97,7 @@ def admms_step(
     return ADMMSState(potential.prox(v, step, warm_start=x), p)
 
 
-class DADMMS(NodeProgram[ADMMSState]):
+class DADMMS(Program[ADMMSState]):
     noisy = True
 
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
@@ -122,7 +122,7 @@ class DADMMS(NodeProgram[ADMMSState]):
         x = self.current.x
         noise = rng.standard_normal(x.shape) if self.noisy else np.zeros_like(x)
         self.current = admms_step(
-            self.current, neighbours, round_index, self.params.rho, noise, self.ctx.potential
+            self.current, neighbours, round_index, self.params.rho, noise, self.ctx.local_potential
         )
 
     def sample(self) -> np.ndarray:

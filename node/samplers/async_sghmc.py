@@ -48,7 +48,7 @@ from typing import NamedTuple
 import numpy as np
 
 from node.messages import Message
-from node.samplers.base import Inbox, NodeContext, NodeProgram, broadcast
+from node.samplers.base import Inbox, NodeContext, Program, broadcast
 from node.samplers.centralised import SGHMCParams
 from node.samplers.kernels import sghmc_momentum, sghmc_position
 from node.samplers.registry import AlgorithmInfo
@@ -105,7 +105,7 @@ class AsyncWorkerState(NamedTuple):
     """Tally of θ̃'s age (:mod:`node.samplers.staleness`)."""
 
 
-class AsyncServer(NodeProgram[AsyncServerState]):
+class AsyncServer(Program[AsyncServerState]):
     """The parameter server: SGHMC on the sum of the workers' latest gradients."""
 
     synchronous = False
@@ -182,7 +182,7 @@ class AsyncServer(NodeProgram[AsyncServerState]):
         }
 
 
-class AsyncWorker(NodeProgram[AsyncWorkerState]):
+class AsyncWorker(Program[AsyncWorkerState]):
     """A worker: the gradient of its own potential at its latest copy of θ."""
 
     synchronous = False
@@ -230,7 +230,7 @@ class AsyncWorker(NodeProgram[AsyncWorkerState]):
             return
         age = max(round_index - float(theta_round), 0.0)  # the server may be ahead
         staleness = tally(staleness, np.array([age]))
-        grad = self.ctx.potential.grad(theta, rng)
+        grad = self.ctx.local_potential.grad(theta, rng)
         self.current = AsyncWorkerState(theta, theta_round, grad, staleness)
 
     def metrics(self) -> dict[str, float]:

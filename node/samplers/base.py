@@ -22,15 +22,16 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
 from node.messages import Message
 from node.models.base import LocalPotential
+from node.params import ConfigError
 from node.spec import Neighbourhood, NodeSpec
 
-__all__ = ["Inbox", "NodeContext", "NodeProgram", "ProgramState", "ordered_inbox"]
+__all__ = ["Inbox", "NodeContext", "NodeProgram", "Program", "ProgramState", "ordered_inbox"]
 
 Inbox = Mapping[str, Message]
 
@@ -54,6 +55,16 @@ class NodeContext:
         return self.spec.node_id
 
     @property
+    def local_potential(self) -> LocalPotential:
+        """The potential of the node's own data; a role that holds none has no use for it."""
+        if self.potential is None:
+            raise ConfigError(
+                f"node {self.node_id!r}: role {self.spec.role!r} of {self.spec.algorithm} "
+                "needs data, but the node was given none"
+            )
+        return self.potential
+
+    @property
     def chains(self) -> int:
         return self.spec.chains
 
@@ -69,26 +80,20 @@ class NodeContext:
 class ProgramState(Protocol):
     """What a program's state is: a NamedTuple of numpy arrays (this is its shape)."""
 
-    _fields: ClassVar[tuple[str, ...]]
-
     def _asdict(self) -> dict[str, Any]: ...
 
 
 S = TypeVar("S", bound=ProgramState)
 
 
-class NodeProgram(ABC, Generic[S]):
-    """One node's part of a decentralised sampler.
+class NodeProgram(ABC):
+    """One node's part of a decentralised sampler: the interface the round drivers use.
 
-    ``current`` is the sampler's whole state, one typed value (a NamedTuple of arrays that
-    updates replace, never mutate); :meth:`state` and :meth:`restore` checkpoint it by
-    value, so a restarted node resumes exactly where it stopped. Counters a program keeps
-    for :meth:`metrics` only are plain attributes, outside the state.
+    Samplers implement it through :class:`Program`, which keeps their state typed.
     """
 
     phases: int = 1
     synchronous: bool = True
-    current: S
 
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         self.ctx = ctx
@@ -128,17 +133,37 @@ class NodeProgram(ABC, Generic[S]):
         node's results; plain floats only, and never part of the sampler's state."""
         return {}
 
+    @abstractmethod
+    def state(self) -> dict[str, np.ndarray]:
+        """Everything a restart needs, as named arrays (copies), for a checkpoint."""
+
+    @abstractmethod
+    def restore(self, state: Mapping[str, np.ndarray]) -> None:
+        """Continue from a checkpoint taken by :meth:`state` on an equal program."""
+
+
+class Program(NodeProgram, Generic[S]):
+    """A sampler program whose whole state is one typed value, ``current``.
+
+    ``current`` is a NamedTuple of arrays that updates replace, never mutate; :meth:`state`
+    and :meth:`restore` checkpoint it by value, so a restarted node resumes exactly where it
+    stopped. Counters a program keeps for :meth:`metrics` only are plain attributes,
+    outside the state.
+    """
+
+    current: S
+
     def state(self) -> dict[str, np.ndarray]:
         """The state as named arrays (copies), for a checkpoint."""
         return {name: np.array(value, copy=True) for name, value in self.current._asdict().items()}
 
     def restore(self, state: Mapping[str, np.ndarray]) -> None:
         """Continue from a checkpoint taken by :meth:`state` on an equal program."""
-        kind = type(self.current)
-        missing = [name for name in kind._fields if name not in state]
+        names = tuple(self.current._asdict())
+        missing = [name for name in names if name not in state]
         if missing:
             raise KeyError(f"checkpoint: the saved state has no {missing[0]!r}")
-        self.current = kind(*(np.array(state[name], copy=True) for name in kind._fields))
+        self.current = type(self.current)(*(np.array(state[name], copy=True) for name in names))
 
 
 def broadcast(message: Message, receivers: tuple[str, ...]) -> dict[str, Message]:

@@ -19,13 +19,13 @@ the form [004] uses for its centralised ULA baseline.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
 from node.messages import Message
 from node.params import ConfigError
-from node.samplers.base import Inbox, NodeContext, NodeProgram, S
+from node.samplers.base import Inbox, NodeContext, Program, ProgramState
 from node.samplers.kernels import langevin_step, mala_step, sghmc_momentum, sghmc_position
 from node.samplers.registry import AlgorithmInfo
 from node.samplers.schedules import PolynomialDecay
@@ -148,7 +148,15 @@ class MALAState(NamedTuple):
     """Proposals made so far, a scalar array."""
 
 
-class _SingleNode(NodeProgram[S]):
+class _Chains(ProgramState, Protocol):
+    @property
+    def x(self) -> np.ndarray: ...
+
+
+C = TypeVar("C", bound=_Chains)
+
+
+class _SingleNode(Program[C]):
     """A program that talks to nobody and insists on holding all the data."""
 
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
@@ -186,7 +194,7 @@ class ULA(_SingleNode[ULAState]):
         self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
     ) -> None:
         x = self.current.x
-        gradient = self.ctx.potential.grad(x, rng)
+        gradient = self.ctx.local_potential.grad(x, rng)
         self.current = ULAState(langevin_step(x, gradient, self._step(round_index), rng))
 
 
@@ -215,7 +223,7 @@ class SGHMC(_SingleNode[SGHMCState]):
     ) -> None:
         eps, friction, mass = self.params.eps, self.params.friction, self.params.mass
         x = sghmc_position(self.current.x, self.current.p, eps, mass)
-        gradient = self.ctx.potential.grad(x, rng)
+        gradient = self.ctx.local_potential.grad(x, rng)
         self.current = SGHMCState(
             x, sghmc_momentum(self.current.p, gradient, eps, friction, mass, rng)
         )
@@ -235,7 +243,7 @@ class MALA(_SingleNode[MALAState]):
     def incoming(
         self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
     ) -> None:
-        potential = self.ctx.potential
+        potential = self.ctx.local_potential
         x, accepted, proposed = self.current
         x, accept = mala_step(x, self.ctx.hyper.step, potential.value, potential.grad, rng)
         self.current = MALAState(x, accepted + accept, proposed + 1.0)

@@ -74,7 +74,7 @@ import numpy as np
 from node.messages import Message
 from node.models.base import LocalPotential
 from node.params import ConfigError
-from node.samplers.base import Inbox, NodeContext, NodeProgram
+from node.samplers.base import Inbox, NodeContext, Program
 from node.samplers.dglmc_plan import (
     GUIDELINE,
     LOCAL_STEPS,
@@ -201,7 +201,7 @@ class WorkerState(NamedTuple):
     """N_i, LMC steps per round (a scalar array): the master's plan once received."""
 
 
-class Master(NodeProgram[MasterState]):
+class Master(Program[MasterState]):
     """Holds θ; draws it from the workers' latest z_i (eq. 5); records θ as the sample."""
 
     phases = 2
@@ -284,7 +284,7 @@ def _sound(profile: np.ndarray) -> bool:
     return bool(profile[RHO] > 0 and profile[GUIDELINE] > 0 and np.all(profile >= 0))
 
 
-class Worker(NodeProgram[WorkerState]):
+class Worker(Program[WorkerState]):
     """Holds z_i and the data; runs N_i LMC steps on eq. 4 against the master's θ."""
 
     phases = 2
@@ -299,7 +299,7 @@ class Worker(NodeProgram[WorkerState]):
             )
         self.master = peers[0]
         hyper: DGLMCParams = ctx.hyper
-        potential = ctx.potential
+        potential = ctx.local_potential
         self.rho, self.gamma, guideline = worker_constants(hyper, potential, ctx.node_id)
         self.profile = np.zeros(PROFILE_SIZE)
         self.profile[[RHO, LOCAL_STEPS, GUIDELINE, STEP_TIME]] = (
@@ -346,7 +346,7 @@ class Worker(NodeProgram[WorkerState]):
         else:
             self.missing_inputs += 1
             return  # no θ yet: eq. 4 has nothing to condition on, z_i stays
-        z = lmc_steps(self.ctx.potential, z, theta, self.rho, self.gamma, int(steps), rng)
+        z = lmc_steps(self.ctx.local_potential, z, theta, self.rho, self.gamma, int(steps), rng)
         self.current = WorkerState(z, theta, has_theta, steps)
 
     def metrics(self) -> dict[str, float]:

@@ -73,14 +73,17 @@ def worker_constants(
     """``(ρ_i, γ_i, ρ_i/(γ_i(ρ_i M_i + 1)))`` with [003] §3.2's defaults filled in from
     ``M_i = potential.lipschitz()``; a γ_i above Algorithm 1's bound is a ConfigError."""
     curvature = potential.lipschitz()
-    if curvature is None and (hyper.rho <= 0 or hyper.gamma <= 0):
-        field = "rho" if hyper.rho <= 0 else "gamma"
-        raise ConfigError(
-            f"hyperparameters.{field}: node {node_id!r}'s model gives no curvature bound M_i "
-            "for [003] §3.2's default; set rho and gamma"
-        )
-    rho = hyper.rho if hyper.rho > 0 else 1.0 / (5.0 * curvature)
-    bound = rho / (rho * curvature + 1.0) if curvature is not None else rho
+    if curvature is None:
+        if hyper.rho <= 0 or hyper.gamma <= 0:
+            field = "rho" if hyper.rho <= 0 else "gamma"
+            raise ConfigError(
+                f"hyperparameters.{field}: node {node_id!r}'s model gives no curvature bound "
+                "M_i for [003] §3.2's default; set rho and gamma"
+            )
+        rho = bound = hyper.rho  # params.validate() already holds gamma <= rho
+    else:
+        rho = hyper.rho if hyper.rho > 0 else 1.0 / (5.0 * curvature)
+        bound = rho / (rho * curvature + 1.0)
     gamma = hyper.gamma if hyper.gamma > 0 else 0.25 * bound
     if gamma > bound * (1.0 + 1e-12):
         raise ConfigError(

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from node.messages import Message
-from node.samplers.base import Inbox, NodeContext, NodeProgram, broadcast
+from node.samplers.base import Inbox, NodeContext, Program, broadcast
 from node.samplers.gossip import mix
 from node.samplers.kernels import friction_velocity, sghmc_position
 from node.samplers.registry import AlgorithmInfo
@@ -62,7 +62,7 @@ class DSGHMCState(NamedTuple):
     """Velocities, (chains, d)."""
 
 
-class DSGHMC(NodeProgram[DSGHMCState]):
+class DSGHMC(Program[DSGHMCState]):
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
         self.params: DSGHMCParams = ctx.hyper
@@ -79,7 +79,7 @@ class DSGHMC(NodeProgram[DSGHMCState]):
         x, v = self.current
         eta = self.params.eta
         consensus = mix(x, self.ctx.neighbourhood(round_index).weights, inbox, "x")
-        gradient = self.ctx.potential.grad(x, rng)
+        gradient = self.ctx.local_potential.grad(x, rng)
         v = friction_velocity(v, gradient, eta, self.params.gamma, rng)  # [000] eq. 23
         self.current = DSGHMCState(sghmc_position(consensus, v, eta, 1.0), v)  # eq. 24
 

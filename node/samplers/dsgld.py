@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from node.messages import Message
-from node.samplers.base import Inbox, NodeContext, NodeProgram, broadcast
+from node.samplers.base import Inbox, NodeContext, Program, broadcast
 from node.samplers.gossip import mix
 from node.samplers.kernels import langevin_step
 from node.samplers.registry import AlgorithmInfo
@@ -41,7 +41,7 @@ class DSGLDState(NamedTuple):
     """The node's iterates, (chains, d)."""
 
 
-class DSGLD(NodeProgram[DSGLDState]):
+class DSGLD(Program[DSGLDState]):
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
         self.params: DSGLDParams = ctx.hyper
@@ -56,7 +56,7 @@ class DSGLD(NodeProgram[DSGLDState]):
     ) -> None:
         x = self.current.x
         consensus = mix(x, self.ctx.neighbourhood(round_index).weights, inbox, "x")
-        gradient = self.ctx.potential.grad(x, rng)
+        gradient = self.ctx.local_potential.grad(x, rng)
         self.current = DSGLDState(langevin_step(consensus, gradient, self.params.eta, rng))
 
     def sample(self) -> np.ndarray:

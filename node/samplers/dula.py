@@ -38,7 +38,7 @@ from typing import NamedTuple
 import numpy as np
 
 from node.messages import Message
-from node.samplers.base import Inbox, NodeContext, NodeProgram, broadcast
+from node.samplers.base import Inbox, NodeContext, Program, broadcast
 from node.samplers.gossip import disagreement
 from node.samplers.kernels import langevin_step
 from node.samplers.registry import AlgorithmInfo
@@ -101,7 +101,7 @@ class DULAState(NamedTuple):
     """The node's iterates, (chains, d)."""
 
 
-class DULA(NodeProgram[DULAState]):
+class DULA(Program[DULAState]):
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
         params: DULAParams = ctx.hyper
@@ -121,7 +121,7 @@ class DULA(NodeProgram[DULAState]):
         alpha = self._alpha(round_index)
         beta = self._beta(round_index) if self._beta is not None else 0.0
         base = x - beta * disagreement(x, inbox, "x")
-        gradient = self.ctx.potential.grad(x, rng)
+        gradient = self.ctx.local_potential.grad(x, rng)
         # [004] eq. 8: a step on N f_i with noise v ~ N(0, N I).
         self.current = DULAState(langevin_step(base, gradient, alpha, rng, scale=self._n))
 

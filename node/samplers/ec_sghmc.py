@@ -63,12 +63,12 @@ fastest) nor a worker gets more than one period ahead of the others.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
 from node.messages import Message
-from node.samplers.base import Inbox, NodeContext, NodeProgram, S, broadcast
+from node.samplers.base import Inbox, NodeContext, Program, ProgramState, broadcast
 from node.samplers.centralised import check_friction
 from node.samplers.kernels import sghmc_momentum, sghmc_position
 from node.samplers.registry import AlgorithmInfo
@@ -163,7 +163,15 @@ class ECCentreState(NamedTuple):
     """Tally of the θ̃^i's age (:mod:`node.samplers.staleness`)."""
 
 
-class _Elastic(NodeProgram[S]):
+class _Tallied(ProgramState, Protocol):
+    @property
+    def staleness(self) -> np.ndarray: ...
+
+
+E = TypeVar("E", bound=_Tallied)
+
+
+class _Elastic(Program[E]):
     """What workers and centre share: asynchrony, staleness bookkeeping, exchange rounds."""
 
     synchronous = False
@@ -188,8 +196,12 @@ class _Elastic(NodeProgram[S]):
     def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
         if not self.params.sends_at(round_index):
             return {}
-        message = Message(self._kind, {self._kind: self.current[0]})  # θ^i or c
+        message = Message(self._kind, {self._kind: self._position()})
         return broadcast(message, self.ctx.neighbourhood(round_index).out_peers)
+
+    def _position(self) -> np.ndarray:
+        """What this role sends: θ^i for a worker, c for the centre."""
+        raise NotImplementedError
 
     def _staleness_metrics(self, name: str) -> dict[str, float]:
         total, count, worst = (float(v) for v in self.current.staleness)
@@ -199,7 +211,8 @@ class _Elastic(NodeProgram[S]):
 
 def _ages(round_index: int, sent_rounds: np.ndarray) -> np.ndarray:
     # On the network a peer may be ahead: a copy sent in a later round is 0 rounds stale.
-    return np.maximum(round_index - sent_rounds[sent_rounds >= 0], 0.0)
+    ages: np.ndarray = np.maximum(round_index - sent_rounds[sent_rounds >= 0], 0.0)
+    return ages
 
 
 class ECWorker(_Elastic[ECWorkerState]):
@@ -225,7 +238,7 @@ class ECWorker(_Elastic[ECWorkerState]):
                 c_tilde = np.array(message["c"], copy=True)
                 c_round = np.array(float(message.round))
         x = sghmc_position(x, p, params.eps, params.mass)
-        force = self._scale * self.ctx.potential.grad(x, rng)
+        force = self._scale * self.ctx.local_potential.grad(x, rng)
         if c_round >= 0:
             force = force + params.alpha * (x - c_tilde)  # the spring of [001] eq. 6
             staleness = tally(staleness, _ages(round_index, np.array([float(c_round)])))
@@ -233,6 +246,9 @@ class ECWorker(_Elastic[ECWorkerState]):
             p, force, params.eps, params.friction, params.mass, rng, params.worker_noise_var()
         )
         self.current = ECWorkerState(x, p, c_tilde, c_round, staleness)
+
+    def _position(self) -> np.ndarray:
+        return self.current.x
 
     def sample(self) -> np.ndarray:
         return self.current.x
@@ -277,6 +293,9 @@ class ECCentre(_Elastic[ECCentreState]):
             r, force, params.eps, params.centre_noise, params.mass, rng, params.centre_noise_var()
         )
         self.current = ECCentreState(c, r, theta_tilde, theta_round, staleness)
+
+    def _position(self) -> np.ndarray:
+        return self.current.c
 
     def metrics(self) -> dict[str, float]:
         return self._staleness_metrics("worker")

@@ -54,9 +54,12 @@ def langevin_step(
     N f_i with noise N(0, N I) so that the network average follows ULA ([004] eq. 8, 16).
     """
     noise = rng.standard_normal(np.shape(base))
+    moved: np.ndarray
     if scale != 1.0:
-        return base - step * scale * gradient + np.sqrt(2.0 * step) * (np.sqrt(scale) * noise)
-    return base - step * gradient + np.sqrt(2.0 * step) * noise
+        moved = base - step * scale * gradient + np.sqrt(2.0 * step) * (np.sqrt(scale) * noise)
+    else:
+        moved = base - step * gradient + np.sqrt(2.0 * step) * noise
+    return moved
 
 
 def sghmc_position(x: np.ndarray, momentum: np.ndarray, eps: float, mass: float) -> np.ndarray:
@@ -83,7 +86,10 @@ def sghmc_momentum(
     """
     variance = 2.0 * eps * friction if noise_var is None else noise_var
     noise = rng.standard_normal(np.shape(momentum))
-    return momentum - eps * force - (eps * friction / mass) * momentum + np.sqrt(variance) * noise
+    moved: np.ndarray = (
+        momentum - eps * force - (eps * friction / mass) * momentum + np.sqrt(variance) * noise
+    )
+    return moved
 
 
 def friction_velocity(
@@ -100,7 +106,10 @@ def friction_velocity(
     bit-identical across versions).
     """
     noise = rng.standard_normal(np.shape(velocity))
-    return velocity - eta * (gamma * velocity + gradient) + np.sqrt(2.0 * gamma * eta) * noise
+    moved: np.ndarray = (
+        velocity - eta * (gamma * velocity + gradient) + np.sqrt(2.0 * gamma * eta) * noise
+    )
+    return moved
 
 
 def mala_log_ratio(
@@ -117,7 +126,8 @@ def mala_log_ratio(
     ``π ∝ exp(−F)``; rows of ``x`` and ``y`` are chains."""
     forward = np.sum((y - x + step * grad_x) ** 2, axis=1) / (4.0 * step)
     backward = np.sum((x - y + step * grad_y) ** 2, axis=1) / (4.0 * step)
-    return value_x - value_y - backward + forward
+    ratio: np.ndarray = value_x - value_y - backward + forward
+    return ratio
 
 
 def metropolis_accept(

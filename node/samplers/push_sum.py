@@ -39,13 +39,13 @@ order T · 1e-16 · |X|, negligible for any run length this project uses).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
 from node.messages import Message
 from node.models.base import LocalPotential
-from node.samplers.base import Inbox, NodeContext, NodeProgram, S, broadcast
+from node.samplers.base import Inbox, NodeContext, Program, ProgramState, broadcast
 from node.samplers.kernels import langevin_step
 from node.samplers.registry import AlgorithmInfo
 from node.samplers.schedules import PolynomialDecay
@@ -127,7 +127,21 @@ def push_sum_langevin(
     return PushSumState(langevin_step(w, gradient, alpha, rng), y, z)
 
 
-class _PushSumBase(NodeProgram[S]):
+class _Mass(ProgramState, Protocol):
+    """What both push-sum states hold: X_i, y_i and the sample Z_i."""
+
+    @property
+    def x(self) -> np.ndarray: ...
+    @property
+    def y(self) -> np.ndarray: ...
+    @property
+    def z(self) -> np.ndarray: ...
+
+
+M = TypeVar("M", bound=_Mass)
+
+
+class _PushSumBase(Program[M]):
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
         params: PushSumParams = ctx.hyper
@@ -148,7 +162,7 @@ class _PushSumBase(NodeProgram[S]):
     def _step(
         self, round_index: int, w: np.ndarray, y: np.ndarray, rng: np.random.Generator
     ) -> PushSumState:
-        return push_sum_langevin(w, y, self._alpha(round_index), self.ctx.potential, rng)
+        return push_sum_langevin(w, y, self._alpha(round_index), self.ctx.local_potential, rng)
 
     def sample(self) -> np.ndarray:
         return self.current.z
