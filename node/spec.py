@@ -1,7 +1,7 @@
 """Everything one node needs to know to run, as plain frozen dataclasses.
 
 The orchestrator builds one :class:`NodeSpec` per node from the experiment file. The
-simulator hands it straight to :func:`node.samplers.build_program`; the network runtime
+simulator hands it straight to :func:`node.assemble.build_program`; the network runtime
 receives the same content over ``Control.Configure`` and rebuilds an equal ``NodeSpec``,
 so both transports drive identical sampler objects.
 """
