@@ -31,7 +31,6 @@ from node.params import ConfigError
 
 __all__ = ["main"]
 
-READY_PREFIX = "starling-node listening on "
 EXIT_USAGE = 2
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
@@ -145,6 +144,7 @@ def serve(args: argparse.Namespace) -> int:
         return _fail(f"cannot listen on {args.listen}: {reason}")
 
     # Imported late so that usage errors are fast and gRPC is never loaded for them.
+    from node.protocol.contract import READY_PREFIX
     from node.runtime.server import NodeServer
     from node.runtime.transport import DEFAULT_MAX_WORKERS, MAX_MESSAGE_BYTES
 

@@ -1,19 +1,41 @@
-"""Turn loose mappings (YAML, protobuf Struct) into typed frozen dataclasses.
+"""Turn loose mappings (YAML, protobuf Struct) into typed values, with pydantic v2.
 
-Errors name the field with its full path (``hyperparameters.rho``), which is what a user
-editing an experiment file needs to see. protobuf's Struct carries every number as a
-float, so whole floats are accepted where an int is declared.
+One tool validates every configuration that a user writes: the orchestrator's experiment
+schema (``orchestrator/schema.py``) is built from the scalar types below, and the node
+validates the hyperparameters and model parameters of its spec through
+:func:`parse_params`, which runs a sampler's or model's plain ``Params`` dataclass through
+a pydantic model made from its fields. Either way a mistake becomes one
+:class:`ConfigError` line that starts with the dotted field path
+(``hyperparameters.rho: expected a number, got 'five'``).
+
+The scalar types are strict where YAML would otherwise be guessed at: a string is never a
+number, a number never a boolean, and no number may be infinite or NaN. protobuf's Struct
+carries every number as a float, so a whole float is accepted where an int is declared.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-__all__ = ["ConfigError", "parse_params", "describe_params"]
+import pydantic
+from pydantic import BeforeValidator, ConfigDict, Strict, ValidationError
+
+__all__ = [
+    "Bool",
+    "ConfigError",
+    "Float",
+    "Int",
+    "STRICT",
+    "Str",
+    "config_error",
+    "describe_params",
+    "parse_params",
+]
 
 T = TypeVar("T")
 
@@ -22,69 +44,67 @@ class ConfigError(ValueError):
     """A configuration value is missing or wrong; the message names the field."""
 
 
-def _coerce(value: Any, annotation: Any, where: str) -> Any:
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(value, arg, where)
-            except ConfigError as exc:
-                errors.append(str(exc))
-        raise ConfigError(errors[0] if errors else f"{where}: unexpected value {value!r}")
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
-        item = args[0] if args else Any
-        return tuple(_coerce(v, item, f"{where}[{k}]") for k, v in enumerate(value))
-    if origin in (dict, Mapping) or annotation in (dict, Mapping):
-        if not isinstance(value, Mapping):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        return dict(value)
-    if annotation is bool:
-        if isinstance(value, bool):
-            return value
-        raise ConfigError(f"{where}: expected true or false, got {value!r}")
-    if annotation is int:
-        if isinstance(value, bool):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise ConfigError(f"{where}: expected an integer, got {value!r}")
-    if annotation is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
-        return float(value)
-    if annotation is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a string, got {value!r}")
-        return value
+def _no_text_or_flag(value: Any) -> Any:
+    # Lax int would read "3" and True as 3 and 1; a user who wrote them meant something else.
+    if isinstance(value, (str, bool, bytes)):
+        raise ValueError("not an integer")
     return value
 
 
-def parse_params(cls: type[T], values: Mapping[str, Any] | None, where: str) -> T:
-    """Build ``cls`` (a dataclass) from ``values``; unknown or mistyped keys raise ConfigError."""
-    values = dict(values or {})
+Int = Annotated[int, BeforeValidator(_no_text_or_flag)]
+"""An integer; a whole float (from a protobuf Struct) counts, a string or boolean does not."""
+Float = Annotated[float, Strict()]
+"""A finite number (an int is fine); never a string or boolean."""
+Bool = Annotated[bool, Strict()]
+Str = Annotated[str, Strict()]
+
+STRICT = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+"""The model config of every schema: unknown keys and non-finite numbers are refused."""
+
+_SCALARS: dict[Any, Any] = {int: Int, float: Float, bool: Bool, str: Str}
+
+
+def _strict(annotation: Any) -> Any:
+    """``annotation`` with its scalars replaced by the strict ones above."""
+    if annotation in _SCALARS:
+        return _SCALARS[annotation]
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return typing.Union[tuple(_strict(a) for a in args)]  # noqa: UP007
+    if origin is tuple and args:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple[_strict(args[0]), ...]  # type: ignore[misc]
+        return tuple[tuple(_strict(a) for a in args)]  # type: ignore[misc]
+    return annotation
+
+
+@functools.cache
+def _schema_of(cls: type) -> type[pydantic.BaseModel]:
+    """A pydantic model with the fields of the dataclass ``cls`` (defaults left to ``cls``)."""
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise ConfigError(
-            f"{where}.{unknown[0]}: unknown field (known: {', '.join(sorted(fields)) or 'none'})"
-        )
-    kwargs = {}
-    for name, f in fields.items():
-        if name in values:
-            kwargs[name] = _coerce(values[name], hints[name], f"{where}.{name}")
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise ConfigError(f"{where}.{name}: required field is missing")
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        fields[f.name] = (_strict(hints[f.name]), ... if required else None)
+    return pydantic.create_model(cls.__name__, __config__=STRICT, **fields)
+
+
+def parse_params(cls: type[T], values: Mapping[str, Any] | None, where: str) -> T:
+    """Build ``cls`` (a dataclass) from ``values``; unknown or mistyped keys raise ConfigError.
+
+    After the types, ``cls``'s own ``__post_init__`` and ``validate()`` check the values
+    together (a ``ValueError`` from ``validate`` starts with the field's name).
+    """
+    if values is not None and not isinstance(values, Mapping):
+        raise ConfigError(f"{where}: expected a mapping, got {values!r}")
+    values = dict(values or {})
+    schema = _schema_of(cls)
+    try:
+        checked = schema.model_validate(values)
+    except ValidationError as exc:
+        raise config_error(exc, where, schema) from None
+    kwargs = {name: getattr(checked, name) for name in values}
     try:
         result = cls(**kwargs)
     except (TypeError, ValueError) as exc:
@@ -96,6 +116,125 @@ def parse_params(cls: type[T], values: Mapping[str, Any] | None, where: str) -> 
         except ValueError as exc:
             raise ConfigError(f"{where}.{exc}") from None
     return result
+
+
+# ---------------------------------------------------------------------------------------
+# pydantic's errors as one line.
+
+_WORDS = {
+    "int_type": "expected an integer",
+    "int_parsing": "expected an integer",
+    "int_from_float": "expected an integer",
+    "value_error": "expected an integer",
+    "float_type": "expected a number",
+    "float_parsing": "expected a number",
+    "finite_number": "expected a finite number",
+    "bool_type": "expected true or false",
+    "bool_parsing": "expected true or false",
+    "string_type": "expected a string",
+    "list_type": "expected a list",
+    "tuple_type": "expected a list",
+    "dict_type": "expected a mapping",
+    "mapping_type": "expected a mapping",
+    "model_type": "expected a mapping",
+    "model_attributes_type": "expected a mapping",
+    "dataclass_type": "expected a mapping",
+    "missing": "required field is missing",
+}
+
+
+def _path(where: str, loc: tuple[Any, ...]) -> str:
+    out = where
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not out:
+            out = str(part)
+        else:
+            out += f".{part}"
+    return out or "experiment"
+
+
+def _container(schema: Any, loc: tuple[Any, ...]) -> Any:
+    """The model that holds the field at ``loc``, following nested models, lists, unions."""
+    current = schema
+    for part in loc[:-1]:
+        current = _step(current, part)
+        if current is None:
+            return None
+    return current
+
+
+def _step(annotation: Any, part: Any) -> Any:
+    for candidate in _unwrap(annotation):
+        if isinstance(part, int):
+            if typing.get_origin(candidate) in (list, tuple) and typing.get_args(candidate):
+                return typing.get_args(candidate)[0]
+        elif isinstance(candidate, type) and issubclass(candidate, pydantic.BaseModel):
+            field = candidate.model_fields.get(part)
+            if field is not None:
+                return field.annotation
+    return None
+
+
+def _unwrap(annotation: Any) -> list[Any]:
+    if typing.get_origin(annotation) is Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return [a for arg in typing.get_args(annotation) for a in _unwrap(arg)]
+    return [annotation]
+
+
+def _known(schema: Any, loc: tuple[Any, ...]) -> str:
+    for holder in _unwrap(_container(schema, loc)):
+        if isinstance(holder, type) and issubclass(holder, pydantic.BaseModel):
+            names = sorted(f.alias or name for name, f in holder.model_fields.items())
+            return f" (known: {', '.join(names) or 'none'})"
+    return ""
+
+
+def config_error(exc: ValidationError, where: str, schema: Any) -> ConfigError:
+    """The first of pydantic's errors as a ConfigError naming the dotted field path.
+
+    Locations that pydantic adds for union members or validators (``function-after[...]``,
+    ``int``) are dropped, so the path is the one the user wrote.
+    """
+    error = exc.errors(include_url=False)[0]
+    loc = tuple(p for p in error["loc"] if isinstance(p, int) or _is_field_name(p))
+    field = _path(where, loc)
+    kind = error["type"]
+    value = error.get("input")
+    if kind == "extra_forbidden":
+        return ConfigError(f"{field}: unknown field{_known(schema, loc)}")
+    if kind == "missing":
+        return ConfigError(f"{field}: required field is missing")
+    if kind == "value_error" and isinstance(error.get("ctx", {}).get("error"), ConfigError):
+        return ConfigError(f"{field}: {error['ctx']['error']}")
+    if kind == "value_error":
+        message = str(error["ctx"]["error"]) if "ctx" in error else error["msg"]
+        if message == "not an integer":
+            return ConfigError(f"{field}: expected an integer, got {value!r}")
+        return ConfigError(f"{field}: {message}")
+    bounds = error.get("ctx", {})
+    if kind == "greater_than_equal":
+        return ConfigError(f"{field}: must be at least {bounds['ge']}, got {value!r}")
+    if kind == "greater_than":
+        return ConfigError(f"{field}: must be more than {bounds['gt']}, got {value!r}")
+    if kind == "less_than_equal":
+        return ConfigError(f"{field}: must be at most {bounds['le']}, got {value!r}")
+    if kind == "too_short":
+        return ConfigError(f"{field}: expected a non-empty list, got {value!r}")
+    words = _WORDS.get(kind)
+    if words is None:
+        words = error["msg"][0].lower() + error["msg"][1:]
+    return ConfigError(f"{field}: {words}, got {value!r}")
+
+
+def _is_field_name(part: str) -> bool:
+    return part.isidentifier() and part not in {"int", "float", "str", "bool", "none"}
+
+
+# ---------------------------------------------------------------------------------------
 
 
 def describe_params(cls: type) -> dict[str, dict[str, Any]]:

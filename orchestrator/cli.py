@@ -17,40 +17,38 @@ def _out_dir(args, name: str) -> Path:
     return Path(args.out) if args.out else Path("results") / name
 
 
-def _study_or_none(args, mode: str) -> int | None:
-    """Run the file as a study if it is one (see orchestrator/study.py)."""
-    from orchestrator.experiment import read_yaml_file
-    from orchestrator.study import is_study, load_study, run_study
+def _load(args):
+    """The file named on the command line, read once: a Study or an Experiment."""
+    from orchestrator.experiment import parse_experiment, read_yaml_file
+    from orchestrator.study import is_study, load_study
 
     raw = read_yaml_file(args.experiment)
-    if not is_study(raw):
-        return None
-    study = load_study(raw)
-    run_study(study, _out_dir(args, study.name), mode, say=_say)
-    return 0
+    if is_study(raw):
+        return load_study(raw)
+    return parse_experiment(raw, default_name=Path(args.experiment).stem)
 
 
 def cmd_run(args) -> int:
-    from orchestrator.experiment import load_experiment
     from orchestrator.runner import run_experiment
+    from orchestrator.study import Study, run_study
 
-    done = _study_or_none(args, "run")
-    if done is not None:
-        return done
-    experiment = load_experiment(args.experiment)
-    metrics = run_experiment(experiment, _out_dir(args, experiment.name), say=_say)
+    loaded = _load(args)
+    if isinstance(loaded, Study):
+        run_study(loaded, _out_dir(args, loaded.name), "run", say=_say)
+        return 0
+    metrics = run_experiment(loaded, _out_dir(args, loaded.name), say=_say)
     return 130 if metrics.get("interrupted") else 0
 
 
 def cmd_simulate(args) -> int:
-    from orchestrator.experiment import load_experiment
     from orchestrator.runner import simulate_experiment
+    from orchestrator.study import Study, run_study
 
-    done = _study_or_none(args, "simulate")
-    if done is not None:
-        return done
-    experiment = load_experiment(args.experiment)
-    simulate_experiment(experiment, _out_dir(args, experiment.name), say=_say)
+    loaded = _load(args)
+    if isinstance(loaded, Study):
+        run_study(loaded, _out_dir(args, loaded.name), "simulate", say=_say)
+        return 0
+    simulate_experiment(loaded, _out_dir(args, loaded.name), say=_say)
     return 0
 
 

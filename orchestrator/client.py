@@ -20,6 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from node.params import ConfigError
 from node.protocol import convert
+from node.protocol.contract import LinkCounters, link_books_from_proto
 from node.protocol.starling.v1 import control_pb2, control_pb2_grpc
 from node.runtime.transport import open_channel
 from node.spec import DataSpec, NodeSpec
@@ -48,20 +49,8 @@ class NodeRejected(NodeUnavailable):
     """The node is up but the call does not fit its state (FAILED_PRECONDITION)."""
 
 
-@dataclass(frozen=True)
-class LinkStats:
-    """Counters of one link (see ``LinkStats`` in protos/starling/v1/control.proto)."""
-
-    sent: int = 0
-    received: int = 0
-    withheld: int = 0
-    dropped: int = 0
-    send_errors: int = 0
-    late: int = 0
-    rejected: int = 0
-    last_error: str = ""
-    max_staleness: int = 0
-    overruns: int = 0
+LinkStats = LinkCounters
+"""The counters of one link, as the node reports them (one type: the contract's)."""
 
 
 @dataclass(frozen=True)
@@ -104,24 +93,6 @@ _STATE_NAMES = {
     control_pb2.NODE_STATE_FAILED: "failed",
     control_pb2.NODE_STATE_STOPPED: "stopped",
 }
-
-
-def _link_stats(entries) -> dict[str, LinkStats]:
-    return {
-        e.peer: LinkStats(
-            sent=e.sent,
-            received=e.received,
-            withheld=e.withheld,
-            dropped=e.dropped,
-            send_errors=e.send_errors,
-            late=e.late,
-            rejected=e.rejected,
-            last_error=e.last_error,
-            max_staleness=e.max_staleness,
-            overruns=e.overruns,
-        )
-        for e in entries
-    }
 
 
 class NodeClient:
@@ -197,8 +168,8 @@ class NodeClient:
             round=reply.round,
             error=reply.error,
             samples_stored=reply.samples_stored,
-            outbound=_link_stats(reply.outbound),
-            inbound=_link_stats(reply.inbound),
+            outbound=link_books_from_proto(reply.outbound),
+            inbound=link_books_from_proto(reply.inbound),
             program_metrics=dict(sorted(reply.program_metrics.items())),
             holding=reply.holding,
         )

@@ -1,4 +1,5 @@
-"""Experiment files: YAML in, validated frozen dataclasses out, then one NodeSpec per node.
+"""Experiment files: YAML read once, checked by the schema (``orchestrator/schema.py``),
+then one frozen :class:`Experiment` and one NodeSpec per node.
 
 Every error is a :class:`~node.params.ConfigError` whose message starts with the field
 path (``topology.nodes``, ``hyperparameters.rho``) or names the node, so the CLI can print
@@ -7,7 +8,7 @@ one clear line.
 
 from __future__ import annotations
 
-import re
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,16 @@ from node.params import ConfigError, parse_params
 from node.samplers import algorithm_info
 from node.spec import DataSpec, LinkFault, ModelSpec, Neighbourhood, NodeSpec
 from orchestrator.faults import FOREVER, NodeFault, parse_faults
+from orchestrator.schema import (
+    BackendSection,
+    DataSection,
+    EvaluationSection,
+    ExperimentFile,
+    LimitsSection,
+    backend_kinds,
+    delay_ms,
+    validate,
+)
 from orchestrator.topology import (
     Graph,
     Topology,
@@ -38,27 +49,6 @@ __all__ = [
     "parse_experiment",
 ]
 
-TOP_LEVEL = {
-    "name",
-    "algorithm",
-    "hyperparameters",
-    "model",
-    "data",
-    "topology",
-    "nodes",
-    "rounds",
-    "chains",
-    "seed",
-    "round_deadline",
-    "checkpoint_every",
-    "evaluation",
-    "faults",
-    "round_seconds",
-    "link_delay",
-    "backend",
-    "description",
-}
-
 
 @dataclass(frozen=True)
 class NodeEntry:
@@ -67,36 +57,6 @@ class NodeEntry:
     address: str = ""
     hyperparameters: Mapping[str, Any] = field(default_factory=dict)
     """Per-node overrides of the experiment's hyperparameters (e.g. a worker's local steps)."""
-
-
-@dataclass(frozen=True)
-class DataSection:
-    source: str = "synthetic"
-    size: int = 50
-    seed: int = 0
-    path: str = ""
-    format: str = ""
-
-
-@dataclass(frozen=True)
-class EvaluationSection:
-    window: int = 1
-    """How many final rounds to pool, with all chains, into the empirical law for W2."""
-
-
-@dataclass(frozen=True)
-class BackendSection:
-    kind: str = "local"
-    host: str = "127.0.0.1"
-    base_port: int = 0
-    """0: each node picks a free port itself; otherwise node k listens on base_port + k."""
-    nodes: Mapping[str, str] = field(default_factory=dict)
-    """``kind: inventory``: node id -> host:port of a node that already runs."""
-    ready_timeout: float = 60.0
-    """``kind: inventory``: seconds to wait for every node to answer its health check."""
-
-
-BACKEND_KINDS = ("local", "inventory")
 
 
 @dataclass(frozen=True)
@@ -128,6 +88,7 @@ class Experiment:
     set through each node's control API before it starts, and again after a restart. It
     slows rounds like a wide-area network would; as long as it stays under the round
     deadline it changes no number, so ``simulate`` ignores it."""
+    limits: LimitsSection = field(default_factory=LimitsSection)
 
     @property
     def node_ids(self) -> tuple[str, ...]:
@@ -139,194 +100,189 @@ class Experiment:
 
 
 def read_yaml_file(path: str | Path) -> Any:
-    """The parsed content of an experiment (or study) file, or a ConfigError naming it."""
+    """The parsed content of an experiment (or study) file, or a one-line ConfigError
+    naming the file (and for a YAML mistake, the line and column)."""
     file = Path(path)
     if not file.is_file():
-        raise ConfigError(f"experiment file {str(path)!r} does not exist")
+        what = "is a folder, not a file" if file.is_dir() else "does not exist"
+        raise ConfigError(f"experiment file {str(path)!r} {what}")
     try:
-        return yaml.safe_load(file.read_text())
+        text = file.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{file}: not a text file (byte {exc.start} is not UTF-8); expected YAML"
+        ) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else str(file)
+        problem = exc.problem or exc.context or "not valid YAML"
+        raise ConfigError(f"{where}: not valid YAML: {problem}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{file}: not valid YAML ({exc})") from None
+        reason = str(exc).splitlines()[0] if str(exc) else "not valid YAML"
+        raise ConfigError(f"{file}: not valid YAML: {reason}") from None
 
 
 def parse_delay(value: Any, where: str) -> float:
     """``20ms``, ``1.5s`` or a number of milliseconds -> milliseconds (>= 0)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value >= 0 and value == value and value != float("inf"):
-            return float(value)
-    elif isinstance(value, str):
-        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s)?\s*", value)
-        if match:
-            number = float(match.group(1))
-            return number * 1000.0 if match.group(2) == "s" else number
-    raise ConfigError(f"{where}: expected a duration like 20ms or 0.5s, got {value!r}")
+    try:
+        return delay_ms(value)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def load_experiment(path: str | Path) -> Experiment:
     return parse_experiment(read_yaml_file(path), default_name=Path(path).stem)
 
 
-def _int(raw: Mapping[str, Any], key: str, default: int | None, minimum: int) -> int:
-    value = raw.get(key, default)
-    if value is None:
-        raise ConfigError(f"{key}: required field is missing")
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{key}: expected an integer, got {value!r}")
-    if value < minimum:
-        raise ConfigError(f"{key}: must be at least {minimum}, got {value}")
-    return value
-
-
-def _mapping(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = raw.get(key) or {}
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"{key}: expected a mapping, got {value!r}")
-    return value
+_SECTIONS = ("hyperparameters", "model", "data", "topology", "evaluation", "backend", "limits")
 
 
 def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
+    """An experiment from its file's content: the schema's types first, then what ties
+    fields together (hyperparameters to the algorithm, faults to the topology)."""
     if not isinstance(raw, Mapping):
-        raise ConfigError("experiment: the file must hold a mapping of fields")
-    unknown = sorted(set(raw) - TOP_LEVEL)
-    if unknown:
-        raise ConfigError(f"{unknown[0]}: unknown field (known: {', '.join(sorted(TOP_LEVEL))})")
-    if "algorithm" not in raw:
-        raise ConfigError("algorithm: required field is missing")
-    if not isinstance(raw["algorithm"], str):
-        raise ConfigError(f"algorithm: expected a name, got {raw['algorithm']!r}")
-    info = algorithm_info(raw["algorithm"])
-    hyper = _mapping(raw, "hyperparameters")
-    parse_params(info.params, hyper, "hyperparameters")  # fail early, with the field's name
+        kind = "nothing" if raw is None else type(raw).__name__
+        raise ConfigError(f"experiment: the file must hold a mapping of fields, got {kind}")
+    _refuse_non_finite(raw, "")
+    # An empty section (``data:`` with nothing under it) reads as None: take the defaults.
+    cleaned = {k: v for k, v in raw.items() if not (k in _SECTIONS and v is None)}
+    if isinstance(cleaned.get("algorithm"), str):
+        algorithm_info(cleaned["algorithm"])  # an unknown algorithm is the first thing to say
+    spec = validate(ExperimentFile, cleaned)
+    info = algorithm_info(spec.algorithm)
+    parse_params(info.params, spec.hyperparameters, "hyperparameters")
+    model = ModelSpec(name=spec.model.name, params=dict(spec.model.params))
+    built = build_model(model)
 
-    model_raw = _mapping(raw, "model")
-    if "name" not in model_raw:
-        raise ConfigError("model.name: required field is missing")
-    model = ModelSpec(name=str(model_raw["name"]), params=dict(model_raw.get("params") or {}))
-    build_model(model)
-
-    data = parse_params(DataSection, _mapping(raw, "data"), "data")
-    evaluation = parse_params(EvaluationSection, _mapping(raw, "evaluation"), "evaluation")
-    backend = parse_params(BackendSection, _mapping(raw, "backend"), "backend")
-    if backend.kind not in BACKEND_KINDS:
+    kinds = backend_kinds()
+    if spec.backend.kind not in kinds:
         raise ConfigError(
-            f"backend.kind: unknown backend {backend.kind!r} (available: "
-            f"{', '.join(BACKEND_KINDS)})"
+            f"backend.kind: unknown backend {spec.backend.kind!r} (available: {', '.join(kinds)})"
         )
-
-    rounds = _int(raw, "rounds", None, 1)
-    chains = _int(raw, "chains", 1, 1)
-    seed = _int(raw, "seed", 0, 0)
-    nodes, topology = _parse_nodes_and_topology(raw, info, seed)
-    deadline = raw.get("round_deadline", 2.0)
-    if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or deadline <= 0:
+    if spec.data.source not in DATA_SOURCES:
         raise ConfigError(
-            f"round_deadline: expected a positive number of seconds, got {deadline!r}"
+            f"data.source: unknown source {spec.data.source!r} (known: {', '.join(DATA_SOURCES)})"
         )
-    if evaluation.window < 1 or evaluation.window > rounds:
+    if spec.data.source == "file" and not spec.data.path:
+        raise ConfigError("data.path: required for data.source file")
+    _check_memory(spec, built.dim)
+    rounds = spec.rounds
+    nodes, topology = _parse_nodes_and_topology(spec, info)
+    if spec.evaluation.window > rounds:
         raise ConfigError(f"evaluation.window: must be between 1 and rounds ({rounds})")
-    round_seconds = raw.get("round_seconds")
-    if round_seconds is not None and (
-        isinstance(round_seconds, bool)
-        or not isinstance(round_seconds, (int, float))
-        or not round_seconds > 0
-    ):
+    link_delay = spec.link_delay
+    if link_delay / 1000.0 >= spec.round_deadline:
         raise ConfigError(
-            f"round_seconds: expected a positive number of seconds, got {round_seconds!r}"
-        )
-    link_delay = parse_delay(raw.get("link_delay", 0), "link_delay")
-    if link_delay / 1000.0 >= float(deadline):
-        raise ConfigError(
-            f"link_delay: {link_delay:g} ms is not under round_deadline ({float(deadline):g} s): "
-            "every message would arrive late"
+            f"link_delay: {link_delay:g} ms is not under round_deadline "
+            f"({spec.round_deadline:g} s): every message would arrive late"
         )
     faults = parse_faults(
-        raw.get("faults"),
+        spec.faults,
         topology,
-        seed=seed,
+        seed=spec.seed,
         rounds=rounds,
-        round_seconds=None if round_seconds is None else float(round_seconds),
+        round_seconds=spec.round_seconds,
     )
     return Experiment(
-        name=str(raw.get("name") or default_name),
+        name=spec.name or default_name,
         algorithm=info.name,
-        hyperparameters=dict(hyper),
+        hyperparameters=dict(spec.hyperparameters),
         model=model,
-        data=data,
+        data=spec.data,
         graph=topology.union,
         nodes=nodes,
         rounds=rounds,
-        chains=chains,
-        seed=seed,
-        round_deadline=float(deadline),
-        checkpoint_every=_int(raw, "checkpoint_every", 1, 1),
-        evaluation=evaluation,
+        chains=spec.chains,
+        seed=spec.seed,
+        round_deadline=spec.round_deadline,
+        checkpoint_every=spec.checkpoint_every,
+        evaluation=spec.evaluation,
         faults=faults.links,
-        backend=backend,
+        backend=spec.backend,
         source=dict(raw),
         topology=topology,
         node_faults=faults.nodes,
-        round_seconds=None if round_seconds is None else float(round_seconds),
+        round_seconds=spec.round_seconds,
         link_delay_ms=link_delay,
+        limits=spec.limits,
     )
+
+
+DATA_SOURCES = ("synthetic", "file", "node")
+
+
+def _refuse_non_finite(value: Any, where: str) -> None:
+    """No field anywhere may be .inf or .nan: every sampler would turn it into NaNs."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where or 'experiment'}: expected a finite number, got {value!r}")
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _refuse_non_finite(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, (list, tuple)):
+        for k, item in enumerate(value):
+            _refuse_non_finite(item, f"{where}[{k}]")
+
+
+def _check_memory(spec: ExperimentFile, dim: int) -> None:
+    """Refuse a run whose per-node arrays would not fit: chains × dim × data.size float64s."""
+    if spec.data.source != "synthetic":
+        return  # the rows per node are known only once the file (or the node) is read
+    need = spec.chains * dim * spec.data.size * 8
+    limit = spec.limits.node_memory
+    if need > limit:
+        raise ConfigError(
+            f"chains: {spec.chains} chains × dim {dim} × data.size {spec.data.size} would take "
+            f"{_gib(need)} per node, over limits.node_memory ({_gib(limit)})"
+        )
+
+
+def _gib(size: int) -> str:
+    return f"{size / 2**30:.3g} GiB" if size >= 2**30 else f"{size / 2**20:.3g} MiB"
 
 
 def _worker_role(info, hub: str) -> str:
     return "worker" if "worker" in info.roles else next(r for r in info.roles if r != hub)
 
 
-def _parse_nodes_and_topology(
-    raw: Mapping[str, Any], info, seed: int
-) -> tuple[tuple[NodeEntry, ...], Topology]:
+def _parse_nodes_and_topology(spec: ExperimentFile, info) -> tuple[tuple[NodeEntry, ...], Topology]:
     """Node entries (ids, roles, overrides) and the graph schedule over them.
 
     For an algorithm with a hub role (a star's master or centre) and no explicit role,
     the hub goes to ``topology.centre`` (default: the first node) and every other node
     becomes a worker.
     """
-    topology = _mapping(raw, "topology")
+    topology = spec.topology.model_dump(exclude_unset=True)
     count = node_count(topology)
-    explicit = raw.get("nodes")
     hub = hub_role(info)
-    centre = topology.get("centre")
-    centre = None if centre is None else str(centre)
+    centre = spec.topology.centre
     entries: list[NodeEntry] = []
-    if explicit is not None:
-        if not isinstance(explicit, list) or not explicit:
-            raise ConfigError("nodes: expected a non-empty list of {id, role, address}")
-        for k, item in enumerate(explicit):
-            if not isinstance(item, Mapping) or "id" not in item:
-                raise ConfigError(f"nodes[{k}].id: required field is missing")
-        ids = [str(item["id"]) for item in explicit]
+    if spec.nodes is not None:
+        ids = [item.id for item in spec.nodes]
         default_roles = {i: info.roles[0] for i in ids}
         if hub is not None:
-            named_hubs = [str(it["id"]) for it in explicit if it.get("role") == hub]
+            named_hubs = [item.id for item in spec.nodes if item.role == hub]
             at_hub = centre if centre is not None else (named_hubs or ids)[0]
             worker = _worker_role(info, hub)
             default_roles = {i: (hub if i == at_hub and not named_hubs else worker) for i in ids}
-        for k, item in enumerate(explicit):
-            extra = sorted(set(item) - {"id", "role", "address", "hyperparameters"})
-            if extra:
-                raise ConfigError(
-                    f"nodes[{k}].{extra[0]}: unknown field "
-                    "(known: address, hyperparameters, id, role)"
-                )
-            role = str(item.get("role", default_roles[ids[k]]))
+        for k, item in enumerate(spec.nodes):
+            role = item.role if item.role is not None else default_roles[ids[k]]
             if role not in info.roles:
                 raise ConfigError(
                     f"nodes[{k}].role: {role!r} is not a role of {info.name} "
                     f"({', '.join(info.roles)})"
                 )
-            overrides = item.get("hyperparameters") or {}
-            if not isinstance(overrides, Mapping):
-                raise ConfigError(f"nodes[{k}].hyperparameters: expected a mapping")
-            merged = {**dict(raw.get("hyperparameters") or {}), **dict(overrides)}
+            merged = {**spec.hyperparameters, **item.hyperparameters}
             parse_params(info.params, merged, f"nodes[{k}].hyperparameters")
             entries.append(
                 NodeEntry(
                     id=ids[k],
                     role=role,
-                    address=str(item.get("address", "")),
-                    hyperparameters=dict(overrides),
+                    address=item.address,
+                    hyperparameters=dict(item.hyperparameters),
                 )
             )
         duplicate = next((i for i in ids if ids.count(i) > 1), None)
@@ -358,7 +314,7 @@ def _parse_nodes_and_topology(
     if info.graph == "star" and "kind" not in topology and "schedule" not in topology:
         topology = {**topology, "kind": "star"}
     parsed = parse_topology(
-        topology, [e.id for e in entries], seed=seed, hub=holders[0] if holders else None
+        topology, [e.id for e in entries], seed=spec.seed, hub=holders[0] if holders else None
     )
     check_topology(parsed, info, roles)
     return tuple(entries), parsed

@@ -36,12 +36,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import AfterValidator, BaseModel, ValidationError
 
 from node.faults import withheld_by_schedule
-from node.params import ConfigError
+from node.params import STRICT, Bool, ConfigError, config_error
 from node.spec import LinkFault
 from orchestrator.topology import Graph, Topology
 
@@ -60,24 +61,6 @@ __all__ = [
 FOREVER = 2**62
 """The ``stop`` of a fault that lasts until the end of the run."""
 
-_LINK_KEYS = (
-    "link",
-    "rounds",
-    "at_round",
-    "for_rounds",
-    "at_seconds",
-    "for_seconds",
-    "drop",
-    "both_ways",
-    "seed",
-)
-_NODE_KEYS = (
-    "node",
-    "kill_at_round",
-    "kill_at_seconds",
-    "restart_after_rounds",
-    "restart_after_seconds",
-)
 # Seconds are converted by floor/ceil; a ratio like 0.3 / 0.1 = 2.9999999999999996 must
 # still count as round 3.
 _SLACK = 1e-9
@@ -132,18 +115,66 @@ def rounds_covering(at_seconds: float, for_seconds: float | None, round_seconds:
     return start, max(stop, start + 1)
 
 
-def _int(value: Any, where: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{where}: expected an integer >= {minimum}, got {value!r}")
-    return value
+def _at_least(minimum: int):
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"expected an integer >= {minimum}, got {value!r}")
+        return value
+
+    return AfterValidator(check)
 
 
-def _seconds(value: Any, where: str, positive: bool) -> float:
+def _seconds(positive: bool):
+    def check(value: Any) -> float:
+        bad = isinstance(value, bool) or not isinstance(value, (int, float))
+        if bad or not math.isfinite(value) or value < 0 or (positive and value == 0):
+            kind = "a positive" if positive else "a non-negative"
+            raise ValueError(f"expected {kind} number of seconds, got {value!r}")
+        return float(value)
+
+    return AfterValidator(check)
+
+
+def _probability(value: Any) -> float:
     bad = isinstance(value, bool) or not isinstance(value, (int, float))
-    if bad or not math.isfinite(value) or value < 0 or (positive and value == 0):
-        kind = "a positive" if positive else "a non-negative"
-        raise ConfigError(f"{where}: expected {kind} number of seconds, got {value!r}")
+    if bad or not math.isfinite(value) or not 0 <= value <= 1:
+        raise ValueError(f"expected a probability in [0, 1], got {value!r}")
     return float(value)
+
+
+class LinkFaultEntry(BaseModel):
+    """One ``{link: ...}`` entry of ``faults``, typed; spans are checked by :func:`_span`."""
+
+    model_config = STRICT
+    link: Any = "all"
+    rounds: Any = None
+    at_round: Annotated[Any, _at_least(0)] = None
+    for_rounds: Annotated[Any, _at_least(1)] = None
+    at_seconds: Annotated[Any, _seconds(positive=False)] = None
+    for_seconds: Annotated[Any, _seconds(positive=True)] = None
+    drop: Annotated[Any, AfterValidator(_probability)] = 1.0
+    both_ways: Bool | None = None
+    seed: Annotated[Any, _at_least(0)] = None
+
+
+class NodeFaultEntry(BaseModel):
+    """One ``{node: ...}`` entry of ``faults``, typed."""
+
+    model_config = STRICT
+    node: Any
+    kill_at_round: Annotated[Any, _at_least(0)] = None
+    kill_at_seconds: Annotated[Any, _seconds(positive=False)] = None
+    restart_after_rounds: Annotated[Any, _at_least(1)] = None
+    restart_after_seconds: Annotated[Any, _seconds(positive=True)] = None
+
+
+def _entry(schema: type[BaseModel], item: Mapping[str, Any], where: str, what: str):
+    try:
+        return schema.model_validate(dict(item))
+    except ValidationError as exc:
+        error = config_error(exc, where, schema)
+        message = str(error).replace("unknown field", f"unknown field for {what}", 1)
+        raise ConfigError(message) from None
 
 
 def _need_round_seconds(round_seconds: float | None, where: str) -> float:
@@ -155,10 +186,11 @@ def _need_round_seconds(round_seconds: float | None, where: str) -> float:
     return round_seconds
 
 
-def _span(item: Mapping[str, Any], where: str, rounds: int, round_seconds: float | None):
+def _span(entry: LinkFaultEntry, where: str, rounds: int, round_seconds: float | None):
     """The rounds ``[start, stop)`` a link fault covers."""
+    item = entry.model_fields_set
     given = [key for key in ("at_round", "at_seconds") if key in item]
-    span = item.get("rounds")
+    span = entry.rounds
     if isinstance(span, list):
         given.insert(0, "rounds")
     if len(given) > 1:
@@ -182,18 +214,19 @@ def _span(item: Mapping[str, Any], where: str, rounds: int, round_seconds: float
         if stop <= start:
             raise ConfigError(f"{where}.rounds: stop must come after start, got {span!r}")
     elif given[0] == "at_round":
-        start = _int(item["at_round"], f"{where}.at_round", 0)
+        start = entry.at_round
         if "for_rounds" in item and "rounds" in item:
             raise ConfigError(f"{where}.rounds: give either rounds or for_rounds, not both")
-        key = "for_rounds" if "for_rounds" in item else "rounds"
-        duration = item.get(key)
-        stop = FOREVER if duration is None else start + _int(duration, f"{where}.{key}", 1)
+        duration = entry.for_rounds
+        if "rounds" in item:
+            bad = isinstance(span, bool) or not isinstance(span, int) or span < 1
+            if bad:
+                raise ConfigError(f"{where}.rounds: expected an integer >= 1, got {span!r}")
+            duration = span
+        stop = FOREVER if duration is None else start + duration
     else:
         rs = _need_round_seconds(round_seconds, f"{where}.at_seconds")
-        at = _seconds(item["at_seconds"], f"{where}.at_seconds", positive=False)
-        span_s = item.get("for_seconds")
-        length = None if span_s is None else _seconds(span_s, f"{where}.for_seconds", True)
-        start, stop = rounds_covering(at, length, rs)
+        start, stop = rounds_covering(entry.at_seconds, entry.for_seconds, rs)
     if start >= rounds:
         raise ConfigError(
             f"{where}.{given[0]}: starts at round {start}, after the last round ({rounds - 1})"
@@ -210,22 +243,13 @@ def _link_fault(
     round_seconds: float | None,
 ) -> list[tuple[str, LinkFault]]:
     where = f"faults[{k}]"
-    extra = sorted(set(item) - set(_LINK_KEYS))
-    if extra:
-        raise ConfigError(
-            f"{where}.{extra[0]}: unknown field for a link fault (known: {', '.join(_LINK_KEYS)})"
-        )
-    start, stop = _span(item, where, rounds, round_seconds)
-    drop = item.get("drop", 1.0)
-    if isinstance(drop, bool) or not isinstance(drop, (int, float)) or not 0 <= drop <= 1:
-        raise ConfigError(f"{where}.drop: expected a probability in [0, 1], got {drop!r}")
+    entry = _entry(LinkFaultEntry, item, where, "a link fault")
+    start, stop = _span(entry, where, rounds, round_seconds)
+    drop = entry.drop
     symmetric = graph.missing_reverse() is None
-    both = item.get("both_ways", symmetric)
-    if not isinstance(both, bool):
-        raise ConfigError(f"{where}.both_ways: expected true or false, got {both!r}")
-    own_seed = item.get("seed")
-    base = fault_seed(seed, k) if own_seed is None else _int(own_seed, f"{where}.seed", 0)
-    link = item.get("link", "all")
+    both = symmetric if entry.both_ways is None else entry.both_ways
+    base = fault_seed(seed, k) if entry.seed is None else entry.seed
+    link = entry.link
     if link == "all":
         # Both-way faults share one seed so each undirected link fails as a whole; one-way
         # faults get a seed per sender so the two directions of a link fail independently.
@@ -265,12 +289,9 @@ def _node_fault(
     round_seconds: float | None,
 ) -> NodeFault:
     where = f"faults[{k}]"
-    extra = sorted(set(item) - set(_NODE_KEYS))
-    if extra:
-        raise ConfigError(
-            f"{where}.{extra[0]}: unknown field for a node fault (known: {', '.join(_NODE_KEYS)})"
-        )
-    node = item["node"]
+    entry = _entry(NodeFaultEntry, item, where, "a node fault")
+    item = {key: getattr(entry, key) for key in entry.model_fields_set}
+    node = entry.node
     if isinstance(node, bool) or not isinstance(node, (str, int)) or str(node) not in nodes:
         raise ConfigError(f"{where}.node: {node!r} is not a node")
     when = [key for key in ("kill_at_round", "kill_at_seconds") if key in item]
@@ -285,25 +306,23 @@ def _node_fault(
             "restart_after_seconds"
         )
     if when[0] == "kill_at_round":
-        at = _int(item["kill_at_round"], f"{where}.kill_at_round", 0)
+        at = entry.kill_at_round
         if "restart_after_seconds" in item:
             raise ConfigError(
                 f"{where}.restart_after_seconds: with kill_at_round, give restart_after_rounds"
             )
         restart = None
         if "restart_after_rounds" in item:
-            restart = at + _int(item["restart_after_rounds"], f"{where}.restart_after_rounds", 1)
+            restart = at + entry.restart_after_rounds
     else:
         rs = _need_round_seconds(round_seconds, f"{where}.kill_at_seconds")
-        at_seconds = _seconds(item["kill_at_seconds"], f"{where}.kill_at_seconds", False)
+        at_seconds = entry.kill_at_seconds
         if "restart_after_rounds" in item:
             raise ConfigError(
                 f"{where}.restart_after_rounds: with kill_at_seconds, give restart_after_seconds"
             )
         if "restart_after_seconds" in item:
-            after_seconds = _seconds(
-                item["restart_after_seconds"], f"{where}.restart_after_seconds", True
-            )
+            after_seconds = entry.restart_after_seconds
         at, stop = rounds_covering(at_seconds, after_seconds, rs)
         restart = None if after_seconds is None else stop
     if at >= rounds:

@@ -28,21 +28,49 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import yaml
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from node.params import ConfigError
+from node.params import STRICT, ConfigError, Float, Str
 from orchestrator.evaluation import evaluate
 from orchestrator.experiment import Experiment, parse_experiment
+from orchestrator.schema import validate
 
 __all__ = ["Study", "is_study", "load_study", "run_study"]
 
-STUDY_FIELDS = {
-    "study", "description", "base", "variants", "cells", "agent", "x_label", "summary",
-}  # fmt: skip
 SUMMARIES = ("average", "agent")
+
+
+def _summary(value: Any) -> str:
+    if value not in SUMMARIES:
+        raise ValueError(f"expected one of {', '.join(SUMMARIES)}, got {value!r}")
+    return value
+
+
+class _Labelled(BaseModel):
+    """A cell or a variant: a label, then experiment fields merged over ``base``."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False, frozen=True)
+    label: Str
+    x: Float | None = None
+
+
+class StudyFile(BaseModel):
+    """A study file: the schema of its own fields (the experiment fields it merges are
+    checked by the experiment schema, run by run)."""
+
+    model_config = STRICT
+    study: Annotated[str, BeforeValidator(str)]
+    description: Str = ""
+    base: dict[str, Any] = Field(default_factory=dict)
+    variants: Annotated[list[_Labelled], Field(min_length=1)]
+    cells: Annotated[list[_Labelled], Field(min_length=1)] = [_Labelled(label="all")]
+    agent: Annotated[str, BeforeValidator(str)] = "0"
+    x_label: Str = ""
+    summary: Annotated[Any, AfterValidator(_summary)] = "average"
 
 
 @dataclass(frozen=True)
@@ -91,36 +119,22 @@ def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-") or "run"
 
 
-def _labelled(raw: Any, where: str) -> tuple[Mapping[str, Any], ...]:
-    if not isinstance(raw, list) or not raw:
-        raise ConfigError(f"{where}: expected a non-empty list")
+def _labelled(items: list[_Labelled], where: str) -> tuple[Mapping[str, Any], ...]:
     seen = set()
-    for k, item in enumerate(raw):
-        if not isinstance(item, Mapping) or not isinstance(item.get("label"), str):
-            raise ConfigError(f"{where}[{k}].label: every entry needs a label")
-        if item["label"] in seen:
-            raise ConfigError(f"{where}[{k}].label: {item['label']!r} appears twice")
-        seen.add(item["label"])
-    return tuple(raw)
+    for k, item in enumerate(items):
+        if item.label in seen:
+            raise ConfigError(f"{where}[{k}].label: {item.label!r} appears twice")
+        seen.add(item.label)
+    return tuple(item.model_dump(exclude_unset=True) for item in items)
 
 
 def load_study(raw: Mapping[str, Any]) -> Study:
-    unknown = sorted(set(raw) - STUDY_FIELDS)
-    if unknown:
-        raise ConfigError(
-            f"{unknown[0]}: unknown study field (known: {', '.join(sorted(STUDY_FIELDS))})"
-        )
-    base = raw.get("base") or {}
-    if not isinstance(base, Mapping):
-        raise ConfigError("base: expected a mapping of experiment fields")
-    variants = _labelled(raw.get("variants"), "variants")
-    cells = _labelled(raw.get("cells") or [{"label": "all"}], "cells")
-    name = str(raw["study"])
-    summary = raw.get("summary", "average")
-    if summary not in SUMMARIES:
-        raise ConfigError(
-            f"summary: expected one of {', '.join(SUMMARIES)}, got {summary!r}"
-        )
+    spec = validate(StudyFile, {k: v for k, v in raw.items() if v is not None or k == "study"})
+    base = spec.base
+    variants = _labelled(spec.variants, "variants")
+    cells = _labelled(spec.cells, "cells")
+    name = spec.study
+    summary = spec.summary
     runs = []
     for cell in cells:
         for variant in variants:
@@ -139,12 +153,12 @@ def load_study(raw: Mapping[str, Any]) -> Study:
             runs.append((cell["label"], variant["label"], experiment))
     return Study(
         name=name,
-        description=str(raw.get("description", "")),
+        description=spec.description,
         base=base,
         variants=variants,
         cells=cells,
-        agent=str(raw.get("agent", "0")),
-        x_label=str(raw.get("x_label", "")),
+        agent=spec.agent,
+        x_label=spec.x_label,
         summary=summary,
         runs=tuple(runs),
     )

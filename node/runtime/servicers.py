@@ -14,9 +14,9 @@ import grpc
 
 from node.params import ConfigError
 from node.protocol import convert
+from node.protocol.contract import link_books_to_proto
 from node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2, peer_pb2_grpc
 from node.runtime.runtime import NodeRuntime, PreconditionError
-from node.runtime.stats import LinkCounters
 
 __all__ = ["ControlServicer", "PeerServicer", "STATES"]
 
@@ -48,22 +48,6 @@ def _mapped(method):
             context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
 
     return wrapper
-
-
-def _link_stats(peer: str, c: LinkCounters) -> control_pb2.LinkStats:
-    return control_pb2.LinkStats(
-        peer=peer,
-        sent=c.sent,
-        received=c.received,
-        withheld=c.withheld,
-        dropped=c.dropped,
-        send_errors=c.send_errors,
-        late=c.late,
-        rejected=c.rejected,
-        last_error=c.last_error,
-        max_staleness=c.max_staleness,
-        overruns=c.overruns,
-    )
 
 
 class ControlServicer(control_pb2_grpc.ControlServicer):
@@ -102,8 +86,8 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
             round=s.round,
             error=s.error,
             samples_stored=s.samples_stored,
-            outbound=[_link_stats(p, c) for p, c in s.outbound.items()],
-            inbound=[_link_stats(p, c) for p, c in s.inbound.items()],
+            outbound=link_books_to_proto(s.outbound),
+            inbound=link_books_to_proto(s.inbound),
             program_metrics=s.program_metrics,
             holding=s.holding,
         )

@@ -3,23 +3,10 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, fields
+
+from node.protocol.contract import LinkCounters
 
 __all__ = ["LinkCounters", "StatsBook"]
-
-
-@dataclass
-class LinkCounters:
-    sent: int = 0
-    received: int = 0
-    withheld: int = 0
-    dropped: int = 0
-    send_errors: int = 0
-    late: int = 0
-    rejected: int = 0
-    last_error: str = ""
-    max_staleness: int = 0
-    overruns: int = 0
 
 
 class StatsBook:
@@ -59,10 +46,7 @@ class StatsBook:
 
     def snapshot(self) -> dict[str, LinkCounters]:
         with self._lock:
-            return {
-                peer: LinkCounters(**{f.name: getattr(c, f.name) for f in fields(c)})
-                for peer, c in sorted(self._links.items())
-            }
+            return {peer: c.copy() for peer, c in sorted(self._links.items())}
 
     def reset(self) -> None:
         with self._lock:

@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from node.params import ConfigError
+from node.protocol.contract import READY_PREFIX
 from node.runtime.runtime import SAMPLES_FILE
 from node.runtime.store import SampleStore
 
 __all__ = ["LocalBackend", "NodeProcess"]
 
-READY_PREFIX = "starling-node listening on "
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec

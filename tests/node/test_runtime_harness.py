@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from node.protocol.contract import READY_PREFIX
 from orchestrator.client import NodeClient
 from orchestrator.experiment import Experiment, parse_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
-READY_PREFIX = "starling-node listening on "
 START_TIMEOUT = 60.0  # generous: two shared cores, several interpreters importing numpy
 
 

@@ -428,7 +428,10 @@ def test_real_processes_equal_the_simulator_bit_for_bit(tmp_path):
     ("change", "needle"),
     [
         ({"hyperparameters": {"rho": -1.0}}, "hyperparameters.rho: must be a positive"),
-        ({"hyperparameters": {"gamma": float("nan")}}, "hyperparameters.gamma: must be"),
+        (
+            {"hyperparameters": {"gamma": float("nan")}},
+            "hyperparameters.gamma: expected a finite number",
+        ),
         ({"hyperparameters": {"rho": 0.01, "gamma": 0.02}}, "hyperparameters.gamma: 0.02 exceeds"),
         ({"hyperparameters": {"local_steps": -2}}, "hyperparameters.local_steps: must be"),
         ({"hyperparameters": {"local_steps": 2.5}}, "hyperparameters.local_steps: expected an"),

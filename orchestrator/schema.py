@@ -1,0 +1,216 @@
+"""The experiment file's schema: what each section may hold, checked once by pydantic v2.
+
+Every model forbids unknown keys and non-finite numbers (``node.params.STRICT``). The
+shape and the types of every field live here; what depends on several fields at once
+(a fault's round against ``rounds``, a link against the topology, hyperparameters against
+the algorithm's own ``Params``) is checked by :func:`orchestrator.experiment.parse_experiment`
+right after, from these typed values. Either way an error is one line naming the field.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError
+
+from node.params import STRICT, Float, Int, Str, config_error
+
+__all__ = [
+    "BackendSection",
+    "DataSection",
+    "EvaluationSection",
+    "ExperimentFile",
+    "LimitsSection",
+    "ModelSection",
+    "NodeItem",
+    "TopologySection",
+    "BACKEND_KINDS",
+    "backend_kinds",
+    "delay_ms",
+    "memory_bytes",
+    "validate",
+]
+
+DEFAULT_NODE_MEMORY = 2 * 2**30
+"""Default bound on what one node's chains may take: 2 GiB (see ``LimitsSection``)."""
+
+
+def _node_id(value: Any) -> Any:
+    # YAML reads ``id: 3`` as a number; node ids are names, so a whole number is its name.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+NodeId = Annotated[str, BeforeValidator(_node_id), Field(strict=True)]
+Count = Annotated[Int, Field(ge=1)]
+Natural = Annotated[Int, Field(ge=0)]
+
+
+def delay_ms(value: Any) -> float:
+    """``20ms``, ``1.5s`` or a number of milliseconds -> milliseconds (>= 0)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value >= 0 and math.isfinite(value):
+            return float(value)
+    elif isinstance(value, str):
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s)?\s*", value)
+        if match:
+            number = float(match.group(1))
+            return number * 1000.0 if match.group(2) == "s" else number
+    raise ValueError(f"expected a duration like 20ms or 0.5s, got {value!r}")
+
+
+def _positive_seconds(value: Any) -> float:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"expected a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+_UNITS = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_UNITS.update({"kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12})
+
+
+def memory_bytes(value: Any) -> int:
+    """``2GiB``, ``512MiB``, ``1.5GB`` or a number of bytes -> bytes (> 0)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", value)
+        if match and match.group(2).lower() in _UNITS:
+            size = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+            if size > 0:
+                return size
+    raise ValueError(f"expected a size like 2GiB or 512MiB, got {value!r}")
+
+
+Seconds = Annotated[Any, AfterValidator(_positive_seconds)]
+Delay = Annotated[Any, AfterValidator(delay_ms)]
+Memory = Annotated[Any, AfterValidator(memory_bytes)]
+
+
+class ModelSection(BaseModel):
+    model_config = STRICT
+    name: Str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class DataSection(BaseModel):
+    """Where each data-holding node's rows come from.
+
+    ``synthetic``: drawn from the model's generator, ``size`` points per node.
+    ``file``: the rows of ``path`` dealt out round-robin. ``node``: the node supplies its
+    own data (a device with its own sensor or disk); the orchestrator sends nothing.
+    """
+
+    model_config = STRICT
+    source: Str = "synthetic"
+    size: Count = 50
+    seed: Natural = 0
+    path: Str = ""
+    format: Str = ""
+
+
+class EvaluationSection(BaseModel):
+    model_config = STRICT
+    window: Count = 1
+    """How many final rounds to pool, with all chains, into the empirical law for W2."""
+
+
+BACKEND_KINDS = ("local", "inventory", "docker")
+"""The backends a file may name while there is no registry to ask."""
+
+
+def backend_kinds() -> tuple[str, ...]:
+    """The backends a file may name: the registry's, once there is one."""
+    try:
+        from orchestrator.backends import BACKENDS  # type: ignore[attr-defined]
+    except ImportError:
+        return BACKEND_KINDS
+    return tuple(sorted(BACKENDS))
+
+
+class BackendSection(BaseModel):
+    model_config = STRICT
+    kind: Str = "local"
+    host: Str = "127.0.0.1"
+    base_port: Annotated[Int, Field(ge=0, le=65535)] = 0
+    """0: each node picks a free port itself; otherwise node k listens on base_port + k."""
+    nodes: dict[NodeId, Str] = Field(default_factory=dict)
+    """``kind: inventory``: node id -> host:port of a node that already runs."""
+    ready_timeout: Annotated[Float, Field(gt=0)] = 60.0
+    """``kind: inventory``: seconds to wait for every node to answer its health check."""
+
+
+class LimitsSection(BaseModel):
+    model_config = STRICT
+    node_memory: Memory = DEFAULT_NODE_MEMORY
+    """Bound on chains × dim × data.size × 8 bytes on one node: the largest array a
+    node's sampler builds (one float64 gradient term per chain, coordinate and point)."""
+
+
+class NodeItem(BaseModel):
+    model_config = STRICT
+    id: NodeId
+    role: Str | None = None
+    address: Str = ""
+    hyperparameters: dict[str, Any] = Field(default_factory=dict)
+    """Per-node overrides of the experiment's hyperparameters (e.g. a worker's local steps)."""
+
+
+class TopologySection(BaseModel):
+    """The ``topology`` section: every key any kind takes. Which keys suit which kind,
+    and their values, are checked by ``orchestrator.topology.parse_topology``."""
+
+    model_config = STRICT
+    nodes: Count | None = None
+    kind: Str | None = None
+    schedule: list[dict[str, Any]] | None = None
+    period: Any = None
+    window: Any = None
+    allow_disconnected: Any = None
+    seed: Any = None
+    weights: Any = None
+    centre: NodeId | None = None
+    rows: Any = None
+    cols: Any = None
+    p: Any = None
+    k: Any = None
+    edges: Any = None
+    directed: Any = None
+
+
+class ExperimentFile(BaseModel):
+    """One experiment file, as written (see README "Experiment files")."""
+
+    model_config = STRICT
+    name: Str | None = None
+    description: Str = ""
+    algorithm: Str
+    hyperparameters: dict[str, Any] = Field(default_factory=dict)
+    model: ModelSection
+    data: DataSection = Field(default_factory=DataSection)
+    topology: TopologySection = Field(default_factory=TopologySection)
+    nodes: Annotated[list[NodeItem], Field(min_length=1)] | None = None
+    rounds: Count
+    chains: Count = 1
+    seed: Natural = 0
+    round_deadline: Seconds = 2.0
+    checkpoint_every: Count = 1
+    evaluation: EvaluationSection = Field(default_factory=EvaluationSection)
+    faults: list[Any] | None = None
+    """Checked by ``orchestrator.faults.parse_faults`` against the topology and rounds."""
+    round_seconds: Seconds | None = None
+    link_delay: Delay = 0.0
+    backend: BackendSection = Field(default_factory=BackendSection)
+    limits: LimitsSection = Field(default_factory=LimitsSection)
+
+
+def validate(schema: type[BaseModel], raw: Any, where: str = "") -> Any:
+    """``raw`` checked against ``schema``; a ConfigError naming the field otherwise."""
+    try:
+        return schema.model_validate(raw)
+    except ValidationError as exc:
+        raise config_error(exc, where, schema) from None
