@@ -200,7 +200,10 @@ def config_error(exc: ValidationError, where: str, schema: Any) -> ConfigError:
     ``int``) are dropped, so the path is the one the user wrote.
     """
     error = exc.errors(include_url=False)[0]
-    loc = tuple(p for p in error["loc"] if isinstance(p, int) or _is_field_name(p))
+    *inner, last = error["loc"] or ("",)
+    loc = tuple(p for p in inner if isinstance(p, int) or _is_field_name(p))
+    if error["type"] == "extra_forbidden" or isinstance(last, int) or _is_field_name(last):
+        loc += (last,)  # an unknown key is named as written, even if not an identifier
     field = _path(where, loc)
     kind = error["type"]
     value = error.get("input")

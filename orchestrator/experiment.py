@@ -115,7 +115,7 @@ def read_yaml_file(path: str | Path) -> Any:
             f"{file}: not a text file (byte {exc.start} is not UTF-8); expected YAML"
         ) from None
     try:
-        return yaml.safe_load(text)
+        raw = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else str(file)
@@ -124,6 +124,12 @@ def read_yaml_file(path: str | Path) -> Any:
     except yaml.YAMLError as exc:
         reason = str(exc).splitlines()[0] if str(exc) else "not valid YAML"
         raise ConfigError(f"{file}: not valid YAML: {reason}") from None
+    if raw is None:
+        raise ConfigError(f"{file}: the file is empty; expected a mapping of experiment fields")
+    if not isinstance(raw, Mapping):
+        what = "a list" if isinstance(raw, list) else f"{type(raw).__name__} {raw!r}"
+        raise ConfigError(f"{file}: expected a mapping of experiment fields, got {what}")
+    return raw
 
 
 def parse_delay(value: Any, where: str) -> float:
@@ -235,13 +241,16 @@ def _check_memory(spec: ExperimentFile, dim: int) -> None:
     limit = spec.limits.node_memory
     if need > limit:
         raise ConfigError(
-            f"chains: {spec.chains} chains × dim {dim} × data.size {spec.data.size} would take "
-            f"{_gib(need)} per node, over limits.node_memory ({_gib(limit)})"
+            f"chains × dim × data.size: {spec.chains} × {dim} × {spec.data.size} float64s "
+            f"would take {_size(need)} per node, over limits.node_memory ({_size(limit)})"
         )
 
 
-def _gib(size: int) -> str:
-    return f"{size / 2**30:.3g} GiB" if size >= 2**30 else f"{size / 2**20:.3g} MiB"
+def _size(size: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= scale:
+            return f"{size / scale:,.1f} {unit}"
+    return f"{size} bytes"
 
 
 def _worker_role(info, hub: str) -> str:

@@ -1,0 +1,243 @@
+"""Every user mistake in an experiment or study file: one line, a non-zero exit, no traceback.
+
+Each row is a case, the exit code ``starling`` must return, and a piece of the one line
+it must print on stderr. The rows run the real command line (``orchestrator.cli.main``)
+in-process, so an unexpected exception anywhere fails the row with its traceback; the
+files are real files in a temporary folder. Every case fails at parse time, before any
+node process starts (for ``run``) or any array is allocated (for ``simulate``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from orchestrator.cli import main
+from tests.conftest import ROOT, run_cli
+
+QUICKSTART = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())
+STUDY = {
+    "study": "s",
+    "base": {**QUICKSTART, "rounds": 5, "chains": 2},
+    "variants": [{"label": "a"}],
+}
+DROP = object()
+"""As a change: remove the key."""
+
+
+def _changed(base: dict, changes: dict) -> dict:
+    out = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and "=" in value:  # {"=": 1, ...}: replace, do not merge
+            out[key] = {k: v for k, v in value.items() if k != "="}
+        elif value is DROP:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _changed(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _q(**changes: Any) -> dict:
+    """The quickstart with ``changes`` merged in (mapping by mapping)."""
+    return _changed(QUICKSTART, changes)
+
+
+def _s(**changes: Any) -> dict:
+    return _changed(STUDY, changes)
+
+
+# (case, command, file content: a mapping to dump, raw text, raw bytes or None for no file,
+#  expected exit code, what the one line must contain)
+# fmt: off
+CASES: list[tuple[str, str, Any, int, str]] = [
+    # --- the file itself
+    ("missing file", "simulate", None, 2, "nope.yaml' does not exist"),
+    ("empty file", "simulate", "", 2, "the file is empty"),
+    ("only a comment", "run", "# nothing here\n", 2, "the file is empty"),
+    ("binary file", "simulate", bytes(range(256)) * 4, 2, "not a text file"),
+    ("latin-1 text", "run", "name: caf\xe9\n".encode("latin-1"), 2, "not a text file"),
+    ("unclosed bracket", "simulate", "name: x\nrounds: [1,\n  foo: 3\n", 2, "case.yaml:4:1:"),
+    ("bad indentation", "simulate", "model:\n  name: a\n b: 2\n", 2, "case.yaml:3:"),
+    ("tab indentation", "run", "model:\n\tname: a\n", 2, "not valid YAML"),
+    ("list instead of mapping", "simulate", "- algorithm: d-sgld\n", 2, "got a list"),
+    ("scalar instead of mapping", "simulate", "just words\n", 2, "expected a mapping"),
+    # --- top level
+    ("unknown top-level key", "simulate", _q(colour="red"), 2, "colour: unknown field (known:"),
+    ("misspelt top-level key", "run", _q(round=3), 2, "round: unknown field"),
+    ("unknown algorithm", "simulate", _q(algorithm="d-magic"), 2, "d-magic"),
+    ("algorithm not a name", "simulate", _q(algorithm=7), 2, "algorithm: expected a string"),
+    ("algorithm missing", "simulate", _q(algorithm=DROP), 2, "algorithm: required field"),
+    ("name is a list", "simulate", _q(name=["a"]), 2, "name: expected a string"),
+    ("rounds missing", "simulate", _q(rounds=DROP), 2, "rounds: required field is missing"),
+    ("negative rounds", "simulate", _q(rounds=-5), 2, "rounds: must be at least 1, got -5"),
+    ("zero rounds", "run", _q(rounds=0), 2, "rounds: must be at least 1"),
+    ("rounds as text", "simulate", _q(rounds="ten"), 2, "rounds: expected an integer"),
+    ("fractional rounds", "simulate", _q(rounds=2.5), 2, "rounds: expected an integer"),
+    ("rounds true", "simulate", _q(rounds=True), 2, "rounds: expected an integer"),
+    ("chains as text", "simulate", _q(chains="many"), 2, "chains: expected an integer"),
+    ("zero chains", "simulate", _q(chains=0), 2, "chains: must be at least 1"),
+    ("negative seed", "simulate", _q(seed=-1), 2, "seed: must be at least 0"),
+    ("checkpoint_every zero", "run", _q(checkpoint_every=0), 2, "checkpoint_every: must be at"),
+    ("negative deadline", "simulate", _q(round_deadline=-1), 2, "round_deadline: expected a pos"),
+    ("infinite deadline", "run", _q(round_deadline=float("inf")), 2, "round_deadline: expected"),
+    ("zero round_seconds", "simulate", _q(round_seconds=0), 2, "round_seconds: expected a pos"),
+    ("link_delay words", "simulate", _q(link_delay="soon"), 2, "link_delay: expected a duration"),
+    ("link_delay negative", "simulate", _q(link_delay=-3), 2, "link_delay: expected a duration"),
+    ("link_delay over deadline", "run", _q(link_delay="6s"), 2, "is not under round_deadline"),
+    # --- hyperparameters
+    ("hyperparameter as text", "simulate", _q(hyperparameters={"rho": "five"}), 2,
+     "hyperparameters.rho: expected a number, got 'five'"),
+    ("infinite hyperparameter", "run", _q(hyperparameters={"rho": float("inf")}), 2,
+     "hyperparameters.rho: expected a finite number, got inf"),
+    ("NaN hyperparameter", "simulate", _q(hyperparameters={"rho": float("nan")}), 2,
+     "hyperparameters.rho: expected a finite number"),
+    ("unknown hyperparameter", "simulate", _q(hyperparameters={"rhoo": 5}), 2,
+     "hyperparameters.rhoo: unknown field (known:"),
+    ("hyperparameters a list", "simulate", _q(hyperparameters=[1, 2]), 2,
+     "hyperparameters: expected a mapping"),
+    ("hyperparameter a bool", "simulate", _q(hyperparameters={"rho": True}), 2,
+     "hyperparameters.rho: expected a number, got True"),
+    # --- model and data
+    ("model missing", "simulate", _q(model=DROP), 2, "model: required field is missing"),
+    ("unknown model", "simulate", _q(model={"name": "unicorn"}), 2, "model.name: unknown model"),
+    ("model params wrong", "simulate", _q(model={"params": {"dim": -1}}), 2, "model.params"),
+    ("model params NaN", "simulate", _q(model={"params": {"noise_std": float("nan")}}), 2,
+     "model.params.noise_std: expected a finite number"),
+    ("unknown model key", "simulate", _q(model={"colour": 1}), 2, "model.colour: unknown field"),
+    ("model a string", "simulate", _q(model="linear_regression"), 2, "model: expected a mapping"),
+    ("unknown data source", "simulate", _q(data={"source": "cloud"}), 2, "data.source: unknown"),
+    ("unknown data key", "simulate", _q(data={"rows": 5}), 2, "data.rows: unknown field"),
+    ("data size as text", "simulate", _q(data={"size": "big"}), 2, "data.size: expected an int"),
+    ("data size zero", "simulate", _q(data={"size": 0}), 2, "data.size: must be at least 1"),
+    ("file source without path", "run", _q(data={"source": "file"}), 2, "data.path: required"),
+    # --- bounds
+    ("a billion chains", "simulate", _q(chains=1_000_000_000), 2, "would take 745.1 GiB per node"),
+    ("a billion chains, run", "run", _q(chains=1_000_000_000), 2, "over limits.node_memory"),
+    ("a billion points", "simulate", _q(data={"size": 10**9}), 2,
+     "100 × 2 × 1000000000 float64s would"),
+    ("tiny memory limit", "simulate", _q(limits={"node_memory": "1KiB"}), 2, "(1.0 KiB)"),
+    ("bad memory limit", "simulate", _q(limits={"node_memory": "lots"}), 2,
+     "limits.node_memory: expected a size like 2GiB"),
+    ("unknown limit", "simulate", _q(limits={"cpu": 1}), 2, "limits.cpu: unknown field"),
+    # --- topology and nodes
+    ("unknown topology", "simulate", _q(topology={"kind": "moebius"}), 2, "topology.kind"),
+    ("odd topology key", "simulate", _q(topology={"my-key": 1}), 2,
+     "topology.my-key: unknown field"),
+    ("unknown topology key", "simulate", _q(topology={"colour": 1}), 2,
+     "topology.colour: unknown field"),
+    ("zero nodes", "simulate", _q(topology={"nodes": 0}), 2, "topology.nodes: must be at least 1"),
+    ("nodes as text", "simulate", _q(topology={"nodes": "five"}), 2,
+     "topology.nodes: expected an integer"),
+    ("edge to a stranger", "simulate",
+     _q(topology={"=": 1, "kind": "edges", "nodes": 3, "edges": [["0", "9"]]}), 2,
+     "'9' is not a node"),
+    ("NaN edge probability", "simulate",
+     _q(topology={"=": 1, "kind": "erdos_renyi", "nodes": 5, "p": float("nan")}), 2,
+     "topology.p: expected a finite number"),
+    ("duplicate node ids", "simulate",
+     _q(topology={"=": 1, "kind": "ring"}, nodes=[{"id": "a"}, {"id": "a"}, {"id": "b"}]), 2,
+     "nodes: node id 'a' appears twice"),
+    ("empty nodes list", "simulate", _q(nodes=[]), 2, "nodes: expected a non-empty list"),
+    ("nodes a mapping", "simulate", _q(nodes={"a": 1}), 2, "nodes: expected a list"),
+    ("unknown node key", "simulate", _q(nodes=[{"id": "a", "colour": 1}]), 2,
+     "nodes[0].colour: unknown field"),
+    ("node without id", "simulate", _q(nodes=[{"role": "agent"}]), 2,
+     "nodes[0].id: required field is missing"),
+    ("unknown role", "simulate", _q(nodes=[{"id": "a", "role": "king"}]), 2,
+     "nodes[0].role: 'king' is not a role"),
+    # --- faults
+    ("faults a mapping", "simulate", _q(faults={"link": "all"}), 2, "faults: expected a list"),
+    ("fault a string", "simulate", _q(faults=["cut"]), 2, "faults[0]: expected a mapping"),
+    ("fault on a non-edge", "simulate", _q(faults=[{"link": ["0", "2"]}]), 2,
+     "faults[0].link: 0→2 is not an edge"),
+    ("fault on a stranger", "simulate", _q(faults=[{"node": "7", "kill_at_round": 3}]), 2,
+     "faults[0].node: '7' is not a node"),
+    ("drop over one", "simulate", _q(faults=[{"link": "all", "drop": 1.5}]), 2,
+     "faults[0].drop: expected a probability"),
+    ("unknown fault key", "simulate", _q(faults=[{"link": "all", "when": 3}]), 2,
+     "faults[0].when: unknown field for a link fault"),
+    ("kill after the end", "simulate", _q(faults=[{"node": "1", "kill_at_round": 500}]), 2,
+     "faults[0].kill_at_round: kills at round 500"),
+    ("kill at negative round", "run", _q(faults=[{"node": "1", "kill_at_round": -1}]), 2,
+     "faults[0].kill_at_round: expected an integer >= 0"),
+    ("fault on link and node", "simulate", _q(faults=[{"node": "1", "link": "all"}]), 2,
+     "faults[0]: a fault is on a link or on a node"),
+    # --- backend and evaluation
+    ("unknown backend", "run", _q(backend={"kind": "cloud"}), 2, "backend.kind: unknown backend"),
+    ("unknown backend key", "run", _q(backend={"colour": 1}), 2, "backend.colour: unknown field"),
+    ("port out of range", "run", _q(backend={"base_port": 70000}), 2,
+     "backend.base_port: must be at most 65535"),
+    ("window over rounds", "simulate", _q(evaluation={"window": 500}), 2, "evaluation.window"),
+    ("unknown evaluation key", "simulate", _q(evaluation={"last": 3}), 2,
+     "evaluation.last: unknown field"),
+    # --- studies
+    ("unknown study key", "simulate", _s(colour=1), 2, "colour: unknown field (known:"),
+    ("study without variants", "simulate", _s(variants=DROP), 2, "variants: required field"),
+    ("study empty variants", "simulate", _s(variants=[]), 2, "variants: expected a non-empty"),
+    ("variant without label", "simulate", _s(variants=[{"x": 1}]), 2,
+     "variants[0].label: required field is missing"),
+    ("duplicate variant labels", "simulate", _s(variants=[{"label": "a"}, {"label": "a"}]), 2,
+     "variants[1].label: 'a' appears twice"),
+    ("unknown study summary", "simulate", _s(summary="median"), 2,
+     "summary: expected one of average, agent"),
+    ("bad experiment in a study", "simulate", _s(variants=[{"label": "a", "rounds": -1}]), 2,
+     "cell 'all', variant 'a': rounds: must be at least 1"),
+]
+# fmt: on
+
+
+def _write(tmp_path, content) -> str:
+    path = tmp_path / "case.yaml"
+    if content is None:
+        return str(tmp_path / "nope.yaml")
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif isinstance(content, str):
+        path.write_text(content)
+    else:
+        path.write_text(yaml.safe_dump(content, allow_unicode=True))
+    return str(path)
+
+
+def test_there_are_enough_cases():
+    assert len(CASES) >= 60
+    assert len({case[0] for case in CASES}) == len(CASES), "case names must be distinct"
+
+
+@pytest.mark.parametrize(
+    ("command", "content", "code", "needle"),
+    [case[1:] for case in CASES],
+    ids=[case[0] for case in CASES],
+)
+def test_user_mistake_is_one_line(tmp_path, capsys, starling_home, command, content, code, needle):
+    path = _write(tmp_path, content)
+    result = main([command, path, "--out", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert result == code, captured
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("starling: "), lines[0]
+    assert needle in lines[0], lines[0]
+    assert not (tmp_path / "out").exists(), "a refused file must not start a run"
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (bytes(range(256)) * 4, "not a text file"),
+        ("name: x\nrounds: [1,\n", "case.yaml:3:1: not valid YAML"),
+        (_q(hyperparameters={"rho": float("inf")}), "hyperparameters.rho: expected a finite"),
+    ],
+    ids=["binary", "yaml", "inf"],
+)
+def test_the_installed_command_says_the_same(tmp_path, starling_home, content, needle):
+    """The same one line through a fresh ``starling`` process (its own error handling)."""
+    result = run_cli("run", _write(tmp_path, content), env_home=starling_home)
+    assert result.returncode == 2, result
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and needle in lines[0], result.stderr
