@@ -1,8 +1,11 @@
-"""Scheduled link faults, decided the same way by the simulator and by a node's links.
+"""Scheduled link faults: the one place that decides them, for every transport.
 
 A fault lives at the sender's outbound link ([DESIGN] principle 4). Whether the message
 of round ``r`` on link ``sender → receiver`` is withheld depends only on the schedule and
 a seeded draw, so a schedule replays exactly, in ``simulate`` and in a networked run alike.
+The round engine (:mod:`node.engine.rounds`) asks a node's :class:`ScheduledFaults` before
+it hands a message to its transport and before it gathers, so the lockstep simulator and
+the network links carry the same decisions.
 
 The draw for a random fault (``0 < drop < 1``) is keyed by (fault seed, the *unordered*
 pair {sender, receiver}, round). Two directions of one link that carry faults with the
@@ -15,12 +18,18 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
 from node.spec import LinkFault, NodeSpec
 
-__all__ = ["link_draw", "scheduled_silent", "withheld_by_schedule", "stable_id"]
+__all__ = [
+    "ScheduledFaults",
+    "link_draw",
+    "stable_id",
+    "withheld_by_schedule",
+]
 
 
 def stable_id(name: str) -> int:
@@ -50,10 +59,26 @@ def withheld_by_schedule(
     return False
 
 
-def scheduled_silent(spec: NodeSpec, sender: str, round_index: int) -> bool:
-    """True if the schedule withholds ``sender``'s message to ``spec``'s node this round
-    (from ``spec.inbound_faults``): nothing to wait for."""
-    if not spec.inbound_faults:
-        return False
-    faults = [fault for peer, fault in spec.inbound_faults if peer == sender]
-    return withheld_by_schedule(faults, sender, spec.node_id, round_index)
+@dataclass(frozen=True)
+class ScheduledFaults:
+    """One node's fault schedule, both ways: what it withholds and whom it need not await."""
+
+    node_id: str
+    outbound: tuple[LinkFault, ...] = ()
+    inbound: tuple[tuple[str, LinkFault], ...] = ()
+
+    @classmethod
+    def of(cls, spec: NodeSpec) -> ScheduledFaults:
+        return cls(spec.node_id, tuple(spec.link_faults), tuple(spec.inbound_faults))
+
+    def withholds(self, receiver: str, round_index: int) -> bool:
+        """True if the schedule takes out this node's message to ``receiver`` this round."""
+        return withheld_by_schedule(self.outbound, self.node_id, receiver, round_index)
+
+    def silences(self, sender: str, round_index: int) -> bool:
+        """True if ``sender`` is scheduled dead and its link to this node down this round:
+        nothing will come from it, not even a withheld notice, so nothing is awaited."""
+        if not self.inbound:
+            return False
+        faults = [fault for peer, fault in self.inbound if peer == sender]
+        return withheld_by_schedule(faults, sender, self.node_id, round_index)

@@ -308,7 +308,7 @@ def simulate_experiment(
     schedule: the killed node's rounds go on without its peers, as in ``run``.
     """
     from orchestrator.faults import scheduled_link_counts
-    from orchestrator.simulator import simulate
+    from node.engine.simulate import simulate
 
     account = Account(say)
     _account_schedule(account, experiment, " (in-process: as its isolation schedule)")

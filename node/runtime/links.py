@@ -17,13 +17,13 @@ deadline's worth of messages in memory.
 
 Link state lives here, at the sender ([DESIGN] principle 4): up/down, a drop probability
 (decided with the link's own generator, never the sampler's) and a delay. A message an
-emulated fault takes out — scheduled (:func:`node.faults.withheld_by_schedule`) or live — is
-replaced by a *withheld notice* (an Iterate with ``withheld=true`` and no tensors), so the
-receiver knows at once that nothing is coming for that round instead of waiting for its
-deadline. A real fault (the peer or the network dies) sends no notice, of course. Neither
-does a diverged sampler put NaN or Inf on the wire, which every receiver rejects: its
-message goes out as a withheld notice too, counted ``withheld`` and, saying why, as a
-``send_errors``.
+emulated fault takes out — scheduled (decided by the round engine, :mod:`node.engine.rounds`,
+which calls :meth:`Links.withhold`) or live — is replaced by a *withheld notice* (an Iterate
+with ``withheld=true`` and no tensors), so the receiver knows at once that nothing is coming
+for that round instead of waiting for its deadline. A real fault (the peer or the network
+dies) sends no notice, of course. Neither does a diverged sampler put NaN or Inf on the
+wire, which every receiver rejects: its message goes out as a withheld notice too, counted
+``withheld`` and, saying why, as a ``send_errors``.
 """
 
 from __future__ import annotations
@@ -34,13 +34,12 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
 import numpy as np
 
-from node.faults import stable_id, withheld_by_schedule
+from node.faults import stable_id
 from node.messages import Message
 from node.protocol import convert
 from node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
@@ -48,7 +47,7 @@ from node.runtime.stats import StatsBook
 from node.runtime.transport import ChannelSettings
 from node.spec import NodeSpec
 
-__all__ = ["LinkState", "Links", "OutboundLink"]
+__all__ = ["LinkState", "OutboundLink"]
 
 log = logging.getLogger("starling.node.links")
 
@@ -117,20 +116,19 @@ class OutboundLink:
     # ------------------------------------------------------------ round-loop side
 
     def send(self, round_index: int, phase: int, message: Message) -> None:
-        """Queue ``message`` (or a withheld notice if a fault takes it out). Never blocks."""
+        """Queue ``message`` (or a withheld notice if a live fault takes it out). Never
+        blocks."""
         state = self.state
-        withheld = (
-            withheld_by_schedule(self.spec.link_faults, self.spec.node_id, self.receiver,
-                                 round_index)
-            or not state.up
-            or (state.drop > 0.0 and self._drop_rng.random() < state.drop)
-        )
-        if withheld:
-            self._stats.add(self.receiver, "withheld")
-            self._queue.put(_Outgoing(time.monotonic(), round_index, phase, None))
+        if not state.up or (state.drop > 0.0 and self._drop_rng.random() < state.drop):
+            self.withhold(round_index, phase)
             return
         due = time.monotonic() + max(state.delay_ms, 0.0) / 1000.0
         self._queue.put(_Outgoing(due, round_index, phase, message))
+
+    def withhold(self, round_index: int, phase: int) -> None:
+        """Queue a withheld notice: a fault took this round's message out."""
+        self._stats.add(self.receiver, "withheld")
+        self._queue.put(_Outgoing(time.monotonic(), round_index, phase, None))
 
     def close(self, wait: float = CLOSE_WAIT) -> None:
         """Deliver what is queued (for up to ``wait`` seconds), then end the stream."""
@@ -302,108 +300,9 @@ class OutboundLink:
         log.info("link to %s (%s) broke: %s; reconnecting", self.receiver, self.address, detail)
 
 
-class Links:
-    """All of one node's outbound links, created at Configure, closed at shutdown."""
-
-    def __init__(
-        self,
-        spec: NodeSpec,
-        stats: StatsBook,
-        channel: ChannelSettings | None = None,
-        link_factory: Callable[..., OutboundLink] = OutboundLink,
-    ):
-        self.spec = spec
-        self._stats = stats
-        self._channel = channel or ChannelSettings()
-        self._factory = link_factory
-        self._lock = threading.Lock()
-        self._links: dict[str, OutboundLink] = {}
-        self._default = LinkState()
-        for receiver in out_peers(spec):
-            self._link(receiver)
-
-    def _link(self, receiver: str) -> OutboundLink:
-        with self._lock:
-            link = self._links.get(receiver)
-            if link is None:
-                address = self.spec.peers.get(receiver, "")
-                if not address:
-                    raise RuntimeError(
-                        f"node {self.spec.node_id!r} sends to {receiver!r}, "
-                        "which has no address in peers"
-                    )
-                link = self._factory(self.spec, receiver, address, self._stats, self._channel)
-                link.state = LinkState(**vars(self._default))
-                self._links[receiver] = link
-            return link
-
-    def send(self, round_index: int, phase: int, receiver: str, message: Message) -> None:
-        self._link(receiver).send(round_index, phase, message)
-
-    def set_state(
-        self,
-        receiver: str,
-        up: bool | None = None,
-        drop: float | None = None,
-        delay_ms: float | None = None,
-    ) -> None:
-        """Change live link state; ``receiver="*"`` means every link, present and future."""
-        with self._lock:
-            if receiver == "*":
-                targets = list(self._links.values())
-                self._default = _updated(self._default, up, drop, delay_ms)
-            else:
-                targets = [self._links[receiver]]
-        for link in targets:
-            # Replace, never mutate: the round loop reads the state without a lock.
-            link.state = _updated(link.state, up, drop, delay_ms)
-
-    def states(self) -> dict[str, LinkState]:
-        with self._lock:
-            return {receiver: link.state for receiver, link in self._links.items()}
-
-    def knows(self, receiver: str) -> bool:
-        with self._lock:
-            return receiver in self._links
-
-    def close(self) -> None:
-        with self._lock:
-            links = list(self._links.values())
-        # Close in parallel: each may wait a little for its queue to drain.
-        threads = [threading.Thread(target=link.close) for link in links]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-
-
 def _finite(message: Message) -> bool:
     return all(
         np.isfinite(value).all()
         for value in message.tensors.values()
         if np.issubdtype(np.asarray(value).dtype, np.inexact)
     )
-
-
-def _updated(
-    state: LinkState, up: bool | None, drop: float | None, delay_ms: float | None
-) -> LinkState:
-    return LinkState(
-        up=state.up if up is None else bool(up),
-        drop=state.drop if drop is None else float(drop),
-        delay_ms=state.delay_ms if delay_ms is None else float(delay_ms),
-    )
-
-
-def out_peers(spec: NodeSpec) -> tuple[str, ...]:
-    """Every receiver this node sends to in some graph period, in first-seen order."""
-    seen: dict[str, None] = {}
-    for hood in spec.schedule:
-        for peer in hood.out_peers:
-            seen.setdefault(peer, None)
-    return tuple(seen)
-
-
-def in_peers(spec: NodeSpec) -> frozenset[str]:
-    """Every sender this node accepts messages from, over all graph periods."""
-    return frozenset(peer for hood in spec.schedule for peer in hood.in_peers)

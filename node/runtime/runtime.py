@@ -1,21 +1,13 @@
-"""One node's runtime: configure a program from its spec, run its rounds, keep its samples.
+"""One node's runtime: the lifecycle of its runs, their samples and their checkpoints.
 
 The servicers (:mod:`node.runtime.servicers`) translate protobuf to the plain calls here;
 nothing in this module touches protobuf except the incoming iterates it validates.
+``configure`` builds one :class:`~node.runtime.run.Run` (program, store, links, inbox ...);
+``start`` runs its rounds on a thread, each round by the round engine
+(:func:`node.engine.rounds.run_round`) over the network transport
+(:mod:`node.runtime.network`) — the same round the simulator runs in memory.
 
-Round ``r`` ([DESIGN] principle 2), for each phase of the program:
-
-1. ``program.outgoing(r, phase)``; each message goes to its receiver's outbound link
-   (a withheld notice instead if a scheduled or live fault takes it out);
-2. synchronous programs: wait for the expected senders' (r, phase) messages until all
-   answered or ``round_deadline`` seconds passed since the wait began; asynchronous ones:
-   take the latest message of each expected sender, whatever its round — after waiting,
-   up to the same deadline, until none is staler than the program's
-   ``max_staleness(r, phase)`` if it declares one (bounded staleness; the semantics of
-   both engines are in :mod:`orchestrator.simulator`);
-3. ``program.incoming(r, phase, ordered_inbox(received), rng)``.
-
-After the last phase the sample (if any) is appended to the store, and every
+After the last phase of a round the sample (if any) is appended to the store, and every
 ``checkpoint_every`` rounds the program state, the RNG state and the next round are
 checkpointed (after the samples are made durable), so a restarted node that is configured
 again with the same spec resumes exactly there, and loses no stored sample.
@@ -23,32 +15,26 @@ again with the same spec resumes exactly there, and loses no stored sample.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import shutil
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from node.config import NODE_SOURCE, HomeData, home_data
-from node.faults import scheduled_silent
+from node.engine.rounds import run_round
 from node.params import ConfigError
+from node.protocol.contract import LinkCounters
 from node.protocol.starling.v1 import peer_pb2
-from node.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from node.runtime.checks import Rejected, check_iterate, check_spec
-from node.runtime.inbox import WITHHELD, Inbox
-from node.runtime.links import Links, in_peers
-from node.runtime.stats import LinkCounters, StatsBook
+from node.runtime.inbox import WITHHELD
+from node.runtime.run import SAMPLES_FILE, Run, build, open_run, spec_fingerprint
+from node.runtime.state import NodeState
 from node.runtime.store import SampleStore
 from node.runtime.transport import ChannelSettings
-from node.assemble import build_program, node_rng
-from node.samplers.base import NodeProgram, ordered_inbox
 from node.spec import DataSpec, NodeSpec
 
 __all__ = [
@@ -56,18 +42,12 @@ __all__ = [
     "NodeRuntime",
     "PreconditionError",
     "RuntimeStatus",
+    "SAMPLES_FILE",
     "spec_fingerprint",
 ]
 
 log = logging.getLogger("starling.node")
 
-IDLE, CONFIGURED, RUNNING, DONE, FAILED, STOPPED = (
-    "idle", "configured", "running", "done", "failed", "stopped",
-)  # fmt: skip
-FINISHED = (DONE, FAILED, STOPPED)
-
-SAMPLES_FILE = "samples.bin"
-CHECKPOINT_FILE = "checkpoint.npz"
 SAMPLE_BATCH_BYTES = 4 * 1024 * 1024
 """Samples are streamed in batches of about this size (well under the message limit)."""
 
@@ -89,7 +69,7 @@ class ConfigureResult:
 class RuntimeStatus:
     node_id: str
     experiment: str
-    state: str
+    state: NodeState
     round: int
     error: str
     samples_stored: int
@@ -97,27 +77,6 @@ class RuntimeStatus:
     inbound: dict[str, LinkCounters]
     program_metrics: dict[str, float]
     holding: bool = False
-
-
-def spec_fingerprint(spec: NodeSpec) -> str:
-    """What a checkpoint must match to be resumed: everything that shapes the numbers.
-
-    Peer addresses, the deadline, fault schedules, the number of rounds and the checkpoint
-    period are left out — a restarted node may come back at another address, and a run
-    may be extended.
-    """
-    fields = asdict(spec)
-    for name in (
-        "peers", "round_deadline", "link_faults", "inbound_faults", "rounds", "checkpoint_every",
-    ):  # fmt: skip
-        fields.pop(name)
-    text = json.dumps(fields, sort_keys=True, default=repr)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _safe_name(name: str) -> str:
-    quoted = urllib.parse.quote(name, safe="")
-    return quoted if quoted not in (".", "..") else quoted.replace(".", "%2E")
 
 
 class NodeRuntime:
@@ -138,28 +97,16 @@ class NodeRuntime:
         """The node's own data (``--shard``/``--data-file``), for ``data.source: node``."""
         self._channel = channel or ChannelSettings()
         self._lock = threading.RLock()
-        self._state = IDLE
+        self._state = NodeState.IDLE
         self._error = ""
-        self._spec: NodeSpec | None = None
-        self._program: NodeProgram | None = None
-        self._rng = None
-        self._senders: frozenset[str] = frozenset()
-        self._store: SampleStore | None = None
-        self._links: Links | None = None
-        self._inbox: Inbox | None = None
+        self._run: Run | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self._next_round = 0
-        self._round = 0
-        self._last_checkpoint = -1
-        self._consistent = True  # False once a round was abandoned half way
         self._checkpoint_wanted = threading.Event()
         self._checkpoint_done = threading.Condition(self._lock)
         self._hold_at: int | None = None
         self._holding = False
         self._hold_changed = threading.Condition(self._lock)
-        self.outbound = StatsBook()
-        self.inbound = StatsBook()
 
     # ------------------------------------------------------------------ control
 
@@ -177,99 +124,54 @@ class NodeRuntime:
             own = spec.data
         check_spec(spec)
         with self._lock:
-            if self._state == RUNNING:
+            if self._state == NodeState.RUNNING:
                 raise PreconditionError(
-                    f"node {self._spec.node_id!r} is running; stop it before configuring"
+                    f"node {self._run.spec.node_id!r} is running; stop it before configuring"
                 )
-            rng = node_rng(spec)
-            try:
-                program = build_program(spec, rng)
-            except ConfigError:
-                raise
-            except (ValueError, TypeError, KeyError) as exc:
-                raise ConfigError(
-                    f"node {spec.node_id!r}: cannot build its program: {exc}"
-                ) from None
+            program, rng = build(spec)
             self._release()
-            directory = self.state_dir / _safe_name(spec.experiment) / _safe_name(spec.node_id)
-            fingerprint = spec_fingerprint(spec)
-            checkpoint = load_checkpoint(directory / CHECKPOINT_FILE)
-            if fresh and directory.exists():
-                # A new run of an experiment this node served before: its collected
-                # samples went to that run's results; nothing of it is resumed.
-                log.info("starting %s afresh: an earlier run's state is removed", directory)
-                shutil.rmtree(directory)
-                checkpoint = None
-            if checkpoint is not None and checkpoint.fingerprint != fingerprint:
-                aside = directory.with_name(
-                    f"{directory.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}"
-                )
-                log.warning(
-                    "state in %s belongs to a different spec; moved to %s", directory, aside
-                )
-                shutil.move(str(directory), str(aside))
-                checkpoint = None
-            directory.mkdir(parents=True, exist_ok=True)
-            store = SampleStore(directory / SAMPLES_FILE)
-            next_round = 0
-            if checkpoint is not None:
-                program.restore(checkpoint.program_state)
-                rng.bit_generator.state = checkpoint.rng_state
-                next_round = checkpoint.next_round
-                store.truncate(checkpoint.samples)
-            else:
-                store.truncate(0)  # samples without a checkpoint cannot be continued
-            self._spec, self._program, self._rng, self._store = spec, program, rng, store
-            self._directory = directory
-            self._fingerprint = fingerprint
-            self._senders = in_peers(spec)
-            self._next_round = self._round = next_round
-            self._last_checkpoint = next_round if checkpoint is not None else -1
-            self._consistent = True
+            run = open_run(spec, program, rng, self.state_dir, self._channel, fresh)
+            self._run = run
             self._hold_at, self._holding = None, False
             self._stop.clear()
-            self.outbound.reset()
-            self.inbound.reset()
-            for peer in sorted(self._senders):
-                self.inbound.ensure(peer)  # listed from the start, even if never heard
-            self._inbox = Inbox(self.inbound, next_round, synchronous=program.synchronous)
-            self._links = Links(spec, self.outbound, self._channel)
-            self._state, self._error = CONFIGURED, ""
+            self._state, self._error = NodeState.CONFIGURED, ""
             log.info(
                 "configured %s/%s (%s, role %s): %s at round %d, %d samples stored",
                 spec.experiment, spec.node_id, spec.algorithm, spec.role,
-                "resuming" if checkpoint is not None else "starting", next_round, len(store),
+                "resuming" if run.resumed else "starting", run.next_round, len(run.store),
             )  # fmt: skip
-            return ConfigureResult(next_round, checkpoint is not None, len(store), own)
+            return ConfigureResult(run.next_round, run.resumed, len(run.store), own)
 
     def start(self) -> None:
         with self._lock:
-            if self._state != CONFIGURED:
+            if self._state != NodeState.CONFIGURED:
                 raise PreconditionError(
                     f"node cannot start while {self._state}"
-                    + (" (configure it again)" if self._state in FINISHED else "")
+                    + (" (configure it again)" if self._state.finished else "")
                 )
-            self._state = RUNNING
+            self._state = NodeState.RUNNING
             self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name="round-loop", daemon=True)
+            self._thread = threading.Thread(
+                target=self._loop, args=(self._run,), name="round-loop", daemon=True
+            )
             self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the round loop at once; its last checkpoint stands."""
         with self._lock:
-            thread = self._thread
+            thread, run = self._thread, self._run
             self._stop.set()
             self._hold_changed.notify_all()
-            if self._inbox is not None:
-                self._inbox.interrupt()
+            if run is not None:
+                run.inbox.interrupt()
         if thread is not None:
             thread.join(timeout)
         with self._lock:
-            if self._state in (RUNNING, CONFIGURED):
-                self._state = STOPPED
-            if self._store is not None:
-                self._store.sync()
-                self._store.wake()
+            if self._state in (NodeState.RUNNING, NodeState.CONFIGURED):
+                self._state = NodeState.STOPPED
+            if run is not None:
+                run.store.sync()
+                run.store.wake()
 
     def shutdown(self) -> None:
         """Stop, make the store durable, close links (the process is about to exit)."""
@@ -278,34 +180,29 @@ class NodeRuntime:
             self._release()
 
     def _release(self) -> None:
-        if self._links is not None:
-            self._links.close()
-            self._links = None
-        if self._store is not None:
-            self._store.close()
+        if self._run is not None:
+            self._run.close()
 
     @property
     def configured(self) -> bool:
         """Whether the node has a spec (and so can take its peers' iterates)."""
-        return self._spec is not None
+        return self._run is not None
 
     def status(self) -> RuntimeStatus:
         with self._lock:
-            spec = self._spec
+            run = self._run
+            if run is None:
+                return RuntimeStatus("", "", self._state, 0, self._error, 0, {}, {}, {})
             return RuntimeStatus(
-                node_id=spec.node_id if spec else "",
-                experiment=spec.experiment if spec else "",
+                node_id=run.spec.node_id,
+                experiment=run.spec.experiment,
                 state=self._state,
-                round=self._round,
+                round=run.round,
                 error=self._error,
-                samples_stored=len(self._store) if self._store is not None else 0,
-                outbound=self.outbound.snapshot(),
-                inbound=self.inbound.snapshot(),
-                program_metrics=(
-                    {k: float(v) for k, v in self._program.metrics().items()}
-                    if self._program is not None
-                    else {}
-                ),
+                samples_stored=len(run.store),
+                outbound=run.outbound.snapshot(),
+                inbound=run.inbound.snapshot(),
+                program_metrics={k: float(v) for k, v in run.program.metrics().items()},
                 holding=self._holding,
             )
 
@@ -321,21 +218,21 @@ class NodeRuntime:
         if delay_ms is not None and not delay_ms >= 0.0:
             raise ConfigError(f"delay_ms: must be >= 0, got {delay_ms!r}")
         with self._lock:
-            links = self._links
-            if links is None:
+            run = self._run
+            if run is None:
                 raise PreconditionError("node is not configured; it has no links yet")
-            if receiver != "*" and not links.knows(receiver):
+            if receiver != "*" and not run.links.knows(receiver):
                 raise ConfigError(
-                    f"receiver: {receiver!r} is not an out-peer of node {self._spec.node_id!r}"
+                    f"receiver: {receiver!r} is not an out-peer of node {run.spec.node_id!r}"
                 )
-        links.set_state(receiver, up=up, drop=drop, delay_ms=delay_ms)
+        run.links.set_state(receiver, up=up, drop=drop, delay_ms=delay_ms)
         log.info("link to %s set: up=%s drop=%s delay_ms=%s", receiver, up, drop, delay_ms)
 
     def hold(self, round_index: int | None) -> None:
         """Run the rounds before ``round_index``, then wait before it until released
         (``None``), stopped or killed. A scheduled crash uses it to land at its round."""
         with self._lock:
-            if self._program is None:
+            if self._run is None:
                 raise PreconditionError("node is not configured; there is no round to hold at")
             self._hold_at = round_index
             self._hold_changed.notify_all()
@@ -355,38 +252,42 @@ class NodeRuntime:
     def checkpoint(self, timeout: float | None = None) -> int:
         """Write a checkpoint now (at the next round boundary if running); its next round."""
         with self._lock:
-            if self._program is None:
+            run = self._run
+            if run is None:
                 raise PreconditionError("node is not configured; nothing to checkpoint")
-            if self._state != RUNNING:
-                if self._consistent:
-                    self._write_checkpoint()
-                return max(self._last_checkpoint, 0)
+            if self._state != NodeState.RUNNING:
+                if run.consistent:
+                    self._write_checkpoint(run)
+                return max(run.last_checkpoint, 0)
             self._checkpoint_wanted.set()
-            limit = timeout if timeout is not None else self._round_budget() + 5.0
+            limit = timeout if timeout is not None else run.round_budget() + 5.0
             self._checkpoint_done.wait_for(
-                lambda: not self._checkpoint_wanted.is_set() or self._state != RUNNING, limit
+                lambda: not self._checkpoint_wanted.is_set() or self._state != NodeState.RUNNING,
+                limit,
             )
-            return max(self._last_checkpoint, 0)
+            return max(run.last_checkpoint, 0)
 
-    def _round_budget(self) -> float:
-        spec, program = self._spec, self._program
-        return spec.round_deadline * (program.phases if program else 1)
+    def _write_checkpoint(self, run: Run) -> None:
+        """Called with the lock held, at a round boundary."""
+        run.write_checkpoint()
+        self._checkpoint_wanted.clear()
+        self._checkpoint_done.notify_all()
 
     # ------------------------------------------------------------------ peers
 
     def receive(self, iterate: peer_pb2.Iterate) -> str:
         """File one incoming iterate; returns the outcome (``received``, ``late`` ...)."""
         with self._lock:
-            spec, program, inbox = self._spec, self._program, self._inbox
+            run = self._run
         sender = iterate.sender or "<anonymous>"
         try:
-            message = check_iterate(iterate, spec, program, self._senders)
+            message = check_iterate(iterate, run.spec, run.program, run.senders)
         except Rejected as exc:
-            count = self.inbound.add(sender, "rejected", error=str(exc))
+            count = run.inbound.add(sender, "rejected", error=str(exc))
             if count <= 10 or count % 1000 == 0:  # a flood of bad messages must not flood logs
                 log.warning("rejected (%d from %r so far): %s", count, sender, exc)
             return "rejected"
-        outcome = inbox.deliver(
+        outcome = run.inbox.deliver(
             sender,
             int(iterate.round),
             int(iterate.phase),
@@ -396,13 +297,13 @@ class NodeRuntime:
         if outcome == "stale resend":
             return outcome
         if outcome == "duplicate":
-            self.inbound.add(
+            run.inbound.add(
                 sender, "rejected",
                 error=f"peer {sender!r}: second message for round {iterate.round} "
                 f"phase {iterate.phase}",
             )  # fmt: skip
             return "rejected"
-        self.inbound.add(sender, outcome)
+        run.inbound.add(sender, outcome)
         return outcome
 
     # ------------------------------------------------------------------ samples
@@ -414,13 +315,14 @@ class NodeRuntime:
         index = max(offset, 0)
         while active():
             with self._lock:
-                store, state = self._store, self._state
-            if store is None:
+                run, state = self._run, self._state
+            if run is None:
                 if not follow:
                     return
                 time.sleep(0.2)
                 continue
-            batch = self._read_batch(store, index)
+            store = run.store
+            batch = _read_batch(store, index)
             if batch:
                 index += len(batch)
                 yield batch
@@ -429,51 +331,47 @@ class NodeRuntime:
                 return
             # The state is read before the length: a run marked done has appended its last
             # sample already, so nothing can be missed.
-            if state in FINISHED and index >= len(store):
+            if state.finished and index >= len(store):
                 return
             store.wait_beyond(index, 0.5)
 
-    def _read_batch(self, store: SampleStore, index: int) -> list:
-        first = store.read(index, 1)
-        if not first:
-            return []
-        per_sample = max(first[0][2].nbytes, 1)
-        count = max(SAMPLE_BATCH_BYTES // per_sample, 1)
-        return first + (store.read(index + 1, count - 1) if count > 1 else [])
-
     # ------------------------------------------------------------------ round loop
 
-    def _run(self) -> None:
-        spec, program, rng = self._spec, self._program, self._rng
-        store, links, inbox = self._store, self._links, self._inbox
-        round_index = self._next_round
+    def _loop(self, run: Run) -> None:
+        spec, program, store = run.spec, run.program, run.store
+        round_index = run.next_round
         try:
             while round_index < spec.rounds:
-                self._round = round_index
+                run.round = round_index
                 self._wait_while_held(round_index)
                 if self._stop.is_set():
                     break
-                if not self._run_round(round_index, spec, program, rng, links, inbox):
+                run.consistent = False
+                if not run_round(
+                    program, round_index, run.transport, run.rng, run.faults,
+                    spec.round_deadline, self._stop.is_set,
+                ):  # fmt: skip
                     break  # stopped half way through the round
+                run.consistent = True
                 value = program.sample()
                 if value is not None:
                     store.append(round_index, value)
                 round_index += 1
                 with self._lock:
-                    self._next_round = round_index
+                    run.next_round = round_index
                     due = round_index % spec.checkpoint_every == 0 or round_index == spec.rounds
                     if due or self._checkpoint_wanted.is_set():
-                        self._write_checkpoint()
+                        self._write_checkpoint(run)
             with self._lock:
-                self._round = round_index
+                run.round = round_index
                 if round_index >= spec.rounds:
-                    self._state = DONE
+                    self._state = NodeState.DONE
                     log.info("run finished: %d rounds, %d samples", spec.rounds, len(store))
-                elif self._consistent and self._last_checkpoint != round_index:
-                    self._write_checkpoint()
+                elif run.consistent and run.last_checkpoint != round_index:
+                    self._write_checkpoint(run)
         except Exception as exc:  # noqa: BLE001 - the node reports and keeps serving
             with self._lock:
-                self._state = FAILED
+                self._state = NodeState.FAILED
                 self._error = f"round {round_index}: {type(exc).__name__}: {exc}"
             log.exception("round loop failed at round %d", round_index)
         finally:
@@ -483,43 +381,11 @@ class NodeRuntime:
             store.sync()
             store.wake()
 
-    def _run_round(self, round_index, spec, program, rng, links, inbox) -> bool:
-        """One round, every phase; False if a stop interrupted it."""
-        self._consistent = False
-        for phase in range(program.phases):
-            for receiver, message in program.outgoing(round_index, phase).items():
-                links.send(round_index, phase, receiver, message)
-            expected = program.expected_senders(round_index, phase)
-            if program.synchronous:
-                expected = [s for s in expected if not scheduled_silent(spec, s, round_index)]
-                deadline = time.monotonic() + spec.round_deadline
-                received = inbox.wait(round_index, phase, expected, deadline)
-            else:
-                bound = program.max_staleness(round_index, phase)
-                if bound is None:
-                    received = inbox.latest(expected, round_index)
-                else:
-                    deadline = time.monotonic() + spec.round_deadline
-                    received = inbox.wait_latest(expected, round_index, bound, deadline)
-            if self._stop.is_set():
-                return False
-            program.incoming(round_index, phase, ordered_inbox(received), rng)
-        self._consistent = True
-        return True
 
-    def _write_checkpoint(self) -> None:
-        """Called with the lock held, at a round boundary."""
-        self._store.sync()  # samples first: a checkpoint never counts a sample not on disk
-        save_checkpoint(
-            self._directory / CHECKPOINT_FILE,
-            Checkpoint(
-                next_round=self._next_round,
-                samples=len(self._store),
-                rng_state=self._rng.bit_generator.state,
-                program_state=self._program.state(),
-                fingerprint=self._fingerprint,
-            ),
-        )
-        self._last_checkpoint = self._next_round
-        self._checkpoint_wanted.clear()
-        self._checkpoint_done.notify_all()
+def _read_batch(store: SampleStore, index: int) -> list:
+    first = store.read(index, 1)
+    if not first:
+        return []
+    per_sample = max(first[0][2].nbytes, 1)
+    count = max(SAMPLE_BATCH_BYTES // per_sample, 1)
+    return first + (store.read(index + 1, count - 1) if count > 1 else [])

@@ -17,19 +17,21 @@ from node.protocol import convert
 from node.protocol.contract import link_books_to_proto
 from node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2, peer_pb2_grpc
 from node.runtime.runtime import NodeRuntime, PreconditionError
+from node.runtime.state import NodeState
 
 __all__ = ["ControlServicer", "PeerServicer", "STATES"]
 
 log = logging.getLogger("starling.node")
 
 STATES = {
-    "idle": control_pb2.NODE_STATE_IDLE,
-    "configured": control_pb2.NODE_STATE_CONFIGURED,
-    "running": control_pb2.NODE_STATE_RUNNING,
-    "done": control_pb2.NODE_STATE_DONE,
-    "failed": control_pb2.NODE_STATE_FAILED,
-    "stopped": control_pb2.NODE_STATE_STOPPED,
+    NodeState.IDLE: control_pb2.NODE_STATE_IDLE,
+    NodeState.CONFIGURED: control_pb2.NODE_STATE_CONFIGURED,
+    NodeState.RUNNING: control_pb2.NODE_STATE_RUNNING,
+    NodeState.DONE: control_pb2.NODE_STATE_DONE,
+    NodeState.FAILED: control_pb2.NODE_STATE_FAILED,
+    NodeState.STOPPED: control_pb2.NODE_STATE_STOPPED,
 }
+"""The wire value of each :class:`NodeState`."""
 
 
 def _mapped(method):

@@ -26,7 +26,7 @@ from node.runtime.store import SampleStore
 from node.runtime.transport import open_channel
 from orchestrator.client import NodeClient, NodeRejected, NodeUnavailable
 from orchestrator.experiment import load_experiment, node_specs
-from orchestrator.simulator import simulate
+from node.engine import simulate
 from tests.node.test_runtime_harness import ROOT, Cluster, ring_experiment, wait_until
 
 

@@ -1,0 +1,89 @@
+"""The in-memory lockstep transport: every node's messages in one process, no clock.
+
+Semantics in :mod:`node.engine.rounds` (*Simulator: lockstep rounds, one round in
+flight*). A synchronous receiver gets, in each (round, phase), the messages sent to it in
+that (round, phase). An asynchronous receiver's messages are in flight until
+:meth:`LockstepNetwork.end_round` lands them in its latest-box (a later phase's message
+from the same sender overwrites an earlier one), so they are used from the next round on.
+A withheld message never lands: the receiver keeps the older one, or gets none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from node.engine.transport import Gather
+from node.messages import Message
+
+__all__ = ["LockstepNetwork", "MemoryTransport"]
+
+
+class LockstepNetwork:
+    """The in-memory network between the nodes of one simulation."""
+
+    def __init__(self, synchronous: Mapping[str, bool]):
+        self._synchronous = dict(synchronous)
+        # Synchronous receivers: (receiver, round, phase) -> sender -> message.
+        self._boxes: dict[tuple[str, int, int], dict[str, Message]] = {}
+        # Asynchronous receivers: receiver -> sender -> newest landed message.
+        self._latest: dict[str, dict[str, Message]] = {
+            node: {} for node, sync in self._synchronous.items() if not sync
+        }
+        self._in_flight: list[tuple[str, str, Message]] = []
+
+    def endpoint(self, node: str) -> MemoryTransport:
+        return MemoryTransport(self, node)
+
+    def end_round(self) -> None:
+        """Land the round's messages to asynchronous receivers, in the order sent; what a
+        synchronous receiver did not gather this round is gone (as on a network: late)."""
+        for receiver, sender, message in self._in_flight:
+            self._latest[receiver][sender] = message
+        self._in_flight.clear()
+        self._boxes.clear()
+
+    def _check(self, sender: str, receiver: str) -> None:
+        if receiver not in self._synchronous:
+            raise ValueError(f"node {sender!r} sent to unknown peer {receiver!r}")
+
+    def _post(self, sender: str, receiver: str, round_index: int, phase: int, message: Message):
+        self._check(sender, receiver)
+        # The network hands each receiver its own arrays, stamped with the sending round.
+        copy = Message(
+            message.kind,
+            {k: np.array(v, copy=True) for k, v in message.tensors.items()},
+            round=round_index,
+        )
+        if receiver in self._latest:
+            self._in_flight.append((receiver, sender, copy))
+        else:
+            self._boxes.setdefault((receiver, round_index, phase), {})[sender] = copy
+
+    def _take(
+        self, node: str, round_index: int, phase: int, expected: Sequence[str], wait: Gather
+    ) -> dict[str, Message]:
+        if node not in self._latest:
+            return self._boxes.pop((node, round_index, phase), {})
+        box = self._latest[node]
+        return {s: box[s] for s in expected if s in box}
+
+
+class MemoryTransport:
+    """One node's end of a :class:`LockstepNetwork` (a :class:`~node.engine.Transport`)."""
+
+    def __init__(self, network: LockstepNetwork, node: str):
+        self._network = network
+        self.node = node
+
+    def send(self, round_index: int, phase: int, receiver: str, message: Message) -> None:
+        self._network._post(self.node, receiver, round_index, phase, message)
+
+    def withhold(self, round_index: int, phase: int, receiver: str) -> None:
+        self._network._check(self.node, receiver)
+
+    def gather(
+        self, round_index: int, phase: int, expected: Sequence[str], wait: Gather
+    ) -> dict[str, Message]:
+        return self._network._take(self.node, round_index, phase, expected, wait)

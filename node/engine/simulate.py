@@ -1,0 +1,72 @@
+"""The simulator: every node's program in one process, over the lockstep transport.
+
+Used by ``starling simulate`` and for sweeps. With the same specs it produces exactly the
+samples a fault-free network run of *synchronous* programs produces
+(``tests/node/test_runtime.py``), because both build programs with
+:func:`node.assemble.build_program`, seed them with :func:`node.assemble.node_rng`, and
+run the same round (:mod:`node.engine.rounds`) — inboxes ordered by sender, the fault
+schedule decided in one place. Asynchronous programs run in the lockstep model described
+there. No grpc here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from node.assemble import build_program, node_rng
+from node.engine.memory import LockstepNetwork
+from node.engine.rounds import round_steps
+from node.faults import ScheduledFaults
+from node.spec import NodeSpec
+
+__all__ = ["simulate"]
+
+
+def simulate(
+    specs: Sequence[NodeSpec],
+    on_round: Callable[[int], None] | None = None,
+    metrics_out: dict[str, dict[str, float]] | None = None,
+) -> dict[str, np.ndarray]:
+    """Run every node for its rounds; returns node id -> samples of shape (rounds, chains, d).
+
+    Nodes whose role records no samples (e.g. a DG-LMC worker) are left out. If given,
+    ``metrics_out`` receives each node's :meth:`NodeProgram.metrics` at the end.
+    """
+    rngs = {spec.node_id: node_rng(spec) for spec in specs}
+    programs = {spec.node_id: build_program(spec, rngs[spec.node_id]) for spec in specs}
+    faults = {spec.node_id: ScheduledFaults.of(spec) for spec in specs}
+    network = LockstepNetwork({node: program.synchronous for node, program in programs.items()})
+    transports = {node: network.endpoint(node) for node in programs}
+    rounds = max(spec.rounds for spec in specs)
+    recorded: dict[str, list[np.ndarray]] = {node: [] for node in programs}
+    for round_index in range(rounds):
+        steps = [
+            round_steps(program, round_index, transports[node], rngs[node], faults[node])
+            for node, program in programs.items()
+        ]
+        # Lockstep: each pass takes every node through one phase's sends (and the previous
+        # phase's gather), so no node gathers a phase before all have sent in it.
+        while steps:
+            steps = [step for step in steps if _advance(step)]
+        network.end_round()
+        for node, program in programs.items():
+            value = program.sample()
+            if value is not None:
+                recorded[node].append(np.array(value, copy=True))
+        if on_round is not None:
+            on_round(round_index)
+    if metrics_out is not None:
+        for node, program in programs.items():
+            metrics_out[node] = {k: float(v) for k, v in program.metrics().items()}
+    return {node: np.stack(values) for node, values in recorded.items() if values}
+
+
+def _advance(step) -> bool:
+    """One step of a node's round; False once the round is complete."""
+    try:
+        next(step)
+    except StopIteration:
+        return False
+    return True

@@ -1,0 +1,150 @@
+"""The network transport: a node's outbound links and its inbox, as the round engine sees them.
+
+:class:`NetworkTransport` implements :class:`node.engine.transport.Transport` for a gRPC
+node: ``send``/``withhold`` go to the receiver's outbound link (:mod:`node.runtime.links`,
+which never blocks the round loop), ``gather`` waits on the inbox
+(:mod:`node.runtime.inbox`) with real clocks. The round itself, and every decision a
+fault schedule makes, is the engine's (:mod:`node.engine.rounds`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+from node.engine.transport import Gather
+from node.messages import Message
+from node.runtime.inbox import Inbox
+from node.runtime.links import LinkState, OutboundLink
+from node.runtime.stats import StatsBook
+from node.runtime.transport import ChannelSettings
+from node.spec import NodeSpec
+
+__all__ = ["Links", "NetworkTransport", "in_peers", "out_peers"]
+
+
+class NetworkTransport:
+    """One gRPC node's end of the network (a :class:`~node.engine.transport.Transport`)."""
+
+    def __init__(self, links: Links, inbox: Inbox):
+        self.links = links
+        self.inbox = inbox
+
+    def send(self, round_index: int, phase: int, receiver: str, message: Message) -> None:
+        self.links.send(round_index, phase, receiver, message)
+
+    def withhold(self, round_index: int, phase: int, receiver: str) -> None:
+        self.links.withhold(round_index, phase, receiver)
+
+    def gather(
+        self, round_index: int, phase: int, expected: Sequence[str], wait: Gather
+    ) -> dict[str, Message]:
+        if not wait.synchronous and wait.max_staleness is None:
+            return self.inbox.latest(expected, round_index)
+        if wait.deadline is None:
+            raise ValueError("a network gather that waits needs a deadline")
+        if wait.synchronous:
+            return self.inbox.wait(round_index, phase, expected, wait.deadline)
+        return self.inbox.wait_latest(expected, round_index, wait.max_staleness, wait.deadline)
+
+
+class Links:
+    """All of one node's outbound links, created at Configure, closed at shutdown."""
+
+    def __init__(
+        self,
+        spec: NodeSpec,
+        stats: StatsBook,
+        channel: ChannelSettings | None = None,
+        link_factory: Callable[..., OutboundLink] = OutboundLink,
+    ):
+        self.spec = spec
+        self._stats = stats
+        self._channel = channel or ChannelSettings()
+        self._factory = link_factory
+        self._lock = threading.Lock()
+        self._links: dict[str, OutboundLink] = {}
+        self._default = LinkState()
+        for receiver in out_peers(spec):
+            self._link(receiver)
+
+    def _link(self, receiver: str) -> OutboundLink:
+        with self._lock:
+            link = self._links.get(receiver)
+            if link is None:
+                address = self.spec.peers.get(receiver, "")
+                if not address:
+                    raise RuntimeError(
+                        f"node {self.spec.node_id!r} sends to {receiver!r}, "
+                        "which has no address in peers"
+                    )
+                link = self._factory(self.spec, receiver, address, self._stats, self._channel)
+                link.state = LinkState(**vars(self._default))
+                self._links[receiver] = link
+            return link
+
+    def send(self, round_index: int, phase: int, receiver: str, message: Message) -> None:
+        self._link(receiver).send(round_index, phase, message)
+
+    def withhold(self, round_index: int, phase: int, receiver: str) -> None:
+        self._link(receiver).withhold(round_index, phase)
+
+    def set_state(
+        self,
+        receiver: str,
+        up: bool | None = None,
+        drop: float | None = None,
+        delay_ms: float | None = None,
+    ) -> None:
+        """Change live link state; ``receiver="*"`` means every link, present and future."""
+        with self._lock:
+            if receiver == "*":
+                targets = list(self._links.values())
+                self._default = _updated(self._default, up, drop, delay_ms)
+            else:
+                targets = [self._links[receiver]]
+        for link in targets:
+            # Replace, never mutate: the round loop reads the state without a lock.
+            link.state = _updated(link.state, up, drop, delay_ms)
+
+    def states(self) -> dict[str, LinkState]:
+        with self._lock:
+            return {receiver: link.state for receiver, link in self._links.items()}
+
+    def knows(self, receiver: str) -> bool:
+        with self._lock:
+            return receiver in self._links
+
+    def close(self) -> None:
+        with self._lock:
+            links = list(self._links.values())
+        # Close in parallel: each may wait a little for its queue to drain.
+        threads = [threading.Thread(target=link.close) for link in links]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+
+def _updated(
+    state: LinkState, up: bool | None, drop: float | None, delay_ms: float | None
+) -> LinkState:
+    return LinkState(
+        up=state.up if up is None else bool(up),
+        drop=state.drop if drop is None else float(drop),
+        delay_ms=state.delay_ms if delay_ms is None else float(delay_ms),
+    )
+
+
+def out_peers(spec: NodeSpec) -> tuple[str, ...]:
+    """Every receiver this node sends to in some graph period, in first-seen order."""
+    seen: dict[str, None] = {}
+    for hood in spec.schedule:
+        for peer in hood.out_peers:
+            seen.setdefault(peer, None)
+    return tuple(seen)
+
+
+def in_peers(spec: NodeSpec) -> frozenset[str]:
+    """Every sender this node accepts messages from, over all graph periods."""
+    return frozenset(peer for hood in spec.schedule for peer in hood.in_peers)

@@ -1,0 +1,202 @@
+"""One configured run of a node: everything ``configure`` builds, in one object.
+
+A :class:`Run` holds the spec, the program and its generator, the sample store and the
+checkpoint file, the network transport (links, inbox, their counters) and where the round
+loop stands. ``NodeRuntime.configure`` builds a new one with :func:`open_run` — resuming
+from the run's checkpoint if its spec fingerprint matches — and drops the old one; the
+runtime itself keeps only the lifecycle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import time
+import urllib.parse
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from node.assemble import build_program, node_rng
+from node.faults import ScheduledFaults
+from node.params import ConfigError
+from node.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from node.runtime.inbox import Inbox
+from node.runtime.network import Links, NetworkTransport, in_peers
+from node.runtime.stats import StatsBook
+from node.runtime.store import SampleStore
+from node.runtime.transport import ChannelSettings
+from node.samplers.base import NodeProgram
+from node.spec import NodeSpec
+
+__all__ = [
+    "CHECKPOINT_FILE",
+    "SAMPLES_FILE",
+    "Run",
+    "build",
+    "open_run",
+    "spec_fingerprint",
+]
+
+log = logging.getLogger("starling.node")
+
+SAMPLES_FILE = "samples.bin"
+CHECKPOINT_FILE = "checkpoint.npz"
+
+
+def spec_fingerprint(spec: NodeSpec) -> str:
+    """What a checkpoint must match to be resumed: everything that shapes the numbers.
+
+    Peer addresses, the deadline, fault schedules, the number of rounds and the checkpoint
+    period are left out — a restarted node may come back at another address, and a run
+    may be extended.
+    """
+    fields = asdict(spec)
+    for name in (
+        "peers", "round_deadline", "link_faults", "inbound_faults", "rounds", "checkpoint_every",
+    ):  # fmt: skip
+        fields.pop(name)
+    text = json.dumps(fields, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def build(spec: NodeSpec) -> tuple[NodeProgram, np.random.Generator]:
+    """The spec's program and its generator; a spec it cannot be built from is a
+    :class:`ConfigError` naming the node."""
+    rng = node_rng(spec)
+    try:
+        program = build_program(spec, rng)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ConfigError(f"node {spec.node_id!r}: cannot build its program: {exc}") from None
+    return program, rng
+
+
+@dataclass
+class Run:
+    """A configured run. The round loop owns ``program``/``rng`` while it runs; the other
+    fields that change (``next_round``, ``round``, ``consistent``, ``last_checkpoint``) are
+    read and written under the runtime's lock."""
+
+    spec: NodeSpec
+    program: NodeProgram
+    rng: np.random.Generator
+    store: SampleStore
+    directory: Path
+    fingerprint: str
+    senders: frozenset[str]
+    faults: ScheduledFaults
+    outbound: StatsBook
+    inbound: StatsBook
+    transport: NetworkTransport
+    resumed: bool
+    next_round: int
+    """The first round not yet run (what a checkpoint written now would resume at)."""
+    round: int
+    """The round the loop is in (or stopped before)."""
+    last_checkpoint: int
+    """``next_round`` of the last checkpoint written, −1 if none."""
+    consistent: bool = True
+    """False while a round is half done (a checkpoint then would not be a round boundary)."""
+
+    @property
+    def links(self) -> Links:
+        return self.transport.links
+
+    @property
+    def inbox(self) -> Inbox:
+        return self.transport.inbox
+
+    def round_budget(self) -> float:
+        """The longest one round may wait on the network: a deadline per phase."""
+        return self.spec.round_deadline * self.program.phases
+
+    def write_checkpoint(self) -> None:
+        """At a round boundary: samples first, so a checkpoint never counts a sample that
+        is not on disk."""
+        self.store.sync()
+        save_checkpoint(
+            self.directory / CHECKPOINT_FILE,
+            Checkpoint(
+                next_round=self.next_round,
+                samples=len(self.store),
+                rng_state=self.rng.bit_generator.state,
+                program_state=self.program.state(),
+                fingerprint=self.fingerprint,
+            ),
+        )
+        self.last_checkpoint = self.next_round
+
+    def close(self) -> None:
+        """Close the links (delivering what is queued) and the store."""
+        self.links.close()
+        self.store.close()
+
+
+def open_run(
+    spec: NodeSpec,
+    program: NodeProgram,
+    rng: np.random.Generator,
+    state_dir: Path,
+    channel: ChannelSettings,
+    fresh: bool = False,
+) -> Run:
+    """The run of ``spec`` under ``state_dir``, resumed from its checkpoint if that was
+    written for the same spec (one for another spec is moved aside, never deleted) —
+    unless ``fresh``: then an earlier run's state is removed and the run starts at 0."""
+    directory = state_dir / _safe_name(spec.experiment) / _safe_name(spec.node_id)
+    fingerprint = spec_fingerprint(spec)
+    checkpoint = load_checkpoint(directory / CHECKPOINT_FILE)
+    if fresh and directory.exists():
+        # A new run of an experiment this node served before: its collected samples went
+        # to that run's results; nothing of it is resumed.
+        log.info("starting %s afresh: an earlier run's state is removed", directory)
+        shutil.rmtree(directory)
+        checkpoint = None
+    if checkpoint is not None and checkpoint.fingerprint != fingerprint:
+        aside = directory.with_name(f"{directory.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
+        log.warning("state in %s belongs to a different spec; moved to %s", directory, aside)
+        shutil.move(str(directory), str(aside))
+        checkpoint = None
+    directory.mkdir(parents=True, exist_ok=True)
+    store = SampleStore(directory / SAMPLES_FILE)
+    next_round = 0
+    if checkpoint is not None:
+        program.restore(checkpoint.program_state)
+        rng.bit_generator.state = checkpoint.rng_state
+        next_round = checkpoint.next_round
+        store.truncate(checkpoint.samples)
+    else:
+        store.truncate(0)  # samples without a checkpoint cannot be continued
+    senders = in_peers(spec)
+    outbound, inbound = StatsBook(), StatsBook()
+    for peer in sorted(senders):
+        inbound.ensure(peer)  # listed from the start, even if never heard
+    inbox = Inbox(inbound, next_round, synchronous=program.synchronous)
+    links = Links(spec, outbound, channel)
+    return Run(
+        spec=spec,
+        program=program,
+        rng=rng,
+        store=store,
+        directory=directory,
+        fingerprint=fingerprint,
+        senders=senders,
+        faults=ScheduledFaults.of(spec),
+        outbound=outbound,
+        inbound=inbound,
+        transport=NetworkTransport(links, inbox),
+        resumed=checkpoint is not None,
+        next_round=next_round,
+        round=next_round,
+        last_checkpoint=next_round if checkpoint is not None else -1,
+    )
+
+
+def _safe_name(name: str) -> str:
+    quoted = urllib.parse.quote(name, safe="")
+    return quoted if quoted not in (".", "..") else quoted.replace(".", "%2E")

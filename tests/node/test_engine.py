@@ -1,0 +1,108 @@
+"""The round engine over its in-memory lockstep transport: the semantics it documents.
+
+:mod:`node.engine.rounds` states what a synchronous and an asynchronous receiver get in
+each round; these tests drive two small real programs through :func:`round_steps` and the
+:class:`LockstepNetwork` the simulator uses, and check exactly that — including what a
+scheduled link fault (decided once, by :class:`node.faults.ScheduledFaults`) takes out.
+The network transport is held to the same round by the run ≡ simulate tests
+(``tests/node/test_runtime.py``, ``tests/test_faults_e2e.py``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from node.engine import LockstepNetwork, round_steps, run_round
+from node.faults import ScheduledFaults
+from node.messages import Message
+from node.samplers.base import NodeProgram
+from node.spec import LinkFault
+
+
+class Stamp(NodeProgram):
+    """Sends its round to one peer; remembers, per round, the stamp of what it got."""
+
+    def __init__(self, peer: str, synchronous: bool):
+        self.peer = peer
+        self.synchronous = synchronous
+        self.seen: list[int | None] = []
+
+    def outgoing(self, round_index, phase):
+        return {self.peer: Message("x", {"x": np.full((1, 1), float(round_index))})}
+
+    def expected_senders(self, round_index, phase):
+        return (self.peer,)
+
+    def incoming(self, round_index, phase, inbox, rng):
+        message = inbox.get(self.peer)
+        self.seen.append(None if message is None else message.round)
+        if message is not None:  # the payload is the sender's round of that message
+            assert message["x"][0, 0] == message.round
+
+
+def _run(programs: dict[str, Stamp], rounds: int, faults: dict[str, ScheduledFaults]) -> None:
+    network = LockstepNetwork({node: p.synchronous for node, p in programs.items()})
+    rng = np.random.default_rng(0)
+    for round_index in range(rounds):
+        steps = [
+            round_steps(p, round_index, network.endpoint(node), rng, faults[node])
+            for node, p in programs.items()
+        ]
+        while steps:
+            live = []
+            for step in steps:
+                try:
+                    next(step)
+                    live.append(step)
+                except StopIteration:
+                    pass
+            steps = live
+        network.end_round()
+
+
+def _no_faults(*nodes: str) -> dict[str, ScheduledFaults]:
+    return {node: ScheduledFaults(node) for node in nodes}
+
+
+def test_synchronous_receivers_get_this_rounds_message():
+    programs = {"a": Stamp("b", True), "b": Stamp("a", True)}
+    _run(programs, 4, _no_faults("a", "b"))
+    assert programs["a"].seen == programs["b"].seen == [0, 1, 2, 3]
+
+
+def test_asynchronous_receivers_use_a_message_from_the_next_round_on():
+    programs = {"a": Stamp("b", True), "b": Stamp("a", False)}
+    _run(programs, 4, _no_faults("a", "b"))
+    assert programs["b"].seen == [None, 0, 1, 2]  # one round in flight
+    assert programs["a"].seen == [0, 1, 2, 3]  # a synchronous receiver is unaffected
+
+
+def test_a_scheduled_fault_withholds_and_the_async_receiver_keeps_the_older_message():
+    down = ScheduledFaults("a", outbound=(LinkFault("b", start=2, stop=5),))
+    for synchronous, expected in (
+        (True, [0, 1, None, None, None, 5, 6]),
+        (False, [None, 0, 1, 1, 1, 1, 5]),
+    ):
+        programs = {"a": Stamp("b", True), "b": Stamp("a", synchronous)}
+        _run(programs, 7, {"a": down, "b": ScheduledFaults("b")})
+        assert programs["b"].seen == expected, synchronous
+        assert programs["a"].seen == [0, 1, 2, 3, 4, 5, 6]
+
+
+def test_a_message_to_an_unknown_peer_names_both_nodes():
+    network = LockstepNetwork({"a": True})
+    with pytest.raises(ValueError, match="node 'a' sent to unknown peer 'b'"):
+        run_round(Stamp("b", True), 0, network.endpoint("a"), None, ScheduledFaults("a"))
+
+
+def test_the_simulator_imports_no_grpc():
+    code = (
+        "import sys, node.engine; "
+        "bad = [m for m in sys.modules if m.startswith(('grpc', 'orchestrator'))]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
