@@ -43,6 +43,12 @@ class Stamp(NodeProgram):
         if message is not None:  # the payload is the sender's round of that message
             assert message["x"][0, 0] == message.round
 
+    def state(self):
+        return {"seen": np.array([-1 if r is None else r for r in self.seen])}
+
+    def restore(self, state):
+        self.seen = [None if r < 0 else int(r) for r in state["seen"]]
+
 
 def _run(programs: dict[str, Stamp], rounds: int, faults: dict[str, ScheduledFaults]) -> None:
     network = LockstepNetwork({node: p.synchronous for node, p in programs.items()})
