@@ -27,7 +27,6 @@ from orchestrator.schema import (
     EvaluationSection,
     ExperimentFile,
     LimitsSection,
-    backend_kinds,
     delay_ms,
     validate,
 )
@@ -164,11 +163,6 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
     model = ModelSpec(name=spec.model.name, params=dict(spec.model.params))
     built = build_model(model)
 
-    kinds = backend_kinds()
-    if spec.backend.kind not in kinds:
-        raise ConfigError(
-            f"backend.kind: unknown backend {spec.backend.kind!r} (available: {', '.join(kinds)})"
-        )
     if spec.data.source not in DATA_SOURCES:
         raise ConfigError(
             f"data.source: unknown source {spec.data.source!r} (known: {', '.join(DATA_SOURCES)})"

@@ -27,7 +27,6 @@ __all__ = [
     "NodeItem",
     "TopologySection",
     "BACKEND_KINDS",
-    "backend_kinds",
     "delay_ms",
     "memory_bytes",
     "validate",
@@ -120,21 +119,20 @@ class EvaluationSection(BaseModel):
 
 
 BACKEND_KINDS = ("local", "inventory", "docker")
-"""The backends a file may name while there is no registry to ask."""
+"""The backends a file may name: the keys of ``orchestrator.backends.BACKENDS`` (a test
+keeps every registered one here). Not read from the registry itself because importing the
+backends loads grpc, which ``simulate`` must not."""
 
 
-def backend_kinds() -> tuple[str, ...]:
-    """The backends a file may name: the registry's, once there is one."""
-    try:
-        from orchestrator.backends import BACKENDS  # type: ignore[attr-defined]
-    except ImportError:
-        return BACKEND_KINDS
-    return tuple(sorted(BACKENDS))
+def _known_backend(kind: str) -> str:
+    if kind not in BACKEND_KINDS:
+        raise ValueError(f"unknown backend {kind!r} (available: {', '.join(BACKEND_KINDS)})")
+    return kind
 
 
 class BackendSection(BaseModel):
     model_config = STRICT
-    kind: Str = "local"
+    kind: Annotated[Str, AfterValidator(_known_backend)] = "local"
     host: Str = "127.0.0.1"
     base_port: Annotated[Int, Field(ge=0, le=65535)] = 0
     """0: each node picks a free port itself; otherwise node k listens on base_port + k."""

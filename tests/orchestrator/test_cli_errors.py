@@ -241,3 +241,12 @@ def test_the_installed_command_says_the_same(tmp_path, starling_home, content, n
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and needle in lines[0], result.stderr
+
+
+def test_every_registered_backend_is_accepted_by_the_parser():
+    import orchestrator.backends as backends
+    from orchestrator.schema import BACKEND_KINDS
+
+    if not hasattr(backends, "BACKENDS"):
+        pytest.skip("no backend registry yet (orchestrator.backends.BACKENDS)")
+    assert set(backends.BACKENDS) <= set(BACKEND_KINDS)
