@@ -48,7 +48,9 @@ class LockstepNetwork:
         if receiver not in self._synchronous:
             raise ValueError(f"node {sender!r} sent to unknown peer {receiver!r}")
 
-    def _post(self, sender: str, receiver: str, round_index: int, phase: int, message: Message):
+    def _post(
+        self, sender: str, receiver: str, round_index: int, phase: int, message: Message
+    ) -> None:
         self._check(sender, receiver)
         # The network hands each receiver its own arrays, stamped with the sending round.
         copy = Message(

@@ -11,7 +11,7 @@ there. No grpc here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 
 import numpy as np
 
@@ -63,7 +63,7 @@ def simulate(
     return {node: np.stack(values) for node, values in recorded.items() if values}
 
 
-def _advance(step) -> bool:
+def _advance(step: Generator[int, None, bool]) -> bool:
     """One step of a node's round; False once the round is complete."""
     try:
         next(step)

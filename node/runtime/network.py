@@ -39,13 +39,14 @@ class NetworkTransport:
     def gather(
         self, round_index: int, phase: int, expected: Sequence[str], wait: Gather
     ) -> dict[str, Message]:
-        if not wait.synchronous and wait.max_staleness is None:
+        bound = wait.max_staleness
+        if not wait.synchronous and bound is None:
             return self.inbox.latest(expected, round_index)
         if wait.deadline is None:
             raise ValueError("a network gather that waits needs a deadline")
-        if wait.synchronous:
+        if wait.synchronous or bound is None:
             return self.inbox.wait(round_index, phase, expected, wait.deadline)
-        return self.inbox.wait_latest(expected, round_index, wait.max_staleness, wait.deadline)
+        return self.inbox.wait_latest(expected, round_index, bound, wait.deadline)
 
 
 class Links:

@@ -124,7 +124,7 @@ class Run:
             Checkpoint(
                 next_round=self.next_round,
                 samples=len(self.store),
-                rng_state=self.rng.bit_generator.state,
+                rng_state=dict(self.rng.bit_generator.state),
                 program_state=self.program.state(),
                 fingerprint=self.fingerprint,
             ),

@@ -17,12 +17,9 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-
-import numpy as np
 
 from node.config import NODE_SOURCE, HomeData, home_data
 from node.engine.rounds import run_round
@@ -34,6 +31,7 @@ from node.runtime.inbox import WITHHELD
 from node.runtime.run import SAMPLES_FILE, Run, build, open_run, spec_fingerprint
 from node.runtime.state import NodeState
 from node.runtime.store import SampleStore
+from node.runtime.streaming import Batch, stream_samples
 from node.runtime.transport import ChannelSettings
 from node.spec import DataSpec, NodeSpec
 
@@ -47,9 +45,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("starling.node")
-
-SAMPLE_BATCH_BYTES = 4 * 1024 * 1024
-"""Samples are streamed in batches of about this size (well under the message limit)."""
 
 
 class PreconditionError(RuntimeError):
@@ -124,7 +119,7 @@ class NodeRuntime:
             own = spec.data
         check_spec(spec)
         with self._lock:
-            if self._state == NodeState.RUNNING:
+            if self._state == NodeState.RUNNING and self._run is not None:
                 raise PreconditionError(
                     f"node {self._run.spec.node_id!r} is running; stop it before configuring"
                 )
@@ -279,6 +274,8 @@ class NodeRuntime:
         """File one incoming iterate; returns the outcome (``received``, ``late`` ...)."""
         with self._lock:
             run = self._run
+        if run is None:
+            raise PreconditionError("node is not configured; it takes no iterates yet")
         sender = iterate.sender or "<anonymous>"
         try:
             message = check_iterate(iterate, run.spec, run.program, run.senders)
@@ -310,30 +307,13 @@ class NodeRuntime:
 
     def samples(
         self, offset: int, follow: bool, active: Callable[[], bool] = lambda: True
-    ) -> Iterator[list[tuple[int, int, np.ndarray]]]:
+    ) -> Iterator[Batch]:
         """Batches of (index, round, array) from ``offset``; with ``follow``, until the end."""
-        index = max(offset, 0)
-        while active():
-            with self._lock:
-                run, state = self._run, self._state
-            if run is None:
-                if not follow:
-                    return
-                time.sleep(0.2)
-                continue
-            store = run.store
-            batch = _read_batch(store, index)
-            if batch:
-                index += len(batch)
-                yield batch
-                continue
-            if not follow:
-                return
-            # The state is read before the length: a run marked done has appended its last
-            # sample already, so nothing can be missed.
-            if state.finished and index >= len(store):
-                return
-            store.wait_beyond(index, 0.5)
+        return stream_samples(self._current_store, offset, follow, active)
+
+    def _current_store(self) -> tuple[SampleStore | None, NodeState]:
+        with self._lock:
+            return (self._run.store if self._run is not None else None), self._state
 
     # ------------------------------------------------------------------ round loop
 
@@ -380,12 +360,3 @@ class NodeRuntime:
                 self._checkpoint_done.notify_all()
             store.sync()
             store.wake()
-
-
-def _read_batch(store: SampleStore, index: int) -> list:
-    first = store.read(index, 1)
-    if not first:
-        return []
-    per_sample = max(first[0][2].nbytes, 1)
-    count = max(SAMPLE_BATCH_BYTES // per_sample, 1)
-    return first + (store.read(index + 1, count - 1) if count > 1 else [])
