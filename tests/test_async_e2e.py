@@ -1,7 +1,7 @@
 """EC-SGHMC and Async SGHMC on real node processes over gRPC: a hub and 4 workers.
 
 Five ``python -m node serve`` processes on 127.0.0.1 run each algorithm asynchronously
-with bounded staleness (``max_staleness``, :mod:`orchestrator.simulator`), finish, and
+with bounded staleness (``max_staleness``, :mod:`node.engine.rounds`), finish, and
 report their staleness; their samples are compared with the simulator's exact law.
 
 Why the statistical check is loose, and how loose: on the network a message may be used in

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 import yaml
 
+from node.engine import simulate
 from orchestrator.evaluation import ground_truth
 from orchestrator.experiment import node_specs, parse_experiment
 from orchestrator.metrics import empirical_w2
-from orchestrator.simulator import simulate
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.e2e

@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 import yaml
 
+from node.engine import simulate
 from orchestrator.experiment import node_specs, parse_experiment
-from orchestrator.simulator import simulate
 from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.e2e

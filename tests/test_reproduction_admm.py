@@ -12,9 +12,9 @@ import csv
 import numpy as np
 import pytest
 
+from node.engine import simulate
 from orchestrator.experiment import node_specs, read_yaml_file
 from orchestrator.runner import run_experiment
-from orchestrator.simulator import simulate
 from orchestrator.study import load_study, run_study
 from tests.conftest import ROOT
 

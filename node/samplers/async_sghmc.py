@@ -23,7 +23,7 @@ One round, two phases::
 With fresh gradients (g̃ = ∇U(θ)) this is exactly :class:`~node.samplers.centralised.SGHMC`
 (p updated before θ, which relabels its momentum and leaves the θ-chain's law unchanged),
 noise 2εV matched to friction V. In the simulator's lockstep model
-(:mod:`orchestrator.simulator`: a message is used from the round after it was sent) θ sent
+(:mod:`node.engine.rounds`: a message is used from the round after it was sent) θ sent
 at round q reaches the workers at q + 1, their gradients reach the server at q + 2: the
 gradient used at round r was taken at the θ sent 2 … s + 1 rounds earlier. The server
 reports that age as ``gradient_staleness`` (and ``message_staleness``, the age of the

@@ -116,7 +116,7 @@ class NodeProgram(ABC):
         """Asynchronous programs: how many rounds old each expected sender's latest message
         may be before the runtime waits for a fresher one (up to the round deadline).
         None: no bound. The simulator's lockstep model of asynchrony and this bound are
-        described in :mod:`orchestrator.simulator`."""
+        described in :mod:`node.engine.rounds`."""
         return None
 
     def message_shapes(self, kind: str) -> dict[str, tuple[int, ...]]:

@@ -12,7 +12,7 @@ centralised.SGHMC`: the forces act at the freshly moved position)::
 
 ``c̃`` is the worker's latest copy of c and ``θ̃^i`` the centre's latest copy of θ^i: the
 nodes run asynchronously (``synchronous = False``, semantics in
-:mod:`orchestrator.simulator`) and exchange every ``sync_period`` s rounds — a worker
+:mod:`node.engine.rounds`) and exchange every ``sync_period`` s rounds — a worker
 sends θ^i and the centre sends c at rounds r ≡ 0 (mod s). Before a worker has heard from
 the centre it feels no spring; the centre averages over the workers it has heard from.
 Both keep their copies (and the round they were sent in) in the checkpointed state.

@@ -121,7 +121,7 @@ def test_node_uses_its_own_data_and_reports_only_the_recipe(tmp_path):
                    "done")  # fmt: skip
         # The node's shard is the one --shard/--data-seed name: the same program on the
         # same spec with that shard, in-process, gives the same samples bit for bit.
-        from orchestrator.simulator import simulate
+        from node.engine import simulate
 
         resolved = [dataclasses.replace(s, data=replies[s.node_id].data, peers={}) for s in specs]
         expected = simulate(resolved)

@@ -16,6 +16,7 @@ import grpc
 import numpy as np
 import pytest
 
+from node.engine import simulate
 from node.messages import Message
 from node.params import ConfigError
 from node.protocol import convert
@@ -26,7 +27,6 @@ from node.runtime.store import SampleStore
 from node.runtime.transport import open_channel
 from orchestrator.client import NodeClient, NodeRejected, NodeUnavailable
 from orchestrator.experiment import load_experiment, node_specs
-from node.engine import simulate
 from tests.node.test_runtime_harness import ROOT, Cluster, ring_experiment, wait_until
 
 

@@ -18,6 +18,7 @@ import yaml
 
 import node.samplers
 from node.assemble import build_program, node_rng
+from node.engine import simulate
 from node.faults import withheld_by_schedule
 from node.messages import Message
 from node.params import ConfigError
@@ -25,7 +26,6 @@ from node.samplers.dsgld import DSGLD, DSGLDParams
 from node.samplers.registry import AlgorithmInfo
 from orchestrator.experiment import load_experiment, node_specs, parse_experiment
 from orchestrator.faults import NodeFault
-from orchestrator.simulator import simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from node.data import load_shard
+from node.engine import simulate
 from node.models import build_model
 from node.spec import NodeSpec
 from orchestrator.experiment import node_specs, parse_experiment
-from orchestrator.simulator import simulate
 
 __all__ = [
     "LinearRecursion",

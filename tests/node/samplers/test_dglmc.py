@@ -32,6 +32,7 @@ import pytest
 
 from node.assemble import build_program, node_rng
 from node.data import load_shard
+from node.engine import simulate
 from node.faults import withheld_by_schedule
 from node.messages import Message
 from node.models import build_model
@@ -40,7 +41,6 @@ from node.samplers.dglmc import plan_local_steps
 from node.spec import NodeSpec
 from orchestrator.experiment import node_specs, parse_experiment
 from orchestrator.metrics import gaussian_w2
-from orchestrator.simulator import simulate
 from tests.node.test_runtime_harness import Cluster, start_run, wait_done
 from tests.stats import assert_mean_cov_close, stationary_gaussian
 

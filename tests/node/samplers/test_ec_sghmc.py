@@ -1,7 +1,7 @@
 """EC-SGHMC ([001] eq. 5-6) against the exact law of its asynchronous recursion.
 
 Target: Bayesian linear regression (d = 2, [000] §6.2 model) — a Gaussian posterior. In the
-simulator's lockstep model of asynchrony (:mod:`orchestrator.simulator`: a message sent in
+simulator's lockstep model of asynchrony (:mod:`node.engine.rounds`: a message sent in
 round r is used from round r + 1 on; worker and centre exchange at rounds ≡ 0 mod s) every
 update of :mod:`node.samplers.ec_sghmc` is affine in the state
 
@@ -45,12 +45,12 @@ from scipy import linalg
 
 from node.assemble import build_program, node_rng
 from node.data import load_shard
+from node.engine import simulate
 from node.models import build_model
 from node.models.linear_regression import LinearRegression
 from node.params import ConfigError
 from node.spec import NodeSpec
 from orchestrator.experiment import node_specs, parse_experiment
-from orchestrator.simulator import simulate
 from tests.stats import (
     assert_mean_cov_close,
     compare_mean_cov,

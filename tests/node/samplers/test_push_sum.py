@@ -22,12 +22,12 @@ import numpy as np
 import pytest
 
 from node.data import load_shard
+from node.engine import simulate
 from node.faults import withheld_by_schedule
 from node.models import build_model
 from node.samplers.push_sum import PushSumParams
 from node.spec import NodeSpec
 from orchestrator.experiment import node_specs, parse_experiment
-from orchestrator.simulator import simulate
 from tests.stats import assert_mean_cov_close, compare_mean_cov
 
 NODES = [str(k) for k in range(5)]

@@ -2,7 +2,7 @@
 
 The samplers are pure programs driven identically by the simulator and the gRPC runtime
 (DESIGN principle 1); this runs each on real ``python -m node serve`` processes and compares
-the collected samples byte for byte with :func:`orchestrator.simulator.simulate`.
+the collected samples byte for byte with :func:`node.engine.simulate`.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from node.engine import simulate
 from orchestrator.experiment import node_specs, parse_experiment
-from orchestrator.simulator import simulate
 from tests.node.test_runtime_harness import Cluster, start_run, wait_done
 
 
