@@ -41,7 +41,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_simulate(args) -> int:
-    from orchestrator.runner import simulate_experiment
+    from orchestrator.simulation import simulate_experiment
     from orchestrator.study import Study, run_study
 
     loaded = _load(args)
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _guard(action: Callable[[], int]) -> int:
-    from orchestrator.client import NodeUnavailable
+    from orchestrator.errors import NodeUnavailable
 
     try:
         return action()

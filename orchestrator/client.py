@@ -24,6 +24,7 @@ from node.protocol.contract import LinkCounters, link_books_from_proto
 from node.protocol.starling.v1 import control_pb2, control_pb2_grpc
 from node.runtime.transport import open_channel
 from node.spec import DataSpec, NodeSpec
+from orchestrator.errors import NodeRejected, NodeUnavailable
 
 __all__ = [
     "Configured",
@@ -39,14 +40,6 @@ T = TypeVar("T")
 RETRY_ATTEMPTS = 5
 RETRY_BASE = 0.1
 RETRY_CAP = 2.0
-
-
-class NodeUnavailable(RuntimeError):
-    """The node cannot be reached or could not do what was asked; names the address."""
-
-
-class NodeRejected(NodeUnavailable):
-    """The node is up but the call does not fit its state (FAILED_PRECONDITION)."""
 
 
 LinkStats = LinkCounters
@@ -174,19 +167,26 @@ class NodeClient:
             holding=reply.holding,
         )
 
-    def samples(self, offset: int = 0, follow: bool = False) -> Iterator[tuple[int, np.ndarray]]:
+    def samples(
+        self, offset: int = 0, follow: bool = False, stored_run: tuple[str, str] | None = None
+    ) -> Iterator[tuple[int, np.ndarray]]:
         """Stored samples from index ``offset`` as (round, (chains, d) array).
 
         A stream cut by UNAVAILABLE is re-opened where it stopped (with the same retry
         policy as unary calls); with ``follow`` the stream ends when the run does.
+        ``stored_run`` = (experiment, node id) reads that run's store even when the node is
+        not configured for it (a node restarted idle on its state dir), without follow.
         """
+        experiment, node_id = stored_run or ("", "")
         index = max(offset, 0)
         attempt = 0
         # A bounded read must not hang on a node that stopped answering; a followed stream
         # lasts as long as the run (keepalive notices a dead connection).
         timeout = None if follow else max(self.timeout, 60.0)
         while True:
-            request = control_pb2.SamplesRequest(offset=index, follow=follow)
+            request = control_pb2.SamplesRequest(
+                offset=index, follow=follow, experiment=experiment, node_id=node_id
+            )
             stream = self._control.StreamSamples(request, timeout=timeout)
             try:
                 for batch in stream:

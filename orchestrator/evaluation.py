@@ -6,6 +6,16 @@ posterior: per node, and for the network-average iterate ``Σ_i x_i / N`` ("aver
 The fit pools all chains over the last ``evaluation.window`` rounds (window 1 with many
 chains is exactly the paper's metric: 100 trials at one iteration).
 
+Where the ground truth comes from (:func:`ground_truth`), computed here, once per
+evaluation, and never from a node: the orchestrator does not read a node's shard, its
+files or its store. Synthetic data is a pure function of the experiment's ``data.seed`` and
+``data.size``: the whole data set is the model's own generator (``model.synthesize``) called
+with each shard's generator (:func:`node.data.shard_rng`) — the rows the nodes hold,
+regenerated from the seed, not fetched. File data: the reference posterior is computed from
+the file the experiment names (``data.path``, the user's input on the orchestrator's side),
+read whole; the nodes' shards (rows ``k::N``) partition that file, so this is the posterior
+given all of the nodes' data.
+
 A sampler can diverge (plain push-sum losing its mass on lossy links, ADMM duals blowing
 up): a node whose samples leave the floats is listed under ``diverged`` with the first
 round that did, and every figure that would need those samples is ``None`` rather than a
@@ -19,13 +29,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from node.data import load_shard
+from node.data import load_file, shard_rng
 from node.models import build_model
-from node.models.base import GaussianPosterior
-from orchestrator.experiment import Experiment, node_specs
+from node.models.base import Dataset, GaussianPosterior
+from node.params import ConfigError
+from orchestrator.experiment import Experiment
 from orchestrator.metrics import empirical_w2, w2_curve
 
-__all__ = ["Evaluation", "consensus_error", "diverged_rounds", "evaluate", "ground_truth"]
+__all__ = [
+    "Evaluation",
+    "consensus_error",
+    "diverged_rounds",
+    "evaluate",
+    "ground_truth",
+    "reference_data",
+]
 
 # Beyond this, squares and covariances overflow float64: the chain has left the posterior
 # by ~1e150 standard deviations, i.e. diverged.
@@ -40,15 +58,29 @@ class Evaluation:
 
 
 def ground_truth(experiment: Experiment) -> GaussianPosterior | None:
-    """The exact posterior, from the shards regenerated (or re-read) on the orchestrator.
-
-    Nothing crosses the network: synthetic shards are regenerated from their seeds.
-    """
+    """The exact posterior given every node's data, or None if the model has no exact form
+    (or no node holds data). See the module docstring for where the data comes from."""
     model = build_model(experiment.model)
     if not hasattr(model, "exact_posterior"):
         return None
-    shards = [load_shard(spec.data, model) for spec in node_specs(experiment) if spec.data]
-    return model.exact_posterior(shards)
+    data = reference_data(experiment, model)
+    return model.exact_posterior(data) if data else None
+
+
+def reference_data(experiment: Experiment, model) -> list[Dataset]:
+    """The experiment's whole data set, as the evaluation may know it: regenerated from the
+    seed (synthetic, one block per shard) or the named file read whole (file)."""
+    shards = len(experiment.data_nodes())
+    if shards == 0:
+        return []
+    d = experiment.data
+    if d.source == "synthetic":
+        if d.size <= 0:
+            raise ConfigError("data.size: must be a positive number of points per node")
+        return [model.synthesize(shard_rng(d.seed, shard), d.size) for shard in range(shards)]
+    if d.source == "file":
+        return [load_file(d.path, d.format, model)]
+    raise ConfigError(f"data.source: unknown source {d.source!r} (use synthetic or file)")
 
 
 def _sane(values: np.ndarray) -> np.ndarray:

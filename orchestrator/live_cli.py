@@ -11,12 +11,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from node.params import ConfigError
 from orchestrator import live
-from orchestrator.client import NodeClient, NodeUnavailable
+from orchestrator.errors import NodeUnavailable
 from orchestrator.experiment import parse_delay as experiment_delay
 from orchestrator.results import link_summary
+
+if TYPE_CHECKING:
+    from orchestrator.client import NodeClient
 
 __all__ = ["add_commands", "parse_delay", "status_report"]
 
@@ -32,6 +36,8 @@ def _client_for(record: live.RunRecord, node: str) -> NodeClient:
         raise ConfigError(
             f"node {node!r} is not part of experiment {record.name!r} (nodes: {known})"
         )
+    from orchestrator.client import NodeClient  # grpc only for the commands that dial
+
     return NodeClient(record.addresses[node])
 
 
@@ -101,6 +107,8 @@ def status_report(record: live.RunRecord) -> dict:
     """Every node's status (or ``unreachable``), and every link seen from both ends."""
     report: dict = {"experiment": record.name, "out_dir": record.out_dir, "nodes": {}}
     books = {}
+    from orchestrator.client import NodeClient  # grpc only for the commands that dial
+
     for node, address in record.addresses.items():
         client = NodeClient(address, timeout=3.0)
         try:

@@ -13,16 +13,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
 import yaml
 
-from orchestrator.evaluation import Evaluation
+from orchestrator.account import Account, account_divergence
+from orchestrator.evaluation import Evaluation, evaluate
+from orchestrator.experiment import Experiment
 
 __all__ = [
     "LINK_COUNTERS",
+    "close_run",
     "default_out_dir",
     "link_account",
     "link_summary",
@@ -185,3 +188,31 @@ def summary_table(metrics: Mapping) -> str:
         lines.append("what happened:")
         lines.extend(f"  {line}" for line in account)
     return "\n".join(lines)
+
+
+def close_run(
+    experiment: Experiment,
+    out_dir: Path,
+    samples: dict[str, np.ndarray],
+    rounds: dict[str, np.ndarray],
+    account: Account,
+    links: dict,
+    timing: str,
+    extra: dict,
+    say: Callable[[str], None] | None,
+) -> dict:
+    """Evaluate, close the account (links, divergence, timing), write the results folder
+    and print the summary (unless ``say`` is None); returns the metrics written. ``run`` and
+    ``simulate`` both end here, so their folders have the same keys."""
+    evaluation = evaluate(experiment, samples)
+    for line in link_account(links):
+        account.plain(line)
+    account_divergence(evaluation.metrics, account)
+    account.plain(timing)
+    extra = {"account": account.lines, "faults": account.section(), "links": links, **extra}
+    write_results(out_dir, experiment.source, samples, rounds, evaluation, extra)
+    metrics = {**evaluation.metrics, **extra}
+    if say is not None:
+        say(summary_table(metrics))
+        say(f"results written to {out_dir}")
+    return metrics

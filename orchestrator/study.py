@@ -171,7 +171,8 @@ def run_study(
     say: Callable[[str], None] = print,
 ) -> list[dict]:
     """Run every (cell, variant) in ``mode`` ("simulate" or "run"); write tables and plots."""
-    from orchestrator.runner import run_experiment, simulate_experiment
+    from orchestrator.runner import run_experiment
+    from orchestrator.simulation import simulate_experiment
 
     out = Path(out)
     rows: list[dict] = []

@@ -14,7 +14,6 @@ import json
 import logging
 import shutil
 import time
-import urllib.parse
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import numpy as np
 from node.assemble import build_program, node_rng
 from node.faults import ScheduledFaults
 from node.params import ConfigError
+from node.runtime.archive import run_directory
 from node.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from node.runtime.inbox import Inbox
 from node.runtime.network import Links, NetworkTransport, in_peers
@@ -148,7 +148,7 @@ def open_run(
     """The run of ``spec`` under ``state_dir``, resumed from its checkpoint if that was
     written for the same spec (one for another spec is moved aside, never deleted) —
     unless ``fresh``: then an earlier run's state is removed and the run starts at 0."""
-    directory = state_dir / _safe_name(spec.experiment) / _safe_name(spec.node_id)
+    directory = run_directory(state_dir, spec.experiment, spec.node_id)
     fingerprint = spec_fingerprint(spec)
     checkpoint = load_checkpoint(directory / CHECKPOINT_FILE)
     if fresh and directory.exists():
@@ -195,8 +195,3 @@ def open_run(
         round=next_round,
         last_checkpoint=next_round if checkpoint is not None else -1,
     )
-
-
-def _safe_name(name: str) -> str:
-    quoted = urllib.parse.quote(name, safe="")
-    return quoted if quoted not in (".", "..") else quoted.replace(".", "%2E")

@@ -16,6 +16,8 @@ from node.params import ConfigError
 from node.protocol import convert
 from node.protocol.contract import link_books_to_proto
 from node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2, peer_pb2_grpc
+from node.runtime.archive import NoStoredRun, read_batches, run_directory
+from node.runtime.run import SAMPLES_FILE
 from node.runtime.runtime import NodeRuntime, PreconditionError
 from node.runtime.state import NodeState
 
@@ -95,7 +97,29 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
         )
 
     def StreamSamples(self, request, context):
-        for batch in self.runtime.samples(request.offset, request.follow, context.is_active):
+        batches = self.runtime.samples(request.offset, request.follow, context.is_active)
+        if request.experiment or request.node_id:
+            status = self.runtime.status()
+            if (status.experiment, status.node_id) != (request.experiment, request.node_id):
+                if request.follow:
+                    context.abort(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        "follow: a stored run the node is not configured for cannot be followed",
+                    )
+                path = run_directory(self.runtime.state_dir, request.experiment, request.node_id)
+                batches = read_batches(path / SAMPLES_FILE, request.offset, context.is_active)
+        try:
+            yield from self._sample_batches(batches)
+        except NoStoredRun:
+            context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"node holds no stored samples of experiment {request.experiment!r} "
+                f"for node {request.node_id!r}",
+            )
+
+    @staticmethod
+    def _sample_batches(batches):
+        for batch in batches:
             yield control_pb2.SampleBatch(
                 samples=[
                     control_pb2.Sample(

@@ -14,15 +14,16 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    from orchestrator.experiment import Experiment
 
 from node.params import ConfigError
 from node.protocol.contract import READY_PREFIX
-from node.runtime.runtime import SAMPLES_FILE
-from node.runtime.store import SampleStore
 
 __all__ = ["LocalBackend", "NodeProcess"]
 
@@ -52,6 +53,10 @@ class NodeProcess:
 
 
 class LocalBackend:
+    """:class:`~orchestrator.backends.base.Backend` on local processes (``kind: local``)."""
+
+    kind = "local"
+
     def __init__(self, host: str, base_port: int, workdir: Path, ready_timeout: float = 30.0):
         self.host = host
         self.base_port = base_port
@@ -59,13 +64,20 @@ class LocalBackend:
         self.ready_timeout = ready_timeout
         self.nodes: dict[str, NodeProcess] = {}
 
+    @classmethod
+    def for_experiment(cls, experiment: Experiment, workdir: Path) -> LocalBackend:
+        """The registry's factory: ``backend.host`` and ``backend.base_port`` of the file."""
+        return cls(experiment.backend.host, experiment.backend.base_port, workdir)
+
     def __enter__(self) -> LocalBackend:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.stop_all()
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
-    def start(self, node_ids: list[str], fixed: dict[str, str] | None = None) -> dict[str, str]:
+    def start(
+        self, node_ids: Sequence[str], fixed: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
         """Start one process per node; returns id -> address. ``fixed`` pins addresses."""
         fixed = fixed or {}
         for index, node_id in enumerate(node_ids):
@@ -104,7 +116,7 @@ class LocalBackend:
         line = self._read_ready_line(proc)
         if not line.startswith(READY_PREFIX):
             reason = _last_line(proc.log_path) or "no output"
-            self.stop_all()
+            self.stop()
             proc.process.stdout.close()
             raise ConfigError(f"node {proc.node_id!r}: could not start on {proc.listen}: {reason}")
         proc.address = line[len(READY_PREFIX) :].strip()
@@ -139,7 +151,15 @@ class LocalBackend:
         self._launch(proc)
         return proc.address
 
-    def stop_all(self, grace: float = 5.0) -> None:
+    def addresses(self) -> dict[str, str]:
+        return {node_id: proc.address for node_id, proc in self.nodes.items()}
+
+    def alive(self, node_id: str) -> bool:
+        proc = self.nodes.get(node_id)
+        return proc is not None and proc.alive()
+
+    def stop(self, grace: float = 5.0) -> None:
+        """SIGTERM every process this backend started, SIGKILL what outlives ``grace``."""
         for proc in self.nodes.values():
             if proc.alive():
                 proc.process.send_signal(signal.SIGTERM)
@@ -151,25 +171,6 @@ class LocalBackend:
             except subprocess.TimeoutExpired:
                 proc.process.kill()
                 proc.process.wait(timeout=5)
-
-    def stored_samples(self, node_id: str, offset: int) -> list[tuple[int, np.ndarray]]:
-        """(round, sample) from a *dead* node's own store file, from index ``offset``.
-
-        A node that is never restarted cannot stream what it stored after the last
-        collection; on this backend its store is a local file, read (and a torn last
-        record cut, as the node would on restart) once the process is gone.
-        """
-        proc = self.nodes[node_id]
-        if proc.alive():
-            raise RuntimeError(f"node {node_id!r} is running; stream its samples instead")
-        files = sorted(proc.state_dir.glob(f"*/*/{SAMPLES_FILE}"))
-        if len(files) != 1:
-            return []
-        store = SampleStore(files[0])
-        try:
-            return [(r, v) for _, r, v in store.read(offset, max(len(store) - offset, 0))]
-        finally:
-            store.close()
 
     def pids(self) -> dict[str, int | None]:
         return {node_id: proc.pid for node_id, proc in self.nodes.items()}

@@ -10,6 +10,7 @@ import pytest
 
 from node.params import ConfigError
 from orchestrator import live
+from orchestrator.collector import Collector
 from orchestrator.evaluation import evaluate
 from orchestrator.experiment import node_specs, parse_experiment
 from orchestrator.faults import (
@@ -18,7 +19,7 @@ from orchestrator.faults import (
     scheduled_link_counts,
 )
 from orchestrator.results import link_account, link_summary, summary_table
-from orchestrator.runner import Collector, simulate_experiment
+from orchestrator.simulation import simulate_experiment
 
 
 def _raw(**fields):

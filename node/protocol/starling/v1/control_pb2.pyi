@@ -232,12 +232,16 @@ class NodeStatus(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., experiment: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., round: _Optional[int] = ..., error: _Optional[str] = ..., samples_stored: _Optional[int] = ..., outbound: _Optional[_Iterable[_Union[LinkStats, _Mapping]]] = ..., inbound: _Optional[_Iterable[_Union[LinkStats, _Mapping]]] = ..., program_metrics: _Optional[_Mapping[str, float]] = ..., holding: _Optional[bool] = ...) -> None: ...
 
 class SamplesRequest(_message.Message):
-    __slots__ = ("offset", "follow")
+    __slots__ = ("offset", "follow", "experiment", "node_id")
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
     offset: int
     follow: bool
-    def __init__(self, offset: _Optional[int] = ..., follow: _Optional[bool] = ...) -> None: ...
+    experiment: str
+    node_id: str
+    def __init__(self, offset: _Optional[int] = ..., follow: _Optional[bool] = ..., experiment: _Optional[str] = ..., node_id: _Optional[str] = ...) -> None: ...
 
 class Sample(_message.Message):
     __slots__ = ("index", "round", "value")

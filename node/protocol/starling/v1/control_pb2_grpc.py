@@ -112,6 +112,7 @@ class ControlServicer:
 
     def StreamSamples(self, request, context):
         """Stored samples from an offset, in batches; with follow, new ones until the run ends.
+        Also serves a stored run the node is not configured for (SamplesRequest.experiment).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,62 @@
+"""The run's side of the live CLI: carry out ``starling nodes kill|restart`` requests and
+read the journal of ``starling links`` changes into the account.
+
+The file protocol between the two (run record, request and answer files, journal) is
+:mod:`orchestrator.live`; this module acts on it through the node supervisor.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator import live
+from orchestrator.account import Account
+from orchestrator.supervisor import RESTART_ERRORS, Supervisor
+
+__all__ = ["Journal", "serve_requests"]
+
+
+def serve_requests(supervisor: Supervisor) -> bool:
+    """Carry out kill/restart requests from the live CLI; True if any process changed."""
+    changed = False
+    for answer_path, body in live.take_requests(Path(supervisor.record.out_dir)):
+        node, action = body.get("node"), body.get("action")
+        who = body.get("who", "someone")
+        if node not in supervisor.clients:
+            live.answer(answer_path, {"ok": False, "error": f"node {node!r} is not in this run"})
+            continue
+        if action == "kill":
+            if supervisor.backend.alive(node) is False:
+                live.answer(answer_path, {"ok": False, "error": f"node {node} is not running"})
+                continue
+            supervisor.kill(node, f"on request by {who}")
+            address = supervisor.backend.addresses().get(node, "")
+            live.answer(answer_path, {"ok": True, "address": address})
+            changed = True
+        elif action == "restart":
+            supervisor.plan.drop_restart(node)  # a manual restart replaces a scheduled one
+            try:
+                address = supervisor.restart(node, f"on request by {who}")
+            except RESTART_ERRORS as exc:
+                live.answer(answer_path, {"ok": False, "error": str(exc)})
+            else:
+                live.answer(answer_path, {"ok": True, "address": address})
+            changed = True
+        else:
+            live.answer(answer_path, {"ok": False, "error": f"unknown action {action!r}"})
+    return changed
+
+
+class Journal:
+    """Reads the live link changes appended to the run's journal since the last read."""
+
+    def __init__(self, out_dir: str, account: Account):
+        self.out_dir = out_dir
+        self.account = account
+        self.offset = 0
+
+    def read(self) -> None:
+        events, self.offset = live.read_events(self.out_dir, self.offset)
+        for event in events:
+            if event.get("kind") == "link":
+                self.account.live_link(event)

@@ -1,0 +1,52 @@
+"""``starling simulate``: the experiment's programs in one process; the same results folder.
+
+Nothing here opens a socket or imports grpc: ``simulate`` works where the network stack is
+absent, and ``tests/orchestrator/test_simulate_imports.py`` holds it to that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from orchestrator.account import Account, account_schedule
+from orchestrator.experiment import Experiment, node_specs
+from orchestrator.faults import scheduled_link_counts
+from orchestrator.results import close_run
+
+__all__ = ["simulate_experiment"]
+
+
+def simulate_experiment(
+    experiment: Experiment,
+    out_dir: Path,
+    say: Callable[[str], None] = print,
+    quiet: bool = False,
+) -> dict:
+    """Run ``experiment`` in-process and write its results folder; returns the metrics.
+
+    There is no wire, so the link counters are what the schedule alone does
+    (:func:`orchestrator.faults.scheduled_link_counts`) and node faults are their isolation
+    schedule: the killed node's rounds go on without its peers, as in ``run``.
+    """
+    from node.engine.simulate import simulate
+
+    account = Account(say)
+    account_schedule(account, experiment, " (in-process: as its isolation schedule)")
+    specs = node_specs(experiment)
+    program_metrics: dict[str, dict[str, float]] = {}
+    # A diverging sampler overflows on its way out; evaluation reports where it diverged.
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        samples = simulate(specs, metrics_out=program_metrics)
+    rounds = {node: np.arange(values.shape[0]) for node, values in samples.items()}
+    return close_run(
+        experiment, out_dir, samples, rounds, account, scheduled_link_counts(specs),
+        f"simulated in-process in {account.elapsed():.2f} s",
+        {
+            "program_metrics": {n: m for n, m in program_metrics.items() if m},
+            "backend": "simulate",
+        },
+        None if quiet else say,
+    )  # fmt: skip

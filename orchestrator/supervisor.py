@@ -1,0 +1,335 @@
+"""The node supervisor: every node's condition during a run, and what is done to a node.
+
+It reads statuses (noticing a node that went down, failed or finished), configures a
+restarted process again (it resumes from its checkpoint, with its hold and live link state
+given back), kills and restarts nodes through the :class:`~orchestrator.backends.base.Backend`,
+gives up on a node silent for too long, and at the end collects what every node holds —
+a node that is down for good is started again idle on its state dir and streams its stored
+run over gRPC (``SamplesRequest.experiment``), so the orchestrator never opens a node's files.
+Counters of a node's earlier processes are carried over (:mod:`orchestrator.counters`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from node.params import ConfigError
+from node.spec import NodeSpec
+from orchestrator import live
+from orchestrator.account import Account
+from orchestrator.backends.base import Backend, BackendError
+from orchestrator.client import NodeClient, NodeStatus, NodeUnavailable
+from orchestrator.collector import Collector
+from orchestrator.counters import add_books, summed_books
+from orchestrator.experiment import Experiment
+from orchestrator.fault_plan import NodeFaultPlan
+from orchestrator.faults import NodeFault
+
+__all__ = ["RESTART_ERRORS", "NodeState", "Supervisor", "backend_pids"]
+
+RESTART_ERRORS = (ConfigError, BackendError, NodeUnavailable)
+"""What a failed restart raises: the backend could not start it, or it never answered."""
+
+
+@dataclass
+class NodeState:
+    last: NodeStatus | None = None
+    """The latest status of the current process (counters since its configuration)."""
+    carried: dict = field(default_factory=dict)
+    """Counters of earlier processes of this node (before a kill or crash)."""
+    down_since: float | None = None
+    killed_at: float | None = None
+    finished: bool = False
+    given_up: bool = False
+    awaiting_restart: bool = False
+    failed_reported: bool = False
+
+
+def backend_pids(backend: Backend) -> dict[str, int | None]:
+    """Process ids for the live record, where the backend has them (local processes)."""
+    pids = getattr(backend, "pids", None)
+    return pids() if callable(pids) else dict.fromkeys(backend.addresses())
+
+
+class Supervisor:
+    """Node states, and the actions on nodes: poll, kill, restart, reconfigure, collect."""
+
+    def __init__(
+        self,
+        experiment: Experiment,
+        specs: Mapping[str, NodeSpec],
+        clients: dict[str, NodeClient],
+        backend: Backend,
+        collector: Collector,
+        record: live.RunRecord,
+        account: Account,
+        plan: NodeFaultPlan,
+    ):
+        self.experiment = experiment
+        self.specs = specs
+        self.clients = clients
+        self.backend = backend
+        self.collector = collector
+        self.record = record
+        self.account = account
+        self.plan = plan
+        self.nodes = {node: NodeState() for node in clients}
+        # A node down for longer than this is given up on; the others finish without it.
+        self.patience = max(30.0, 10 * experiment.round_deadline)
+
+    # ------------------------------------------------------------ reading nodes
+
+    def rounds(self) -> dict[str, int]:
+        """Node -> its round, for the nodes up and answering."""
+        return {
+            node: state.last.round
+            for node, state in self.nodes.items()
+            if state.last is not None and state.down_since is None
+        }
+
+    def all_finished(self) -> bool:
+        return all(state.finished for state in self.nodes.values())
+
+    def down(self) -> list[str]:
+        return sorted(n for n, s in self.nodes.items() if s.down_since is not None)
+
+    def poll(self, nodes: list[str], pull: bool) -> None:
+        """Read the status of these nodes (unless finished); collect new samples if ``pull``."""
+        for node in nodes:
+            client, state = self.clients[node], self.nodes[node]
+            if state.finished:
+                continue
+            try:
+                # One attempt: a dead node must not hold up the loop with retries.
+                status = client.status(attempts=1)
+            except NodeUnavailable:
+                self._went_down(node)
+                continue
+            if status.state in ("idle", ""):
+                self._reconfigure(node)
+                continue
+            if state.down_since is not None:
+                state.down_since = None
+            state.last = status
+            if status.state == "failed":
+                if not state.failed_reported:
+                    state.failed_reported = True
+                    self.account.node(node, "failed", f"failed: {status.error}",
+                                      round=status.round, error=status.error)  # fmt: skip
+                state.finished = True
+            elif status.state in ("done", "stopped"):
+                state.finished = True
+            if pull or state.finished:
+                try:
+                    self.collector.pull(node, client)
+                except NodeUnavailable:
+                    self._went_down(node)
+
+    def _went_down(self, node: str) -> None:
+        state = self.nodes[node]
+        if state.down_since is None:
+            state.down_since = time.monotonic()
+            self._fold(node)
+            if state.killed_at is None and not state.awaiting_restart:
+                alive = self.backend.alive(node)
+                how = "its process exited" if alive is False else "unreachable"
+                self.account.node(node, "down", f"went down unasked ({how})")
+
+    def _fold(self, node: str) -> None:
+        """Carry the last status's counters over: the next process starts from zero."""
+        state = self.nodes[node]
+        if state.last is not None:
+            add_books(state.carried, state.last)
+            state.last = None
+
+    def _reconfigure(self, node: str) -> None:
+        """A fresh process (restarted): give it its spec; it resumes from its checkpoint."""
+        state = self.nodes[node]
+        client = self.clients[node]
+        try:
+            configured = client.configure(self.specs[node])
+            kill = self.plan.next_kill(node)
+            if kill is not None:
+                client.hold(kill)
+            reapplied = self._reapply_links(node, client)
+            client.start()
+        except NodeUnavailable:
+            return  # try again at the next poll
+        self._fold(node)
+        replaced = self.collector.truncate(node, configured.samples_stored)
+        state.down_since = state.killed_at = None
+        state.awaiting_restart = False
+        if configured.resumed:
+            text = f"back, resumed from its checkpoint at round {configured.next_round}"
+        else:
+            text = "back, with no checkpoint: starting again from round 0"
+        if replaced:
+            text += (
+                f"; {replaced} collected sample(s) past that checkpoint are replaced by "
+                "the ones it re-computes"
+            )
+        if reapplied:
+            text += f"; live link state re-applied to {', '.join(reapplied)}"
+        self.account.node(node, "resumed", text, round=configured.next_round,
+                          resumed=configured.resumed, replaced_samples=replaced)  # fmt: skip
+
+    def _reapply_links(self, node: str, client: NodeClient) -> list[str]:
+        """A new process starts with every link up and undelayed: give it back the
+        experiment's ``link_delay`` and the live changes made to its links so far."""
+        if self.experiment.link_delay_ms:
+            client.set_link("*", delay_ms=self.experiment.link_delay_ms)
+        events, _ = live.read_events(self.record.out_dir)
+        mine = [e for e in events if e.get("kind") == "link" and str(e.get("sender")) == node]
+        touched = []
+        for event in mine:
+            change = {k: event[k] for k in ("up", "drop", "delay_ms") if event.get(k) is not None}
+            try:
+                client.set_link(str(event.get("receiver")), **change)
+            except ConfigError:
+                continue
+            touched.append(f"{node}->{event.get('receiver')}")
+        return sorted(set(touched))
+
+    def give_up_on_silent(self) -> None:
+        for node, state in self.nodes.items():
+            if state.finished or state.awaiting_restart or state.down_since is None:
+                continue
+            if time.monotonic() - state.down_since > self.patience:
+                state.finished = state.given_up = True
+                self.account.node(
+                    node, "given_up",
+                    f"unreachable for {self.patience:.0f} s, given up; the others finish "
+                    "without it",
+                )  # fmt: skip
+
+    # ------------------------------------------------------------ acting on nodes
+
+    def kill(
+        self, node: str, why: str, round_seen: int | None = None, fault: NodeFault | None = None
+    ) -> None:
+        """Crash the node through the backend, after a last look at its counters and round."""
+        state = self.nodes[node]
+        at_round = round_seen
+        try:
+            state.last = self.clients[node].status()
+            at_round = state.last.round
+        except NodeUnavailable:
+            pass
+        self._fold(node)
+        self.backend.kill(node)
+        state.down_since = state.killed_at = time.monotonic()
+        state.awaiting_restart = self.plan.restart_pending(node)
+        where = f"at round {at_round}" if at_round is not None else "(its round unknown)"
+        text = f"killed {where} ({why})"
+        if fault is not None and fault.restart_round is None:
+            # Down for good by design: nothing to wait for; the others finish without it.
+            state.finished = True
+            text += "; not restarted, the others finish without it"
+        if (
+            fault is not None and fault.restart_round is not None
+            and at_round is not None and at_round >= fault.restart_round
+        ):  # fmt: skip
+            text += (
+                f"; it was already past its scheduled restart round {fault.restart_round}, "
+                "so this run's schedule no longer matches simulate's"
+            )
+        self.account.node(node, "killed", text, round=at_round, why=why)
+        self.publish()
+
+    def restart(self, node: str, why: str) -> str:
+        """Start the node again on its state dir; the next poll configures it. Raises one
+        of :data:`RESTART_ERRORS` (and says so in the account) if it does not come back."""
+        state = self.nodes[node]
+        running_at = None
+        if self.backend.alive(node) is not False:  # a restart of a live node is a crash first
+            try:
+                state.last = self.clients[node].status()
+                running_at = state.last.round
+            except NodeUnavailable:
+                pass
+            self._fold(node)
+        try:
+            address = self._respawn(node)
+        except RESTART_ERRORS as exc:
+            state.awaiting_restart = False
+            if state.down_since is None:
+                state.down_since = time.monotonic()
+            self.account.node(node, "restart_failed", f"could not be restarted ({why}): {exc}")
+            raise
+        state.finished = state.given_up = False
+        state.awaiting_restart = True  # until it is configured again
+        if state.down_since is None:
+            state.down_since = time.monotonic()
+        if state.killed_at is not None:
+            text = f"restarted after {time.monotonic() - state.killed_at:.1f} s down ({why})"
+        elif running_at is not None:
+            text = f"killed at round {running_at} and restarted at once ({why})"
+        else:
+            text = f"restarted ({why})"
+        self.account.node(node, "restarted", text, address=address, why=why,
+                          round=running_at)  # fmt: skip
+        self.publish()
+        return address
+
+    def _respawn(self, node: str) -> str:
+        """A new process of ``node`` on its state dir, answering; returns its address."""
+        address = self.backend.restart(node)
+        self.clients[node].close()
+        self.clients[node] = NodeClient(address)
+        self.clients[node].wait_ready()
+        return address
+
+    def publish(self) -> None:
+        live.publish(dataclasses.replace(self.record, pids=backend_pids(self.backend)))
+
+    # ------------------------------------------------------------ the end
+
+    def finish(self) -> None:
+        """Collect the remaining samples and every node's final status (before the nodes
+        are stopped: link counters and program metrics die with the processes)."""
+        for node in list(self.clients):
+            if self.backend.alive(node) is False:
+                self._collect_stored_run(node)
+                continue  # dead: its counters up to the last look were kept
+            client = self.clients[node]
+            try:
+                self.collector.pull(node, client)
+            except NodeUnavailable as exc:
+                self.account.plain(f"node {node}: samples could not be collected ({exc})")
+            try:
+                self.nodes[node].last = client.status()
+            except NodeUnavailable:
+                pass
+
+    def _collect_stored_run(self, node: str) -> None:
+        """What a node that is not coming back stored after the last collection: its
+        process is started again, idle, on its state dir, and streams that run's store."""
+        spec = self.specs[node]
+        before = self.collector.offset(node)
+        try:
+            self._respawn(node)
+            got = self.collector.pull(node, self.clients[node], (spec.experiment, spec.node_id))
+        except RESTART_ERRORS as exc:
+            self.account.plain(f"node {node}: its stored samples could not be collected ({exc})")
+            return
+        last = self.collector.rounds.get(node, [])
+        self.account.plain(
+            f"node {node}: down at the end; {len(last)} samples (rounds "
+            f"{last[0] if last else '-'}..{last[-1] if last else '-'}) collected, {got} of "
+            f"them (from index {before}) streamed by its process started again idle on its "
+            "state dir"
+        )
+
+    def link_stats(self) -> dict:
+        """Node -> {outbound, inbound}: counters summed over all of the node's processes."""
+        return {node: summed_books(s.carried, s.last) for node, s in self.nodes.items()}
+
+    def program_metrics(self) -> dict:
+        return {
+            node: dict(state.last.program_metrics)
+            for node, state in self.nodes.items()
+            if state.last is not None and state.last.program_metrics
+        }

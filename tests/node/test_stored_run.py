@@ -1,0 +1,82 @@
+"""A node restarted idle on its state dir serves a stored run over gRPC without being
+configured (``SamplesRequest.experiment``/``node_id``): how the orchestrator collects what
+a node that is down for good stored, without ever opening the node's files."""
+
+from __future__ import annotations
+
+import signal
+
+import numpy as np
+import pytest
+
+from node.params import ConfigError
+from node.runtime.archive import run_directory
+from node.runtime.runtime import SAMPLES_FILE
+from orchestrator.client import NodeUnavailable
+from orchestrator.experiment import node_specs
+from tests.node.test_runtime_harness import Cluster, ring_experiment, wait_until
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with Cluster(tmp_path) as c:
+        yield c
+
+
+def test_a_killed_node_started_idle_streams_its_stored_run(cluster):
+    rounds = 12
+    procs = cluster.start_nodes(["0", "1", "2"])
+    experiment = ring_experiment("stored-run", rounds=rounds, deadline=2.0)
+    specs = {s.node_id: s for s in node_specs(experiment, {n: p.address for n, p in procs.items()})}
+    clients = {n: p.client() for n, p in procs.items()}
+    for node, client in clients.items():
+        client.wait_ready()
+        client.configure(specs[node])
+    for client in clients.values():
+        client.start()
+    wait_until(lambda: all(c.status().state == "done" for c in clients.values()), 60, "done")
+    stored = list(clients["1"].samples())
+    assert [r for r, _ in stored] == list(range(rounds))
+
+    victim = procs["1"]
+    victim.signal(signal.SIGKILL)
+    victim.process.wait(timeout=10)
+    # A torn last record (killed inside a write) is cut when the store is opened.
+    store_file = run_directory(victim.state_dir, "stored-run", "1") / SAMPLES_FILE
+    with open(store_file, "ab") as raw:
+        raw.write(b"SMPL\x01\x02")
+    reborn = cluster.ready(cluster.launch("1", state_dir=victim.state_dir))
+    client = reborn.client()
+    client.wait_ready()
+    assert client.status().state == "idle"
+    assert list(client.samples()) == []  # not configured: no run of its own
+
+    served = list(client.samples(stored_run=("stored-run", "1")))
+    assert [r for r, _ in served] == list(range(rounds))
+    for (r0, v0), (r1, v1) in zip(stored, served, strict=True):
+        assert r0 == r1 and np.array_equal(v0, v1)
+    tail = list(client.samples(offset=7, stored_run=("stored-run", "1")))
+    assert [r for r, _ in tail] == list(range(7, rounds))
+    assert client.status().state == "idle"  # serving the store configured nothing
+
+    with pytest.raises(NodeUnavailable, match="NOT_FOUND.*'other'"):
+        list(client.samples(stored_run=("other", "1")))
+    with pytest.raises(ConfigError, match="follow"):
+        list(client.samples(follow=True, stored_run=("stored-run", "1")))
+
+
+def test_a_configured_node_asked_for_its_own_run_streams_it_as_usual(cluster):
+    (proc,) = cluster.start_nodes(["0"]).values()
+    experiment = ring_experiment("own-run", rounds=5, deadline=1.0,
+                                 topology={"kind": "none", "nodes": 1})  # fmt: skip
+    (spec,) = node_specs(experiment, {"0": proc.address})
+    client = proc.client()
+    client.wait_ready()
+    client.configure(spec)
+    client.start()
+    wait_until(lambda: client.status().state == "done", 60, "done")
+    mine = list(client.samples(stored_run=("own-run", "0")))
+    assert [r for r, _ in mine] == list(range(5))
+    assert [r for r, _ in mine] == [r for r, _ in client.samples()]

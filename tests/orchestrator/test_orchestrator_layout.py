@@ -1,0 +1,103 @@
+"""How the orchestrator is put together: ``simulate`` needs no network stack, the orchestrator
+never opens a node's store, and backends are chosen through one registry."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from node.params import ConfigError
+from orchestrator.backends import BACKENDS, make_backend
+from orchestrator.backends.base import Backend
+from orchestrator.experiment import parse_experiment
+
+ROOT = Path(__file__).resolve().parents[2]
+ORCHESTRATOR = ROOT / "orchestrator"
+
+
+def test_simulate_runs_without_importing_grpc(tmp_path):
+    """``starling simulate`` end to end in a fresh interpreter; grpc is never imported."""
+    script = (
+        "import sys\n"
+        "from orchestrator.cli import main\n"
+        f"code = main(['simulate', 'examples/quickstart.yaml', '--out', {str(tmp_path)!r}])\n"
+        "assert code == 0, code\n"
+        "loaded = sorted(m for m in sys.modules if m == 'grpc' or m.startswith('grpc.'))\n"
+        "print('GRPC', loaded)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "GRPC []" in done.stdout, done.stdout
+    assert (tmp_path / "metrics.json").is_file()
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_no_orchestrator_module_reads_node_files_directly():
+    """Nodes are reached over gRPC only: no import of the node's store or state layout."""
+    forbidden = ("node.runtime.store", "node.runtime.archive", "node.runtime.checkpoint")
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(
+            name for name in _imports(path) if name.startswith(forbidden)
+        )
+        for path in ORCHESTRATOR.rglob("*.py")
+    }
+    assert not {k: v for k, v in offenders.items() if v}
+
+
+def test_every_orchestrator_module_stays_under_400_lines():
+    lengths = {
+        str(p.relative_to(ROOT)): len(p.read_text().splitlines())
+        for p in ORCHESTRATOR.glob("*.py")
+        if p.stem in {"runner", "supervisor", "collector", "account", "fault_plan",
+                      "live_requests", "simulation", "counters", "results", "evaluation"}
+    }  # fmt: skip
+    assert lengths and all(n < 400 for n in lengths.values()), lengths
+
+
+def _experiment(kind: str):
+    return parse_experiment(
+        {
+            "name": "registry",
+            "algorithm": "d-sgld",
+            "hyperparameters": {"eta": 0.01},
+            "model": {"name": "linear_regression", "params": {"dim": 2}},
+            "topology": {"kind": "ring", "nodes": 3},
+            "rounds": 2,
+            "backend": {"kind": kind, "base_port": 7000},
+        }
+    )
+
+
+def test_backend_kind_goes_through_the_registry(tmp_path):
+    assert "local" in BACKENDS
+    backend = make_backend(_experiment("local"), tmp_path)
+    assert isinstance(backend, Backend)
+    assert backend.kind == "local"
+    assert backend.base_port == 7000 and backend.workdir == tmp_path
+    assert backend.addresses() == {}
+
+
+def test_an_unknown_backend_kind_is_named(tmp_path):
+    experiment = _experiment("local")
+    strange = experiment.__class__(
+        **{**experiment.__dict__, "backend": experiment.backend.__class__(kind="carrier-pigeon")}
+    )
+    with pytest.raises(ConfigError, match=r"^backend\.kind: unknown backend 'carrier-pigeon'"):
+        make_backend(strange, tmp_path)
