@@ -126,11 +126,13 @@ def test_a_node_killed_by_the_schedule_resumes_and_loses_no_sample(tmp_path, sta
         assert list(sample_rounds) == list(range(rounds)), node  # every round, exactly once
         assert np.isfinite(values).all()
 
-    # Node 0 never came back: what it stored up to its death is all there, read from its
-    # store on disk for the rounds after the last collection.
+    # Node 0 never came back: what it stored up to its death is all there, streamed over
+    # gRPC by its process started again idle on its state dir (never read from its files).
     (final,) = [e for e in events if e["node"] == "0"]
     assert final["event"] == "killed" and final["round"] == final_kill, final
     assert "not restarted" in stdout
+    assert any("node 0: down at the end" in line and "started again idle" in line
+               for line in metrics["account"]), metrics["account"]  # fmt: skip
     kept = len(collected["0"][1])
     assert list(collected["0"][1]) == list(range(kept))
     assert kept == final_kill  # every round before the one it died at
