@@ -14,7 +14,8 @@ with each shard's generator (:func:`node.data.shard_rng`) — the rows the nodes
 regenerated from the seed, not fetched. File data: the reference posterior is computed from
 the file the experiment names (``data.path``, the user's input on the orchestrator's side),
 read whole; the nodes' shards (rows ``k::N``) partition that file, so this is the posterior
-given all of the nodes' data.
+given all of the nodes' data. Any other source (data the nodes bring themselves) has no
+ground truth here.
 
 A sampler can diverge (plain push-sum losing its mass on lossy links, ADMM duals blowing
 up): a node whose samples leave the floats is listed under ``diverged`` with the first
@@ -80,7 +81,7 @@ def reference_data(experiment: Experiment, model) -> list[Dataset]:
         return [model.synthesize(shard_rng(d.seed, shard), d.size) for shard in range(shards)]
     if d.source == "file":
         return [load_file(d.path, d.format, model)]
-    raise ConfigError(f"data.source: unknown source {d.source!r} (use synthetic or file)")
+    return []  # data the orchestrator has no recipe for (the nodes' own): no ground truth
 
 
 def _sane(values: np.ndarray) -> np.ndarray:

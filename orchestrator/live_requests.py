@@ -11,6 +11,7 @@ from pathlib import Path
 
 from orchestrator import live
 from orchestrator.account import Account
+from orchestrator.backends.base import BackendError
 from orchestrator.supervisor import RESTART_ERRORS, Supervisor
 
 __all__ = ["Journal", "serve_requests"]
@@ -29,7 +30,11 @@ def serve_requests(supervisor: Supervisor) -> bool:
             if supervisor.backend.alive(node) is False:
                 live.answer(answer_path, {"ok": False, "error": f"node {node} is not running"})
                 continue
-            supervisor.kill(node, f"on request by {who}")
+            try:
+                supervisor.kill(node, f"on request by {who}")
+            except BackendError as exc:
+                live.answer(answer_path, {"ok": False, "error": str(exc)})
+                continue
             address = supervisor.backend.addresses().get(node, "")
             live.answer(answer_path, {"ok": True, "address": address})
             changed = True

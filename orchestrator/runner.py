@@ -143,7 +143,8 @@ def _configure_and_start(
     first_kill = first_kills(experiment)
     for node, client in clients.items():
         client.wait_ready()
-        client.configure(specs[node])
+        # fresh: a node that outlives runs (inventory) holds no state of this run to resume.
+        client.configure(specs[node], fresh=True)
         if node in first_kill:
             client.hold(first_kill[node])  # see orchestrator.fault_plan
         if experiment.link_delay_ms:

@@ -218,8 +218,8 @@ class Supervisor:
             at_round = state.last.round
         except NodeUnavailable:
             pass
+        self.backend.kill(node)  # a BackendError here leaves the node as it was
         self._fold(node)
-        self.backend.kill(node)
         state.down_since = state.killed_at = time.monotonic()
         state.awaiting_restart = self.plan.restart_pending(node)
         where = f"at round {at_round}" if at_round is not None else "(its round unknown)"
@@ -250,15 +250,17 @@ class Supervisor:
                 running_at = state.last.round
             except NodeUnavailable:
                 pass
-            self._fold(node)
         try:
             address = self._respawn(node)
         except RESTART_ERRORS as exc:
+            # Counters stay with the last status: the next poll folds them if the node is
+            # down, or reads them afresh if it never went (a backend that cannot restart).
             state.awaiting_restart = False
             if state.down_since is None:
                 state.down_since = time.monotonic()
             self.account.node(node, "restart_failed", f"could not be restarted ({why}): {exc}")
             raise
+        self._fold(node)  # the old process is gone: the new one counts from zero
         state.finished = state.given_up = False
         state.awaiting_restart = True  # until it is configured again
         if state.down_since is None:

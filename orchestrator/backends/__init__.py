@@ -1,8 +1,9 @@
 """Where nodes run. ``backend.kind`` in the experiment picks a factory from :data:`BACKENDS`.
 
 A new backend is one module implementing :class:`~orchestrator.backends.base.Backend` plus
-one line here. (The experiment parser, ``orchestrator/experiment.py``, still accepts only the
-kinds it knows; a new kind is also added there until the parser checks against this table.)
+one line here. (The experiment parser still checks ``backend.kind`` against its own
+``BACKEND_KINDS`` in ``orchestrator/experiment.py``; until it checks against this table, a new
+kind is named there too.)
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from node.params import ConfigError
 from orchestrator.backends.base import Backend, BackendError
+from orchestrator.backends.inventory import InventoryBackend
 from orchestrator.backends.local import LocalBackend
 
 if TYPE_CHECKING:
@@ -25,6 +27,7 @@ BackendFactory = Callable[["Experiment", Path], Backend]
 
 BACKENDS: dict[str, BackendFactory] = {
     "local": LocalBackend.for_experiment,
+    "inventory": InventoryBackend.for_experiment,
 }
 
 
