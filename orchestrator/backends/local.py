@@ -9,7 +9,7 @@ Linux) dies with the orchestrator even if the orchestrator is killed outright.
 
 from __future__ import annotations
 
-import ctypes
+import os
 import signal
 import subprocess
 import sys
@@ -29,10 +29,21 @@ __all__ = ["LocalBackend", "NodeProcess"]
 
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    if sys.platform.startswith("linux"):
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+_BOOT = """\
+import ctypes, os, runpy, signal, sys
+parent = int(sys.argv.pop(1))
+if sys.platform.startswith("linux"):
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        sys.exit("the orchestrator that started this node is gone")
+sys.argv[0] = "node"
+runpy.run_module("node", run_name="__main__", alter_sys=True)
+"""
+"""How a node process starts: it asks (on Linux) for SIGTERM when the orchestrator dies,
+then runs ``python -m node``. This happens in the child after ``exec``, not in a
+``preexec_fn``: a ``preexec_fn`` makes Python ``fork()`` the orchestrator, whose gRPC threads'
+fork handlers can then kill the child before it ever execs (seen as a restart that fails with
+no output). Without one, the child is spawned with ``vfork``, which runs no fork handlers."""
 
 
 @dataclass
@@ -93,7 +104,11 @@ class LocalBackend:
                 state_dir=self.workdir / "state" / safe,
                 log_path=self.workdir / "logs" / f"node-{safe}.log",
             )
-            self._launch(self.nodes[node_id])
+            try:
+                self._launch(self.nodes[node_id])
+            except ConfigError:
+                self.stop()  # a run that cannot start all of its nodes starts none
+                raise
         return {node_id: proc.address for node_id, proc in self.nodes.items()}
 
     def _launch(self, proc: NodeProcess) -> None:
@@ -101,7 +116,7 @@ class LocalBackend:
         proc.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(proc.log_path, "ab")  # noqa: SIM115 - owned by the child from here on
         command = [
-            sys.executable, "-m", "node", "serve",
+            sys.executable, "-c", _BOOT, str(os.getpid()), "serve",
             "--listen", proc.listen, "--state-dir", str(proc.state_dir),
         ]  # fmt: skip
         proc.process = subprocess.Popen(
@@ -109,14 +124,15 @@ class LocalBackend:
             stdout=subprocess.PIPE,
             stderr=log,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
             start_new_session=True,  # Ctrl-C reaches the orchestrator, which stops nodes itself
         )
         log.close()
         line = self._read_ready_line(proc)
         if not line.startswith(READY_PREFIX):
             reason = _last_line(proc.log_path) or "no output"
-            self.stop()
+            if proc.alive():
+                proc.process.kill()
+            proc.process.wait(timeout=10)
             proc.process.stdout.close()
             raise ConfigError(f"node {proc.node_id!r}: could not start on {proc.listen}: {reason}")
         proc.address = line[len(READY_PREFIX) :].strip()
