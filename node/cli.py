@@ -71,7 +71,13 @@ def _parser() -> argparse.ArgumentParser:
                      help="npz, csv or libsvm (default: from the name)")  # fmt: skip
     serve.add_argument(
         "--max-workers", type=int, default=None, metavar="N",
-        help="server threads; each inbound link holds one (default: 1024, made on demand)",
+        help="server threads, made on demand (default and minimum: --max-peer-streams + 64, "
+        "so Control and Health always have threads)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--max-peer-streams", type=int, default=None, metavar="N",
+        help="concurrent inbound peer streams; more are refused with RESOURCE_EXHAUSTED "
+        "(default: 256)",
     )  # fmt: skip
     serve.add_argument(
         "--max-message-bytes", type=int, default=None, metavar="N",
@@ -130,6 +136,8 @@ def serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _fail(str(exc))
     logging.getLogger().setLevel(settings.log_level)
+    if args.max_peer_streams is not None and args.max_peer_streams < 1:
+        return _fail(f"--max-peer-streams: must be at least 1, got {args.max_peer_streams}")
     args.listen = settings.listen
     try:
         host, port = _split(args.listen)
@@ -146,7 +154,7 @@ def serve(args: argparse.Namespace) -> int:
     # Imported late so that usage errors are fast and gRPC is never loaded for them.
     from node.protocol.contract import READY_PREFIX
     from node.runtime.server import NodeServer
-    from node.runtime.transport import DEFAULT_MAX_WORKERS, MAX_MESSAGE_BYTES
+    from node.runtime.transport import DEFAULT_MAX_PEER_STREAMS, MAX_MESSAGE_BYTES
 
     temporary = not settings.store
     state_dir = tempfile.mkdtemp(prefix="starling-node-") if temporary else settings.store
@@ -156,7 +164,8 @@ def serve(args: argparse.Namespace) -> int:
             state_dir,
             node_id=settings.id,
             data=settings.data,
-            max_workers=args.max_workers or DEFAULT_MAX_WORKERS,
+            max_workers=args.max_workers,
+            max_peer_streams=args.max_peer_streams or DEFAULT_MAX_PEER_STREAMS,
             max_message_bytes=args.max_message_bytes or MAX_MESSAGE_BYTES,
         )
     except OSError as exc:

@@ -75,6 +75,10 @@ class NodeStatus:
     """The sampler program's own figures (``NodeProgram.metrics``)."""
     holding: bool = False
     """Waiting at a hold before ``round`` (see :meth:`NodeClient.hold`)."""
+    peers_down: tuple[str, ...] = ()
+    """In-peers it was told are down (:meth:`NodeClient.set_peer_down`): not waited for."""
+    refused_streams: int = 0
+    """Inbound peer streams it refused because it held its limit of them."""
 
 
 _STATE_NAMES = {
@@ -165,6 +169,8 @@ class NodeClient:
             inbound=link_books_from_proto(reply.inbound),
             program_metrics=dict(sorted(reply.program_metrics.items())),
             holding=reply.holding,
+            peers_down=tuple(reply.peers_down),
+            refused_streams=reply.refused_streams,
         )
 
     def samples(
@@ -225,6 +231,11 @@ class NodeClient:
         """Have the node stop before ``round_index`` and wait there (None releases)."""
         request = control_pb2.HoldRequest(round=-1 if round_index is None else round_index)
         self._call("hold", lambda t: self._control.Hold(request, timeout=t))
+
+    def set_peer_down(self, peer: str, down: bool) -> None:
+        """Tell the node its in-peer ``peer`` is down (stop waiting for it) or back."""
+        request = control_pb2.PeerDownRequest(peer=peer, down=down)
+        self._call("set_peer_down", lambda t: self._control.SetPeerDown(request, timeout=t))
 
     def checkpoint(self) -> None:
         self._call(

@@ -76,8 +76,14 @@ def check_iterate(
     spec: NodeSpec | None,
     program: NodeProgram | None,
     senders: frozenset[str],
+    newest_round: int | None = None,
 ) -> Message | None:
-    """The decoded message (None for a withheld notice), or Rejected saying why."""
+    """The decoded message (None for a withheld notice), or Rejected saying why.
+
+    ``newest_round``: the latest round a message may be for (the receiver's round plus its
+    window); a message beyond it is refused, never trusted — a peer cannot claim a round so
+    far ahead that the receiver would count it as answered for the rest of the run.
+    """
     sender = iterate.sender
     if spec is None:
         raise Rejected(f"peer {sender!r}: node is not configured yet")
@@ -91,6 +97,11 @@ def check_iterate(
     if iterate.round < 0 or not 0 <= iterate.phase < phases:
         raise Rejected(
             f"peer {sender!r}: no round {iterate.round} phase {iterate.phase} in this run"
+        )
+    if newest_round is not None and iterate.round > newest_round:
+        raise Rejected(
+            f"peer {sender!r}: round {iterate.round} is beyond this node's window "
+            f"(it accepts rounds up to {newest_round})"
         )
     if iterate.withheld:
         if len(iterate.tensors):

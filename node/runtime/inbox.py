@@ -16,6 +16,10 @@ loop first waits (:meth:`Inbox.wait_latest`) until every expected sender's lates
 is at most that many rounds old, or the sender answered for such a round with a withheld
 notice, or the deadline passes; each sender still short at the deadline is an *overrun*,
 counted ``late`` on its inbound link. Without a bound nothing is waited for.
+
+A sender the orchestrator declared down (:meth:`Inbox.set_down`: crashed for good, stopped,
+unreachable past its grace period) is not waited for by either kind of gather, at once —
+a waiting gather wakes up — until it is marked up again; what it did deliver is still used.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ class Inbox:
         self._closed: Key = (next_round - 1, _LAST_PHASE)
         self._last_seen: dict[str, Key] = {}
         self._latest: dict[str, Message] = {}
+        self._down: set[str] = set()
         self._interrupted = False
 
     def deliver(
@@ -104,7 +109,8 @@ class Inbox:
                 box = self._pending.get(key, {})
                 missing = [
                     s for s in expected
-                    if s not in box and self._last_seen.get(s, (-1, -1)) <= key
+                    if s not in box and s not in self._down
+                    and self._last_seen.get(s, (-1, -1)) <= key
                 ]  # fmt: skip
                 if not missing:
                     break
@@ -141,7 +147,8 @@ class Inbox:
             while True:
                 short = [
                     s for s in expected
-                    if needed >= 0 and self._last_seen.get(s, (-1, -1))[0] < needed
+                    if needed >= 0 and s not in self._down
+                    and self._last_seen.get(s, (-1, -1))[0] < needed
                 ]  # fmt: skip
                 if not short or self._interrupted:
                     break
@@ -153,6 +160,20 @@ class Inbox:
             for sender in short:
                 self._stats.add(sender, "overruns")
         return self.latest(expected, round_index)
+
+    def set_down(self, sender: str, down: bool) -> None:
+        """Stop (``down``) or resume waiting for ``sender``; a waiting gather re-checks."""
+        with self._cond:
+            if down:
+                self._down.add(sender)
+            else:
+                self._down.discard(sender)
+            self._cond.notify_all()
+
+    def down(self) -> tuple[str, ...]:
+        """The senders not waited for, sorted."""
+        with self._cond:
+            return tuple(sorted(self._down))
 
     def interrupt(self) -> None:
         """Wake a waiting round loop for good (stop or shutdown)."""

@@ -46,6 +46,13 @@ __all__ = [
 
 log = logging.getLogger("starling.node")
 
+ROUND_WINDOW = 10_000
+"""How many rounds ahead of the node's own round a peer's message may be. Peers are never
+that far ahead in a run (a synchronous sender waits for its own in-peers; a node restarted
+from a checkpoint is behind by at most the rounds since it); a message beyond it is refused
+and counted ``rejected``, so one bogus round number cannot make the node count that peer as
+answered for the rest of the run."""
+
 
 class PreconditionError(RuntimeError):
     """The call does not fit the node's current state (e.g. Configure while running)."""
@@ -72,6 +79,8 @@ class RuntimeStatus:
     inbound: dict[str, LinkCounters]
     program_metrics: dict[str, float]
     holding: bool = False
+    peers_down: tuple[str, ...] = ()
+    refused_streams: int = 0
 
 
 class NodeRuntime:
@@ -84,8 +93,11 @@ class NodeRuntime:
         *,
         node_id: str = "",
         data: HomeData | None = None,
+        round_window: int = ROUND_WINDOW,
     ):
         self.state_dir = Path(state_dir)
+        self.round_window = round_window
+        self._refused_streams = 0
         self._own_id = node_id
         """The id this node was started as (``--id``); configuring another is refused."""
         self._own_data = data
@@ -187,7 +199,8 @@ class NodeRuntime:
         with self._lock:
             run = self._run
             if run is None:
-                return RuntimeStatus("", "", self._state, 0, self._error, 0, {}, {}, {})
+                return RuntimeStatus("", "", self._state, 0, self._error, 0, {}, {}, {},
+                                     refused_streams=self._refused_streams)  # fmt: skip
             return RuntimeStatus(
                 node_id=run.spec.node_id,
                 experiment=run.spec.experiment,
@@ -199,7 +212,26 @@ class NodeRuntime:
                 inbound=run.inbound.snapshot(),
                 program_metrics={k: float(v) for k, v in run.program.metrics().items()},
                 holding=self._holding,
+                peers_down=run.inbox.down(),
+                refused_streams=self._refused_streams,
             )
+
+    def note_refused_stream(self) -> None:
+        """Count an inbound peer stream refused for want of capacity."""
+        with self._lock:
+            self._refused_streams += 1
+
+    def set_peer_down(self, peer: str, down: bool) -> None:
+        """Stop (``down``) or resume waiting for the in-peer ``peer``: the orchestrator
+        declared it down, or it is back."""
+        with self._lock:
+            run = self._run
+            if run is None:
+                raise PreconditionError("node is not configured; it has no peers yet")
+            if peer not in run.senders:
+                raise ConfigError(f"peer: {peer!r} is not an in-peer of node {run.spec.node_id!r}")
+        run.inbox.set_down(peer, down)
+        log.info("peer %s %s", peer, "declared down: not waited for" if down else "back up")
 
     def set_link(
         self,
@@ -278,7 +310,9 @@ class NodeRuntime:
             raise PreconditionError("node is not configured; it takes no iterates yet")
         sender = iterate.sender or "<anonymous>"
         try:
-            message = check_iterate(iterate, run.spec, run.program, run.senders)
+            message = check_iterate(
+                iterate, run.spec, run.program, run.senders, run.round + self.round_window
+            )
         except Rejected as exc:
             count = run.inbound.add(sender, "rejected", error=str(exc))
             if count <= 10 or count % 1000 == 0:  # a flood of bad messages must not flood logs

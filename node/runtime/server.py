@@ -14,7 +14,12 @@ from node.protocol import MAX_MESSAGE_BYTES
 from node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2, peer_pb2_grpc
 from node.runtime.runtime import NodeRuntime
 from node.runtime.servicers import ControlServicer, PeerServicer
-from node.runtime.transport import DEFAULT_MAX_WORKERS, ChannelSettings, create_server
+from node.runtime.transport import (
+    DEFAULT_MAX_PEER_STREAMS,
+    ChannelSettings,
+    create_server,
+    server_threads,
+)
 
 __all__ = ["NodeServer", "SHUTDOWN_GRACE"]
 
@@ -40,10 +45,11 @@ class NodeServer:
         *,
         server_credentials: grpc.ServerCredentials | None = None,
         channel_credentials: grpc.ChannelCredentials | None = None,
-        max_workers: int = DEFAULT_MAX_WORKERS,
+        max_workers: int | None = None,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         node_id: str = "",
         data: HomeData | None = None,
+        max_peer_streams: int = DEFAULT_MAX_PEER_STREAMS,
     ):
         self.runtime = NodeRuntime(
             state_dir,
@@ -54,14 +60,16 @@ class NodeServer:
         self._server, port = create_server(
             listen,
             credentials=server_credentials,
-            max_workers=max_workers,
+            max_workers=server_threads(max_peer_streams, max_workers),
             max_message_bytes=max_message_bytes,
         )
         host = listen.rpartition(":")[0]
         self.address = f"{host}:{port}"
         self._health = health.HealthServicer(experimental_non_blocking=True)
         control_pb2_grpc.add_ControlServicer_to_server(ControlServicer(self.runtime), self._server)
-        peer_pb2_grpc.add_PeerServicer_to_server(PeerServicer(self.runtime), self._server)
+        peer_pb2_grpc.add_PeerServicer_to_server(
+            PeerServicer(self.runtime, max_peer_streams), self._server
+        )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         self._stopped = threading.Event()
 

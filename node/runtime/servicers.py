@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 
 import grpc
 
@@ -94,6 +95,8 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
             inbound=link_books_to_proto(s.inbound),
             program_metrics=s.program_metrics,
             holding=s.holding,
+            peers_down=list(s.peers_down),
+            refused_streams=s.refused_streams,
         )
 
     def StreamSamples(self, request, context):
@@ -145,15 +148,39 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
         return control_pb2.Ack()
 
     @_mapped
+    def SetPeerDown(self, request, context):
+        self.runtime.set_peer_down(request.peer, request.down)
+        return control_pb2.Ack()
+
+    @_mapped
     def Checkpoint(self, request, context):
         return control_pb2.CheckpointReply(next_round=self.runtime.checkpoint())
 
 
 class PeerServicer(peer_pb2_grpc.PeerServicer):
-    def __init__(self, runtime: NodeRuntime):
+    """Inbound links. Each ``Exchange`` stream holds a server thread for its life, so at
+    most ``max_streams`` run at once; one more is refused with RESOURCE_EXHAUSTED (and
+    counted) instead of taking a thread that Control and Health need. The server's pool is
+    larger than this limit (:func:`node.runtime.transport.server_threads`)."""
+
+    def __init__(self, runtime: NodeRuntime, max_streams: int):
         self.runtime = runtime
+        self.max_streams = max_streams
+        self._slots = threading.BoundedSemaphore(max_streams)
 
     def Exchange(self, request_iterator, context):
+        if not self._slots.acquire(blocking=False):
+            self.runtime.note_refused_stream()
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"node holds its limit of {self.max_streams} inbound peer streams",
+            )
+        try:
+            return self._exchange(request_iterator, context)
+        finally:
+            self._slots.release()
+
+    def _exchange(self, request_iterator, context):
         # A bad message is rejected and counted, never fatal to the stream: the sender's
         # well-formed messages keep flowing.
         received = rejected = 0

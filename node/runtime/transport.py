@@ -39,10 +39,22 @@ KEEPALIVE_TIMEOUT_MS = 5_000
 INITIAL_RECONNECT_BACKOFF_MS = 100
 MAX_RECONNECT_BACKOFF_MS = 2_000
 
-DEFAULT_MAX_WORKERS = 1024
-"""Each inbound link holds one server thread for the life of its stream (as does a
-following sample stream), so the pool must exceed the largest in-degree; threads are only
-created when needed, so a high ceiling costs nothing."""
+DEFAULT_MAX_PEER_STREAMS = 256
+"""Concurrent inbound ``Peer.Exchange`` streams a node serves (each holds a server thread
+for its life): well over any in-degree, with room for a sender's reconnection overlapping
+its old stream. More are refused with RESOURCE_EXHAUSTED."""
+
+CONTROL_THREADS = 64
+"""Server threads kept beyond the peer streams' limit, for Control, Health and sample
+streams: however many peers connect, the orchestrator still gets an answer."""
+
+DEFAULT_MAX_WORKERS = DEFAULT_MAX_PEER_STREAMS + CONTROL_THREADS
+"""Threads are only created when needed, so a high ceiling costs nothing."""
+
+
+def server_threads(max_peer_streams: int, max_workers: int | None = None) -> int:
+    """The server's pool: at least the peer streams' limit plus :data:`CONTROL_THREADS`."""
+    return max(max_workers or 0, max_peer_streams + CONTROL_THREADS)
 
 
 def server_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:

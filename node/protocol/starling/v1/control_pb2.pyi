@@ -201,7 +201,7 @@ class LinkStats(_message.Message):
     def __init__(self, peer: _Optional[str] = ..., sent: _Optional[int] = ..., received: _Optional[int] = ..., withheld: _Optional[int] = ..., dropped: _Optional[int] = ..., send_errors: _Optional[int] = ..., late: _Optional[int] = ..., rejected: _Optional[int] = ..., last_error: _Optional[str] = ..., max_staleness: _Optional[int] = ..., overruns: _Optional[int] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("node_id", "experiment", "state", "round", "error", "samples_stored", "outbound", "inbound", "program_metrics", "holding")
+    __slots__ = ("node_id", "experiment", "state", "round", "error", "samples_stored", "outbound", "inbound", "program_metrics", "holding", "peers_down", "refused_streams")
     class ProgramMetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -219,6 +219,8 @@ class NodeStatus(_message.Message):
     INBOUND_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_METRICS_FIELD_NUMBER: _ClassVar[int]
     HOLDING_FIELD_NUMBER: _ClassVar[int]
+    PEERS_DOWN_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_STREAMS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     experiment: str
     state: NodeState
@@ -229,7 +231,9 @@ class NodeStatus(_message.Message):
     inbound: _containers.RepeatedCompositeFieldContainer[LinkStats]
     program_metrics: _containers.ScalarMap[str, float]
     holding: bool
-    def __init__(self, node_id: _Optional[str] = ..., experiment: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., round: _Optional[int] = ..., error: _Optional[str] = ..., samples_stored: _Optional[int] = ..., outbound: _Optional[_Iterable[_Union[LinkStats, _Mapping]]] = ..., inbound: _Optional[_Iterable[_Union[LinkStats, _Mapping]]] = ..., program_metrics: _Optional[_Mapping[str, float]] = ..., holding: _Optional[bool] = ...) -> None: ...
+    peers_down: _containers.RepeatedScalarFieldContainer[str]
+    refused_streams: int
+    def __init__(self, node_id: _Optional[str] = ..., experiment: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., round: _Optional[int] = ..., error: _Optional[str] = ..., samples_stored: _Optional[int] = ..., outbound: _Optional[_Iterable[_Union[LinkStats, _Mapping]]] = ..., inbound: _Optional[_Iterable[_Union[LinkStats, _Mapping]]] = ..., program_metrics: _Optional[_Mapping[str, float]] = ..., holding: _Optional[bool] = ..., peers_down: _Optional[_Iterable[str]] = ..., refused_streams: _Optional[int] = ...) -> None: ...
 
 class SamplesRequest(_message.Message):
     __slots__ = ("offset", "follow", "experiment", "node_id")
@@ -276,6 +280,14 @@ class HoldRequest(_message.Message):
     ROUND_FIELD_NUMBER: _ClassVar[int]
     round: int
     def __init__(self, round: _Optional[int] = ...) -> None: ...
+
+class PeerDownRequest(_message.Message):
+    __slots__ = ("peer", "down")
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    DOWN_FIELD_NUMBER: _ClassVar[int]
+    peer: str
+    down: bool
+    def __init__(self, peer: _Optional[str] = ..., down: _Optional[bool] = ...) -> None: ...
 
 class CheckpointRequest(_message.Message):
     __slots__ = ()

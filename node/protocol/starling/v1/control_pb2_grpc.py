@@ -75,6 +75,11 @@ class ControlStub:
                 request_serializer=starling_dot_v1_dot_control__pb2.HoldRequest.SerializeToString,
                 response_deserializer=starling_dot_v1_dot_control__pb2.Ack.FromString,
                 _registered_method=True)
+        self.SetPeerDown = channel.unary_unary(
+                '/starling.v1.Control/SetPeerDown',
+                request_serializer=starling_dot_v1_dot_control__pb2.PeerDownRequest.SerializeToString,
+                response_deserializer=starling_dot_v1_dot_control__pb2.Ack.FromString,
+                _registered_method=True)
 
 
 class ControlServicer:
@@ -141,6 +146,16 @@ class ControlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetPeerDown(self, request, context):
+        """Stop or resume waiting for an in-peer: how the orchestrator tells a node's neighbours
+        that it is down, so they do not wait out a deadline for it every round. INVALID_ARGUMENT
+        for a peer that is not an in-peer; FAILED_PRECONDITION unless configured. Configure
+        clears every mark.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -182,6 +197,11 @@ def add_ControlServicer_to_server(servicer, server):
             'Hold': grpc.unary_unary_rpc_method_handler(
                     servicer.Hold,
                     request_deserializer=starling_dot_v1_dot_control__pb2.HoldRequest.FromString,
+                    response_serializer=starling_dot_v1_dot_control__pb2.Ack.SerializeToString,
+            ),
+            'SetPeerDown': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetPeerDown,
+                    request_deserializer=starling_dot_v1_dot_control__pb2.PeerDownRequest.FromString,
                     response_serializer=starling_dot_v1_dot_control__pb2.Ack.SerializeToString,
             ),
     }
@@ -401,6 +421,33 @@ class Control:
             target,
             '/starling.v1.Control/Hold',
             starling_dot_v1_dot_control__pb2.HoldRequest.SerializeToString,
+            starling_dot_v1_dot_control__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetPeerDown(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/starling.v1.Control/SetPeerDown',
+            starling_dot_v1_dot_control__pb2.PeerDownRequest.SerializeToString,
             starling_dot_v1_dot_control__pb2.Ack.FromString,
             options,
             channel_credentials,

@@ -1,0 +1,153 @@
+"""Bounds on what peers can make a node do: how far ahead a message may claim to be, how many
+inbound streams it serves, and being told to stop waiting for a peer. Real node processes,
+real gRPC clients."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import grpc
+import numpy as np
+import pytest
+
+from node.params import ConfigError
+from node.protocol import convert
+from node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
+from node.runtime.transport import open_channel
+from orchestrator.experiment import node_specs
+from tests.node.test_runtime_harness import Cluster, ring_experiment, wait_until
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with Cluster(tmp_path) as c:
+        yield c
+
+
+def _nowhere() -> str:
+    with socket.socket() as spare:
+        spare.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{spare.getsockname()[1]}"
+
+
+def _lonely_node(cluster, name: str, rounds: int, deadline: float, extra=()):
+    """Node 0 of a 3-ring whose in-peers 1 and 2 never run: it waits a deadline per round."""
+    (proc,) = cluster.start_nodes(["0"], extra=extra).values()
+    nowhere = _nowhere()
+    experiment = ring_experiment(name, rounds=rounds, deadline=deadline)
+    spec = node_specs(experiment, {"0": proc.address, "1": nowhere, "2": nowhere})[0]
+    client = proc.client()
+    client.wait_ready()
+    client.configure(spec)
+    return proc, client
+
+
+def _iterate(experiment: str, sender: str, round_index: int) -> peer_pb2.Iterate:
+    tensor = convert.tensor_from_array(np.zeros((3, 2)), "x")
+    return peer_pb2.Iterate(experiment=experiment, sender=sender, receiver="0",
+                            round=round_index, phase=0, kind="x", tensors=[tensor])  # fmt: skip
+
+
+def test_a_message_far_ahead_is_refused_and_the_peer_still_waited_for(cluster):
+    """One message for round 10^12 from each in-peer used to count both as answered for
+    every round to come, so the node stopped waiting for them; beyond the window it is
+    rejected with its reason, and the node goes on waiting a deadline per round."""
+    deadline = 0.3
+    proc, client = _lonely_node(cluster, "window", rounds=40, deadline=deadline)
+    channel = open_channel(proc.address)
+    try:
+        stub = peer_pb2_grpc.PeerStub(channel)
+        for sender in ("1", "2"):
+            summary = stub.Exchange(iter([_iterate("window", sender, 10**12)]), timeout=10)
+            assert (summary.received, summary.rejected) == (0, 1)
+    finally:
+        channel.close()
+    inbound = client.status().inbound
+    for sender in ("1", "2"):
+        assert inbound[sender].rejected == 1 and inbound[sender].received == 0
+        assert "beyond this node's window" in inbound[sender].last_error, inbound[sender]
+        assert str(10**12) in inbound[sender].last_error
+
+    client.start()
+    started = time.monotonic()
+    time.sleep(1.5)
+    status = client.status()
+    elapsed = time.monotonic() - started
+    # Still waiting a deadline per round for its silent peers: at most elapsed/deadline + 1
+    # rounds (here about 6); trusting round 10^12 it would be done with 40 in a moment.
+    assert status.state == "running", status
+    assert status.round <= elapsed / deadline + 1, (status.round, elapsed)
+    client.stop()
+
+
+def test_streams_beyond_the_limit_are_refused_and_control_still_answers(cluster):
+    """100 idle peer streams against a limit of 4: four are served, 96 refused with
+    RESOURCE_EXHAUSTED and counted, and Control.Status answers promptly throughout."""
+    limit, opened = 4, 100
+    proc, client = _lonely_node(cluster, "streams", rounds=5, deadline=0.2,
+                                extra=["--max-peer-streams", str(limit)])  # fmt: skip
+    release = threading.Event()
+
+    def idle():
+        # An open stream that sends nothing until released: it holds its server thread.
+        release.wait(60)
+        return
+        yield  # pragma: no cover - makes this a generator
+
+    channels = [open_channel(proc.address) for _ in range(4)]
+    calls = []
+    try:
+        for k in range(opened):
+            stub = peer_pb2_grpc.PeerStub(channels[k % len(channels)])
+            calls.append(stub.Exchange.future(idle(), timeout=60))
+        wait_until(lambda: sum(c.done() for c in calls) >= opened - limit, 30, "refusals")
+        refused = [c for c in calls if c.done()]
+        assert len(refused) == opened - limit
+        for call in refused:
+            assert call.exception().code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert f"limit of {limit} inbound peer streams" in call.exception().details()
+        # Control has its own threads: a status read is prompt with every peer slot taken.
+        for _ in range(5):
+            asked = time.monotonic()
+            status = client.status(attempts=1)
+            assert time.monotonic() - asked < 1.0
+        assert status.refused_streams == opened - limit
+        # A freed slot is free again.
+        release.set()
+        wait_until(lambda: all(c.done() for c in calls), 30, "streams to close")
+        summary = peer_pb2_grpc.PeerStub(channels[0]).Exchange(
+            iter([_iterate("streams", "1", 0)]), timeout=10
+        )
+        assert summary.received == 1
+    finally:
+        release.set()
+        for channel in channels:
+            channel.close()
+
+
+def test_a_peer_declared_down_is_not_waited_for_until_it_is_back(cluster):
+    """SetPeerDown stops the wait for a silent in-peer at once, mid-round included, and
+    undoing it brings the deadline back; a non-peer is refused by name."""
+    deadline = 1.0
+    _, client = _lonely_node(cluster, "down", rounds=100_000, deadline=deadline)
+    with pytest.raises(ConfigError, match="^peer: 'stranger' is not an in-peer"):
+        client.set_peer_down("stranger", True)
+    client.start()
+    time.sleep(0.3)
+    before = client.status().round
+    assert before <= 1
+    for peer in ("1", "2"):
+        client.set_peer_down(peer, True)
+    # Nobody left to wait for: hundreds of rounds within a second.
+    wait_until(lambda: client.status().round > before + 100, 10, "rounds without waiting")
+    assert client.status().peers_down == ("1", "2")
+    client.set_peer_down("1", False)
+    time.sleep(0.2)  # the round in flight when the mark was lifted
+    first = client.status().round
+    time.sleep(2.0)
+    # Waiting for peer 1 again: about one round per deadline (2 s → 2, allow 3).
+    assert client.status().round - first <= 3
+    assert client.status().peers_down == ("2",)
+    client.stop()
