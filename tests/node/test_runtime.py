@@ -204,6 +204,9 @@ def test_bad_peers_are_rejected_counted_and_survived(cluster, tmp_path):
 
     with pytest.raises(ConfigError, match=r"^hyperparameters\.eta"):
         client.configure(dataclasses.replace(spec, hyperparameters={"eta": -1.0}))
+    # The node checks with the same schema types as the orchestrator's parser.
+    with pytest.raises(ConfigError, match=r"^hyperparameters\.eta: expected a finite number"):
+        client.configure(dataclasses.replace(spec, hyperparameters={"eta": float("inf")}))
     with pytest.raises(ConfigError, match=r"^round_deadline"):
         client.configure(dataclasses.replace(spec, round_deadline=0.0))
     client.configure(spec)
