@@ -20,7 +20,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from node.params import ConfigError
 from node.protocol import convert
-from node.protocol.contract import LinkCounters, link_books_from_proto
+from node.protocol.contract import (
+    LinkCounters,
+    NodeState,
+    link_books_from_proto,
+    state_from_proto,
+)
 from node.protocol.starling.v1 import control_pb2, control_pb2_grpc
 from node.runtime.transport import open_channel
 from node.spec import DataSpec, NodeSpec
@@ -64,8 +69,8 @@ class Configured:
 class NodeStatus:
     node_id: str
     experiment: str
-    state: str
-    """``idle``, ``configured``, ``running``, ``done``, ``failed`` or ``stopped``."""
+    state: NodeState
+    """The node's lifecycle state; a ``str`` enum, so it compares equal to ``"running"``."""
     round: int
     error: str
     samples_stored: int
@@ -79,17 +84,6 @@ class NodeStatus:
     """In-peers it was told are down (:meth:`NodeClient.set_peer_down`): not waited for."""
     refused_streams: int = 0
     """Inbound peer streams it refused because it held its limit of them."""
-
-
-_STATE_NAMES = {
-    control_pb2.NODE_STATE_UNSPECIFIED: "",
-    control_pb2.NODE_STATE_IDLE: "idle",
-    control_pb2.NODE_STATE_CONFIGURED: "configured",
-    control_pb2.NODE_STATE_RUNNING: "running",
-    control_pb2.NODE_STATE_DONE: "done",
-    control_pb2.NODE_STATE_FAILED: "failed",
-    control_pb2.NODE_STATE_STOPPED: "stopped",
-}
 
 
 class NodeClient:
@@ -161,7 +155,7 @@ class NodeClient:
         return NodeStatus(
             node_id=reply.node_id,
             experiment=reply.experiment,
-            state=_STATE_NAMES.get(reply.state, ""),
+            state=state_from_proto(reply.state),
             round=reply.round,
             error=reply.error,
             samples_stored=reply.samples_stored,

@@ -10,14 +10,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 
 from node.protocol.starling.v1 import control_pb2
+from node.runtime.state import NodeState
 
 __all__ = [
     "READY_PREFIX",
     "LinkCounters",
+    "NodeState",
     "link_books_from_proto",
     "link_books_to_proto",
     "link_counters_from_proto",
     "link_counters_to_proto",
+    "state_from_proto",
+    "state_to_proto",
 ]
 
 READY_PREFIX = "starling-node listening on "
@@ -46,6 +50,28 @@ class LinkCounters:
 
     def copy(self) -> LinkCounters:
         return LinkCounters(**asdict(self))
+
+
+_WIRE_STATES = {
+    NodeState.IDLE: control_pb2.NODE_STATE_IDLE,
+    NodeState.CONFIGURED: control_pb2.NODE_STATE_CONFIGURED,
+    NodeState.RUNNING: control_pb2.NODE_STATE_RUNNING,
+    NodeState.DONE: control_pb2.NODE_STATE_DONE,
+    NodeState.FAILED: control_pb2.NODE_STATE_FAILED,
+    NodeState.STOPPED: control_pb2.NODE_STATE_STOPPED,
+}
+_STATES_BY_WIRE = {wire: state for state, wire in _WIRE_STATES.items()}
+
+
+def state_to_proto(state: NodeState) -> int:
+    """The ``NodeState`` enum value of protos/starling/v1/control.proto for ``state``."""
+    return _WIRE_STATES[state]
+
+
+def state_from_proto(value: int) -> NodeState:
+    """A node's state from the wire. ``NODE_STATE_UNSPECIFIED`` (a reply that did not say)
+    counts as idle: a node that has said nothing about a run has not started one."""
+    return _STATES_BY_WIRE.get(value, NodeState.IDLE)
 
 
 _FIELDS = tuple(f.name for f in fields(LinkCounters))

@@ -15,27 +15,15 @@ import grpc
 
 from node.params import ConfigError
 from node.protocol import convert
-from node.protocol.contract import link_books_to_proto
+from node.protocol.contract import link_books_to_proto, state_to_proto
 from node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2, peer_pb2_grpc
 from node.runtime.archive import NoStoredRun, read_batches, run_directory
 from node.runtime.run import SAMPLES_FILE
 from node.runtime.runtime import NodeRuntime, PreconditionError
-from node.runtime.state import NodeState
 
-__all__ = ["ControlServicer", "PeerServicer", "STATES"]
+__all__ = ["ControlServicer", "PeerServicer"]
 
 log = logging.getLogger("starling.node")
-
-STATES = {
-    NodeState.IDLE: control_pb2.NODE_STATE_IDLE,
-    NodeState.CONFIGURED: control_pb2.NODE_STATE_CONFIGURED,
-    NodeState.RUNNING: control_pb2.NODE_STATE_RUNNING,
-    NodeState.DONE: control_pb2.NODE_STATE_DONE,
-    NodeState.FAILED: control_pb2.NODE_STATE_FAILED,
-    NodeState.STOPPED: control_pb2.NODE_STATE_STOPPED,
-}
-"""The wire value of each :class:`NodeState`."""
-
 
 def _mapped(method):
     """Turn the runtime's exceptions into status codes with their one-line message."""
@@ -87,7 +75,7 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
         return control_pb2.NodeStatus(
             node_id=s.node_id,
             experiment=s.experiment,
-            state=STATES[s.state],
+            state=state_to_proto(s.state),
             round=s.round,
             error=s.error,
             samples_stored=s.samples_stored,
