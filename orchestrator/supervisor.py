@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from node.params import ConfigError
+from node.protocol.contract import NodeState as Lifecycle
 from node.spec import NodeSpec
 from orchestrator import live
 from orchestrator.account import Account
@@ -108,19 +109,19 @@ class Supervisor:
             except NodeUnavailable:
                 self._went_down(node)
                 continue
-            if status.state in ("idle", ""):
+            if status.state == Lifecycle.IDLE:
                 self._reconfigure(node)
                 continue
             if state.down_since is not None:
                 state.down_since = None
             state.last = status
-            if status.state == "failed":
+            if status.state == Lifecycle.FAILED:
                 if not state.failed_reported:
                     state.failed_reported = True
                     self.account.node(node, "failed", f"failed: {status.error}",
                                       round=status.round, error=status.error)  # fmt: skip
                 state.finished = True
-            elif status.state in ("done", "stopped"):
+            elif status.state in (Lifecycle.DONE, Lifecycle.STOPPED):
                 state.finished = True
             if pull or state.finished:
                 try:

@@ -1,9 +1,8 @@
 """Where nodes run. ``backend.kind`` in the experiment picks a factory from :data:`BACKENDS`.
 
 A new backend is one module implementing :class:`~orchestrator.backends.base.Backend` plus
-one line here. (The experiment parser still checks ``backend.kind`` against its own
-``BACKEND_KINDS`` in ``orchestrator/experiment.py``; until it checks against this table, a new
-kind is named there too.)
+one line here, and its name in ``BACKEND_KINDS`` of ``orchestrator/schema.py`` (the parser
+cannot import this table without grpc; a test keeps the two in step).
 """
 
 from __future__ import annotations
