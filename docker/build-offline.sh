@@ -18,7 +18,7 @@ BASE_IMAGE="${STARLING_BASE_IMAGE:-starling-base:bookworm}"
 SUITE=bookworm
 PY_VERSION=3.11  # bookworm's python3; the wheelhouse must match it
 TAG="${STARLING_IMAGE_TAG:-latest}"
-PYTHON="${PYTHON:-python3}"
+PYTHON="${PYTHON:-python3}"  # needs pip; .ci/run passes the project venv
 
 say() { printf 'build-offline: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
@@ -57,9 +57,12 @@ say "wheelhouse docker/wheels/ for CPython $PY_VERSION on $arch"
     --platform "manylinux2014_$arch" --platform any \
     ".[orchestrator]" "setuptools>=77"
 
+log="$(mktemp /tmp/starling-build.XXXXXX)"
 for target in node orchestrator; do
     say "image starling-$target:$TAG"
-    docker build --quiet --file docker/Dockerfile --target "$target" \
-        --build-arg BASE_IMAGE="$BASE_IMAGE" --tag "starling-$target:$TAG" . >/dev/null
+    docker build --file docker/Dockerfile --target "$target" \
+        --build-arg BASE_IMAGE="$BASE_IMAGE" --tag "starling-$target:$TAG" . >"$log" 2>&1 \
+        || { tail -30 "$log" >&2; rm -f "$log"; die "docker build of $target failed"; }
 done
+rm -f "$log"
 docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep '^starling-' >&2

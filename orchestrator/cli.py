@@ -23,8 +23,15 @@ def _load(args):
     from orchestrator.study import is_study, load_study
 
     raw = read_yaml_file(args.experiment)
+    inventory = getattr(args, "inventory", None)
     if is_study(raw):
+        if inventory:
+            raise ConfigError("--inventory: drives one experiment, not a study")
         return load_study(raw)
+    if inventory:  # the experiment's backend becomes the file's nodes
+        from orchestrator.backends.inventory import load_inventory, with_inventory
+
+        raw = with_inventory(raw, load_inventory(inventory))
     return parse_experiment(raw, default_name=Path(args.experiment).stem)
 
 
@@ -99,11 +106,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _guard(action: Callable[[], int]) -> int:
+    from orchestrator.backends.base import BackendError
     from orchestrator.errors import NodeUnavailable
 
     try:
         return action()
-    except (ConfigError, NodeUnavailable) as exc:
+    except (ConfigError, NodeUnavailable, BackendError) as exc:
         print(f"starling: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -116,7 +124,7 @@ def _say(message: str) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from orchestrator import live_cli
+    from orchestrator import compose, live_cli
 
     parser = argparse.ArgumentParser(
         prog="starling", description="Decentralised Bayesian sampling on real edge networks."
@@ -126,6 +134,11 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run an experiment on real node processes over gRPC")
     run.add_argument("experiment", help="experiment YAML file")
     run.add_argument("--out", help="results folder (default: results/<experiment name>)")
+    run.add_argument(
+        "--inventory", metavar="FILE",
+        help="drive nodes that already run: a YAML file mapping node ids to host:port "
+        "(nodes: {a: host:port, ...}), in place of the experiment's backend",
+    )  # fmt: skip
     run.set_defaults(handler=cmd_run)
 
     simulate = sub.add_parser("simulate", help="run the same experiment in-process")
@@ -144,6 +157,7 @@ def _parser() -> argparse.ArgumentParser:
     node.add_argument("action", choices=["serve", "health"])
 
     live_cli.add_commands(sub)
+    compose.add_commands(sub)
     return parser
 
 

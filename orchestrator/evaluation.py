@@ -30,10 +30,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from node.config import NODE_SOURCE
 from node.data import load_file, shard_rng
 from node.models import build_model
 from node.models.base import Dataset, GaussianPosterior
 from node.params import ConfigError
+from node.spec import DataSpec
 from orchestrator.experiment import Experiment
 from orchestrator.metrics import empirical_w2, w2_curve
 
@@ -58,19 +60,25 @@ class Evaluation:
     """Name ("average" or a node id) -> W2 at every round, when a posterior is known."""
 
 
-def ground_truth(experiment: Experiment) -> GaussianPosterior | None:
+def ground_truth(
+    experiment: Experiment, node_data: Mapping[str, DataSpec] | None = None
+) -> GaussianPosterior | None:
     """The exact posterior given every node's data, or None if the model has no exact form
     (or no node holds data). See the module docstring for where the data comes from."""
     model = build_model(experiment.model)
     if not hasattr(model, "exact_posterior"):
         return None
-    data = reference_data(experiment, model)
+    data = reference_data(experiment, model, node_data)
     return model.exact_posterior(data) if data else None
 
 
-def reference_data(experiment: Experiment, model) -> list[Dataset]:
+def reference_data(
+    experiment: Experiment, model, node_data: Mapping[str, DataSpec] | None = None
+) -> list[Dataset]:
     """The experiment's whole data set, as the evaluation may know it: regenerated from the
-    seed (synthetic, one block per shard) or the named file read whole (file)."""
+    seed (synthetic, one block per shard) or the named file read whole (file). With
+    ``data.source: node``, from the recipes the nodes reported when configured
+    (``node_data``): only if every data node holds a synthetic shard."""
     shards = len(experiment.data_nodes())
     if shards == 0:
         return []
@@ -81,7 +89,11 @@ def reference_data(experiment: Experiment, model) -> list[Dataset]:
         return [model.synthesize(shard_rng(d.seed, shard), d.size) for shard in range(shards)]
     if d.source == "file":
         return [load_file(d.path, d.format, model)]
-    return []  # data the orchestrator has no recipe for (the nodes' own): no ground truth
+    if d.source == NODE_SOURCE:
+        recipes = [(node_data or {}).get(node) for node in experiment.data_nodes()]
+        if all(r is not None and r.source == "synthetic" for r in recipes):
+            return [model.synthesize(shard_rng(r.seed, r.shard), r.size) for r in recipes]
+    return []  # data the orchestrator has no recipe for (a node's own file): no ground truth
 
 
 def _sane(values: np.ndarray) -> np.ndarray:
@@ -144,7 +156,13 @@ def _curve(samples: np.ndarray, truth: GaussianPosterior) -> np.ndarray:
     return curve
 
 
-def evaluate(experiment: Experiment, samples: Mapping[str, np.ndarray]) -> Evaluation:
+def evaluate(
+    experiment: Experiment,
+    samples: Mapping[str, np.ndarray],
+    node_data: Mapping[str, DataSpec] | None = None,
+) -> Evaluation:
+    """W2 and consensus of ``samples``; ``node_data``: what nodes holding their own data
+    reported (``data.source: node``), the only way such a run gets a ground truth."""
     metrics: dict = {
         "experiment": experiment.name,
         "algorithm": experiment.algorithm,
@@ -160,7 +178,7 @@ def evaluate(experiment: Experiment, samples: Mapping[str, np.ndarray]) -> Evalu
     consensus = consensus_error(samples, experiment.rounds, experiment.evaluation.window)
     if consensus is not None or diverged:
         metrics["consensus_error"] = consensus
-    truth = ground_truth(experiment)
+    truth = ground_truth(experiment, node_data)
     if truth is None or not samples:
         return Evaluation(metrics, curves)
     window = experiment.evaluation.window

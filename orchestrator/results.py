@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from node.spec import DataSpec
 from orchestrator.account import Account, account_divergence
 from orchestrator.evaluation import Evaluation, evaluate
 from orchestrator.experiment import Experiment
@@ -200,11 +201,13 @@ def close_run(
     timing: str,
     extra: dict,
     say: Callable[[str], None] | None,
+    node_data: Mapping[str, DataSpec] | None = None,
 ) -> dict:
     """Evaluate, close the account (links, divergence, timing), write the results folder
     and print the summary (unless ``say`` is None); returns the metrics written. ``run`` and
-    ``simulate`` both end here, so their folders have the same keys."""
-    evaluation = evaluate(experiment, samples)
+    ``simulate`` both end here, so their folders have the same keys. ``node_data``: what
+    nodes holding their own data reported (see :func:`orchestrator.evaluation.evaluate`)."""
+    evaluation = evaluate(experiment, samples, node_data)
     for line in link_account(links):
         account.plain(line)
     account_divergence(evaluation.metrics, account)

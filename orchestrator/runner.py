@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from node.spec import NodeSpec
+from node.spec import DataSpec, NodeSpec
 from orchestrator import live
 from orchestrator.account import Account, account_schedule
 from orchestrator.backends import make_backend
@@ -70,6 +70,7 @@ def run_experiment(
     collector = Collector()
     supervisor: Supervisor | None = None
     record = None
+    node_data: dict[str, DataSpec] = {}
     try:
         with make_backend(experiment, out_dir / "nodes") as backend:
             fixed = {n.id: n.address for n in experiment.nodes if n.address}
@@ -82,7 +83,7 @@ def run_experiment(
             clients = {node: NodeClient(address) for node, address in addresses.items()}
             journal: Journal | None = None
             try:
-                _configure_and_start(experiment, specs, clients, account)
+                node_data = _configure_and_start(experiment, specs, clients, account)
                 record = live.RunRecord(
                     name=experiment.name,
                     out_dir=str(out_dir.resolve()),
@@ -129,6 +130,7 @@ def run_experiment(
             "interrupted": interrupted,
         },
         say,
+        node_data,
     )  # fmt: skip
 
 
@@ -137,14 +139,18 @@ def _configure_and_start(
     specs: Mapping[str, NodeSpec],
     clients: Mapping[str, NodeClient],
     account: Account,
-) -> None:
+) -> dict[str, DataSpec]:
     """Configure every node (with its hold before a scheduled kill and the experiment's
-    link delay), then start them all; the account's clock starts with them."""
+    link delay), then start them all; the account's clock starts with them. Returns what
+    nodes holding their own data (``data.source: node``) reported using."""
     first_kill = first_kills(experiment)
+    node_data: dict[str, DataSpec] = {}
     for node, client in clients.items():
         client.wait_ready()
         # fresh: a node that outlives runs (inventory) holds no state of this run to resume.
-        client.configure(specs[node], fresh=True)
+        configured = client.configure(specs[node], fresh=True)
+        if configured.data is not None:
+            node_data[node] = configured.data
         if node in first_kill:
             client.hold(first_kill[node])  # see orchestrator.fault_plan
         if experiment.link_delay_ms:
@@ -155,6 +161,7 @@ def _configure_and_start(
     for client in clients.values():
         client.start()
     account.restart_clock()  # the account's times count from the start
+    return node_data
 
 
 def _watch(

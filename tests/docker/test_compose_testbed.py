@@ -1,0 +1,81 @@
+"""The compose testbed end to end: ``docker compose up --build`` with five node containers
+and the orchestrator, then the results on the host.
+
+The example is the quickstart with each node holding its own shard (``data: {source:
+node}``, shards 0..4 of seed 1): the containers must give exactly what ``starling
+simulate examples/quickstart.yaml`` gives in-process — the same W2 for every node and for
+the average, to 1e-12 (the samples are bit-identical; only float summation order in the
+evaluation could differ, and it does not).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+
+import pytest
+
+from orchestrator.experiment import load_experiment
+from orchestrator.runner import simulate_experiment
+from tests.conftest import ROOT
+
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
+
+NODES = {"a": "0", "b": "1", "c": "2", "d": "3", "e": "4"}
+
+
+def _base_image() -> str | None:
+    """The offline base when it exists here (no registry in CI), else the file's default."""
+    if os.environ.get("STARLING_BASE_IMAGE"):
+        return os.environ["STARLING_BASE_IMAGE"]
+    found = subprocess.run(
+        ["docker", "image", "inspect", "starling-base:bookworm"], capture_output=True
+    )
+    return "starling-base:bookworm" if found.returncode == 0 else None
+
+
+def test_compose_up_runs_the_quickstart_on_five_containers(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    project = f"starling-test-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "STARLING_RESULTS": str(results)}
+    base = _base_image()
+    if base:
+        env["STARLING_BASE_IMAGE"] = base
+    compose = ["docker", "compose", "--project-name", project, "--file",
+               str(ROOT / "docker-compose.yml")]  # fmt: skip
+    try:
+        up = subprocess.run(
+            [*compose, "up", "--build", "--abort-on-container-exit",
+             "--exit-code-from", "orchestrator"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200,
+        )  # fmt: skip
+        assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
+    finally:
+        subprocess.run([*compose, "down", "--volumes", "--remove-orphans"], cwd=ROOT, env=env,
+                       capture_output=True, timeout=300)  # fmt: skip
+
+    out = results / "compose-quickstart"
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["backend"] == "inventory"
+    assert metrics["samples_per_node"] == dict.fromkeys(NODES, 100)
+    reference = simulate_experiment(
+        load_experiment(ROOT / "examples" / "quickstart.yaml"), tmp_path / "sim", quiet=True
+    )
+    assert metrics["w2"]["average"] == pytest.approx(reference["w2"]["average"], abs=1e-12)
+    for node, twin in NODES.items():
+        assert metrics["w2"]["per_node"][node] == pytest.approx(
+            reference["w2"]["per_node"][twin], abs=1e-12
+        ), node
+    # Written as the owner of the results folder, so the host user can read and delete it;
+    # a root-owned folder gets files anyone may read and write (docker/entrypoint.sh).
+    for path in out.rglob("*"):
+        if os.getuid() != 0:
+            assert path.stat().st_uid == os.getuid(), path
+        else:
+            assert path.stat().st_mode & 0o666 == 0o666, path
+    for path in sorted(out.rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    out.rmdir()
