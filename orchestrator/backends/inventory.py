@@ -23,12 +23,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import grpc
 import yaml
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from node.params import ConfigError
-from node.runtime.transport import open_channel
 from orchestrator.backends.base import BackendError
 
 if TYPE_CHECKING:
@@ -146,6 +143,12 @@ class InventoryBackend:
 def wait_serving(addresses: Mapping[str, str], timeout: float) -> None:
     """Poll every node's standard health check until all say SERVING; a BackendError
     naming each node still missing (and what it last answered) when ``timeout`` passes."""
+    # Here, not at the top: the backend registry is imported by commands that load no grpc.
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from node.runtime.transport import open_channel
+
     channels = {node: open_channel(address) for node, address in addresses.items()}
     last = dict.fromkeys(addresses, "no answer")
     waiting = set(addresses)

@@ -18,7 +18,7 @@ import uuid
 import pytest
 
 from orchestrator.experiment import load_experiment
-from orchestrator.runner import simulate_experiment
+from orchestrator.simulation import simulate_experiment
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
