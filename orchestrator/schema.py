@@ -147,6 +147,9 @@ class LimitsSection(BaseModel):
     node_memory: Memory = DEFAULT_NODE_MEMORY
     """Bound on chains × dim × data.size × 8 bytes on one node: the largest array a
     node's sampler builds (one float64 gradient term per chain, coordinate and point)."""
+    down_grace: Seconds | None = None
+    """Seconds a node may stay unreachable before it is declared down and its neighbours
+    stop waiting for it (default: 30 s or ten round deadlines, whichever is longer)."""
 
 
 class NodeItem(BaseModel):
