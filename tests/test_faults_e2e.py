@@ -128,8 +128,10 @@ def test_a_node_killed_by_the_schedule_resumes_and_loses_no_sample(tmp_path, sta
 
     # Node 0 never came back: what it stored up to its death is all there, streamed over
     # gRPC by its process started again idle on its state dir (never read from its files).
-    (final,) = [e for e in events if e["node"] == "0"]
+    final, down = [e for e in events if e["node"] == "0"]
     assert final["event"] == "killed" and final["round"] == final_kill, final
+    # ... and, down for good, it was named to the two nodes that waited for it.
+    assert down["event"] == "declared_down" and sorted(down["told"]) == ["1", "3"], down
     assert "not restarted" in stdout
     assert any("node 0: down at the end" in line and "started again idle" in line
                for line in metrics["account"]), metrics["account"]  # fmt: skip
