@@ -8,13 +8,7 @@ a node that is down for good is started again idle on its state dir and streams 
 run over gRPC (``SamplesRequest.experiment``), so the orchestrator never opens a node's files.
 Counters of a node's earlier processes are carried over (:mod:`orchestrator.counters`).
 
-Dead is dead: a node *declared down* — killed for good by the schedule, failed, stopped by
-anyone else (an outside ``Control.Stop``), or unreachable past the grace period
-(``limits.down_grace``) — is named to every node that waits for it (its out-peers) through
-``Control.SetPeerDown``, so they stop waiting a deadline for it every round; when it is
-configured again (restarted) they are told it is back. Each such event is in the account.
-A neighbour that cannot be told at once (down itself) is told at the next poll, or when it
-is configured again.
+A node that is down for good is named to its neighbours (:mod:`orchestrator.down`).
 """
 
 from __future__ import annotations
@@ -33,6 +27,7 @@ from orchestrator.backends.base import Backend, BackendError
 from orchestrator.client import NodeClient, NodeStatus, NodeUnavailable
 from orchestrator.collector import Collector
 from orchestrator.counters import add_books, summed_books
+from orchestrator.down import DownNotices
 from orchestrator.experiment import Experiment
 from orchestrator.fault_plan import NodeFaultPlan
 from orchestrator.faults import NodeFault
@@ -89,10 +84,7 @@ class Supervisor:
         # A node down for longer than this is given up on; the others finish without it.
         grace = experiment.limits.down_grace
         self.patience = grace if grace is not None else max(30.0, 10 * experiment.round_deadline)
-        self.declared: dict[str, str] = {}
-        """Nodes declared down -> why; their out-peers do not wait for them."""
-        self._untold: dict[tuple[str, str], bool] = {}
-        """(receiver, node) -> down: marks a receiver could not be given yet."""
+        self.notices = DownNotices(self)
 
     # ------------------------------------------------------------ reading nodes
 
@@ -112,7 +104,7 @@ class Supervisor:
 
     def poll(self, nodes: list[str], pull: bool) -> None:
         """Read the status of these nodes (unless finished); collect new samples if ``pull``."""
-        self._tell_untold()
+        self.notices.tell_untold()
         for node in nodes:
             client, state = self.clients[node], self.nodes[node]
             if state.finished:
@@ -134,7 +126,7 @@ class Supervisor:
                     state.failed_reported = True
                     self.account.node(node, "failed", f"failed: {status.error}",
                                       round=status.round, error=status.error)  # fmt: skip
-                    self.declare_down(node, f"failed at round {status.round}")
+                    self.notices.declare(node, f"failed at round {status.round}")
                 state.finished = True
             elif status.state == Lifecycle.STOPPED:
                 # This orchestrator never stops a node mid-run: someone else did.
@@ -143,7 +135,7 @@ class Supervisor:
                                       f"stopped at round {status.round} from outside "
                                       "(Control.Stop), not by this run",
                                       round=status.round)  # fmt: skip
-                    self.declare_down(node, f"stopped at round {status.round}")
+                    self.notices.declare(node, f"stopped at round {status.round}")
                 state.finished = True
             elif status.state == Lifecycle.DONE:
                 state.finished = True
@@ -180,12 +172,7 @@ class Supervisor:
             if kill is not None:
                 client.hold(kill)
             reapplied = self._reapply_links(node, client)
-            # A new process waits for every in-peer: give it back those declared down.
-            for key in [k for k in self._untold if k[0] == node]:
-                del self._untold[key]
-            for peer in self._in_peers(node):
-                if peer in self.declared:
-                    client.set_peer_down(peer, True)
+            self.notices.reapply(node, client)
             client.start()
         except NodeUnavailable:
             return  # try again at the next poll
@@ -206,7 +193,7 @@ class Supervisor:
             text += f"; live link state re-applied to {', '.join(reapplied)}"
         self.account.node(node, "resumed", text, round=configured.next_round,
                           resumed=configured.resumed, replaced_samples=replaced)  # fmt: skip
-        self.declare_up(node)
+        self.notices.undeclare(node)
 
     def _reapply_links(self, node: str, client: NodeClient) -> list[str]:
         """A new process starts with every link up and undelayed: give it back the
@@ -236,65 +223,7 @@ class Supervisor:
                     f"unreachable for {self.patience:g} s, given up; the others finish "
                     "without it",
                 )  # fmt: skip
-                self.declare_down(node, f"unreachable for {self.patience:g} s")
-
-    # ------------------------------------------------------------ dead is dead
-
-    def _out_peers(self, node: str) -> list[str]:
-        """The nodes that wait for ``node``'s messages in some graph period."""
-        return sorted({p for hood in self.specs[node].schedule for p in hood.out_peers})
-
-    def _in_peers(self, node: str) -> list[str]:
-        return sorted({p for hood in self.specs[node].schedule for p in hood.in_peers})
-
-    def declare_down(self, node: str, why: str) -> None:
-        """``node`` is down for good (until restarted): its out-peers stop waiting for it."""
-        if node in self.declared:
-            return
-        self.declared[node] = why
-        told, later = self._tell(node, True)
-        text = f"declared down ({why}); "
-        text += f"{', '.join(told)} no longer wait for it" if told else "nobody waits for it"
-        if later:
-            text += f"; {', '.join(later)} will be told when they answer"
-        self.account.node(node, "declared_down", text, why=why, told=told,
-                          untold=later)  # fmt: skip
-
-    def declare_up(self, node: str) -> None:
-        """``node`` is configured again: its out-peers wait for it again."""
-        if self.declared.pop(node, None) is None:
-            return
-        told, later = self._tell(node, False)
-        text = f"back up; {', '.join(told + later) or 'nobody'} wait for it again"
-        self.account.node(node, "declared_up", text, told=told, untold=later)
-
-    def _tell(self, node: str, down: bool) -> tuple[list[str], list[str]]:
-        """Mark ``node`` down (or up) on each of its out-peers that still runs; those
-        that cannot be reached now are remembered for a later poll."""
-        told, later = [], []
-        for peer in self._out_peers(node):
-            if self.nodes[peer].finished or peer in self.declared:
-                self._untold.pop((peer, node), None)
-                continue
-            try:
-                self.clients[peer].set_peer_down(node, down)
-            except (NodeUnavailable, ConfigError):
-                self._untold[(peer, node)] = down
-                later.append(peer)
-                continue
-            self._untold.pop((peer, node), None)
-            told.append(peer)
-        return told, later
-
-    def _tell_untold(self) -> None:
-        for (peer, node), down in list(self._untold.items()):
-            if self.nodes[peer].finished or self.nodes[peer].down_since is not None:
-                continue  # told when it is configured again, if it is
-            try:
-                self.clients[peer].set_peer_down(node, down)
-            except (NodeUnavailable, ConfigError):
-                continue
-            del self._untold[(peer, node)]
+                self.notices.declare(node, f"unreachable for {self.patience:g} s")
 
     # ------------------------------------------------------------ acting on nodes
 
@@ -329,7 +258,7 @@ class Supervisor:
             )
         self.account.node(node, "killed", text, round=at_round, why=why)
         if fault is not None and fault.restart_round is None:
-            self.declare_down(node, f"killed at round {at_round}, not restarted")
+            self.notices.declare(node, f"killed at round {at_round}, not restarted")
         self.publish()
 
     def restart(self, node: str, why: str) -> str:
