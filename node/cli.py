@@ -35,9 +35,9 @@ EXIT_USAGE = 2
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(prog: str = "python -m node") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m node", description="A Starling node: one gRPC service, one sampler."
+        prog=prog, description="A Starling node: one gRPC service, one sampler."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     serve = sub.add_parser("serve", help="serve the node's gRPC API until SIGTERM/SIGINT")
@@ -226,8 +226,9 @@ def health(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m node") -> int:
+    """``prog`` is how usage lines name the command (``starling node`` through starling)."""
+    args = _parser(prog).parse_args(argv)
     if args.command == "health":
         return health(args)
     logging.basicConfig(

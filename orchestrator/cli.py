@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,10 +12,6 @@ from pathlib import Path
 from node.params import ConfigError
 
 __all__ = ["main"]
-
-
-def _out_dir(args, name: str) -> Path:
-    return Path(args.out) if args.out else Path("results") / name
 
 
 def _load(args):
@@ -35,15 +32,38 @@ def _load(args):
     return parse_experiment(raw, default_name=Path(args.experiment).stem)
 
 
+def _into_folder(args, name: str, work: Callable[[Path], dict | None]) -> dict:
+    """Run ``work`` in the results folder the policy gives (:mod:`orchestrator.outdir`); a
+    run that ends without results still says so in ``metrics.json`` and ``summary.txt``."""
+    from orchestrator.outdir import prepare
+    from orchestrator.results import write_failure
+
+    folder = prepare(args.out, name, args.overwrite)
+    folder.begin()
+    try:
+        metrics = work(folder.path) or {}
+    except KeyboardInterrupt:
+        write_failure(folder.path, name, "interrupted", "interrupted by the user")
+        folder.end("interrupted")
+        raise
+    except BaseException as exc:
+        write_failure(folder.path, name, "failed", str(exc) or type(exc).__name__)
+        folder.end("failed")
+        raise
+    folder.end(metrics.get("status", "complete"))
+    return metrics
+
+
 def cmd_run(args) -> int:
     from orchestrator.runner import run_experiment
     from orchestrator.study import Study, run_study
 
     loaded = _load(args)
     if isinstance(loaded, Study):
-        run_study(loaded, _out_dir(args, loaded.name), "run", say=_say)
+        _into_folder(args, loaded.name,
+                     lambda out: run_study(loaded, out, "run", say=_say) and None)  # fmt: skip
         return 0
-    metrics = run_experiment(loaded, _out_dir(args, loaded.name), say=_say)
+    metrics = _into_folder(args, loaded.name, lambda out: run_experiment(loaded, out, say=_say))
     return 130 if metrics.get("interrupted") else 0
 
 
@@ -53,9 +73,17 @@ def cmd_simulate(args) -> int:
 
     loaded = _load(args)
     if isinstance(loaded, Study):
-        run_study(loaded, _out_dir(args, loaded.name), "simulate", say=_say)
+        _into_folder(args, loaded.name,
+                     lambda out: run_study(loaded, out, "simulate", say=_say) and None)  # fmt: skip
         return 0
-    simulate_experiment(loaded, _out_dir(args, loaded.name), say=_say)
+    _into_folder(args, loaded.name, lambda out: simulate_experiment(loaded, out, say=_say))
+    return 0
+
+
+def cmd_collect(args) -> int:
+    from orchestrator.recovery import collect_run
+
+    collect_run(Path(args.results), say=_say)
     return 0
 
 
@@ -90,15 +118,17 @@ def cmd_node(rest: list[str]) -> int:
     """``starling node serve|health ...`` is ``python -m node serve|health ...``."""
     from node.cli import main as node_main
 
-    return node_main(rest)
+    return node_main(rest, prog="starling node")
 
 
 def main(argv: list[str] | None = None) -> int:
+    from orchestrator import live_cli
+
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["node"] and argv[1:2] in (["serve"], ["health"]):
         return _guard(lambda: cmd_node(argv[1:]))
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(live_cli.join_option_values(argv))
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
@@ -117,10 +147,27 @@ def _guard(action: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         print("starling: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`starling status | head -3`): nothing more to say to it.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 def _say(message: str) -> None:
     print(message, flush=True)
+
+
+def _out_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--out", help="results folder, absent or empty (default: a new "
+        "results/<experiment name>/<UTC time>, linked from results/<experiment name>/latest)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--overwrite", action="store_true",
+        help="--out may hold an earlier run: its files (listed in its manifest.json) are "
+        "replaced, nothing else is touched",
+    )  # fmt: skip
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -133,7 +180,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run an experiment on real node processes over gRPC")
     run.add_argument("experiment", help="experiment YAML file")
-    run.add_argument("--out", help="results folder (default: results/<experiment name>)")
+    _out_options(run)
     run.add_argument(
         "--inventory", metavar="FILE",
         help="drive nodes that already run: a YAML file mapping node ids to host:port "
@@ -143,8 +190,15 @@ def _parser() -> argparse.ArgumentParser:
 
     simulate = sub.add_parser("simulate", help="run the same experiment in-process")
     simulate.add_argument("experiment", help="experiment YAML file")
-    simulate.add_argument("--out", help="results folder (default: results/<experiment name>)")
+    _out_options(simulate)
     simulate.set_defaults(handler=cmd_simulate)
+
+    collect = sub.add_parser(
+        "collect", help="write the results of a run whose orchestrator died, from what its "
+        "nodes stored",
+    )  # fmt: skip
+    collect.add_argument("results", help="the run's results folder")
+    collect.set_defaults(handler=cmd_collect)
 
     algorithms = sub.add_parser("algorithms", help="list algorithms, roles and hyperparameters")
     algorithms.add_argument("--format", choices=["text", "json"], default="text")

@@ -22,7 +22,27 @@ from orchestrator.results import link_summary
 if TYPE_CHECKING:
     from orchestrator.client import NodeClient
 
-__all__ = ["add_commands", "parse_delay", "status_report"]
+__all__ = ["add_commands", "join_option_values", "parse_delay", "status_report"]
+
+VALUE_OPTIONS = ("--delay", "--drop")
+"""Options whose value may start with ``-``: argparse would take ``-3ms`` for an option."""
+
+
+def join_option_values(argv: list[str]) -> list[str]:
+    """``--delay -3ms`` as ``--delay=-3ms``, so the value reaches its own check (a one-line
+    error naming ``--delay``) instead of argparse's "expected one argument"."""
+    joined: list[str] = []
+    index = 0
+    while index < len(argv):
+        item = argv[index]
+        following = argv[index + 1] if index + 1 < len(argv) else ""
+        if item in VALUE_OPTIONS and following.startswith("-") and not following.startswith("--"):
+            joined.append(f"{item}={following}")
+            index += 2
+            continue
+        joined.append(item)
+        index += 1
+    return joined
 
 
 def parse_delay(text: str) -> float:
@@ -42,15 +62,8 @@ def _client_for(record: live.RunRecord, node: str) -> NodeClient:
 
 
 def cmd_links(args) -> int:
-    record = live.find_run(args.run)
-    if args.receiver != "*":
-        _client_for(record, args.receiver).close()  # validates the name
     change: dict = {}
-    if args.action == "cut":
-        change = {"up": False}
-    elif args.action == "restore":
-        change = {"up": True, "drop": 0.0, "delay_ms": float(record.link_delay_ms)}
-    else:
+    if args.action == "set":  # the values are checked before any run is looked for
         if args.drop is None and args.delay is None:
             raise ConfigError("links set: give --drop and/or --delay")
         if args.drop is not None and not 0.0 <= args.drop <= 1.0:
@@ -59,6 +72,13 @@ def cmd_links(args) -> int:
             change["drop"] = float(args.drop)
         if args.delay is not None:
             change["delay_ms"] = parse_delay(args.delay)
+    record = live.find_run(args.run)
+    if args.receiver != "*":
+        _client_for(record, args.receiver).close()  # validates the name
+    if args.action == "cut":
+        change = {"up": False}
+    elif args.action == "restore":
+        change = {"up": True, "drop": 0.0, "delay_ms": float(record.link_delay_ms)}
     client = _client_for(record, args.sender)
     try:
         try:

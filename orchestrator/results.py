@@ -1,13 +1,15 @@
 """The results folder, a contract other tools read.
 
-<out>/metrics.json           algorithm, rounds, w2 {average, per_node, ...}, run account:
+<out>/metrics.json           status (complete, partial, failed, interrupted), algorithm,
+                             rounds, w2 {average, per_node, ...}, run account:
                              ``account`` (lines), ``faults`` (scheduled and live, node
                              events), ``links`` ("A->B" counters), ``link_stats`` (every
                              node's final outbound/inbound counters), ``program_metrics``
 <out>/samples/node-<id>.npz  ``samples`` (rounds, chains, d) and ``rounds`` (indices)
 <out>/experiment.yaml        the experiment exactly as it was run
 <out>/w2_curve.csv           W2 per round for the average iterate and every node
-<out>/summary.txt            the table printed at the end of the run
+<out>/summary.txt            ``status: ...`` then the table printed at the end of the run
+<out>/manifest.json          every file the run wrote (:mod:`orchestrator.outdir`)
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ __all__ = [
     "default_out_dir",
     "link_account",
     "link_summary",
+    "run_status",
     "summary_table",
+    "write_failure",
     "write_results",
 ]
 
@@ -94,7 +98,39 @@ def link_account(links: Mapping[str, Mapping[str, int]]) -> list[str]:
 
 
 def default_out_dir(name: str) -> Path:
+    """The parent of a run's default folder (``results/NAME/<UTC time>``, see
+    :mod:`orchestrator.outdir`)."""
     return Path("results") / name
+
+
+def run_status(
+    rounds: int,
+    samples: Mapping[str, np.ndarray],
+    interrupted: bool = False,
+    failed: bool = False,
+    incomplete: bool = False,
+) -> str:
+    """How a run ended: ``interrupted`` (by the user), ``failed`` (a node failed, or no sample
+    at all), ``partial`` (a node stored fewer than ``rounds`` samples or was not finished at
+    the end), else ``complete``."""
+    if interrupted:
+        return "interrupted"
+    if failed or not samples:
+        return "failed"
+    if incomplete or any(len(values) < rounds for values in samples.values()):
+        return "partial"
+    return "complete"
+
+
+def write_failure(out: Path, experiment: str, status: str, error: str) -> None:
+    """``metrics.json`` and ``summary.txt`` of a run that ended before it had results
+    (unless the run wrote its own)."""
+    out = Path(out)
+    if (out / "metrics.json").exists():
+        return
+    metrics = {"status": status, "experiment": experiment, "error": error}
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    (out / "summary.txt").write_text(f"status: {status} — {error}\n")
 
 
 def write_results(
@@ -110,7 +146,10 @@ def write_results(
     for node, values in samples.items():
         np.savez(out / "samples" / f"node-{node}.npz", samples=values, rounds=sample_rounds[node])
     (out / "experiment.yaml").write_text(yaml.safe_dump(dict(raw_experiment), sort_keys=False))
-    metrics = _strict({**evaluation.metrics, **dict(extra or {})})
+    merged = {**evaluation.metrics, **dict(extra or {})}
+    if "status" in merged:  # first, where a reader looks
+        merged = {"status": merged.pop("status"), **merged}
+    metrics = _strict(merged)
     (out / "metrics.json").write_text(
         json.dumps(metrics, indent=2, default=_jsonable, allow_nan=False) + "\n"
     )
@@ -156,8 +195,9 @@ def _jsonable(value):
 
 
 def summary_table(metrics: Mapping) -> str:
-    """A short human-readable account of a run."""
+    """A short human-readable account of a run; the first line is its status."""
     lines = [
+        f"status: {metrics.get('status', 'complete')}",
         f"experiment {metrics.get('experiment')}: {metrics.get('algorithm')}, "
         f"{metrics.get('nodes')} nodes, {metrics.get('rounds')} rounds, "
         f"{metrics.get('chains')} chains"

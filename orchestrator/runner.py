@@ -20,7 +20,6 @@ the :class:`~orchestrator.supervisor.Supervisor`; samples are gathered by the
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import time
 from collections.abc import Callable, Mapping
@@ -35,7 +34,8 @@ from orchestrator.collector import Collector
 from orchestrator.experiment import Experiment, node_specs
 from orchestrator.fault_plan import NodeFaultPlan, first_kills
 from orchestrator.live_requests import Journal, serve_requests
-from orchestrator.results import close_run, link_summary
+from orchestrator.recovery import write_start
+from orchestrator.results import close_run, link_summary, run_status
 from orchestrator.supervisor import Supervisor, backend_pids
 
 __all__ = ["run_experiment"]
@@ -61,7 +61,6 @@ def run_experiment(
     ``out_dir``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    _clear_previous_run(out_dir)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     wall_started = time.monotonic()
     account = Account(say)
@@ -80,6 +79,7 @@ def run_experiment(
                 + ", ".join(f"{k}@{v}" for k, v in addresses.items())
             )
             specs = {s.node_id: s for s in node_specs(experiment, addresses)}
+            write_start(out_dir, experiment, specs, backend)  # what `starling collect` reads
             clients = {node: NodeClient(address) for node, address in addresses.items()}
             journal: Journal | None = None
             try:
@@ -128,6 +128,7 @@ def run_experiment(
             "program_metrics": supervisor.program_metrics() if supervisor is not None else {},
             "backend": experiment.backend.kind,
             "interrupted": interrupted,
+            "status": _status(experiment, samples, interrupted, supervisor),
         },
         say,
         node_data,
@@ -205,11 +206,11 @@ def _collect_all(clients: Mapping[str, NodeClient], collector: Collector, accoun
             account.plain(f"node {node}: samples could not be collected ({exc})")
 
 
-def _clear_previous_run(out_dir: Path) -> None:
-    """A run into a results folder used before starts afresh: the nodes' state dirs would
-    otherwise resume the old run from its checkpoints (a checkpoint ignores the fault
-    schedule and the round count by design), and old sample files and live changes would
-    mix with the new ones."""
-    for folder in (out_dir / "nodes" / "state", out_dir / "samples", out_dir / "requests"):
-        shutil.rmtree(folder, ignore_errors=True)
-    (out_dir / live.JOURNAL).unlink(missing_ok=True)
+def _status(experiment: Experiment, samples: dict, interrupted: bool,
+            supervisor: Supervisor | None) -> str:  # fmt: skip
+    nodes = supervisor.nodes.values() if supervisor is not None else ()
+    return run_status(
+        experiment.rounds, samples, interrupted,
+        failed=any(s.failed_reported for s in nodes),
+        incomplete=supervisor is None or any(s.given_up or not s.finished for s in nodes),
+    )  # fmt: skip

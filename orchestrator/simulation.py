@@ -14,7 +14,7 @@ import numpy as np
 from orchestrator.account import Account, account_schedule
 from orchestrator.experiment import Experiment, node_specs
 from orchestrator.faults import scheduled_link_counts
-from orchestrator.results import close_run
+from orchestrator.results import close_run, run_status
 
 __all__ = ["simulate_experiment"]
 
@@ -47,6 +47,7 @@ def simulate_experiment(
         {
             "program_metrics": {n: m for n, m in program_metrics.items() if m},
             "backend": "simulate",
+            "status": run_status(experiment.rounds, samples),
         },
         None if quiet else say,
     )  # fmt: skip

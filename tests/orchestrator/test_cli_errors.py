@@ -119,6 +119,11 @@ CASES: list[tuple[str, str, Any, int, str]] = [
     ("a billion chains, run", "run", _q(chains=1_000_000_000), 2, "over limits.node_memory"),
     ("a billion points", "simulate", _q(data={"size": 10**9}), 2,
      "100 × 2 × 1000000000 float64s would"),
+    ("a billion points, run", "run", _q(data={"size": 10**9}), 2, "over limits.node_memory"),
+    ("size 1e9 as YAML writes it", "run", "name: q\nalgorithm: d-sgld\nrounds: 3\n"
+     "model: {name: linear_regression}\ndata: {size: 1e9}\n", 2,
+     "data.size: expected an integer, got '1e9'"),
+    ("a billion chains as a float", "simulate", _q(chains=1e9), 2, "would take 745.1 GiB"),
     ("tiny memory limit", "simulate", _q(limits={"node_memory": "1KiB"}), 2, "(1.0 KiB)"),
     ("bad memory limit", "simulate", _q(limits={"node_memory": "lots"}), 2,
      "limits.node_memory: expected a size like 2GiB"),
@@ -250,3 +255,112 @@ def test_every_registered_backend_is_accepted_by_the_parser():
     if not hasattr(backends, "BACKENDS"):
         pytest.skip("no backend registry yet (orchestrator.backends.BACKENDS)")
     assert set(backends.BACKENDS) <= set(BACKEND_KINDS)
+
+
+# --- the command line itself: where results go, recovery, live commands, help.
+# (case, argv with {tmp} for the test's folder and {exp} for a valid experiment file,
+#  a setup of the folder before the command, exit code, what the one line must contain)
+
+
+def _file(tmp):
+    (tmp / "afile").write_text("mine\n")
+
+
+def _user_folder(tmp):
+    (tmp / "p" / "samples").mkdir(parents=True)
+    (tmp / "p" / "samples" / "f.csv").write_text("mine\n")
+
+
+def _finished_run(tmp):
+    assert main(["simulate", str(tmp / "exp.yaml"), "--out", str(tmp / "done")]) == 0
+
+
+def _unfinished_run(tmp, pid=None):
+    import json
+    import os
+
+    (tmp / "crashed").mkdir()
+    body = {"status": "running", "files": [], "foreign": [], "pid": pid or os.getppid()}
+    (tmp / "crashed" / "manifest.json").write_text(json.dumps(body))
+
+
+def _dead_run_without_start(tmp):
+    _unfinished_run(tmp, pid=2**22 + 1)  # above pid_max on Linux: no such process
+
+
+# fmt: off
+COMMAND_CASES: list[tuple[str, list[str], Any, int, str]] = [
+    ("out under /proc", ["run", "{exp}", "--out", "/proc/foo"], None, 2,
+     "--out: cannot create /proc/foo"),
+    ("out an existing file", ["simulate", "{exp}", "--out", "{tmp}/afile"], _file, 2,
+     "afile is a file, not a folder"),
+    ("out under a file", ["run", "{exp}", "--out", "{tmp}/afile/x"], _file, 2,
+     "afile/x is under"),
+    ("out not empty", ["simulate", "{exp}", "--out", "{tmp}/p"], _user_folder, 2,
+     "/p is not empty (samples); choose a new folder, or pass --overwrite"),
+    ("overwrite a folder without manifest", ["run", "{exp}", "--out", "{tmp}/p", "--overwrite"],
+     _user_folder, 2, "--overwrite: {tmp}/p holds no manifest.json"),
+    ("overwrite without out", ["simulate", "{exp}", "--overwrite"], None, 2,
+     "--overwrite: only with --out"),
+    ("overwrite a run that never ended",
+     ["simulate", "{exp}", "--out", "{tmp}/crashed", "--overwrite"], _unfinished_run, 2,
+     "never finished (it is running, or crashed); recover its samples with `starling collect"),
+    ("collect a missing folder", ["collect", "{tmp}/nowhere"], None, 2,
+     "collect: {tmp}/nowhere is not a folder"),
+    ("collect a file", ["collect", "{tmp}/afile"], _file, 2, "is not a folder"),
+    ("collect a folder of yours", ["collect", "{tmp}/p"], _user_folder, 2,
+     "collect: {tmp}/p has no manifest.json"),
+    ("collect a finished run", ["collect", "{tmp}/done"], _finished_run, 2,
+     "collect: the run in {tmp}/done ended (complete); its results are already there"),
+    ("collect a run still running", ["collect", "{tmp}/crashed"], _unfinished_run, 2,
+     "still runs; stop it first"),
+    ("collect a run that never started nodes", ["collect", "{tmp}/crashed"],
+     _dead_run_without_start, 2, "has no start.json: the run stopped before its nodes started"),
+    ("negative delay, spaced", ["links", "set", "A", "B", "--delay", "-3ms"], None, 2,
+     "--delay: expected a duration like 20ms or 0.5s, got '-3ms'"),
+    ("negative delay, joined", ["links", "set", "A", "B", "--delay=-3ms"], None, 2,
+     "--delay: expected a duration"),
+    ("drop over one, no run", ["links", "set", "A", "B", "--drop", "2"], None, 2,
+     "--drop: expected a probability in [0, 1], got 2.0"),
+    ("links set with nothing to set", ["links", "set", "A", "B"], None, 2,
+     "links set: give --drop and/or --delay"),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(
+    ("argv", "setup", "code", "needle"),
+    [case[1:] for case in COMMAND_CASES],
+    ids=[case[0] for case in COMMAND_CASES],
+)
+def test_command_line_mistake_is_one_line(
+    tmp_path, capsys, starling_home, monkeypatch, argv, setup, code, needle
+):
+    monkeypatch.chdir(tmp_path)  # a default results/ folder lands here, never in the repo
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump({**QUICKSTART, "rounds": 3}))
+    if setup is not None:
+        setup(tmp_path)
+        capsys.readouterr()
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    result = main([a.format(tmp=tmp_path, exp=tmp_path / "exp.yaml") for a in argv])
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert result == code, captured
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("starling: "), lines[0]
+    assert needle.format(tmp=tmp_path) in lines[0], lines[0]
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before, (
+        "a refused command must leave every folder as it was"
+    )
+
+
+def test_there_are_enough_command_cases():
+    assert len(CASES) + len(COMMAND_CASES) >= 100
+    assert len({case[0] for case in COMMAND_CASES}) == len(COMMAND_CASES)
+
+
+def test_node_help_names_the_command_it_was_given_as(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["node", "serve", "--help"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: starling node serve")

@@ -49,6 +49,9 @@ def test_ctrl_c_leaves_no_process_and_writes_partial_results(tmp_path, starling_
             os.kill(pid, 0)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["interrupted"] is True
+    assert metrics["status"] == "interrupted"
+    assert (out / "summary.txt").read_text().splitlines()[0] == "status: interrupted"
+    assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
     with np.load(out / "samples" / "node-0.npz") as data:
         kept = data["samples"].shape[0]
     assert 0 < kept < 100000

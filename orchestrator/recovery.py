@@ -1,0 +1,193 @@
+"""``starling collect RESULTS_DIR``: the results of a run whose orchestrator died.
+
+When its nodes have started, ``starling run`` writes ``start.json`` (which node ran where:
+its address, process id, state dir and the (experiment, node id) its store is kept under)
+and ``experiment.yaml`` (the experiment as run). If the orchestrator is then killed
+outright (``kill -9``, a power cut of the machine it ran on), no ``metrics.json`` or
+``samples/`` are written, but every node has its samples in its own store; local nodes stop
+when their orchestrator dies.
+
+``collect`` reads those two files, starts every local node again, idle, on its state dir
+(as the orchestrator does for a node that is down at the end of a run) and streams each
+node's stored samples over gRPC; nodes of an inventory are asked at their address. It then
+evaluates what came and writes ``samples/*.npz``, ``metrics.json`` and ``summary.txt`` with
+``status: partial``, and the folder's manifest. The orchestrator never opens a node's files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import yaml
+
+from node.params import ConfigError
+from node.spec import NodeSpec
+from orchestrator.account import Account
+from orchestrator.experiment import Experiment, parse_experiment, read_yaml_file
+from orchestrator.outdir import RUNNING, ResultsFolder
+
+__all__ = ["START", "collect_run", "write_start"]
+
+START = "start.json"
+NODES_STOP_SECONDS = 30.0
+"""How long ``collect`` waits for the crashed run's node processes to stop."""
+
+
+def write_start(out_dir: Path, experiment: Experiment, specs: Mapping[str, NodeSpec],
+                backend) -> None:  # fmt: skip
+    """What ``collect`` needs if this run's orchestrator dies: written once nodes started."""
+    out_dir = Path(out_dir)
+    processes = getattr(backend, "nodes", {}) if backend.kind == "local" else {}
+    pids = getattr(backend, "pids", lambda: {})()
+    nodes = {}
+    for node, spec in specs.items():
+        process = processes.get(node)
+        nodes[node] = {
+            "address": backend.addresses().get(node),
+            "pid": pids.get(node),
+            "state_dir": os.path.relpath(process.state_dir, out_dir) if process else None,
+            "stored_run": [spec.experiment, spec.node_id],
+        }
+    body = {
+        "experiment": experiment.name,
+        "backend": backend.kind,
+        "host": experiment.backend.host,
+        "orchestrator_pid": os.getpid(),
+        "nodes": nodes,
+    }
+    (out_dir / "experiment.yaml").write_text(yaml.safe_dump(dict(experiment.source),
+                                                            sort_keys=False))  # fmt: skip
+    (out_dir / START).write_text(json.dumps(body, indent=2) + "\n")
+
+
+def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
+    """Recover the results of the crashed run in ``out``; returns the metrics written."""
+    from orchestrator.results import close_run
+
+    out = Path(out)
+    if not out.is_dir():
+        raise ConfigError(f"collect: {out} is not a folder")
+    folder, manifest = ResultsFolder.existing(out)
+    if manifest.get("status") != RUNNING:
+        raise ConfigError(f"collect: the run in {out} ended ({manifest.get('status')}); its "
+                          "results are already there")  # fmt: skip
+    _refuse_if_alive(
+        manifest.get("pid"),
+        "the run writing {folder} (pid {pid}) still runs; "
+        "stop it first (Ctrl-C or `kill` keep its results)",
+        folder=out,
+    )
+    try:
+        start = json.loads((out / START).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"collect: {out} has no {START}: the run stopped before its nodes "
+                          "started, so nothing was stored") from None  # fmt: skip
+    except ValueError as exc:
+        raise ConfigError(f"collect: {out / START}: unreadable ({exc})") from None
+    experiment = parse_experiment(read_yaml_file(out / "experiment.yaml"),
+                                  default_name=start["experiment"])  # fmt: skip
+    _wait_stopped(start["nodes"], _live_pids(out))
+    account = Account(say)
+    account.plain("the orchestrator stopped before writing results; `starling collect` "
+                  "recovered what the nodes stored")  # fmt: skip
+    started = time.monotonic()
+    samples, rounds = _gather(out, start, account)
+    metrics = close_run(
+        experiment, out, samples, rounds, account, {},
+        f"collected in {time.monotonic() - started:.1f} s",
+        {"backend": start.get("backend"), "recovered": True, "status": "partial"},
+        say,
+    )  # fmt: skip
+    folder.end("partial")
+    return metrics
+
+
+def _gather(out: Path, start: dict, account: Account):
+    """Every node's stored samples, over gRPC from a process on its state dir (local) or
+    from the node where it runs (inventory)."""
+    from orchestrator.backends.local import LocalBackend
+    from orchestrator.client import NodeClient, NodeUnavailable
+    from orchestrator.collector import Collector
+
+    nodes: dict = start["nodes"]
+    collector = Collector()
+    local = start.get("backend") == "local"
+    backend = LocalBackend(start.get("host") or "127.0.0.1", 0, out / "nodes") if local else None
+    try:
+        if backend is not None:
+            addresses = backend.start(list(nodes))
+            for node, process in backend.nodes.items():
+                recorded = nodes[node].get("state_dir")
+                if recorded and (out / recorded).resolve() != process.state_dir.resolve():
+                    raise ConfigError(f"collect: node {node}: its state dir {recorded} is not "
+                                      f"where the local backend keeps it")  # fmt: skip
+        else:
+            addresses = {node: entry["address"] for node, entry in nodes.items()}
+        for node, entry in nodes.items():
+            client = NodeClient(addresses[node])
+            try:
+                got = collector.pull(node, client, tuple(entry["stored_run"]))
+            except NodeUnavailable as exc:
+                account.plain(f"node {node}: its stored samples could not be read ({exc})")
+                continue
+            finally:
+                client.close()
+            done = collector.rounds.get(node, [])
+            span = f"rounds {done[0]}..{done[-1]}" if done else "no rounds"
+            account.plain(f"node {node}: {got} stored samples recovered ({span})")
+    finally:
+        if backend is not None:
+            backend.stop()
+    return collector.arrays()
+
+
+def _alive(pid) -> bool:
+    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _refuse_if_alive(pid, message: str, **names) -> None:
+    if _alive(pid):
+        raise ConfigError("collect: " + message.format(pid=pid, **names))
+
+
+def _live_pids(out: Path) -> dict:
+    """Node -> process id as last published by the run (a restarted node has a new one)."""
+    try:
+        return dict(json.loads((out / "run.json").read_text()).get("pids") or {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _wait_stopped(nodes: Mapping[str, dict], latest: Mapping[str, int | None]) -> None:
+    """Local nodes stop when their orchestrator dies; wait for that before reopening their
+    state dirs (two processes must never write one store)."""
+    deadline = time.monotonic() + NODES_STOP_SECONDS
+    while True:
+        running = {
+            n: pid for n, e in nodes.items() for pid in {e.get("pid"), latest.get(n)} if _alive(pid)
+        }
+        if not running:
+            return
+        if time.monotonic() > deadline:
+            which = ", ".join(f"{n} (pid {p})" for n, p in sorted(running.items()))
+            raise ConfigError(f"collect: nodes of the run still run: {which}; stop them first")
+        time.sleep(0.2)

@@ -1,0 +1,107 @@
+"""Crash recovery: ``starling run`` killed with SIGKILL mid-run, then ``starling collect``.
+
+The orchestrator is a real ``starling run`` on real node processes; it is killed outright,
+so it writes nothing more. ``collect`` must then rebuild ``samples/*.npz`` and
+``metrics.json`` (status partial) holding every sample the nodes stored, and nothing else:
+per node, rounds 0, 1, ... contiguous up to the last one its store holds, with the stored
+values bit for bit. What a node stored is read here with the node's own store class, which
+the orchestrator never imports (it gets the samples over gRPC).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from node.runtime.archive import run_directory
+from node.runtime.store import SampleStore
+from tests.conftest import run_cli
+from tests.test_live_cli_e2e import WAIT, LiveRun, _ring
+
+pytestmark = pytest.mark.e2e
+
+
+def _stored(out, start: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Node -> (rounds, values) as its store on disk holds them."""
+    stored = {}
+    for node, entry in start["nodes"].items():
+        experiment, node_id = entry["stored_run"]
+        folder = run_directory(out / entry["state_dir"], experiment, node_id)
+        path = folder / "samples.bin"
+        assert path.is_file(), f"node {node} stored nothing in {folder}"
+        store = SampleStore(path)
+        try:
+            records = [(r, v) for _, r, v in store.read(0, len(store))]
+        finally:
+            store.close()
+        stored[node] = (
+            np.asarray([r for r, _ in records]),
+            np.stack([v for _, v in records]) if records else np.empty((0,)),
+        )
+    return stored
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as handle:  # a zombie is gone too
+        return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_collect_recovers_every_stored_sample_after_the_orchestrator_is_killed(
+    tmp_path, starling_home
+):
+    raw = _ring("crash", rounds=100_000, chains=3, round_deadline=1.0)
+    with LiveRun(tmp_path, starling_home, raw) as run:
+        run.wait_started(min_round=5)
+        # `starling status | head -3`: the reader goes away; status says nothing and exits 0.
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        piped = subprocess.run(  # the same command line as run_cli, its stdout a dead pipe
+            [sys.executable, "-m", "orchestrator.cli", "status"],
+            stdout=write_end, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "STARLING_HOME": str(starling_home)}, timeout=WAIT,
+        )  # fmt: skip
+        os.close(write_end)
+        assert piped.returncode == 0 and piped.stderr == "", piped.stderr
+        start = json.loads((run.out / "start.json").read_text())
+        run.process.send_signal(signal.SIGKILL)
+        run.process.wait(timeout=30)
+        deadline = time.monotonic() + WAIT
+        while not all(_gone(entry["pid"]) for entry in start["nodes"].values()):
+            assert time.monotonic() < deadline, "the nodes outlived their orchestrator"
+            time.sleep(0.2)
+        assert not (run.out / "metrics.json").exists()
+        manifest = json.loads((run.out / "manifest.json").read_text())
+        assert manifest["status"] == "running"
+        stored = _stored(run.out, start)
+
+    done = run_cli("collect", str(run.out), env_home=starling_home, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    metrics = json.loads((run.out / "metrics.json").read_text())
+    assert metrics["status"] == "partial" and metrics["recovered"] is True
+    assert (run.out / "summary.txt").read_text().splitlines()[0] == "status: partial"
+    assert set(stored) == set(start["nodes"]) == {"0", "1", "2", "3"}
+    for node, (rounds, values) in stored.items():
+        assert len(rounds) >= 5, f"node {node} stored only {len(rounds)} samples"
+        np.testing.assert_array_equal(rounds, np.arange(len(rounds)))
+        with np.load(run.out / "samples" / f"node-{node}.npz") as got:
+            np.testing.assert_array_equal(got["rounds"], np.arange(len(rounds)))
+            np.testing.assert_array_equal(got["samples"], values)
+        assert metrics["samples_per_node"][node] == len(rounds)
+    manifest = json.loads((run.out / "manifest.json").read_text())
+    assert manifest["status"] == "partial"
+    assert "metrics.json" in manifest["files"] and "samples/node-0.npz" in manifest["files"]
+    # A second collect has nothing to do and says so in one line.
+    again = run_cli("collect", str(run.out), env_home=starling_home)
+    assert again.returncode == 2 and "ended (partial)" in again.stderr, again.stderr
