@@ -18,7 +18,7 @@ run: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/ruff check node orchestrator tests
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest
 
 protos: $(BIN)/.installed
 	$(BIN)/python protos/generate.py
