@@ -57,7 +57,9 @@ def test_compose_up_runs_the_quickstart_on_five_containers(tmp_path):
         subprocess.run([*compose, "down", "--volumes", "--remove-orphans"], cwd=ROOT, env=env,
                        capture_output=True, timeout=300)  # fmt: skip
 
-    out = results / "compose-quickstart"
+    parent = results / "compose-quickstart"
+    out = (parent / "latest").resolve()  # the run's own new folder (orchestrator.outdir)
+    assert out.parent == parent.resolve(), out
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["backend"] == "inventory"
     assert metrics["samples_per_node"] == dict.fromkeys(NODES, 100)
@@ -79,3 +81,5 @@ def test_compose_up_runs_the_quickstart_on_five_containers(tmp_path):
     for path in sorted(out.rglob("*"), reverse=True):
         path.unlink() if path.is_file() else path.rmdir()
     out.rmdir()
+    (parent / "latest").unlink()
+    parent.rmdir()
