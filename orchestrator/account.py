@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.experiment import Experiment
-from orchestrator.faults import describe_link_faults, describe_node_faults
+from orchestrator.fault_account import describe_link_faults, describe_node_faults
 
 __all__ = ["Account", "account_divergence", "account_schedule"]
 

@@ -9,7 +9,7 @@ one clear line.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,8 +19,8 @@ import yaml
 from node.models import build_model
 from node.params import ConfigError, parse_params
 from node.samplers import algorithm_info
-from node.spec import DataSpec, LinkFault, ModelSpec, Neighbourhood, NodeSpec
-from orchestrator.faults import FOREVER, NodeFault, parse_faults
+from node.spec import LinkFault, ModelSpec
+from orchestrator.faults import NodeFault, parse_faults
 from orchestrator.schema import (
     BackendSection,
     DataSection,
@@ -43,7 +43,6 @@ __all__ = [
     "Experiment",
     "NodeEntry",
     "load_experiment",
-    "node_specs",
     "parse_delay",
     "parse_experiment",
 ]
@@ -321,93 +320,3 @@ def _parse_nodes_and_topology(spec: ExperimentFile, info) -> tuple[tuple[NodeEnt
     )
     check_topology(parsed, info, roles)
     return tuple(entries), parsed
-
-
-def isolation_faults(
-    node_faults: Iterable[NodeFault], node: str, peers: Iterable[str]
-) -> tuple[LinkFault, ...]:
-    """A killed node's rounds as link faults: what it would have sent or heard is lost.
-
-    A node killed at round a and restarted at round r resumes from its checkpoint at a and
-    catches up through rounds a..r-1 alone: its peers have moved past them, so its messages
-    are late and theirs were sent while it was down. Both the simulator and the network
-    runtime (on top of the real kill) apply this schedule, so they agree on what the node
-    heard. A node that is never restarted is isolated to the end.
-    """
-    faults: list[LinkFault] = []
-    for fault in node_faults:
-        stop = fault.restart_round if fault.restart_round is not None else FOREVER
-        if fault.node == node:
-            faults.append(LinkFault("*", fault.at_round, stop, 1.0, 0))
-        elif fault.node in peers:
-            faults.append(LinkFault(fault.node, fault.at_round, stop, 1.0, 0))
-    return tuple(faults)
-
-
-def node_specs(
-    experiment: Experiment, addresses: Mapping[str, str] | None = None
-) -> list[NodeSpec]:
-    """One NodeSpec per node; ``addresses`` (id -> host:port) is filled in for real runs."""
-    addresses = addresses or {}
-    info = algorithm_info(experiment.algorithm)
-    data_nodes = experiment.data_nodes()
-    topology = experiment.topology or Topology.static(experiment.graph)
-    hoods = topology.neighbourhoods()
-    specs = []
-    for index, entry in enumerate(experiment.nodes):
-        schedule: tuple[Neighbourhood, ...] = hoods[entry.id]
-        data = None
-        if entry.id in data_nodes:
-            d = experiment.data
-            data = DataSpec(
-                source=d.source,
-                shard=data_nodes.index(entry.id),
-                num_shards=len(data_nodes),
-                seed=d.seed,
-                size=d.size,
-                path=d.path,
-                format=d.format,
-            )
-        # A node connects to everyone it will ever talk to over the whole schedule.
-        peers = {p for hood in schedule for p in (*hood.out_peers, *hood.in_peers)}
-        specs.append(
-            NodeSpec(
-                experiment=experiment.name,
-                node_id=entry.id,
-                node_index=index,
-                role=entry.role,
-                algorithm=info.name,
-                hyperparameters={**experiment.hyperparameters, **entry.hyperparameters},
-                model=experiment.model,
-                data=data,
-                seed=experiment.seed,
-                rounds=experiment.rounds,
-                chains=experiment.chains,
-                num_nodes=len(data_nodes),
-                prior_share=1.0 / max(len(data_nodes), 1),
-                schedule=schedule,
-                schedule_period=topology.period,
-                peers={p: addresses.get(p, "") for p in sorted(peers)},
-                round_deadline=experiment.round_deadline,
-                link_faults=(
-                    tuple(f for sender, f in experiment.faults if sender == entry.id)
-                    + isolation_faults(experiment.node_faults, entry.id, peers)
-                ),
-                checkpoint_every=experiment.checkpoint_every,
-                inbound_faults=outage_faults(experiment.node_faults, entry.id, schedule),
-            )
-        )
-    return specs
-
-
-def outage_faults(
-    node_faults: Iterable[NodeFault], node: str, schedule: Iterable[Neighbourhood]
-) -> tuple[tuple[str, LinkFault], ...]:
-    """The rounds each in-peer of ``node`` is scheduled dead, as faults on its link to
-    ``node`` (see ``NodeSpec.inbound_faults``)."""
-    senders = {p for hood in schedule for p in hood.in_peers}
-    return tuple(
-        (fault.node, LinkFault(node, fault.at_round, fault.restart_round or FOREVER))
-        for fault in node_faults
-        if fault.node in senders
-    )

@@ -6,7 +6,7 @@ quickly while the kill is pending, so the crash lands exactly there however slow
 loop polls. A restart "at round s" fires when every other running node has reached the
 kill round (or when all of them have finished); a node killed without a restart is not
 waited for. Both engines also apply the fault as a schedule — the node is cut off from its
-peers for rounds ``[r, s)`` (:func:`orchestrator.experiment.isolation_faults`) — so what
+peers for rounds ``[r, s)`` (:func:`orchestrator.node_specs.isolation_faults`) — so what
 the node hears does not depend on how fast the orchestrator polls; the account says at
 which round each kill actually landed. The supervisor carries the faults out.
 """

@@ -31,9 +31,10 @@ from orchestrator.account import Account, account_schedule
 from orchestrator.backends import make_backend
 from orchestrator.client import NodeClient, NodeUnavailable
 from orchestrator.collector import Collector
-from orchestrator.experiment import Experiment, node_specs
+from orchestrator.experiment import Experiment
 from orchestrator.fault_plan import NodeFaultPlan, first_kills
 from orchestrator.live_requests import Journal, serve_requests
+from orchestrator.node_specs import node_specs
 from orchestrator.recovery import write_start
 from orchestrator.results import close_run, link_summary, run_status
 from orchestrator.supervisor import Supervisor, backend_pids

@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from orchestrator.account import Account, account_schedule
-from orchestrator.experiment import Experiment, node_specs
-from orchestrator.faults import scheduled_link_counts
+from orchestrator.experiment import Experiment
+from orchestrator.fault_account import scheduled_link_counts
+from orchestrator.node_specs import node_specs
 from orchestrator.results import close_run, run_status
 
 __all__ = ["simulate_experiment"]
@@ -28,7 +29,7 @@ def simulate_experiment(
     """Run ``experiment`` in-process and write its results folder; returns the metrics.
 
     There is no wire, so the link counters are what the schedule alone does
-    (:func:`orchestrator.faults.scheduled_link_counts`) and node faults are their isolation
+    (:func:`orchestrator.fault_account.scheduled_link_counts`) and node faults are their isolation
     schedule: the killed node's rounds go on without its peers, as in ``run``.
     """
     from node.engine.simulate import simulate

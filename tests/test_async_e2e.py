@@ -24,7 +24,8 @@ import time
 import numpy as np
 import pytest
 
-from orchestrator.experiment import load_experiment, node_specs, parse_experiment
+from orchestrator.experiment import load_experiment, parse_experiment
+from orchestrator.node_specs import node_specs
 from tests.conftest import ROOT
 from tests.node.samplers.test_async_sghmc import async_law
 from tests.node.samplers.test_ec_sghmc import ec_law, problem, variance_ratios

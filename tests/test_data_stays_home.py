@@ -23,7 +23,8 @@ from node.models import build_model
 from node.protocol import convert
 from node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
 from node.samplers import ALGORITHMS
-from orchestrator.experiment import node_specs, parse_experiment
+from orchestrator.experiment import parse_experiment
+from orchestrator.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster, wait_until
 
 POINTS = 37  # prime: no tensor dimension can equal it by accident

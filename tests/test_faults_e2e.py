@@ -20,8 +20,9 @@ import yaml
 
 from node.engine import simulate
 from orchestrator.evaluation import ground_truth
-from orchestrator.experiment import node_specs, parse_experiment
+from orchestrator.experiment import parse_experiment
 from orchestrator.metrics import empirical_w2
+from orchestrator.node_specs import node_specs
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.e2e

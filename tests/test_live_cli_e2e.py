@@ -24,7 +24,8 @@ import pytest
 import yaml
 
 from node.engine import simulate
-from orchestrator.experiment import node_specs, parse_experiment
+from orchestrator.experiment import parse_experiment
+from orchestrator.node_specs import node_specs
 from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.e2e

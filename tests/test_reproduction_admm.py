@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from node.engine import simulate
-from orchestrator.experiment import node_specs, read_yaml_file
+from orchestrator.experiment import read_yaml_file
+from orchestrator.node_specs import node_specs
 from orchestrator.runner import run_experiment
 from orchestrator.study import load_study, run_study
 from tests.conftest import ROOT

@@ -16,7 +16,7 @@ from node.params import ConfigError
 from node.protocol import convert
 from node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
 from node.runtime.transport import open_channel
-from orchestrator.experiment import node_specs
+from orchestrator.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster, ring_experiment, wait_until
 
 

@@ -16,7 +16,8 @@ from node.config import HomeData, load_settings, override
 from node.data import load_shard
 from node.models import build_model
 from node.params import ConfigError
-from orchestrator.experiment import node_specs, parse_experiment
+from orchestrator.experiment import parse_experiment
+from orchestrator.node_specs import node_specs
 from tests.conftest import ROOT
 from tests.node.test_runtime_harness import Cluster, wait_until
 

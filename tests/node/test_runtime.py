@@ -26,7 +26,8 @@ from node.runtime.stats import StatsBook
 from node.runtime.store import SampleStore
 from node.runtime.transport import open_channel
 from orchestrator.client import NodeClient, NodeRejected, NodeUnavailable
-from orchestrator.experiment import load_experiment, node_specs
+from orchestrator.experiment import load_experiment
+from orchestrator.node_specs import node_specs
 from tests.node.test_runtime_harness import ROOT, Cluster, ring_experiment, wait_until
 
 

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from orchestrator.experiment import node_specs
+from orchestrator.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster, ring_experiment, wait_until
 
 

@@ -13,7 +13,7 @@ from node.params import ConfigError
 from node.runtime.archive import run_directory
 from node.runtime.runtime import SAMPLES_FILE
 from orchestrator.client import NodeUnavailable
-from orchestrator.experiment import node_specs
+from orchestrator.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster, ring_experiment, wait_until
 
 pytestmark = pytest.mark.e2e

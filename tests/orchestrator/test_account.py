@@ -12,12 +12,13 @@ from node.params import ConfigError
 from orchestrator import live
 from orchestrator.collector import Collector
 from orchestrator.evaluation import evaluate
-from orchestrator.experiment import node_specs, parse_experiment
-from orchestrator.faults import (
+from orchestrator.experiment import parse_experiment
+from orchestrator.fault_account import (
     describe_link_faults,
     describe_node_faults,
     scheduled_link_counts,
 )
+from orchestrator.node_specs import node_specs
 from orchestrator.results import link_account, link_summary, summary_table
 from orchestrator.simulation import simulate_experiment
 

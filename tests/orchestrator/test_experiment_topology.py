@@ -24,8 +24,9 @@ from node.messages import Message
 from node.params import ConfigError
 from node.samplers.dsgld import DSGLD, DSGLDParams
 from node.samplers.registry import AlgorithmInfo
-from orchestrator.experiment import load_experiment, node_specs, parse_experiment
+from orchestrator.experiment import load_experiment, parse_experiment
 from orchestrator.faults import NodeFault
+from orchestrator.node_specs import node_specs
 
 ROOT = Path(__file__).resolve().parents[2]
 

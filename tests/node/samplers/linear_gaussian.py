@@ -23,7 +23,8 @@ from node.data import load_shard
 from node.engine import simulate
 from node.models import build_model
 from node.spec import NodeSpec
-from orchestrator.experiment import node_specs, parse_experiment
+from orchestrator.experiment import parse_experiment
+from orchestrator.node_specs import node_specs
 
 __all__ = [
     "LinearRecursion",

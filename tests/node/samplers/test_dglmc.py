@@ -39,8 +39,9 @@ from node.models import build_model
 from node.params import ConfigError
 from node.samplers.dglmc import plan_local_steps
 from node.spec import NodeSpec
-from orchestrator.experiment import node_specs, parse_experiment
+from orchestrator.experiment import parse_experiment
 from orchestrator.metrics import gaussian_w2
+from orchestrator.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster, start_run, wait_done
 from tests.stats import assert_mean_cov_close, stationary_gaussian
 

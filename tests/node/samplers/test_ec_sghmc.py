@@ -50,7 +50,8 @@ from node.models import build_model
 from node.models.linear_regression import LinearRegression
 from node.params import ConfigError
 from node.spec import NodeSpec
-from orchestrator.experiment import node_specs, parse_experiment
+from orchestrator.experiment import parse_experiment
+from orchestrator.node_specs import node_specs
 from tests.stats import (
     assert_mean_cov_close,
     compare_mean_cov,

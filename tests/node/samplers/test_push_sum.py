@@ -27,7 +27,8 @@ from node.faults import withheld_by_schedule
 from node.models import build_model
 from node.samplers.push_sum import PushSumParams
 from node.spec import NodeSpec
-from orchestrator.experiment import node_specs, parse_experiment
+from orchestrator.experiment import parse_experiment
+from orchestrator.node_specs import node_specs
 from tests.stats import assert_mean_cov_close, compare_mean_cov
 
 NODES = [str(k) for k in range(5)]

@@ -19,7 +19,8 @@ from node.assemble import build_program, node_rng
 from node.samplers import ALGORITHMS
 from node.samplers.dsgld import DSGLD, DSGLDParams
 from node.samplers.registry import AlgorithmInfo, discover
-from orchestrator.experiment import node_specs, parse_experiment
+from orchestrator.experiment import parse_experiment
+from orchestrator.node_specs import node_specs
 from orchestrator.topology import hub_role
 
 FOLDER = Path(node.samplers.__file__).parent

@@ -65,7 +65,8 @@ def test_admm_without_noise_converges_to_the_map():
 def _lossy_ring(isolated_round: str, drop: float) -> dict:
     from node.engine import simulate
     from orchestrator.evaluation import evaluate
-    from orchestrator.experiment import node_specs, parse_experiment
+    from orchestrator.experiment import parse_experiment
+    from orchestrator.node_specs import node_specs
 
     experiment = parse_experiment(
         {

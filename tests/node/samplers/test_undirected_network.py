@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from node.engine import simulate
-from orchestrator.experiment import node_specs, parse_experiment
+from orchestrator.experiment import parse_experiment
+from orchestrator.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster, start_run, wait_done
 
 

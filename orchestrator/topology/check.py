@@ -1,0 +1,118 @@
+"""What an algorithm needs of its graph (``AlgorithmInfo.graph``), with field-named errors."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from node.params import ConfigError
+from orchestrator.topology.graph import Graph
+from orchestrator.topology.kinds import KINDS
+from orchestrator.topology.schedule import Topology
+from orchestrator.topology.weights import TOLERANCE, Matrix
+
+__all__ = ["check_topology", "hub_role"]
+
+
+def hub_role(info: Any) -> str | None:
+    """The role that sits at the hub of a star for this algorithm, as it declares it
+    (``AlgorithmInfo.hub_role``), if it has one."""
+    return info.hub_role
+
+
+def check_topology(topology: Topology, info: Any, roles: Mapping[str, str]) -> None:
+    """Raise a ConfigError naming ``topology`` if the graphs do not suit ``info.graph``.
+
+    ``roles`` maps node id to role (a star's hub is the node holding the hub role).
+    """
+    need = info.graph
+    if need == "none":
+        return
+    if need == "star":
+        _check_star(topology, info, roles)
+        return
+    for k, graph in enumerate(topology.graphs):
+        if need == "undirected":
+            where = f"topology.schedule[{k}]" if topology.time_varying else "topology"
+            edge = graph.missing_reverse()
+            if edge is not None:
+                a, b = edge
+                raise ConfigError(
+                    f"{where}: {info.name} needs an undirected graph, but the edge {a}→{b} "
+                    f"has no reverse {b}→{a}"
+                )
+            matrix = topology.weights[k] if k < len(topology.weights) else None
+            if matrix is not None:
+                _check_doubly_stochastic(matrix, f"{where}.weights", info.name)
+    if all(kind == "none" for kind in topology.kinds) or topology.allow_disconnected:
+        return  # the no-edge baseline, or a disconnected graph asked for on purpose
+    word = "connected" if need == "undirected" else "strongly connected"
+    hint = _hint(topology)
+    if not topology.time_varying:
+        gap = topology.graphs[0].connectivity_gap()
+        if gap is not None:
+            raise ConfigError(f"topology: the graph is not {word}: {gap} ({hint})")
+        return
+    count, b = len(topology.graphs), topology.b
+    for start in range(count):
+        slots = [(start + j) % count for j in range(b)]
+        gap = Graph.union([topology.graphs[s] for s in slots]).connectivity_gap()
+        if gap is not None:
+            which = (
+                f"graph {slots[0]} is"
+                if b == 1
+                else f"graphs {', '.join(map(str, slots))} together are"
+            )
+            raise ConfigError(
+                f"topology.schedule: {which} not {word} (the union of every B = {b} "
+                f"consecutive graphs must be): {gap} (raise topology.window, up to the "
+                f"schedule length, or add edges; {hint})"
+            )
+
+
+def _hint(topology: Topology) -> str:
+    hint = (
+        "kind: none is the no-edge baseline; topology.allow_disconnected: true "
+        "runs a disconnected graph on purpose"
+    )
+    if any(KINDS[k].random for k in topology.kinds):
+        hint = "try another topology.seed or a denser graph; " + hint
+    return hint
+
+
+def _check_doubly_stochastic(matrix: Matrix, where: str, algorithm: str) -> None:
+    for j in range(len(matrix)):
+        total = math.fsum(row[j] for row in matrix)
+        if abs(total - 1.0) > TOLERANCE:
+            raise ConfigError(
+                f"{where}: {algorithm} needs a doubly stochastic matrix, but column {j} "
+                f"sums to {total:g}"
+            )
+
+
+def _check_star(topology: Topology, info: Any, roles: Mapping[str, str]) -> None:
+    if topology.time_varying:
+        raise ConfigError(
+            f"topology.schedule: {info.name} runs on one fixed star; give kind: star instead"
+        )
+    graph = topology.graphs[0]
+    role = hub_role(info)
+    holders = [n for n in graph.nodes if role is not None and roles.get(n) == role]
+    hub = holders[0] if holders else topology.hub
+    if hub is None:
+        hub = max(graph.nodes, key=lambda n: len(graph.out_peers(n)))
+    label = f"its {role} {hub}" if role else f"node {hub}"
+    for leaf in graph.nodes:
+        if leaf != hub and ((hub, leaf) not in graph.edges or (leaf, hub) not in graph.edges):
+            raise ConfigError(
+                f"topology: {info.name} needs a star around {label}, but {hub} and {leaf} "
+                "are not linked both ways"
+            )
+    stray = sorted(e for e in graph.edges if hub not in e)
+    if stray:
+        a, b = stray[0]
+        raise ConfigError(
+            f"topology: {info.name} needs a star around {label}, but the edge {a}→{b} "
+            "bypasses the hub"
+        )
