@@ -113,5 +113,9 @@ def account_schedule(account: Account, experiment: Experiment, node_note: str = 
 
 
 def account_divergence(metrics: dict, account: Account) -> None:
+    """A line per diverged node: which, from which round, and what its values did."""
     for node, first in (metrics.get("diverged") or {}).items():
-        account.plain(f"node {node}: samples diverged (not finite) from round {first}")
+        account.plain(
+            f"node {node}: diverged at round {first}: its samples left the floats "
+            "(not finite, or beyond 1e150)"
+        )

@@ -11,7 +11,47 @@ from pathlib import Path
 
 from node.params import ConfigError
 
-__all__ = ["main"]
+__all__ = ["EXIT_DIVERGED", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE", "exit_code", "main"]
+
+EXIT_FAILED = 1
+"""A node failed: its round loop raised (the account names node, round and cause)."""
+EXIT_USAGE = 2
+"""A usage or configuration error, reported in one line before anything ran."""
+EXIT_DIVERGED = 3
+"""A node's samples diverged: not finite, or beyond 1e150 (named in the account)."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C or SIGTERM: what was collected is written, marked interrupted."""
+
+
+def exit_code(metrics: dict) -> int:
+    """The exit code a finished run or simulation earns, from its metrics: interrupted
+    before failed before diverged before 0."""
+    if metrics.get("interrupted"):
+        return EXIT_INTERRUPTED
+    events = (metrics.get("faults") or {}).get("nodes") or []
+    failed = [e for e in events if e.get("event") == "failed"]
+    if failed:
+        first = failed[0]
+        print(
+            f"starling: node {first['node']} failed ({first.get('error', '')}); exit {EXIT_FAILED}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    if metrics.get("status") == "failed":
+        print(f"starling: the run failed: no node stored a sample; exit {EXIT_FAILED}",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_FAILED
+    diverged = metrics.get("diverged") or {}
+    if diverged:
+        node, first_round = next(iter(diverged.items()))
+        print(
+            f"starling: node {node} diverged at round {first_round}"
+            + (f" (and {len(diverged) - 1} more)" if len(diverged) > 1 else "")
+            + f"; exit {EXIT_DIVERGED}",
+            file=sys.stderr,
+        )
+        return EXIT_DIVERGED
+    return 0
 
 
 def _load(args):
@@ -64,7 +104,7 @@ def cmd_run(args) -> int:
                      lambda out: run_study(loaded, out, "run", say=_say) and None)  # fmt: skip
         return 0
     metrics = _into_folder(args, loaded.name, lambda out: run_experiment(loaded, out, say=_say))
-    return 130 if metrics.get("interrupted") else 0
+    return exit_code(metrics)
 
 
 def cmd_simulate(args) -> int:
@@ -76,8 +116,9 @@ def cmd_simulate(args) -> int:
         _into_folder(args, loaded.name,
                      lambda out: run_study(loaded, out, "simulate", say=_say) and None)  # fmt: skip
         return 0
-    _into_folder(args, loaded.name, lambda out: simulate_experiment(loaded, out, say=_say))
-    return 0
+    return exit_code(
+        _into_folder(args, loaded.name, lambda out: simulate_experiment(loaded, out, say=_say))
+    )
 
 
 def cmd_collect(args) -> int:
@@ -143,10 +184,10 @@ def _guard(action: Callable[[], int]) -> int:
         return action()
     except (ConfigError, NodeUnavailable, BackendError) as exc:
         print(f"starling: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("starling: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`starling status | head -3`): nothing more to say to it.
         devnull = os.open(os.devnull, os.O_WRONLY)

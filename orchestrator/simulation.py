@@ -32,15 +32,23 @@ def simulate_experiment(
     (:func:`orchestrator.fault_account.scheduled_link_counts`) and node faults are their isolation
     schedule: the killed node's rounds go on without its peers, as in ``run``.
     """
-    from node.engine.simulate import simulate
+    from node.engine.simulate import NodeFailed, simulate
 
     account = Account(say)
     account_schedule(account, experiment, " (in-process: as its isolation schedule)")
     specs = node_specs(experiment)
     program_metrics: dict[str, dict[str, float]] = {}
     # A diverging sampler overflows on its way out; evaluation reports where it diverged.
+    node_failed = False
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        samples = simulate(specs, metrics_out=program_metrics)
+        try:
+            samples = simulate(specs, metrics_out=program_metrics)
+        except NodeFailed as failed:
+            # As a node's failed round loop in ``run``: the account names node, round and
+            # cause, and the rounds before it are kept.
+            account.node(failed.node, "failed", f"failed: {failed}", echo=not quiet,
+                         round=failed.round, error=str(failed))  # fmt: skip
+            samples, node_failed = failed.samples, True
     rounds = {node: np.arange(values.shape[0]) for node, values in samples.items()}
     return close_run(
         experiment, out_dir, samples, rounds, account, scheduled_link_counts(specs),
@@ -48,7 +56,7 @@ def simulate_experiment(
         {
             "program_metrics": {n: m for n, m in program_metrics.items() if m},
             "backend": "simulate",
-            "status": run_status(experiment.rounds, samples),
+            "status": run_status(experiment.rounds, samples, failed=node_failed),
         },
         None if quiet else say,
     )  # fmt: skip

@@ -11,13 +11,14 @@ nothing in this package imports grpc.
 
 from node.engine.memory import LockstepNetwork, MemoryTransport
 from node.engine.rounds import round_steps, run_round
-from node.engine.simulate import simulate
+from node.engine.simulate import NodeFailed, simulate
 from node.engine.transport import Gather, Transport
 
 __all__ = [
     "Gather",
     "LockstepNetwork",
     "MemoryTransport",
+    "NodeFailed",
     "Transport",
     "round_steps",
     "run_round",

@@ -21,7 +21,21 @@ from node.engine.rounds import round_steps
 from node.faults import ScheduledFaults
 from node.spec import NodeSpec
 
-__all__ = ["simulate"]
+__all__ = ["NodeFailed", "simulate"]
+
+
+class NodeFailed(RuntimeError):
+    """A node's program raised during a round: which node, which round, why, and every
+    node's samples of the rounds before (shape (round, chains, d) each)."""
+
+    def __init__(
+        self, node: str, round_index: int, cause: Exception, samples: dict[str, np.ndarray]
+    ):
+        super().__init__(f"round {round_index}: {type(cause).__name__}: {cause}")
+        self.node = node
+        self.round = round_index
+        self.cause = cause
+        self.samples = samples
 
 
 def simulate(
@@ -32,7 +46,9 @@ def simulate(
     """Run every node for its rounds; returns node id -> samples of shape (rounds, chains, d).
 
     Nodes whose role records no samples (e.g. a DG-LMC worker) are left out. If given,
-    ``metrics_out`` receives each node's :meth:`NodeProgram.metrics` at the end.
+    ``metrics_out`` receives each node's :meth:`NodeProgram.metrics` at the end. A program
+    that raises stops the simulation with :class:`NodeFailed`, as the node's round loop
+    would fail on a network.
     """
     rngs = {spec.node_id: node_rng(spec) for spec in specs}
     programs = {spec.node_id: build_program(spec, rngs[spec.node_id]) for spec in specs}
@@ -43,23 +59,35 @@ def simulate(
     recorded: dict[str, list[np.ndarray]] = {node: [] for node in programs}
     for round_index in range(rounds):
         steps = [
-            round_steps(program, round_index, transports[node], rngs[node], faults[node])
+            (node, round_steps(program, round_index, transports[node], rngs[node], faults[node]))
             for node, program in programs.items()
         ]
-        # Lockstep: each pass takes every node through one phase's sends (and the previous
-        # phase's gather), so no node gathers a phase before all have sent in it.
-        while steps:
-            steps = [step for step in steps if _advance(step)]
-        network.end_round()
-        for node, program in programs.items():
-            value = program.sample()
-            if value is not None:
-                recorded[node].append(np.array(value, copy=True))
+        node = ""
+        try:
+            # Lockstep: each pass takes every node through one phase's sends (and the
+            # previous phase's gather), so no node gathers a phase before all have sent in it.
+            while steps:
+                remaining = []
+                for node, step in steps:  # a loop, not a comprehension: ``node`` names
+                    if _advance(step):  # the one that raised
+                        remaining.append((node, step))
+                steps = remaining
+            network.end_round()
+            for node, program in programs.items():
+                value = program.sample()
+                if value is not None:
+                    recorded[node].append(np.array(value, copy=True))
+        except Exception as exc:  # noqa: BLE001 - reported with the node and round
+            raise NodeFailed(node, round_index, exc, _stacked(recorded)) from exc
         if on_round is not None:
             on_round(round_index)
     if metrics_out is not None:
         for node, program in programs.items():
             metrics_out[node] = {k: float(v) for k, v in program.metrics().items()}
+    return _stacked(recorded)
+
+
+def _stacked(recorded: dict[str, list[np.ndarray]]) -> dict[str, np.ndarray]:
     return {node: np.stack(values) for node, values in recorded.items() if values}
 
 
