@@ -10,7 +10,7 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[all]"
 	touch $@
 
-.PHONY: install run test lint protos
+.PHONY: install run test lint protos bench
 install: $(BIN)/.installed
 
 run: $(BIN)/.installed
@@ -22,3 +22,8 @@ test: $(BIN)/.installed
 
 protos: $(BIN)/.installed
 	$(BIN)/python protos/generate.py
+
+# Starling beside raw grpcio (see README, Performance): one table, benchmarks/results.json.
+# QUICK=1 is the short suite CI runs (< 2 min); timings are printed, never asserted.
+bench: $(BIN)/.installed
+	$(BIN)/python -m benchmarks $(if $(QUICK),--quick)

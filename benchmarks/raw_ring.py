@@ -13,6 +13,7 @@ import argparse
 import json
 import multiprocessing as mp
 import queue
+import resource
 import struct
 import threading
 import time
@@ -20,7 +21,7 @@ from concurrent import futures
 
 import grpc
 
-__all__ = ["ring_time"]
+__all__ = ["ring_stats", "ring_time", "start_time"]
 
 _METHOD = "/bench.Ring/Push"
 _HEADER = struct.Struct("<qI")  # round, sender index
@@ -91,15 +92,24 @@ def _node(index: int, nodes: int, rounds: int, payload: int, pipe) -> None:
         box.put(None)
     for call in calls:
         call.result(timeout=30)
-    pipe.send(elapsed)
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    pipe.send((elapsed, peak_kb))
     pipe.recv()  # everyone finished: safe to stop serving
     server.stop(0)
 
 
 def ring_time(nodes: int, rounds: int, payload: int) -> float:
     """Seconds for ``rounds`` ring rounds (the slowest node's time, start-up excluded)."""
+    return ring_stats(nodes, rounds, payload)["seconds"]
+
+
+def ring_stats(nodes: int, rounds: int, payload: int) -> dict:
+    """:func:`ring_time` with the start-up: ``seconds`` of rounds (slowest node),
+    ``startup_s`` from spawning the processes to every one serving, and ``peak_rss_mb`` of
+    the largest node process."""
     context = mp.get_context("spawn")
     pipes, processes = [], []
+    spawned = time.perf_counter()
     for index in range(nodes):
         parent, child = context.Pipe()
         process = context.Process(target=_node, args=(index, nodes, rounds, payload, child))
@@ -108,13 +118,14 @@ def ring_time(nodes: int, rounds: int, payload: int) -> float:
         processes.append(process)
     try:
         ports = [pipe.recv() for pipe in pipes]
+        startup = time.perf_counter() - spawned
         for pipe in pipes:
             pipe.send(ports)
         for pipe in pipes:
             assert pipe.recv() == "ready"
         for pipe in pipes:
             pipe.send("go")
-        elapsed = max(pipe.recv() for pipe in pipes)
+        reports = [pipe.recv() for pipe in pipes]
         for pipe in pipes:
             pipe.send("stop")
     finally:
@@ -122,7 +133,16 @@ def ring_time(nodes: int, rounds: int, payload: int) -> float:
             process.join(30)
             if process.is_alive():
                 process.kill()
-    return elapsed
+    return {
+        "seconds": max(r[0] for r in reports),
+        "startup_s": startup,
+        "peak_rss_mb": max(r[1] for r in reports) / 1024.0,
+    }
+
+
+def start_time(nodes: int) -> float:
+    """Seconds from spawning ``nodes`` raw grpcio servers to every one serving."""
+    return ring_stats(nodes, 1, 16)["startup_s"]
 
 
 def main(argv: list[str] | None = None) -> None:

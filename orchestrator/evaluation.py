@@ -37,7 +37,7 @@ from node.models.base import Dataset, GaussianPosterior
 from node.params import ConfigError
 from node.spec import DataSpec
 from orchestrator.experiment import Experiment
-from orchestrator.metrics import empirical_w2, w2_curve
+from orchestrator.metrics import GaussianTarget, target_curve
 
 __all__ = [
     "Evaluation",
@@ -137,22 +137,22 @@ def _pooled(samples: np.ndarray, window: int) -> np.ndarray:
     return samples[-window:].reshape(-1, samples.shape[-1])
 
 
-def _w2(points: np.ndarray, truth: GaussianPosterior) -> float | None:
+def _w2(points: np.ndarray, truth: GaussianTarget) -> float | None:
     """W2 of the Gaussian fitted to ``points``; None if they diverged."""
     if not _sane(points.reshape(1, -1))[0]:
         return None
-    return _finite(empirical_w2(points, truth.mean, truth.cov))
+    return _finite(float(truth.w2(points[None])[0]))
 
 
-def _curve(samples: np.ndarray, truth: GaussianPosterior) -> np.ndarray:
+def _curve(samples: np.ndarray, truth: GaussianTarget) -> np.ndarray:
     """W2 at every round; NaN from the round the chains diverged."""
     sane = _sane(samples)
     if sane.all():
-        return w2_curve(samples, truth.mean, truth.cov)
+        return target_curve(samples, truth)
     curve = np.full(samples.shape[0], np.nan)
     good = np.flatnonzero(sane)
     if good.size:
-        curve[good] = w2_curve(samples[good], truth.mean, truth.cov)
+        curve[good] = target_curve(samples[good], truth)
     return curve
 
 
@@ -178,9 +178,10 @@ def evaluate(
     consensus = consensus_error(samples, experiment.rounds, experiment.evaluation.window)
     if consensus is not None or diverged:
         metrics["consensus_error"] = consensus
-    truth = ground_truth(experiment, node_data)
-    if truth is None or not samples:
+    posterior = ground_truth(experiment, node_data)
+    if posterior is None or not samples:
         return Evaluation(metrics, curves)
+    truth = GaussianTarget(posterior.mean, posterior.cov)  # its square root: once
     window = experiment.evaluation.window
     complete = {n: s for n, s in samples.items() if s.shape[0] == experiment.rounds}
     average = None

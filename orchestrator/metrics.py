@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["gaussian_w2", "empirical_w2", "w2_curve"]
+__all__ = ["GaussianTarget", "empirical_w2", "gaussian_w2", "target_curve", "w2_curve"]
 
 
 def gaussian_w2(mean1: np.ndarray, cov1: np.ndarray, mean2: np.ndarray, cov2: np.ndarray) -> float:
@@ -26,15 +26,69 @@ def _psd_sqrt(matrix: np.ndarray) -> np.ndarray:
     return (vectors * np.sqrt(np.clip(values, 0.0, None))) @ vectors.T
 
 
+class GaussianTarget:
+    """``N(mean, cov)`` with its square root ``cov^½`` computed once, for the many W2
+    distances of one evaluation (every node, every round)."""
+
+    def __init__(self, mean: np.ndarray, cov: np.ndarray):
+        self.mean = np.asarray(mean, dtype=float)
+        self.cov = np.asarray(cov, dtype=float)
+        self.root = _psd_sqrt(self.cov)
+        self.trace = float(np.trace(self.cov))
+
+    def w2(self, points: np.ndarray) -> np.ndarray:
+        """W2 from the Gaussian fitted to each point set to this target, batched.
+
+        ``points`` (..., n, d) -> (...). With ``X`` the centred points and ``S2^½`` the
+        target's root, the fitted covariance is ``S1 = XᵀX / (n − 1)`` and
+        ``tr (S2^½ S1 S2^½)^½`` is the sum of the square roots of the eigenvalues of
+        ``YᵀY`` with ``Y = X S2^½ / √(n − 1)`` — equally those of the smaller Gram ``YYᵀ``
+        when there are fewer points than dimensions. One stacked ``eigvalsh`` per call,
+        never a ``d × d`` square root per set.
+        """
+        points = np.asarray(points, dtype=float)
+        d = self.mean.shape[0]
+        batch = points.shape[:-2]
+        points = points.reshape(-1, points.shape[-2], d)
+        count = points.shape[1]
+        means = points.mean(axis=1)
+        gap = np.sum((means - self.mean) ** 2, axis=-1)
+        if count < 2:  # one point: the fitted covariance is zero
+            squared = gap + self.trace
+            return np.sqrt(np.maximum(squared, 0.0)).reshape(batch)
+        scaled = (points - means[:, None, :]) / np.sqrt(count - 1)
+        fitted_trace = np.einsum("bnd,bnd->b", scaled, scaled)
+        y = scaled @ self.root
+        gram = y @ y.transpose(0, 2, 1) if count < d else y.transpose(0, 2, 1) @ y
+        gram = (gram + gram.transpose(0, 2, 1)) / 2.0
+        cross = np.sum(np.sqrt(np.clip(np.linalg.eigvalsh(gram), 0.0, None)), axis=-1)
+        trace = np.maximum(fitted_trace + self.trace - 2.0 * cross, 0.0)
+        return np.sqrt(np.maximum(gap + trace, 0.0)).reshape(batch)
+
+
+_BATCH_BYTES = 64 * 1024 * 1024
+"""Point sets are scored this many bytes of input at a time: memory stays bounded by a few
+rounds of samples, whatever the run's length."""
+
+
 def empirical_w2(points: np.ndarray, mean: np.ndarray, cov: np.ndarray) -> float:
     """W2 from the Gaussian fitted to ``points`` (n, d) to N(mean, cov), the paper's metric."""
-    points = np.asarray(points, dtype=float).reshape(-1, mean.shape[0])
-    fitted_cov = (
-        np.atleast_2d(np.cov(points, rowvar=False)) if len(points) > 1 else np.zeros_like(cov)
-    )
-    return gaussian_w2(points.mean(axis=0), fitted_cov, mean, cov)
+    target = GaussianTarget(mean, cov)
+    points = np.asarray(points, dtype=float).reshape(1, -1, target.mean.shape[0])
+    return float(target.w2(points)[0])
 
 
 def w2_curve(samples: np.ndarray, mean: np.ndarray, cov: np.ndarray) -> np.ndarray:
     """W2 at every round from the chains' empirical law at that round; ``samples`` (T, C, d)."""
-    return np.array([empirical_w2(samples[t], mean, cov) for t in range(samples.shape[0])])
+    return target_curve(samples, GaussianTarget(mean, cov))
+
+
+def target_curve(samples: np.ndarray, target: GaussianTarget) -> np.ndarray:
+    """:func:`w2_curve` against a prepared target, a bounded block of rounds at a time."""
+    samples = np.asarray(samples)
+    per_round = max(samples[0].nbytes if samples.shape[0] else 1, 1)
+    step = max(1, _BATCH_BYTES // per_round)
+    return np.concatenate(
+        [target.w2(samples[t : t + step]) for t in range(0, samples.shape[0], step)]
+        or [np.zeros(0)]
+    )

@@ -1,13 +1,16 @@
-"""Models a node can hold: each turns its private data into a local potential ``f_i``."""
+"""Models a node can hold: each turns its private data into a local potential ``f_i``.
+
+A model's module is imported when the model is first asked for, not with this package: a
+node serving the linear regression never loads ``scipy.special`` / ``scipy.stats`` that the
+classifiers need (start-up time and RSS, issue 15).
+"""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping
+
 from node.models.base import Dataset, GaussianPosterior, GridPosterior, LocalPotential
-from node.models.conjugate_gaussian import ConjugateGaussian
-from node.models.gaussian_mixture import GaussianMixture
-from node.models.linear_regression import LinearRegression
-from node.models.logistic_regression import LogisticRegression
-from node.models.mlp import MLP
 from node.params import ConfigError, parse_params
 from node.spec import ModelSpec
 
@@ -20,14 +23,34 @@ __all__ = [
     "build_model",
 ]
 
+
+class _Registry(Mapping[str, type]):
+    """Name -> model class, importing the class's module on first look-up."""
+
+    def __init__(self, where: dict[str, str]):
+        self._where = where
+
+    def __getitem__(self, name: str) -> type:
+        module, _, attribute = self._where[name].partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+
 # name -> parameter dataclass which is also the model (synthesize, local_potential, ...)
-MODELS: dict[str, type] = {
-    "linear_regression": LinearRegression,
-    "logistic_regression": LogisticRegression,
-    "gaussian_mixture": GaussianMixture,
-    "conjugate_gaussian": ConjugateGaussian,
-    "mlp": MLP,
-}
+MODELS: Mapping[str, type] = _Registry(
+    {
+        "linear_regression": "node.models.linear_regression:LinearRegression",
+        "logistic_regression": "node.models.logistic_regression:LogisticRegression",
+        "gaussian_mixture": "node.models.gaussian_mixture:GaussianMixture",
+        "conjugate_gaussian": "node.models.conjugate_gaussian:ConjugateGaussian",
+        "mlp": "node.models.mlp:MLP",
+    }
+)
 
 
 def build_model(spec: ModelSpec):

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,8 +90,12 @@ class LocalBackend:
     def start(
         self, node_ids: Sequence[str], fixed: Mapping[str, str] | None = None
     ) -> dict[str, str]:
-        """Start one process per node; returns id -> address. ``fixed`` pins addresses."""
+        """Start one process per node; returns id -> address. ``fixed`` pins addresses.
+
+        Every process is launched first and the ready lines are read after: the nodes'
+        imports run side by side, so start-up costs about one node's, not N of them."""
         fixed = fixed or {}
+        launched: list[tuple[NodeProcess, _ReadyLine]] = []
         for index, node_id in enumerate(node_ids):
             if node_id in fixed and fixed[node_id]:
                 listen = fixed[node_id]
@@ -104,14 +109,24 @@ class LocalBackend:
                 state_dir=self.workdir / "state" / safe,
                 log_path=self.workdir / "logs" / f"node-{safe}.log",
             )
+            launched.append((self.nodes[node_id], self._spawn(self.nodes[node_id])))
+        deadline = time.monotonic() + self.ready_timeout
+        failure: ConfigError | None = None
+        for proc, ready in launched:
             try:
-                self._launch(self.nodes[node_id])
-            except ConfigError:
-                self.stop()  # a run that cannot start all of its nodes starts none
-                raise
+                self._await_ready(proc, ready, deadline)
+            except ConfigError as exc:
+                failure = failure or exc
+        if failure is not None:
+            self.stop()  # a run that cannot start all of its nodes starts none
+            raise failure
         return {node_id: proc.address for node_id, proc in self.nodes.items()}
 
     def _launch(self, proc: NodeProcess) -> None:
+        self._await_ready(proc, self._spawn(proc), time.monotonic() + self.ready_timeout)
+
+    def _spawn(self, proc: NodeProcess) -> _ReadyLine:
+        """Start the process; its first stdout line is read in the background."""
         proc.state_dir.mkdir(parents=True, exist_ok=True)
         proc.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(proc.log_path, "ab")  # noqa: SIM115 - owned by the child from here on
@@ -127,7 +142,10 @@ class LocalBackend:
             start_new_session=True,  # Ctrl-C reaches the orchestrator, which stops nodes itself
         )
         log.close()
-        line = self._read_ready_line(proc)
+        return _ReadyLine(proc.process.stdout)
+
+    def _await_ready(self, proc: NodeProcess, ready: _ReadyLine, deadline: float) -> None:
+        line = ready.wait(max(deadline - time.monotonic(), 0.0))
         if not line.startswith(READY_PREFIX):
             reason = _last_line(proc.log_path) or "no output"
             if proc.alive():
@@ -140,18 +158,6 @@ class LocalBackend:
         proc.listen = proc.address
         # Keep draining stdout so the child never blocks on a full pipe.
         threading.Thread(target=_drain, args=(proc.process.stdout,), daemon=True).start()
-
-    def _read_ready_line(self, proc: NodeProcess) -> str:
-        result: list[str] = []
-        reader = threading.Thread(
-            target=lambda: result.append(proc.process.stdout.readline().decode(errors="replace")),
-            daemon=True,
-        )
-        reader.start()
-        reader.join(self.ready_timeout)
-        if not result:
-            return ""
-        return result[0]
 
     def kill(self, node_id: str) -> None:
         """SIGKILL: a crash, not a shutdown. The state dir stays for the restart."""
@@ -190,6 +196,23 @@ class LocalBackend:
 
     def pids(self) -> dict[str, int | None]:
         return {node_id: proc.pid for node_id, proc in self.nodes.items()}
+
+
+class _ReadyLine:
+    """A child's first stdout line, read by a daemon thread from the moment it starts."""
+
+    def __init__(self, stream):
+        self._line: list[str] = []
+        self._thread = threading.Thread(
+            target=lambda: self._line.append(stream.readline().decode(errors="replace")),
+            daemon=True,
+        )
+        self._thread.start()
+
+    def wait(self, timeout: float) -> str:
+        """The line, or "" if none came within ``timeout`` seconds."""
+        self._thread.join(timeout)
+        return self._line[0] if self._line else ""
 
 
 def _drain(stream) -> None:

@@ -1,0 +1,257 @@
+"""``python -m benchmarks [--quick]``: Starling beside raw grpcio, one table, results.json.
+
+Every communication figure of Starling is measured in the same run as the raw grpcio ring
+(:mod:`benchmarks.raw_ring`) doing the same communication, and reported as a ratio, so the
+table means something on a loaded machine. Round rates are marginal: two run lengths, and
+(rounds₂ − rounds₁) / (loop₂ − loop₁), where a loop is timed from Start to every node done
+(start-up, configuration and evaluation are timed apart, see
+:mod:`benchmarks.starling_ring`). ``--quick`` (``make bench QUICK=1``) uses shorter runs
+and skips the 100-node ring and the two 20-node [000] studies; it is meant to finish in
+under two minutes. Timings are never asserted anywhere: this prints and records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).with_name("results.json")
+STUDIES = ["admm-fig1-n5", "admm-fig2-n5", "admm-fig1-n20", "admm-fig2-n20"]
+QUICK_STUDIES = STUDIES[:2]
+
+
+def _say(message: str) -> None:
+    print(f"  [{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _marginal(rounds: tuple[int, int], seconds: tuple[float, float]) -> float:
+    """Rounds per second of the loop alone: the difference of two run lengths."""
+    extra = seconds[1] - seconds[0]
+    return (rounds[1] - rounds[0]) / extra if extra > 0 else float("nan")
+
+
+def ring_rate(quick: bool) -> dict:
+    """5-node ring, dim 2, one chain (16-byte iterates): marginal rounds per second."""
+    from benchmarks.raw_ring import ring_stats
+    from benchmarks.starling_ring import ring_experiment, starling_ring
+
+    lengths = (30, 130) if quick else (100, 500)
+    starling, raw = [], []
+    for rounds in lengths:
+        _say(f"ring rate: {rounds} rounds, Starling then raw grpcio")
+        starling.append(starling_ring(ring_experiment(5, rounds, chains=1, dim=2)))
+        raw.append(ring_stats(5, rounds, 16))
+    return {
+        "rounds": list(lengths),
+        "starling_loop_s": [r["loop_s"] for r in starling],
+        "raw_loop_s": [r["seconds"] for r in raw],
+        "starling": _marginal(lengths, tuple(r["loop_s"] for r in starling)),
+        "raw": _marginal(lengths, tuple(r["seconds"] for r in raw)),
+        "startup5_starling_s": starling[0]["startup_s"],
+        "startup5_raw_s": raw[0]["startup_s"],
+    }
+
+
+def large_iterates(quick: bool) -> dict:
+    """5-node ring of D-SGLD (a cheap step, so the wire dominates) with chains × dim 1000
+    float64 iterates: MB/s of iterate payload each node sends, marginal over two lengths;
+    and the orchestrator's evaluation of the shorter run's samples at dim 1000."""
+    from benchmarks.raw_ring import ring_stats
+    from benchmarks.starling_ring import ring_experiment, starling_ring
+
+    chains, dim = (250, 1000) if quick else (1000, 1000)
+    lengths = (3, 8) if quick else (10, 30)
+    payload = chains * dim * 8
+    starling, raw = [], []
+    for index, rounds in enumerate(lengths):
+        _say(f"large iterates: {chains}x{dim}, {rounds} rounds, Starling then raw grpcio")
+        experiment = ring_experiment(
+            5, rounds, chains, dim, algorithm="d-sgld", hyperparameters={"eta": 1e-4}
+        )
+        starling.append(starling_ring(experiment, evaluate=index == 0))
+        raw.append(ring_stats(5, rounds, payload))
+    sent_mb = 2 * payload / 1e6  # per node per round: one payload to each neighbour
+    return {
+        "chains": chains,
+        "dim": dim,
+        "payload_mb": payload / 1e6,
+        "rounds": list(lengths),
+        "starling_loop_s": [r["loop_s"] for r in starling],
+        "raw_loop_s": [r["seconds"] for r in raw],
+        "starling": sent_mb * _marginal(lengths, tuple(r["loop_s"] for r in starling)),
+        "raw": sent_mb * _marginal(lengths, tuple(r["seconds"] for r in raw)),
+        "evaluate_s": starling[0]["evaluate_s"],
+        "evaluate_rounds": lengths[0],
+        "evaluate_loop_s": starling[0]["loop_s"],
+    }
+
+
+def quickstart_rss() -> dict:
+    """Peak RSS of one node process running the quickstart (5-node ring, 100 chains, dim 2,
+    100 rounds), beside a raw grpcio ring node's."""
+    from benchmarks.raw_ring import ring_stats
+    from benchmarks.starling_ring import ring_experiment, starling_ring
+
+    _say("node RSS: the quickstart on 5 nodes, then a raw grpcio ring of 5")
+    starling = starling_ring(ring_experiment(5, 100, chains=100, dim=2))
+    raw = ring_stats(5, 100, 100 * 2 * 8)
+    return {
+        "starling": starling["peak_rss_mb_max"],
+        "raw": raw["peak_rss_mb"],
+        "quickstart_loop_s": starling["loop_s"],
+    }
+
+
+def big_ring(nodes: int, rounds: int) -> dict:
+    """An ``nodes``-node ring (dim 2, one chain): start-up, rounds per second, RSS in all."""
+    from benchmarks.raw_ring import ring_stats
+    from benchmarks.starling_ring import ring_experiment, starling_ring
+
+    _say(f"{nodes}-node ring, {rounds} rounds: Starling then raw grpcio")
+    starling = starling_ring(ring_experiment(nodes, rounds, chains=1, dim=2))
+    raw = ring_stats(nodes, rounds, 16)
+    return {
+        "nodes": nodes,
+        "rounds": rounds,
+        "startup_starling_s": starling["startup_s"],
+        "startup_raw_s": raw["startup_s"],
+        "starling": rounds / starling["loop_s"],
+        "raw": rounds / raw["seconds"],
+        "rss_sum_mb": starling["peak_rss_mb_sum"],
+    }
+
+
+def studies(names: list[str]) -> dict:
+    """``starling simulate`` of [000] studies, in-process; how much of it is evaluation."""
+    import tempfile
+
+    from orchestrator import evaluation, results, study
+    from orchestrator.experiment import read_yaml_file
+
+    spent = {"evaluate_s": 0.0}
+    original = evaluation.evaluate
+
+    def timed(*args, **kwargs):
+        began = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            spent["evaluate_s"] += time.perf_counter() - began
+
+    out: dict = {"studies": {}}
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    results.evaluate = study.evaluate = timed  # instrumentation only: same function, timed
+    try:
+        for name in names:
+            _say(f"simulate {name}")
+            loaded = study.load_study(read_yaml_file(examples / f"{name}.yaml"))
+            with tempfile.TemporaryDirectory(prefix="starling-bench-") as tmp:
+                began = time.perf_counter()
+                study.run_study(loaded, Path(tmp), "simulate", say=lambda _m: None)
+                out["studies"][name] = time.perf_counter() - began
+    finally:
+        results.evaluate = study.evaluate = original
+    out["total_s"] = sum(out["studies"].values())
+    out["evaluate_s"] = spent["evaluate_s"]
+    return out
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b and a == a and b == b else "-"
+
+
+def table(report: dict) -> str:
+    """The one table: what, Starling, raw grpcio, ratio, the issue's goal."""
+    rows = []
+    r = report["ring_rate"]
+    rows.append(("5-node ring, dim 2, 1 chain: marginal rounds/s",
+                 f"{r['starling']:.0f} r/s", f"{r['raw']:.0f} r/s",
+                 _ratio(r["starling"], r["raw"]), ">= 0.5x"))  # fmt: skip
+    li = report["large_iterates"]
+    rows.append((f"5-node ring, {li['chains']} chains x dim {li['dim']} "
+                 f"({li['payload_mb']:.0f} MB iterates): MB/s sent per node",
+                 f"{li['starling']:.0f} MB/s", f"{li['raw']:.0f} MB/s",
+                 _ratio(li["starling"], li["raw"]), ">= 0.5x"))  # fmt: skip
+    rows.append(("start-up, 5 nodes (processes launched to all serving)",
+                 f"{r['startup5_starling_s']:.2f} s", f"{r['startup5_raw_s']:.2f} s",
+                 _ratio(r["startup5_starling_s"], r["startup5_raw_s"]), "-"))  # fmt: skip
+    for ring in report.get("big_rings", []):
+        n = ring["nodes"]
+        goal = {20: "<= 10 s", 100: "<= 30 s"}.get(n, "-")
+        rows.append((f"start-up, {n} nodes", f"{ring['startup_starling_s']:.2f} s",
+                     f"{ring['startup_raw_s']:.2f} s",
+                     _ratio(ring["startup_starling_s"], ring["startup_raw_s"]), goal))  # fmt: skip
+        rows.append((f"{n}-node ring, {ring['rounds']} rounds: rounds/s",
+                     f"{ring['starling']:.1f} r/s", f"{ring['raw']:.1f} r/s",
+                     _ratio(ring["starling"], ring["raw"]),
+                     ">= 0.5x" if n == 100 else "-"))  # fmt: skip
+        rows.append((f"{n}-node ring: peak RSS of all nodes", f"{ring['rss_sum_mb']:.0f} MB",
+                     "-", "-", "-"))  # fmt: skip
+    q = report["rss"]
+    rows.append(("one node process, peak RSS (quickstart model)", f"{q['starling']:.0f} MB",
+                 f"{q['raw']:.0f} MB", _ratio(q["starling"], q["raw"]), "<= 64 MB"))  # fmt: skip
+    s = report["simulate"]
+    names = ", ".join(s["studies"])
+    rows.append((f"simulate [000] studies ({names})", f"{s['total_s']:.1f} s", "-", "-",
+                 "<= 15 s (all four)"))  # fmt: skip
+    rows.append(("  of which evaluation", f"{s['evaluate_s']:.1f} s", "-",
+                 f"{s['evaluate_s'] / s['total_s']:.0%} of it", "<= 25%"))  # fmt: skip
+    rows.append((f"evaluation at dim {li['dim']}, {li['chains']} chains, "
+                 f"{li['evaluate_rounds']} rounds, 5 nodes",
+                 f"{li['evaluate_s']:.1f} s", "-",
+                 f"{li['evaluate_s'] / li['evaluate_loop_s']:.2f}x its run's loop",
+                 "<= 25% of a run"))  # fmt: skip
+    header = ("what", "Starling", "raw grpcio", "ratio", "goal")
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(5)]
+    lines = [" | ".join(str(c).ljust(w) for c, w in zip(header, widths, strict=True))]
+    lines.append("-|-".join("-" * w for w in widths))
+    for row in rows:
+        lines.append(" | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="the short suite (< 2 min)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where results.json goes")
+    args = parser.parse_args(argv)
+    began = time.perf_counter()
+    load = os.getloadavg()
+    report: dict = {
+        "quick": args.quick,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "load_average_at_start": [round(x, 2) for x in load],
+        },
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    report["ring_rate"] = ring_rate(args.quick)
+    report["large_iterates"] = large_iterates(args.quick)
+    report["rss"] = quickstart_rss()
+    report["big_rings"] = [big_ring(20, 50 if args.quick else 200)]
+    if not args.quick:
+        report["big_rings"].append(big_ring(100, 200))
+    report["simulate"] = studies(QUICK_STUDIES if args.quick else STUDIES)
+    report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    report["total_s"] = time.perf_counter() - began
+    text = table(report)
+    report["table"] = text
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    m = report["machine"]
+    print(f"Starling beside raw grpcio ({'quick' if args.quick else 'full'} suite): "
+          f"{m['cpus']} CPUs, load {m['load_average_at_start'][0]:.1f} -> "
+          f"{m['load_average_at_end'][0]:.1f}, {report['total_s']:.0f} s")  # fmt: skip
+    print(text)
+    print(f"written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
