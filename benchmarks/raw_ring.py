@@ -13,7 +13,6 @@ import argparse
 import json
 import multiprocessing as mp
 import queue
-import resource
 import struct
 import threading
 import time
@@ -92,10 +91,20 @@ def _node(index: int, nodes: int, rounds: int, payload: int, pipe) -> None:
         box.put(None)
     for call in calls:
         call.result(timeout=30)
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak_kb = _peak_kb()
     pipe.send((elapsed, peak_kb))
     pipe.recv()  # everyone finished: safe to stop serving
     server.stop(0)
+
+
+def _peak_kb() -> int:
+    """This process's peak RSS (VmHWM). Not ``ru_maxrss``: Linux carries that across the
+    ``exec`` of a spawned child, so it would report the (large) parent's."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
 
 
 def ring_time(nodes: int, rounds: int, payload: int) -> float:

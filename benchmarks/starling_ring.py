@@ -28,6 +28,7 @@ def ring_experiment(
     algorithm: str = "d-admms",
     hyperparameters: dict | None = None,
     topology: str = "ring",
+    checkpoint_every: int = 1,
 ):
     """The quickstart's model (Bayesian linear regression, [000] §6.2) on a ring."""
     from orchestrator.experiment import parse_experiment
@@ -46,6 +47,7 @@ def ring_experiment(
         "chains": chains,
         "seed": 7,
         "round_deadline": 600.0,
+        "checkpoint_every": checkpoint_every,
     }
     return parse_experiment(raw, default_name=raw["name"])
 

@@ -16,6 +16,7 @@ again with the same spec resumes exactly there, and loses no stored sample.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -45,6 +46,10 @@ __all__ = [
 ]
 
 log = logging.getLogger("starling.node")
+
+PROFILE_ENV = "STARLING_PROFILE_DIR"
+"""If set, each node's round loop runs under cProfile and writes ``node-<id>.prof`` to that
+folder when it ends (README, Performance: how the round's cost was measured)."""
 
 ROUND_WINDOW = 10_000
 """How many rounds ahead of the node's own round a peer's message may be. Peers are never
@@ -352,6 +357,19 @@ class NodeRuntime:
     # ------------------------------------------------------------------ round loop
 
     def _loop(self, run: Run) -> None:
+        folder = os.environ.get(PROFILE_ENV)
+        if not folder:
+            self._rounds(run)
+            return
+        import cProfile  # diagnostics only: README, Performance
+
+        profile = cProfile.Profile()
+        try:
+            profile.runcall(self._rounds, run)
+        finally:
+            profile.dump_stats(os.path.join(folder, f"node-{run.spec.node_id}.prof"))
+
+    def _rounds(self, run: Run) -> None:
         spec, program, store = run.spec, run.program, run.store
         round_index = run.next_round
         try:
