@@ -69,7 +69,7 @@ def starling_ring(experiment, evaluate: bool = False) -> dict:
     from orchestrator.client import NodeClient
     from orchestrator.collector import Collector
     from orchestrator.evaluation import evaluate as evaluate_samples
-    from orchestrator.experiment import node_specs
+    from orchestrator.node_specs import node_specs
 
     out: dict = {}
     with tempfile.TemporaryDirectory(prefix="starling-bench-") as tmp:
