@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+import node  # noqa: F401 - one BLAS thread per process, as in starling (node/__init__.py)
+
 RESULTS = Path(__file__).with_name("results.json")
 STUDIES = ["admm-fig1-n5", "admm-fig2-n5", "admm-fig1-n20", "admm-fig2-n20"]
 QUICK_STUDIES = STUDIES[:2]

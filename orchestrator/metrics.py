@@ -27,13 +27,13 @@ def _psd_sqrt(matrix: np.ndarray) -> np.ndarray:
 
 
 class GaussianTarget:
-    """``N(mean, cov)`` with its square root ``cov^½`` computed once, for the many W2
+    """``N(mean, cov)`` with a square-root factor of ``cov`` computed once, for the many W2
     distances of one evaluation (every node, every round)."""
 
     def __init__(self, mean: np.ndarray, cov: np.ndarray):
         self.mean = np.asarray(mean, dtype=float)
         self.cov = np.asarray(cov, dtype=float)
-        self.root = _psd_sqrt(self.cov)
+        self.root = _factor(self.cov)
         self.trace = float(np.trace(self.cov))
 
     def w2(self, points: np.ndarray) -> np.ndarray:
@@ -42,7 +42,8 @@ class GaussianTarget:
         ``points`` (..., n, d) -> (...). With ``X`` the centred points and ``S2^½`` the
         target's root, the fitted covariance is ``S1 = XᵀX / (n − 1)`` and
         ``tr (S2^½ S1 S2^½)^½`` is the sum of the square roots of the eigenvalues of
-        ``YᵀY`` with ``Y = X S2^½ / √(n − 1)`` — equally those of the smaller Gram ``YYᵀ``
+        ``YᵀY`` with ``Y = X L / √(n − 1)`` (``L`` any factor with ``L Lᵀ = S2``: ``Lᵀ S1 L``
+        is similar to ``S2^½ S1 S2^½``) — equally those of the smaller Gram ``YYᵀ``
         when there are fewer points than dimensions. One stacked ``eigvalsh`` per call,
         never a ``d × d`` square root per set.
         """
@@ -64,6 +65,15 @@ class GaussianTarget:
         cross = np.sum(np.sqrt(np.clip(np.linalg.eigvalsh(gram), 0.0, None)), axis=-1)
         trace = np.maximum(fitted_trace + self.trace - 2.0 * cross, 0.0)
         return np.sqrt(np.maximum(gap + trace, 0.0)).reshape(batch)
+
+
+def _factor(cov: np.ndarray) -> np.ndarray:
+    """``L`` with ``L Lᵀ = cov``: Cholesky (a tenth of an ``eigh``), or the symmetric root
+    when ``cov`` is only semi-definite."""
+    try:
+        return np.linalg.cholesky((cov + cov.T) / 2.0)
+    except np.linalg.LinAlgError:
+        return _psd_sqrt(cov)
 
 
 _BATCH_BYTES = 64 * 1024 * 1024
