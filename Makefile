@@ -10,7 +10,7 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[all]"
 	touch $@
 
-.PHONY: install run test lint protos bench
+.PHONY: install run test quick lint protos bench
 install: $(BIN)/.installed
 
 run: $(BIN)/.installed
@@ -19,6 +19,12 @@ run: $(BIN)/.installed
 test: $(BIN)/.installed
 	$(BIN)/ruff check node orchestrator tests
 	$(BIN)/python -m pytest
+
+# The tests that start no process (no node, no backend, no docker): seconds to minutes,
+# for the edit-test loop. Every test that starts one is marked e2e (tests/process_guard.py
+# fails an unmarked one).
+quick: $(BIN)/.installed
+	$(BIN)/python -m pytest -m "not e2e"
 
 protos: $(BIN)/.installed
 	$(BIN)/python protos/generate.py

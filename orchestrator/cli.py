@@ -59,7 +59,7 @@ def _load(args):
     from orchestrator.experiment import parse_experiment, read_yaml_file
     from orchestrator.study import is_study, load_study
 
-    raw = read_yaml_file(args.experiment)
+    raw = read_yaml_file(_experiment_file(args.experiment))
     inventory = getattr(args, "inventory", None)
     if is_study(raw):
         if inventory:
@@ -70,6 +70,15 @@ def _load(args):
 
         raw = with_inventory(raw, load_inventory(inventory))
     return parse_experiment(raw, default_name=Path(args.experiment).stem)
+
+
+def _experiment_file(name: str) -> str | Path:
+    """``name`` itself when it is a file, else the shipped example of that name (if any)."""
+    from orchestrator.shipped import example_path
+
+    if Path(name).exists():
+        return name
+    return example_path(name) or name
 
 
 def _into_folder(args, name: str, work: Callable[[Path], dict | None]) -> dict:
@@ -155,6 +164,19 @@ def cmd_algorithms(args) -> int:
     return 0
 
 
+def cmd_examples(args) -> int:
+    from orchestrator.shipped import copy_examples, examples_folder, list_examples
+
+    if args.copy:
+        for path in copy_examples(Path(args.copy)):
+            print(path)
+        return 0
+    print(f"shipped examples ({examples_folder()}); run one with `starling run NAME`:")
+    for name, summary in list_examples():
+        print(f"  {name:<28} {summary}")
+    return 0
+
+
 def cmd_node(rest: list[str]) -> int:
     """``starling node serve|health ...`` is ``python -m node serve|health ...``."""
     from node.cli import main as node_main
@@ -220,7 +242,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(metavar="COMMAND")
 
     run = sub.add_parser("run", help="run an experiment on real node processes over gRPC")
-    run.add_argument("experiment", help="experiment YAML file")
+    run.add_argument(
+        "experiment", help="experiment YAML file, or a shipped example's name (starling examples)"
+    )
     _out_options(run)
     run.add_argument(
         "--inventory", metavar="FILE",
@@ -230,7 +254,9 @@ def _parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=cmd_run)
 
     simulate = sub.add_parser("simulate", help="run the same experiment in-process")
-    simulate.add_argument("experiment", help="experiment YAML file")
+    simulate.add_argument(
+        "experiment", help="experiment YAML file, or a shipped example's name (starling examples)"
+    )
     _out_options(simulate)
     simulate.set_defaults(handler=cmd_simulate)
 
@@ -244,6 +270,13 @@ def _parser() -> argparse.ArgumentParser:
     algorithms = sub.add_parser("algorithms", help="list algorithms, roles and hyperparameters")
     algorithms.add_argument("--format", choices=["text", "json"], default="text")
     algorithms.set_defaults(handler=cmd_algorithms)
+
+    examples = sub.add_parser(
+        "examples", help="list the shipped example experiments (starling run quickstart), or "
+        "copy them into a folder to edit",
+    )  # fmt: skip
+    examples.add_argument("--copy", metavar="FOLDER", help="copy every example into FOLDER")
+    examples.set_defaults(handler=cmd_examples)
 
     node = sub.add_parser(
         "node", help="run one node (starling node serve --config node.yaml) or check one "

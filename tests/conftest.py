@@ -1,4 +1,5 @@
-"""Shared fixtures: run the real ``starling`` command as a subprocess."""
+"""Shared fixtures: run the real ``starling`` command as a subprocess; keep process
+starts to tests marked ``e2e``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.process_guard import forbid_processes
+
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _processes_only_in_e2e(request):
+    """A test that starts a process must be marked e2e (see tests/process_guard.py)."""
+    if request.node.get_closest_marker("e2e") is not None:
+        yield
+        return
+    with forbid_processes(request.node.nodeid):
+        yield
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ the number of data points (chosen prime so it cannot coincide).
 from __future__ import annotations
 
 import threading
-import time
 from concurrent import futures
 
 import grpc
@@ -25,7 +24,8 @@ from node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
 from node.samplers import ALGORITHMS
 from orchestrator.experiment import parse_experiment
 from orchestrator.node_specs import node_specs
-from tests.node.test_runtime_harness import Cluster, wait_until
+from tests.node.test_runtime_harness import Cluster
+from tests.waiting import wait_until
 
 POINTS = 37  # prime: no tensor dimension can equal it by accident
 
@@ -113,7 +113,7 @@ def test_no_data_value_leaves_a_real_node(tmp_path):
             client.configure(specs[0])
             client.start()
             wait_until(lambda: client.status().state == "done", 30, "node 0 to finish")
-            time.sleep(0.3)  # let the last stream message land
+            wait_until(lambda: len(recorder.iterates) == 5, 10, "the last stream message")
             model = build_model(experiment.model)
             data = load_shard(specs[0].data, model)
     finally:

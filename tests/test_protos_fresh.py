@@ -25,6 +25,7 @@ def _files(root: Path) -> dict[str, bytes]:
     importlib.util.find_spec("grpc_tools") is None,
     reason="grpc_tools is not installed (pip install grpcio-tools==1.85.1) - cannot regenerate",
 )
+@pytest.mark.e2e
 def test_committed_stubs_match_the_protos(tmp_path):
     result = subprocess.run(
         [sys.executable, str(ROOT / "protos" / "generate.py"), "--out", str(tmp_path)],

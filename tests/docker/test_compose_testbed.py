@@ -21,7 +21,7 @@ from orchestrator.experiment import load_experiment
 from orchestrator.simulation import simulate_experiment
 from tests.conftest import ROOT
 
-pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
+pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
 
 NODES = {"a": "0", "b": "1", "c": "2", "d": "3", "e": "4"}
 

@@ -17,7 +17,10 @@ from node.protocol import convert
 from node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
 from node.runtime.transport import open_channel
 from orchestrator.node_specs import node_specs
-from tests.node.test_runtime_harness import Cluster, ring_experiment, wait_until
+from tests.node.test_runtime_harness import Cluster, ring_experiment
+from tests.waiting import holds_for, wait_until
+
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
@@ -72,7 +75,7 @@ def test_a_message_far_ahead_is_refused_and_the_peer_still_waited_for(cluster):
 
     client.start()
     started = time.monotonic()
-    time.sleep(1.5)
+    wait_until(lambda: client.status().round >= 2, 10 * deadline, "two rounds of waiting")
     status = client.status()
     elapsed = time.monotonic() - started
     # Still waiting a deadline per round for its silent peers: at most elapsed/deadline + 1
@@ -135,19 +138,18 @@ def test_a_peer_declared_down_is_not_waited_for_until_it_is_back(cluster):
     with pytest.raises(ConfigError, match="^peer: 'stranger' is not an in-peer"):
         client.set_peer_down("stranger", True)
     client.start()
-    time.sleep(0.3)
+    holds_for(lambda: client.status().round <= 1, 0.3, "waiting for the silent peers")
     before = client.status().round
-    assert before <= 1
     for peer in ("1", "2"):
         client.set_peer_down(peer, True)
     # Nobody left to wait for: hundreds of rounds within a second.
     wait_until(lambda: client.status().round > before + 100, 10, "rounds without waiting")
     assert client.status().peers_down == ("1", "2")
     client.set_peer_down("1", False)
-    time.sleep(0.2)  # the round in flight when the mark was lifted
+    wait_until(lambda: client.status().peers_down == ("2",), 10, "peer 1 back")
     first = client.status().round
-    time.sleep(2.0)
-    # Waiting for peer 1 again: about one round per deadline (2 s → 2, allow 3).
-    assert client.status().round - first <= 3
+    # Waiting for peer 1 again: about one round per deadline (2 s → 2, allow 3, counting
+    # the round in flight when the mark was lifted).
+    holds_for(lambda: client.status().round - first <= 3, 2.0, "one round per deadline")
     assert client.status().peers_down == ("2",)
     client.stop()

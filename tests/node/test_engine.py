@@ -105,6 +105,7 @@ def test_a_message_to_an_unknown_peer_names_both_nodes():
         run_round(Stamp("b", True), 0, network.endpoint("a"), None, ScheduledFaults("a"))
 
 
+@pytest.mark.e2e
 def test_the_simulator_imports_no_grpc():
     code = (
         "import sys, node.engine; "

@@ -64,6 +64,7 @@ def test_bad_settings_are_one_line_naming_the_field(tmp_path, text, message):
         load_settings(_write(tmp_path, text))
 
 
+@pytest.mark.e2e
 def test_serve_reports_a_bad_settings_file_in_one_line(tmp_path):
     path = _write(tmp_path, "data: {source: synthetic, shard: -2}\n")
     done = subprocess.run(
@@ -104,6 +105,7 @@ def _own_data_nodes(cluster: Cluster, seed: int = 9, size: int = 17):
     return {node: cluster.ready(proc) for node, proc in procs.items()}
 
 
+@pytest.mark.e2e
 def test_node_uses_its_own_data_and_reports_only_the_recipe(tmp_path):
     experiment = _experiment()
     with Cluster(tmp_path) as cluster:
@@ -133,6 +135,7 @@ def test_node_uses_its_own_data_and_reports_only_the_recipe(tmp_path):
         assert len(load_shard(replies["a"].data, model)) == 17
 
 
+@pytest.mark.e2e
 def test_node_without_own_data_or_with_another_id_refuses_in_one_line(tmp_path):
     experiment = _experiment()
     with Cluster(tmp_path) as cluster:
@@ -146,6 +149,7 @@ def test_node_without_own_data_or_with_another_id_refuses_in_one_line(tmp_path):
             other.client().configure(specs["a"])
 
 
+@pytest.mark.e2e
 def test_a_fresh_run_starts_over_and_a_reconfigured_node_resumes(tmp_path):
     experiment = _experiment("fresh", rounds=5)
     with Cluster(tmp_path) as cluster:
@@ -170,6 +174,7 @@ def test_a_fresh_run_starts_over_and_a_reconfigured_node_resumes(tmp_path):
         assert all(not r.resumed and r.next_round == 0 for r in anew.values())
 
 
+@pytest.mark.e2e
 def test_health_command_exit_codes(tmp_path):
     with Cluster(tmp_path) as cluster:
         proc = cluster.ready(cluster.launch("a"))

@@ -152,6 +152,7 @@ def _run(procs, specs, follow_node=None):
     return clients, collected, elapsed
 
 
+@pytest.mark.e2e
 def test_network_run_equals_simulation_bit_for_bit(cluster):
     procs = cluster.start_nodes(["0", "1", "2"])
     addresses = {n: p.address for n, p in procs.items()}
@@ -192,6 +193,7 @@ def _iterate(experiment, sender, tensor, **kw):
     return peer_pb2.Iterate(**fields)
 
 
+@pytest.mark.e2e
 def test_bad_peers_are_rejected_counted_and_survived(cluster, tmp_path):
     (proc,) = cluster.start_nodes(["0"]).values()
     # Node 0's out-peers point at a port nobody listens on: its links just drop.
@@ -255,6 +257,7 @@ def test_bad_peers_are_rejected_counted_and_survived(cluster, tmp_path):
     assert client.status().state == "stopped"
 
 
+@pytest.mark.e2e
 def test_message_over_the_transport_limit_ends_only_its_stream(cluster):
     (proc,) = cluster.start_nodes(["0"], extra=["--max-message-bytes", "100000"]).values()
     experiment = ring_experiment("limits", rounds=5, deadline=0.2)
@@ -280,6 +283,7 @@ def test_message_over_the_transport_limit_ends_only_its_stream(cluster):
     wait_until(lambda: client.status().state == "done", 20, "done")
 
 
+@pytest.mark.e2e
 def test_sigterm_and_sigint_exit_cleanly(cluster):
     running, idle = cluster.start_nodes(["0", "1"]).values()
     with socket.socket() as spare:
@@ -304,6 +308,7 @@ def test_sigterm_and_sigint_exit_cleanly(cluster):
     assert (running.state_dir / "term" / "0" / "samples.bin").exists()
 
 
+@pytest.mark.e2e
 def test_port_in_use_is_one_clear_line_and_exit_2(cluster):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -317,6 +322,7 @@ def test_port_in_use_is_one_clear_line_and_exit_2(cluster):
     assert address in errors[0] and "address already in use" in errors[0]
 
 
+@pytest.mark.e2e
 def test_unreachable_node_is_named(cluster):
     with socket.socket() as spare:
         spare.bind(("127.0.0.1", 0))

@@ -12,8 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 from node.protocol.contract import READY_PREFIX
 from orchestrator.client import NodeClient
 from orchestrator.experiment import Experiment, parse_experiment
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 60.0  # generous: two shared cores, several interpreters importing numpy
@@ -133,16 +133,6 @@ def ring_experiment(name: str, rounds: int, deadline: float, **overrides: Any) -
     }
     return parse_experiment(raw)
 
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str,
-               every: float = 0.05) -> float:
-    """Poll ``condition`` until true; returns the time it took, fails naming ``what``."""
-    start = time.monotonic()
-    while not condition():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(every)
-    return time.monotonic() - start
 
 
 def start_run(procs: dict[str, NodeProc], specs) -> dict[str, NodeClient]:

@@ -10,7 +10,10 @@ import numpy as np
 import pytest
 
 from orchestrator.node_specs import node_specs
-from tests.node.test_runtime_harness import Cluster, ring_experiment, wait_until
+from tests.node.test_runtime_harness import Cluster, ring_experiment
+from tests.waiting import holds_for, wait_until
+
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
@@ -168,8 +171,7 @@ def test_a_held_node_stops_before_its_round_keeps_serving_and_goes_on_when_relea
     wait_until(lambda: clients["1"].status().holding, 30, "node 1 holding")
     status = clients["1"].status()
     assert status.round == 7 and status.samples_stored == 7 and status.state == "running"
-    time.sleep(1.0)
-    assert clients["1"].status().samples_stored == 7  # it stays put while held
+    holds_for(lambda: clients["1"].status().samples_stored == 7, 1.0, "node 1 staying put")
     clients["1"].hold(None)
     wait_until(lambda: all(c.status().state == "done" for c in clients.values()), 60, "done")
     assert [r for r, _ in clients["1"].samples()] == list(range(20))

@@ -9,6 +9,8 @@ import yaml
 
 from tests.conftest import ROOT, run_cli
 
+pytestmark = pytest.mark.e2e
+
 BASE = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())
 
 

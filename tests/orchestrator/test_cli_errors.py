@@ -230,6 +230,7 @@ def test_user_mistake_is_one_line(tmp_path, capsys, starling_home, command, cont
     assert not (tmp_path / "out").exists(), "a refused file must not start a run"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("content", "needle"),
     [

@@ -53,6 +53,7 @@ def test_any_size_and_graph(count, kind):
     assert shards == [str(k) for k in range(count)]
 
 
+@pytest.mark.e2e
 def test_bad_requests_are_one_line():
     with pytest.raises(ConfigError, match="--nodes: expected a positive number"):
         generate(0)

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from orchestrator.backends.base import Backend
 from orchestrator.backends.local import LocalBackend
 from orchestrator.client import NodeClient
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -66,10 +66,7 @@ def test_nodes_die_with_an_orchestrator_killed_outright(tmp_path):
         assert len(pids) == 2
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=10)
-        deadline = time.monotonic() + 20
-        while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert all(_gone(pid) for pid in pids), pids
+        wait_until(lambda: all(_gone(pid) for pid in pids), 20, f"processes {pids} to end")
     finally:
         if parent.poll() is None:
             parent.kill()

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ORCHESTRATOR = ROOT / "orchestrator"
 
 
+@pytest.mark.e2e
 def test_simulate_runs_without_importing_grpc(tmp_path):
     """``starling simulate`` end to end in a fresh interpreter; grpc is never imported."""
     script = (

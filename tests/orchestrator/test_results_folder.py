@@ -63,6 +63,7 @@ def test_an_overwrite_removes_only_what_the_manifest_lists_inside_the_folder(tmp
     assert outside.read_text() == "keep\n"
 
 
+@pytest.mark.e2e
 def test_a_run_that_fails_into_an_old_folder_leaves_nothing_stale(tmp_path, experiment):
     out = tmp_path / "p"
     assert main(["simulate", str(experiment), "--out", str(out)]) == 0

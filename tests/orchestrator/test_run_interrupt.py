@@ -7,13 +7,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 import yaml
 
+from orchestrator.client import NodeClient
 from tests.conftest import ROOT
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -31,11 +32,11 @@ def test_ctrl_c_leaves_no_process_and_writes_partial_results(tmp_path, starling_
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while not (out / "run.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert (out / "run.json").exists(), "the run never started"
-        time.sleep(2.0)  # let some rounds happen
+        wait_until(lambda: (out / "run.json").exists(), 60, "the run to start")
+        addresses = json.loads((out / "run.json").read_text())["addresses"]
+        clients = [NodeClient(address, timeout=5) for address in addresses.values()]
+        # Interrupt mid-way: once every node has stored a few rounds.
+        wait_until(lambda: all(c.status().round >= 3 for c in clients), 60, "some rounds")
         orchestrator.send_signal(signal.SIGINT)
         stdout, stderr = orchestrator.communicate(timeout=60)
     finally:
