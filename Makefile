@@ -16,9 +16,15 @@ install: $(BIN)/.installed
 run: $(BIN)/.installed
 	$(BIN)/starling run examples/quickstart.yaml
 
-test: $(BIN)/.installed
-	$(BIN)/ruff check node orchestrator tests
+# Lint first (seconds), then the whole suite.
+test: lint
 	$(BIN)/python -m pytest
+
+# ruff's rules and formatting, and mypy (strict on node/, see [tool.mypy] in pyproject.toml).
+lint: $(BIN)/.installed
+	$(BIN)/ruff check node orchestrator tests benchmarks
+	$(BIN)/ruff format --check node orchestrator tests benchmarks
+	$(BIN)/mypy node orchestrator
 
 # The tests that start no process (no node, no backend, no docker): seconds to minutes,
 # for the edit-test loop. Every test that starts one is marked e2e (tests/process_guard.py

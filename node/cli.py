@@ -26,8 +26,13 @@ import socket
 import sys
 import tempfile
 import threading
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from node.params import ConfigError
+
+if TYPE_CHECKING:
+    from node.config import NodeSettings
 
 __all__ = ["main"]
 
@@ -116,7 +121,7 @@ def _fail(message: str) -> int:
     return EXIT_USAGE
 
 
-def _settings(args: argparse.Namespace):
+def _settings(args: argparse.Namespace) -> NodeSettings:
     """The config file's settings with the flags given over them."""
     from node.config import load_settings, override
 
@@ -179,7 +184,8 @@ def serve(args: argparse.Namespace) -> int:
     # node is waiting without stopping it.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
 
-    def on_signal(signum, frame):  # pragma: no cover - exercised by the tests' subprocesses
+    # Not covered in-process: the tests' node subprocesses exercise it.
+    def on_signal(signum: int, frame: FrameType | None) -> None:  # pragma: no cover
         received.append(signum)
         stop.set()
 

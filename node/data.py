@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from node.models.base import Dataset
+from node.models.base import Dataset, Model
 from node.params import ConfigError
 from node.spec import DataSpec
 
@@ -44,7 +44,7 @@ def shard_rng(seed: int, shard: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([seed, shard]))
 
 
-def load_shard(spec: DataSpec, model) -> Dataset:
+def load_shard(spec: DataSpec, model: Model) -> Dataset:
     """This node's rows: generated from (seed, shard) or rows ``shard::num_shards`` of a file."""
     if spec.source == "synthetic":
         if spec.size <= 0:
@@ -62,7 +62,7 @@ def load_shard(spec: DataSpec, model) -> Dataset:
     raise ConfigError(f"data.source: unknown source {spec.source!r} (use synthetic or file)")
 
 
-def load_file(path: str, fmt: str, model) -> Dataset:
+def load_file(path: str, fmt: str, model: Model) -> Dataset:
     """A whole file read for ``model``: width checked against its ``num_features``.
 
     Also the way to read a held-out file (e.g. a9a.t) for evaluation.
@@ -191,8 +191,8 @@ def _sniff(file: Path) -> str:
             if raw.read(2) == b"PK":  # a zip archive: what numpy's savez writes
                 return "npz"
         with _open_text(file) as handle:
-            for raw in handle:
-                line = raw.split("#", 1)[0].strip()
+            for text in handle:
+                line = text.split("#", 1)[0].strip()
                 if not line:
                     continue
                 if _LIBSVM_TOKEN.match(line):

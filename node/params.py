@@ -16,7 +16,6 @@ carries every number as a float, so a whole float is accepted where an int is de
 from __future__ import annotations
 
 import dataclasses
-import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -79,15 +78,22 @@ def _strict(annotation: Any) -> Any:
     return annotation
 
 
-@functools.cache
+_SCHEMAS: dict[type, type[pydantic.BaseModel]] = {}
+
+
 def _schema_of(cls: type) -> type[pydantic.BaseModel]:
-    """A pydantic model with the fields of the dataclass ``cls`` (defaults left to ``cls``)."""
+    """A pydantic model with the fields of the dataclass ``cls`` (defaults left to ``cls``),
+    made once per class."""
+    if cls in _SCHEMAS:
+        return _SCHEMAS[cls]
     hints = typing.get_type_hints(cls)
     fields: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         fields[f.name] = (_strict(hints[f.name]), ... if required else None)
-    return pydantic.create_model(cls.__name__, __config__=STRICT, **fields)
+    schema = pydantic.create_model(cls.__name__, __config__=STRICT, **fields)
+    _SCHEMAS[cls] = schema
+    return schema
 
 
 def parse_params(cls: type[T], values: Mapping[str, Any] | None, where: str) -> T:

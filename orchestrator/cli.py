@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from node.params import ConfigError
 
@@ -81,7 +82,7 @@ def _experiment_file(name: str) -> str | Path:
     return example_path(name) or name
 
 
-def _into_folder(args, name: str, work: Callable[[Path], dict | None]) -> dict:
+def _into_folder(args, name: str, work: Callable[[Path], object]) -> dict:
     """Run ``work`` in the results folder the policy gives (:mod:`orchestrator.outdir`); a
     run that ends without results still says so in ``metrics.json`` and ``summary.txt``."""
     from orchestrator.outdir import prepare
@@ -90,7 +91,8 @@ def _into_folder(args, name: str, work: Callable[[Path], dict | None]) -> dict:
     folder = prepare(args.out, name, args.overwrite)
     folder.begin()
     try:
-        metrics = work(folder.path) or {}
+        result = work(folder.path)
+        metrics = result if isinstance(result, dict) else {}
     except KeyboardInterrupt:
         write_failure(folder.path, name, "interrupted", "interrupted by the user")
         folder.end("interrupted")
@@ -141,7 +143,7 @@ def cmd_algorithms(args) -> int:
     from node.params import describe_params
     from node.samplers import ALGORITHMS
 
-    catalogue = [
+    catalogue: list[dict[str, Any]] = [
         {
             "name": info.name,
             "summary": info.summary,

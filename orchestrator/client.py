@@ -122,7 +122,7 @@ class NodeClient:
                     return
                 last = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
             except grpc.RpcError as exc:
-                last = f"{exc.code().name}: {exc.details()}"  # type: ignore[attr-defined]
+                last = f"{exc.code().name}: {exc.details()}"
             time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))
 
     def configure(self, spec: NodeSpec, fresh: bool = False) -> Configured:
@@ -196,7 +196,7 @@ class NodeClient:
                         yield int(sample.round), convert.array_from_tensor(sample.value)
                 return
             except grpc.RpcError as exc:
-                code = exc.code()  # type: ignore[attr-defined]
+                code = exc.code()
                 if code == grpc.StatusCode.UNAVAILABLE and attempt < RETRY_ATTEMPTS - 1:
                     time.sleep(_backoff(attempt))
                     attempt += 1
@@ -256,7 +256,7 @@ class NodeClient:
             try:
                 return call(timeout)
             except grpc.RpcError as exc:
-                code = exc.code()  # type: ignore[attr-defined]
+                code = exc.code()
                 if code == grpc.StatusCode.UNAVAILABLE and attempt < attempts - 1:
                     time.sleep(_backoff(attempt))
                     continue
@@ -264,8 +264,8 @@ class NodeClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _error(self, what: str, exc: grpc.RpcError) -> Exception:
-        code = exc.code()  # type: ignore[attr-defined]
-        details = exc.details() or code.name  # type: ignore[attr-defined]
+        code = exc.code()
+        details = exc.details() or code.name
         if code == grpc.StatusCode.INVALID_ARGUMENT:
             # The node's message starts with the field it names; keep it first.
             return ConfigError(f"{details} (node at {self.address})")

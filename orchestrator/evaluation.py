@@ -91,8 +91,9 @@ def reference_data(
         return [load_file(d.path, d.format, model)]
     if d.source == NODE_SOURCE:
         recipes = [(node_data or {}).get(node) for node in experiment.data_nodes()]
-        if all(r is not None and r.source == "synthetic" for r in recipes):
-            return [model.synthesize(shard_rng(r.seed, r.shard), r.size) for r in recipes]
+        known = [r for r in recipes if r is not None and r.source == "synthetic"]
+        if len(known) == len(recipes):
+            return [model.synthesize(shard_rng(r.seed, r.shard), r.size) for r in known]
     return []  # data the orchestrator has no recipe for (a node's own file): no ground truth
 
 

@@ -185,7 +185,7 @@ def _need_round_seconds(round_seconds: float | None, where: str) -> float:
 def _span(entry: LinkFaultEntry, where: str, rounds: int, round_seconds: float | None):
     """The rounds ``[start, stop)`` a link fault covers."""
     item = entry.model_fields_set
-    given = [key for key in ("at_round", "at_seconds") if key in item]
+    given: list[str] = [key for key in ("at_round", "at_seconds") if key in item]
     span = entry.rounds
     if isinstance(span, list):
         given.insert(0, "rounds")

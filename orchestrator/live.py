@@ -88,7 +88,7 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def active_runs() -> list[RunRecord]:
-    runs = []
+    runs: list[RunRecord] = []
     folder = registry_dir()
     if not folder.is_dir():
         return runs

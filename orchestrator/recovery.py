@@ -42,7 +42,7 @@ def write_start(out_dir: Path, experiment: Experiment, specs: Mapping[str, NodeS
     """What ``collect`` needs if this run's orchestrator dies: written once nodes started."""
     out_dir = Path(out_dir)
     processes = getattr(backend, "nodes", {}) if backend.kind == "local" else {}
-    pids = getattr(backend, "pids", lambda: {})()
+    pids: dict[str, int | None] = getattr(backend, "pids", lambda: {})()
     nodes = {}
     for node, spec in specs.items():
         process = processes.get(node)

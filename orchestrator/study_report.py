@@ -37,9 +37,9 @@ def write_tables(out: Path, study: Study, rows: list[dict], curves) -> None:
         )
     )  # fmt: skip
     with open(out / "table.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+        table = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        table.writeheader()
+        table.writerows(rows)
     with open(out / "curves.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["cell", "variant", "round", "w2_average", "w2_agent"])
@@ -66,9 +66,10 @@ def write_tables(out: Path, study: Study, rows: list[dict], curves) -> None:
 
 def _cell_x(study: Study) -> dict[str, float] | None:
     xs = {cell["label"]: cell.get("x") for cell in study.cells}
-    if not study.x_label or not all(isinstance(v, (int, float)) for v in xs.values()):
+    numbers = {k: v for k, v in xs.items() if isinstance(v, (int, float))}
+    if not study.x_label or len(numbers) < len(xs):
         return None
-    return {label: float(value) for label, value in xs.items()}
+    return {label: float(value) for label, value in numbers.items()}
 
 
 def _pivot(study: Study, rows: list[dict]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator, Mapping
 
-from node.models.base import Dataset, GaussianPosterior, GridPosterior, LocalPotential
+from node.models.base import Dataset, GaussianPosterior, GridPosterior, LocalPotential, Model
 from node.params import ConfigError, parse_params
 from node.spec import ModelSpec
 
@@ -20,17 +20,18 @@ __all__ = [
     "GaussianPosterior",
     "GridPosterior",
     "LocalPotential",
+    "Model",
     "build_model",
 ]
 
 
-class _Registry(Mapping[str, type]):
+class _Registry(Mapping[str, type[Model]]):
     """Name -> model class, importing the class's module on first look-up."""
 
     def __init__(self, where: dict[str, str]):
         self._where = where
 
-    def __getitem__(self, name: str) -> type:
+    def __getitem__(self, name: str) -> type[Model]:
         module, _, attribute = self._where[name].partition(":")
         return getattr(importlib.import_module(module), attribute)
 
@@ -42,7 +43,7 @@ class _Registry(Mapping[str, type]):
 
 
 # name -> parameter dataclass which is also the model (synthesize, local_potential, ...)
-MODELS: Mapping[str, type] = _Registry(
+MODELS: Mapping[str, type[Model]] = _Registry(
     {
         "linear_regression": "node.models.linear_regression:LinearRegression",
         "logistic_regression": "node.models.logistic_regression:LogisticRegression",
@@ -53,7 +54,7 @@ MODELS: Mapping[str, type] = _Registry(
 )
 
 
-def build_model(spec: ModelSpec):
+def build_model(spec: ModelSpec) -> Model:
     """The model object named in ``spec``, with its parameters checked."""
     try:
         cls = MODELS[spec.name]

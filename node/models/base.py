@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -140,6 +141,26 @@ def minibatch_rows(rng: np.random.Generator, n: int, batch: int, chains: int) ->
     """
     keys = rng.random((chains, n))
     return np.argpartition(keys, batch - 1, axis=1)[:, :batch]
+
+
+class Model(Protocol):
+    """What the node asks of every model (each model class is also its own parameter
+    dataclass, built by :func:`node.models.build_model`)."""
+
+    @property
+    def dim(self) -> int:
+        """Dimension of the parameter θ the chains sample."""
+        ...
+
+    def synthesize(self, rng: np.random.Generator, size: int) -> Dataset:
+        """``size`` points drawn from the model's generating process."""
+        ...
+
+    def local_potential(
+        self, data: Dataset, prior_share: float, batch_size: int = 0
+    ) -> LocalPotential:
+        """``f_i`` of ``data`` with ``prior_share`` of the prior, mini-batched if asked."""
+        ...
 
 
 class LocalPotential(ABC):

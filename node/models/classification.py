@@ -16,6 +16,8 @@ posterior-predictive scores from the average of the sampled probabilities ([002]
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 from scipy.stats import rankdata
 
@@ -87,7 +89,19 @@ def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
     return float((ranks[labels].sum() - positives * (positives + 1) / 2) / (positives * negatives))
 
 
-def classification_scores(model, samples: np.ndarray, X: np.ndarray, y: np.ndarray) -> dict:
+class Classifier(Protocol):
+    """What :func:`classification_scores` needs of a classification model."""
+
+    num_classes: int
+
+    def class_labels(self, y: np.ndarray) -> np.ndarray: ...
+
+    def predict_proba(self, samples: np.ndarray, X: np.ndarray) -> np.ndarray: ...
+
+
+def classification_scores(
+    model: Classifier, samples: np.ndarray, X: np.ndarray, y: np.ndarray
+) -> dict[str, float]:
     """Accuracy (and AUC for two classes) of ``samples`` (S, d) on held-out rows ``X, y``.
 
     ``predictive_*`` use the posterior-predictive probabilities (mean over samples);

@@ -88,7 +88,11 @@ class GaussianMixture:
             lo = coarse[inside.min(axis=0)] - 2 * cell
             hi = coarse[inside.max(axis=0)] + 2 * cell
             bounds = ((lo[0], hi[0]), (lo[1], hi[1]))
-        axes = tuple(lo + (np.arange(points) + 0.5) * (hi - lo) / points for lo, hi in bounds)
+
+        def axis(lo: float, hi: float) -> np.ndarray:
+            return lo + (np.arange(points) + 0.5) * (hi - lo) / points
+
+        axes = (axis(*bounds[0]), axis(*bounds[1]))
         log_p = self._grid_log_posterior(axes, observations)
         cell_volume = float(np.prod([a[1] - a[0] for a in axes]))
         density = np.exp(log_p - logsumexp(log_p)) / cell_volume

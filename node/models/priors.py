@@ -62,7 +62,9 @@ class LaplacePrior:
         return rng.laplace(0.0, self.scale, dim)
 
 
-def make_prior(kind: str, variance: float, scale: float, share: float):
+def make_prior(
+    kind: str, variance: float, scale: float, share: float
+) -> GaussianPrior | LaplacePrior:
     """The prior named ``kind`` ("gaussian" or "laplace") carrying a share ``share``."""
     if kind == "gaussian":
         return GaussianPrior(variance, share)

@@ -52,7 +52,7 @@ class LinkCounters:
         return LinkCounters(**asdict(self))
 
 
-_WIRE_STATES = {
+_WIRE_STATES: dict[NodeState, control_pb2.NodeState] = {
     NodeState.IDLE: control_pb2.NODE_STATE_IDLE,
     NodeState.CONFIGURED: control_pb2.NODE_STATE_CONFIGURED,
     NodeState.RUNNING: control_pb2.NODE_STATE_RUNNING,
@@ -60,10 +60,10 @@ _WIRE_STATES = {
     NodeState.FAILED: control_pb2.NODE_STATE_FAILED,
     NodeState.STOPPED: control_pb2.NODE_STATE_STOPPED,
 }
-_STATES_BY_WIRE = {wire: state for state, wire in _WIRE_STATES.items()}
+_STATES_BY_WIRE: dict[int, NodeState] = {wire: state for state, wire in _WIRE_STATES.items()}
 
 
-def state_to_proto(state: NodeState) -> int:
+def state_to_proto(state: NodeState) -> control_pb2.NodeState:
     """The ``NodeState`` enum value of protos/starling/v1/control.proto for ``state``."""
     return _WIRE_STATES[state]
 

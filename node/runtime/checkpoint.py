@@ -42,7 +42,11 @@ def save_checkpoint(path: str | Path, checkpoint: Checkpoint) -> None:
         "rng_state": checkpoint.rng_state,
         "fingerprint": checkpoint.fingerprint,
     }
-    arrays = {_PREFIX + name: np.asarray(value) for name, value in checkpoint.program_state.items()}
+    # Any, not ndarray: numpy >= 2.1 types savez's ``**kwds`` as also filling its
+    # ``allow_pickle: bool`` keyword, which numpy 1.x (supported) does not have.
+    arrays: dict[str, Any] = {
+        _PREFIX + name: np.asarray(value) for name, value in checkpoint.program_state.items()
+    }
     arrays[_META] = np.array(json.dumps(meta))
     temporary = path.with_name(path.name + ".tmp")
     with open(temporary, "wb") as file:

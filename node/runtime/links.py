@@ -30,11 +30,14 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import enum
 import logging
 import queue
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypedDict
 
 import grpc
 import numpy as np
@@ -61,7 +64,24 @@ restarted node not yet configured) is not hammered."""
 CLOSE_WAIT = 1.5
 """At shutdown, how long a link may take to deliver what is still queued."""
 
-_CLOSE = object()
+
+class _Close(enum.Enum):
+    """The close request a link's queue carries after the last message."""
+
+    CLOSE = "close"
+
+
+_CLOSE = _Close.CLOSE
+
+
+class _Header(TypedDict):
+    """Who sends which round and phase: the fields every Iterate of a link carries."""
+
+    experiment: str
+    sender: str
+    receiver: str
+    round: int
+    phase: int
 
 
 @dataclass
@@ -102,7 +122,8 @@ class OutboundLink:
         self._drop_rng = np.random.default_rng(
             [spec.seed, stable_id(spec.node_id), stable_id(receiver), 0x11FE]
         )
-        self._queue: queue.Queue = queue.Queue()
+        # Messages to send; None wakes the link thread (a stream broke), _CLOSE ends it.
+        self._queue: queue.Queue[_Outgoing | _Close | None] = queue.Queue()
         # Taken from the queue while the peer was unreachable; sent first once it is back.
         self._held: collections.deque[_Outgoing] = collections.deque()
         self._hold_seconds = max(spec.round_deadline, CONNECT_WAIT)
@@ -140,7 +161,7 @@ class OutboundLink:
     # ------------------------------------------------------------ link thread
 
     def _iterate(self, item: _Outgoing) -> peer_pb2.Iterate:
-        common = dict(
+        common = _Header(
             experiment=self.spec.experiment,
             sender=self.spec.node_id,
             receiver=self.receiver,
@@ -204,16 +225,16 @@ class OutboundLink:
                 )
         return closing
 
-    def _next(self) -> object:
+    def _next(self) -> _Outgoing | _Close | None:
         """The next item to send: a held one first, else the next queued (blocking)."""
         return self._held.popleft() if self._held else self._queue.get()
 
     def _stream(self, stub: peer_pb2_grpc.PeerStub) -> bool:
         """Feed one Exchange stream until it breaks (False) or the link closes (True)."""
-        outbox: queue.Queue = queue.Queue()
+        outbox: queue.Queue[tuple[peer_pb2.Iterate, bool] | None] = queue.Queue()
         stats, receiver = self._stats, self.receiver
 
-        def requests():
+        def requests() -> Iterator[peer_pb2.Iterate]:
             # Runs in gRPC's sending thread; ``None`` ends the stream.
             while True:
                 item = outbox.get()
@@ -229,7 +250,12 @@ class OutboundLink:
 
         call = stub.Exchange.future(requests())
         broken = threading.Event()
-        call.add_done_callback(lambda _: (broken.set(), self._queue.put(None)))
+
+        def on_done(_call: grpc.Future) -> None:
+            broken.set()
+            self._queue.put(None)
+
+        call.add_done_callback(on_done)
         closing = False
         while True:
             item = self._next()
@@ -293,7 +319,7 @@ class OutboundLink:
             call.result(timeout=0)
             detail = "stream ended"
         except grpc.RpcError as exc:
-            detail = f"{exc.code().name}: {exc.details()}"  # type: ignore[attr-defined]
+            detail = f"{exc.code().name}: {exc.details()}"
         except Exception as exc:  # noqa: BLE001 - only for the message
             detail = str(exc) or type(exc).__name__
         self._stats.add(self.receiver, "send_errors", error=f"{self.address}: {detail}")

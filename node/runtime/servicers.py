@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 import grpc
 
@@ -20,16 +22,24 @@ from node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2, p
 from node.runtime.archive import NoStoredRun, read_batches, run_directory
 from node.runtime.run import SAMPLES_FILE
 from node.runtime.runtime import NodeRuntime, PreconditionError
+from node.runtime.streaming import Batch
 
 __all__ = ["ControlServicer", "PeerServicer"]
 
 log = logging.getLogger("starling.node")
 
-def _mapped(method):
+_Request = TypeVar("_Request")
+_Reply = TypeVar("_Reply")
+_Method = Callable[["ControlServicer", _Request, grpc.ServicerContext], _Reply]
+
+
+def _mapped(method: _Method[_Request, _Reply]) -> _Method[_Request, _Reply]:
     """Turn the runtime's exceptions into status codes with their one-line message."""
 
     @functools.wraps(method)
-    def wrapper(self, request, context):
+    def wrapper(
+        self: ControlServicer, request: _Request, context: grpc.ServicerContext
+    ) -> _Reply:
         try:
             return method(self, request, context)
         except ConfigError as exc:
@@ -39,16 +49,19 @@ def _mapped(method):
         except Exception as exc:  # noqa: BLE001 - reported to the caller, node keeps serving
             log.exception("%s failed", method.__name__)
             context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+        raise AssertionError("context.abort raises")  # pragma: no cover
 
     return wrapper
 
 
 class ControlServicer(control_pb2_grpc.ControlServicer):
-    def __init__(self, runtime: NodeRuntime):
+    def __init__(self, runtime: NodeRuntime) -> None:
         self.runtime = runtime
 
     @_mapped
-    def Configure(self, request, context):
+    def Configure(
+        self, request: control_pb2.NodeConfig, context: grpc.ServicerContext
+    ) -> control_pb2.ConfigureReply:
         result = self.runtime.configure(convert.config_to_spec(request), fresh=request.fresh)
         reply = control_pb2.ConfigureReply(
             next_round=result.next_round,
@@ -60,17 +73,23 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
         return reply
 
     @_mapped
-    def Start(self, request, context):
+    def Start(
+        self, request: control_pb2.StartRequest, context: grpc.ServicerContext
+    ) -> control_pb2.Ack:
         self.runtime.start()
         return control_pb2.Ack()
 
     @_mapped
-    def Stop(self, request, context):
+    def Stop(
+        self, request: control_pb2.StopRequest, context: grpc.ServicerContext
+    ) -> control_pb2.Ack:
         self.runtime.stop()
         return control_pb2.Ack()
 
     @_mapped
-    def Status(self, request, context):
+    def Status(
+        self, request: control_pb2.StatusRequest, context: grpc.ServicerContext
+    ) -> control_pb2.NodeStatus:
         s = self.runtime.status()
         return control_pb2.NodeStatus(
             node_id=s.node_id,
@@ -87,7 +106,9 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
             refused_streams=s.refused_streams,
         )
 
-    def StreamSamples(self, request, context):
+    def StreamSamples(
+        self, request: control_pb2.SamplesRequest, context: grpc.ServicerContext
+    ) -> Iterator[control_pb2.SampleBatch]:
         batches = self.runtime.samples(request.offset, request.follow, context.is_active)
         if request.experiment or request.node_id:
             status = self.runtime.status()
@@ -109,7 +130,7 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
             )
 
     @staticmethod
-    def _sample_batches(batches):
+    def _sample_batches(batches: Iterable[Batch]) -> Iterator[control_pb2.SampleBatch]:
         for batch in batches:
             yield control_pb2.SampleBatch(
                 samples=[
@@ -121,12 +142,16 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
             )
 
     @_mapped
-    def Hold(self, request, context):
+    def Hold(
+        self, request: control_pb2.HoldRequest, context: grpc.ServicerContext
+    ) -> control_pb2.Ack:
         self.runtime.hold(request.round if request.round >= 0 else None)
         return control_pb2.Ack()
 
     @_mapped
-    def SetLink(self, request, context):
+    def SetLink(
+        self, request: control_pb2.SetLinkRequest, context: grpc.ServicerContext
+    ) -> control_pb2.Ack:
         self.runtime.set_link(
             request.receiver,
             up=request.up if request.HasField("up") else None,
@@ -136,12 +161,16 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
         return control_pb2.Ack()
 
     @_mapped
-    def SetPeerDown(self, request, context):
+    def SetPeerDown(
+        self, request: control_pb2.PeerDownRequest, context: grpc.ServicerContext
+    ) -> control_pb2.Ack:
         self.runtime.set_peer_down(request.peer, request.down)
         return control_pb2.Ack()
 
     @_mapped
-    def Checkpoint(self, request, context):
+    def Checkpoint(
+        self, request: control_pb2.CheckpointRequest, context: grpc.ServicerContext
+    ) -> control_pb2.CheckpointReply:
         return control_pb2.CheckpointReply(next_round=self.runtime.checkpoint())
 
 
@@ -151,12 +180,14 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
     counted) instead of taking a thread that Control and Health need. The server's pool is
     larger than this limit (:func:`node.runtime.transport.server_threads`)."""
 
-    def __init__(self, runtime: NodeRuntime, max_streams: int):
+    def __init__(self, runtime: NodeRuntime, max_streams: int) -> None:
         self.runtime = runtime
         self.max_streams = max_streams
         self._slots = threading.BoundedSemaphore(max_streams)
 
-    def Exchange(self, request_iterator, context):
+    def Exchange(
+        self, request_iterator: Iterator[peer_pb2.Iterate], context: grpc.ServicerContext
+    ) -> peer_pb2.ExchangeSummary:
         if not self._slots.acquire(blocking=False):
             self.runtime.note_refused_stream()
             context.abort(
@@ -168,7 +199,9 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
         finally:
             self._slots.release()
 
-    def _exchange(self, request_iterator, context):
+    def _exchange(
+        self, request_iterator: Iterator[peer_pb2.Iterate], context: grpc.ServicerContext
+    ) -> peer_pb2.ExchangeSummary:
         # A bad message is rejected and counted, never fatal to the stream: the sender's
         # well-formed messages keep flowing.
         received = rejected = 0

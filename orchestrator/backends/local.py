@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from orchestrator.experiment import Experiment
@@ -53,8 +53,23 @@ class NodeProcess:
     listen: str
     state_dir: Path
     log_path: Path
-    process: subprocess.Popen | None = None
+    process: subprocess.Popen[bytes] | None = None
     address: str = ""
+
+    @property
+    def running(self) -> subprocess.Popen[bytes]:
+        """The process, once launched."""
+        if self.process is None:
+            raise RuntimeError(f"node {self.node_id!r} was never launched")
+        return self.process
+
+    @property
+    def stdout(self) -> IO[bytes]:
+        """The read end of the process's stdout pipe."""
+        stdout = self.running.stdout
+        if stdout is None:
+            raise RuntimeError(f"node {self.node_id!r} has no stdout pipe")
+        return stdout
 
     @property
     def pid(self) -> int | None:
@@ -142,29 +157,29 @@ class LocalBackend:
             start_new_session=True,  # Ctrl-C reaches the orchestrator, which stops nodes itself
         )
         log.close()
-        return _ReadyLine(proc.process.stdout)
+        return _ReadyLine(proc.stdout)
 
     def _await_ready(self, proc: NodeProcess, ready: _ReadyLine, deadline: float) -> None:
         line = ready.wait(max(deadline - time.monotonic(), 0.0))
         if not line.startswith(READY_PREFIX):
             reason = _last_line(proc.log_path) or "no output"
             if proc.alive():
-                proc.process.kill()
-            proc.process.wait(timeout=10)
-            proc.process.stdout.close()
+                proc.running.kill()
+            proc.running.wait(timeout=10)
+            proc.stdout.close()
             raise ConfigError(f"node {proc.node_id!r}: could not start on {proc.listen}: {reason}")
         proc.address = line[len(READY_PREFIX) :].strip()
         # A restart must come back on the same port so that peers' links reconnect.
         proc.listen = proc.address
         # Keep draining stdout so the child never blocks on a full pipe.
-        threading.Thread(target=_drain, args=(proc.process.stdout,), daemon=True).start()
+        threading.Thread(target=_drain, args=(proc.stdout,), daemon=True).start()
 
     def kill(self, node_id: str) -> None:
         """SIGKILL: a crash, not a shutdown. The state dir stays for the restart."""
         proc = self.nodes[node_id]
         if proc.alive():
-            proc.process.send_signal(signal.SIGKILL)
-            proc.process.wait(timeout=10)
+            proc.running.send_signal(signal.SIGKILL)
+            proc.running.wait(timeout=10)
 
     def restart(self, node_id: str) -> str:
         proc = self.nodes[node_id]
@@ -184,7 +199,7 @@ class LocalBackend:
         """SIGTERM every process this backend started, SIGKILL what outlives ``grace``."""
         for proc in self.nodes.values():
             if proc.alive():
-                proc.process.send_signal(signal.SIGTERM)
+                proc.running.send_signal(signal.SIGTERM)
         for proc in self.nodes.values():
             if proc.process is None:
                 continue

@@ -37,10 +37,10 @@ def check_topology(topology: Topology, info: Any, roles: Mapping[str, str]) -> N
             where = f"topology.schedule[{k}]" if topology.time_varying else "topology"
             edge = graph.missing_reverse()
             if edge is not None:
-                a, b = edge
+                sender, receiver = edge
                 raise ConfigError(
-                    f"{where}: {info.name} needs an undirected graph, but the edge {a}→{b} "
-                    f"has no reverse {b}→{a}"
+                    f"{where}: {info.name} needs an undirected graph, but the edge "
+                    f"{sender}→{receiver} has no reverse {receiver}→{sender}"
                 )
             matrix = topology.weights[k] if k < len(topology.weights) else None
             if matrix is not None:
