@@ -27,8 +27,8 @@ from node.engine.rounds import run_round
 from node.params import ConfigError
 from node.protocol.contract import LinkCounters
 from node.protocol.starling.v1 import peer_pb2
-from node.runtime.checks import Rejected, check_iterate, check_spec
-from node.runtime.inbox import WITHHELD
+from node.runtime.checks import check_spec
+from node.runtime.receive import file_iterate
 from node.runtime.run import SAMPLES_FILE, Run, build, open_run, spec_fingerprint
 from node.runtime.state import NodeState
 from node.runtime.store import SampleStore
@@ -313,34 +313,7 @@ class NodeRuntime:
             run = self._run
         if run is None:
             raise PreconditionError("node is not configured; it takes no iterates yet")
-        sender = iterate.sender or "<anonymous>"
-        try:
-            message = check_iterate(
-                iterate, run.spec, run.program, run.senders, run.round + self.round_window
-            )
-        except Rejected as exc:
-            count = run.inbound.add(sender, "rejected", error=str(exc))
-            if count <= 10 or count % 1000 == 0:  # a flood of bad messages must not flood logs
-                log.warning("rejected (%d from %r so far): %s", count, sender, exc)
-            return "rejected"
-        outcome = run.inbox.deliver(
-            sender,
-            int(iterate.round),
-            int(iterate.phase),
-            WITHHELD if message is None else message,
-            resent=iterate.resent,
-        )
-        if outcome == "stale resend":
-            return outcome
-        if outcome == "duplicate":
-            run.inbound.add(
-                sender, "rejected",
-                error=f"peer {sender!r}: second message for round {iterate.round} "
-                f"phase {iterate.phase}",
-            )  # fmt: skip
-            return "rejected"
-        run.inbound.add(sender, outcome)
-        return outcome
+        return file_iterate(run, iterate, self.round_window)
 
     # ------------------------------------------------------------------ samples
 

@@ -1,0 +1,52 @@
+"""The peer door of a configured run: one incoming iterate checked, filed, counted.
+
+``Peer.Exchange`` (:mod:`node.runtime.servicers`) hands every iterate to
+:meth:`NodeRuntime.receive <node.runtime.runtime.NodeRuntime.receive>`, which files it here:
+checked against the spec and the program (:func:`node.runtime.checks.check_iterate`), put in
+the inbox the round engine gathers from, and counted on the sender's inbound link. A bad
+message is rejected and counted, never fatal to the stream.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from node.protocol.starling.v1 import peer_pb2
+from node.runtime.checks import Rejected, check_iterate
+from node.runtime.inbox import WITHHELD
+from node.runtime.run import Run
+
+__all__ = ["file_iterate"]
+
+log = logging.getLogger("starling.node")
+
+
+def file_iterate(run: Run, iterate: peer_pb2.Iterate, window: int) -> str:
+    """File ``iterate`` in ``run``; returns the outcome (``received``, ``late``, ``rejected``
+    ...). ``window``: how many rounds past its own a message may be (``ROUND_WINDOW``)."""
+    sender = iterate.sender or "<anonymous>"
+    try:
+        message = check_iterate(iterate, run.spec, run.program, run.senders, run.round + window)
+    except Rejected as exc:
+        count = run.inbound.add(sender, "rejected", error=str(exc))
+        if count <= 10 or count % 1000 == 0:  # a flood of bad messages must not flood logs
+            log.warning("rejected (%d from %r so far): %s", count, sender, exc)
+        return "rejected"
+    outcome = run.inbox.deliver(
+        sender,
+        int(iterate.round),
+        int(iterate.phase),
+        WITHHELD if message is None else message,
+        resent=iterate.resent,
+    )
+    if outcome == "stale resend":
+        return outcome
+    if outcome == "duplicate":
+        run.inbound.add(
+            sender, "rejected",
+            error=f"peer {sender!r}: second message for round {iterate.round} "
+            f"phase {iterate.phase}",
+        )  # fmt: skip
+        return "rejected"
+    run.inbound.add(sender, outcome)
+    return outcome
