@@ -29,7 +29,6 @@ from node.protocol.contract import READY_PREFIX
 __all__ = ["LocalBackend", "NodeProcess"]
 
 
-
 _BOOT = """\
 import ctypes, os, runpy, signal, sys
 parent = int(sys.argv.pop(1))
