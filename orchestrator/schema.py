@@ -139,7 +139,9 @@ class BackendSection(BaseModel):
     nodes: dict[NodeId, Str] = Field(default_factory=dict)
     """``kind: inventory``: node id -> host:port of a node that already runs."""
     ready_timeout: Annotated[Float, Field(gt=0)] = 60.0
-    """``kind: inventory``: seconds to wait for every node to answer its health check."""
+    """``kind: inventory`` or ``docker``: seconds to wait for every node's health check."""
+    image: Str = "starling-node:latest"
+    """``kind: docker``: the node image each node's container runs."""
 
 
 class LimitsSection(BaseModel):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from node.params import ConfigError
 from orchestrator.backends.base import Backend, BackendError
+from orchestrator.backends.docker import DockerBackend
 from orchestrator.backends.inventory import InventoryBackend
 from orchestrator.backends.local import LocalBackend
 
@@ -27,6 +28,7 @@ BackendFactory = Callable[["Experiment", Path], Backend]
 BACKENDS: dict[str, BackendFactory] = {
     "local": LocalBackend.for_experiment,
     "inventory": InventoryBackend.for_experiment,
+    "docker": DockerBackend.for_experiment,
 }
 
 
