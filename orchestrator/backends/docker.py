@@ -65,7 +65,7 @@ class DockerBackend:
         self.ready_timeout = float(ready_timeout)
         self.run_id = time.strftime("%Y%m%d%H%M%S") + "-" + secrets.token_hex(3)
         self._client = client
-        self.network = None
+        self.network: Any = None  # a docker SDK Network once started (the SDK is untyped)
         self.containers: dict[str, Any] = {}
         self.volumes: dict[str, Any] = {}
         self._addresses: dict[str, str] = {}
