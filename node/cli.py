@@ -26,10 +26,12 @@ import socket
 import sys
 import tempfile
 import threading
+from dataclasses import replace
 from types import FrameType
 from typing import TYPE_CHECKING
 
 from node.params import ConfigError
+from node.security import is_loopback, read_token
 
 if TYPE_CHECKING:
     from node.config import NodeSettings
@@ -74,6 +76,19 @@ def _parser(prog: str = "python -m node") -> argparse.ArgumentParser:
                      help="a file on this machine: all its rows are this node's")  # fmt: skip
     own.add_argument("--data-format", dest="format", metavar="FMT",
                      help="npz, csv or libsvm (default: from the name)")  # fmt: skip
+    own.add_argument("--data-dir", dest="data_dir", metavar="DIR",
+                     help="files an experiment names must lie under DIR (default: the "
+                     "working directory)")  # fmt: skip
+    access = serve.add_argument_group(
+        "access", "mutual TLS on every channel, or a token for Control (README, Devices)"
+    )
+    access.add_argument("--tls-ca", metavar="PEM", help="CA that signs every party's certificate")
+    access.add_argument("--tls-cert", metavar="PEM", help="this node's certificate")
+    access.add_argument("--tls-key", metavar="PEM", help="this node's private key")
+    access.add_argument("--token-file", metavar="FILE",
+                        help="without TLS: Control calls must carry this bearer token")  # fmt: skip
+    access.add_argument("--insecure", action="store_true", default=None,
+                        help="a non-loopback --listen without TLS (private network)")  # fmt: skip
     serve.add_argument(
         "--max-workers", type=int, default=None, metavar="N",
         help="server threads, made on demand (default and minimum: --max-peer-streams + 64, "
@@ -94,6 +109,11 @@ def _parser(prog: str = "python -m node") -> argparse.ArgumentParser:
     check = sub.add_parser("health", help="exit 0 if the node at HOST:PORT is serving")
     check.add_argument("address", metavar="HOST:PORT")
     check.add_argument("--timeout", type=float, default=3.0, metavar="SECONDS")
+    check.add_argument("--config", metavar="FILE",
+                       help="a node config whose tls section (if any) the check uses")  # fmt: skip
+    check.add_argument("--id", metavar="ID", help="with TLS: the node id its certificate names")
+    for name in ("ca", "cert", "key"):
+        check.add_argument(f"--tls-{name}", metavar="PEM", help=f"with TLS: the {name} to use")
     return parser
 
 
@@ -124,12 +144,20 @@ def _fail(message: str) -> int:
 def _settings(args: argparse.Namespace) -> NodeSettings:
     """The config file's settings with the flags given over them."""
     from node.config import load_settings, override
+    from node.security import tls_files
 
     settings = override(
         load_settings(args.config),
         id=args.id, listen=args.listen, store=args.store, log_level=args.log_level,
         shard=args.shard, size=args.size, seed=args.seed, path=args.path, format=args.format,
+        data_dir=args.data_dir, token_file=args.token_file, insecure=args.insecure,
     )  # fmt: skip
+    given = {k: getattr(args, f"tls_{k}") for k in ("ca", "cert", "key")}
+    if any(given.values()):
+        if not all(given.values()):
+            missing = next(k for k, v in given.items() if not v)
+            raise ConfigError(f"--tls-{missing}: required with the other --tls-* flags")
+        settings = replace(settings, tls=tls_files(given, "--tls"))
     if settings.log_level not in LOG_LEVELS:
         raise ConfigError(f"log_level: expected one of {', '.join(LOG_LEVELS)}")
     return settings
@@ -146,6 +174,11 @@ def serve(args: argparse.Namespace) -> int:
     args.listen = settings.listen
     try:
         host, port = _split(args.listen)
+        if settings.tls is None and not settings.insecure and not is_loopback(host):
+            return _fail(
+                f"--listen {args.listen}: refusing a non-loopback address without TLS "
+                "(give tls: in the config or --tls-*, or --insecure on a private network)"
+            )
         if port != 0:
             _probe(host, port)
     except ValueError as exc:
@@ -161,6 +194,12 @@ def serve(args: argparse.Namespace) -> int:
     from node.runtime.server import NodeServer
     from node.runtime.transport import DEFAULT_MAX_PEER_STREAMS, MAX_MESSAGE_BYTES
 
+    try:
+        token = read_token(settings.token_file, "token_file") if settings.token_file else None
+        if settings.tls is not None:
+            settings.tls.read()  # a missing file is one line now, not a gRPC error later
+    except ConfigError as exc:
+        return _fail(str(exc))
     temporary = not settings.store
     state_dir = tempfile.mkdtemp(prefix="starling-node-") if temporary else settings.store
     try:
@@ -172,6 +211,9 @@ def serve(args: argparse.Namespace) -> int:
             max_workers=args.max_workers,
             max_peer_streams=args.max_peer_streams or DEFAULT_MAX_PEER_STREAMS,
             max_message_bytes=args.max_message_bytes or MAX_MESSAGE_BYTES,
+            tls=settings.tls,
+            token=token,
+            data_dir=settings.data_dir or os.getcwd(),
         )
     except OSError as exc:
         if temporary:
@@ -193,7 +235,9 @@ def serve(args: argparse.Namespace) -> int:
     try:
         server.start()
         print(f"{READY_PREFIX}{server.address}", flush=True)
-        logging.getLogger("starling.node").info("state dir %s", state_dir)
+        logging.getLogger("starling.node").info(
+            "state dir %s; %s", state_dir, _access_line(settings, token is not None)
+        )
         while not stop.wait(0.5):
             pass
         logging.getLogger("starling.node").info(
@@ -208,6 +252,13 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _access_line(settings, token: bool) -> str:
+    """What guards this node, for the log: paths and modes, never a key or a token."""
+    if settings.tls is not None:
+        return f"mutual TLS (cert {settings.tls.cert}, CA {settings.tls.ca})"
+    return "no TLS; Control " + ("needs the token" if token else "is open (no token file)")
+
+
 def health(args: argparse.Namespace) -> int:
     """The standard gRPC health check: 0 if SERVING, 1 (one line on stderr) if not."""
     import grpc
@@ -217,7 +268,21 @@ def health(args: argparse.Namespace) -> int:
         _split(args.address)
     except ValueError as exc:
         return _fail(f"{args.address}: {exc}")
-    with grpc.insecure_channel(args.address) as channel:
+    from node.config import load_settings
+    from node.security import channel_credentials, tls_files
+
+    credentials, server_id = None, ""
+    try:
+        settings = load_settings(args.config)
+        given = {k: getattr(args, f"tls_{k}") for k in ("ca", "cert", "key")}
+        tls = tls_files(given, "--tls") if any(given.values()) else settings.tls
+        if tls is not None:
+            credentials, server_id = channel_credentials(tls), args.id or settings.id
+    except ConfigError as exc:
+        return _fail(str(exc))
+    from node.runtime.transport import open_channel
+
+    with open_channel(args.address, credentials, server_id=server_id) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
             reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=args.timeout)

@@ -12,7 +12,13 @@ keeps its samples and checkpoints, and which data is its own::
       size: 50
       seed: 1
     # data: {source: file, path: /data/mine.csv, format: csv}   # all rows of a local file
-    tls: {}                    # reserved for certificates (next issue); must stay empty
+    data_dir: /srv/starling    # files an experiment names must lie under it (default: cwd)
+    tls:                       # mutual TLS on every channel (starling certs init makes these)
+      ca: /etc/starling/certs/ca.pem
+      cert: /etc/starling/certs/a.pem
+      key: /etc/starling/certs/a.key
+    # token_file: /etc/starling/token   # without TLS: Control calls need this bearer token
+    # insecure: true           # listen on a non-loopback address without TLS (a lab network)
 
 The data never leaves the node: the orchestrator sends ``data: {source: node}`` and this
 node substitutes what is configured here (:func:`home_data`).
@@ -28,6 +34,7 @@ from typing import Any
 import yaml
 
 from node.params import ConfigError, parse_params
+from node.security import TlsFiles, tls_files
 from node.spec import DataSpec
 
 __all__ = ["HomeData", "NodeSettings", "home_data", "load_settings"]
@@ -55,9 +62,16 @@ class NodeSettings:
     store: str = ""
     data: HomeData | None = None
     log_level: str = "INFO"
+    data_dir: str = ""
+    """Files an experiment names are read only under it ("" = the working directory)."""
+    tls: TlsFiles | None = None
+    token_file: str = ""
+    insecure: bool = False
+    """Listen on a non-loopback address without TLS (refused otherwise)."""
 
 
-_KNOWN = ("id", "listen", "store", "data", "tls", "log_level")
+_KNOWN = ("id", "listen", "store", "data", "data_dir", "tls", "token_file", "insecure",
+          "log_level")  # fmt: skip
 
 
 def load_settings(path: str | Path | None) -> NodeSettings:
@@ -76,18 +90,20 @@ def load_settings(path: str | Path | None) -> NodeSettings:
     unknown = sorted(set(raw) - set(_KNOWN))
     if unknown:
         raise ConfigError(f"{unknown[0]}: unknown field (known: {', '.join(sorted(_KNOWN))})")
-    if raw.get("tls"):
-        raise ConfigError("tls: certificates are not supported yet; leave the section empty")
+    tls = tls_files(raw.get("tls"))
+    if not isinstance(raw.get("insecure", False), bool):
+        raise ConfigError(f"insecure: expected true or false, got {raw['insecure']!r}")
     data = None
     if raw.get("data") is not None:
         if not isinstance(raw["data"], Mapping):
             raise ConfigError(f"data: expected a mapping, got {raw['data']!r}")
         data = check_home_data(parse_params(HomeData, raw["data"], "data"))
-    fields = {k: raw[k] for k in ("id", "listen", "store", "log_level") if k in raw}
+    names = ("id", "listen", "store", "log_level", "data_dir", "token_file")
+    fields = {k: raw[k] for k in names if k in raw}
     for key, value in fields.items():
         if not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {value!r}")
-    return NodeSettings(**fields, data=data)
+    return NodeSettings(**fields, data=data, tls=tls, insecure=raw.get("insecure", False))
 
 
 def check_home_data(data: HomeData) -> HomeData:

@@ -113,7 +113,10 @@ def _read_cached(
     except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
         if isinstance(exc, ConfigError):
             raise
-        raise ConfigError(f"data.path: cannot read {path!r} as {fmt}: {exc}") from None
+        # The parser's own message may quote the file: name only the kind of failure.
+        raise ConfigError(
+            f"data.path: cannot read {path!r} as {fmt} ({type(exc).__name__})"
+        ) from None
     if len(table) == 0:
         raise ConfigError(f"data.path: {path!r} holds no rows")
     if not (np.all(np.isfinite(table.X)) and np.all(np.isfinite(table.y))):
@@ -142,19 +145,19 @@ def read_libsvm(path: str, n_features: int | None = None) -> Dataset:
             try:
                 label = float(tokens[0])
             except ValueError:
-                raise ConfigError(f"{where}: label {tokens[0]!r} is not a number") from None
+                raise ConfigError(f"{where}: the label is not a number") from None
             row = len(labels)
             labels.append(label)
             for token in tokens[1:]:
                 index, colon, value = token.partition(":")
                 if not colon:
-                    raise ConfigError(f"{where}: expected index:value, got {token!r}")
+                    raise ConfigError(f"{where}: expected index:value pairs after the label")
                 if index == "qid":
                     continue
                 try:
                     column, number_value = int(index), float(value)
                 except ValueError:
-                    raise ConfigError(f"{where}: cannot read {token!r} as index:value") from None
+                    raise ConfigError(f"{where}: a pair is not an integer index:number") from None
                 if column < 1:
                     raise ConfigError(f"{where}: feature indices start at 1, got {column}")
                 if n_features is not None and column > n_features:

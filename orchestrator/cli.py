@@ -236,7 +236,7 @@ def _out_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from orchestrator import compose, docker_cli, live_cli
+    from orchestrator import certs, compose, docker_cli, live_cli
 
     parser = argparse.ArgumentParser(
         prog="starling", description="Decentralised Bayesian sampling on real edge networks."
@@ -289,6 +289,7 @@ def _parser() -> argparse.ArgumentParser:
     live_cli.add_commands(sub)
     compose.add_commands(sub)
     docker_cli.add_commands(sub)
+    certs.add_commands(sub)
     return parser
 
 

@@ -27,8 +27,8 @@ from node.protocol.contract import (
     state_from_proto,
 )
 from node.protocol.starling.v1 import control_pb2, control_pb2_grpc
-from node.runtime.transport import open_channel
 from node.spec import DataSpec, NodeSpec
+from orchestrator.access import Access
 from orchestrator.errors import NodeRejected, NodeUnavailable
 
 __all__ = [
@@ -84,13 +84,26 @@ class NodeStatus:
     """In-peers it was told are down (:meth:`NodeClient.set_peer_down`): not waited for."""
     refused_streams: int = 0
     """Inbound peer streams it refused because it held its limit of them."""
+    denied_peer_streams: int = 0
+    """Inbound peer streams refused for their identity (secret, certificate, neighbour)."""
+    denied_control_calls: int = 0
+    """Control calls refused: not the orchestrator's certificate, no or a wrong token."""
+
+
+_DEFAULT_ACCESS = Access()
+"""Clients made without an Access share one (no TLS, no token, one random peer secret per
+orchestrator process); a run makes its own per experiment (:mod:`orchestrator.runner`)."""
 
 
 class NodeClient:
-    def __init__(self, address: str, timeout: float = 10.0):
+    def __init__(
+        self, address: str, timeout: float = 10.0, access: Access | None = None, node_id: str = ""
+    ):
+        """``node_id``: with TLS, the node's certificate must name it."""
         self.address = address
         self.timeout = timeout
-        self._channel = open_channel(address)
+        self.access = access or _DEFAULT_ACCESS
+        self._channel = self.access.channel(address, node_id)
         self._control = control_pb2_grpc.ControlStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
 
@@ -129,6 +142,7 @@ class NodeClient:
         """Send the node its spec; ``fresh`` drops state it holds from an earlier run."""
         config = convert.spec_to_config(spec)
         config.fresh = fresh
+        config.peer_secret = self.access.peer_secret
         reply = self._call("configure", lambda t: self._control.Configure(config, timeout=t),
                            timeout=max(self.timeout, 60.0))  # loading data may take a while
         return Configured(
@@ -165,6 +179,8 @@ class NodeClient:
             holding=reply.holding,
             peers_down=tuple(reply.peers_down),
             refused_streams=reply.refused_streams,
+            denied_peer_streams=reply.denied_peer_streams,
+            denied_control_calls=reply.denied_control_calls,
         )
 
     def samples(

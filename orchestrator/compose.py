@@ -87,6 +87,9 @@ def generate(
                 str(data_size),
                 "--data-seed",
                 str(data_seed),
+                # A testbed on a private compose network: plain gRPC is allowed there
+                # (the TLS overlay, compose.tls.yml, replaces this with certificates).
+                "--insecure",
             ],  # fmt: skip
             "volumes": [f"node-{node}:/var/lib/starling"],
             "healthcheck": {

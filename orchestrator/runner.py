@@ -27,6 +27,7 @@ from pathlib import Path
 
 from node.spec import DataSpec, NodeSpec
 from orchestrator import live
+from orchestrator.access import access_from_section
 from orchestrator.account import Account, account_schedule
 from orchestrator.backends import make_backend
 from orchestrator.client import NodeClient, NodeUnavailable
@@ -81,7 +82,9 @@ def run_experiment(
             )
             specs = {s.node_id: s for s in node_specs(experiment, addresses)}
             write_start(out_dir, experiment, specs, backend)  # what `starling collect` reads
-            clients = {node: NodeClient(address) for node, address in addresses.items()}
+            access = access_from_section(experiment.backend)  # with a fresh peer secret
+            clients = {node: NodeClient(address, access=access, node_id=node)
+                       for node, address in addresses.items()}  # fmt: skip
             journal: Journal | None = None
             try:
                 node_data = _configure_and_start(experiment, specs, clients, account)

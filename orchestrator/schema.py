@@ -130,6 +130,15 @@ def _known_backend(kind: str) -> str:
     return kind
 
 
+class TlsSection(BaseModel):
+    """The orchestrator's own certificate (``starling certs init``): mutual TLS to nodes."""
+
+    model_config = STRICT
+    ca: Str
+    cert: Str
+    key: Str
+
+
 class BackendSection(BaseModel):
     model_config = STRICT
     kind: Annotated[Str, AfterValidator(_known_backend)] = "local"
@@ -142,6 +151,10 @@ class BackendSection(BaseModel):
     """``kind: inventory`` or ``docker``: seconds to wait for every node's health check."""
     image: Str = "starling-node:latest"
     """``kind: docker``: the node image each node's container runs."""
+    tls: TlsSection | None = None
+    """The orchestrator's CA, certificate and key: every Control channel is mutual TLS."""
+    token_file: Str = ""
+    """Without TLS: the bearer token nodes started with ``--token-file`` expect."""
 
 
 class LimitsSection(BaseModel):

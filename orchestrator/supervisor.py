@@ -301,8 +301,9 @@ class Supervisor:
     def _respawn(self, node: str) -> str:
         """A new process of ``node`` on its state dir, answering; returns its address."""
         address = self.backend.restart(node)
+        access = self.clients[node].access  # the run's credentials and peer secret
         self.clients[node].close()
-        self.clients[node] = NodeClient(address)
+        self.clients[node] = NodeClient(address, access=access, node_id=node)
         self.clients[node].wait_ready()
         return address
 

@@ -20,6 +20,14 @@ from node.spec import NodeSpec
 __all__ = ["Rejected", "check_iterate", "check_spec"]
 
 
+ROUND_WINDOW = 10_000
+"""How many rounds ahead of the node's own round a peer's message may be. Peers are never
+that far ahead in a run (a synchronous sender waits for its own in-peers; a node restarted
+from a checkpoint is behind by at most the rounds since it); a message beyond it is refused
+and counted ``rejected``, so one bogus round number cannot make the node count that peer as
+answered for the rest of the run."""
+
+
 class Rejected(ValueError):
     """An incoming iterate failed validation; the message says why, naming the sender."""
 

@@ -176,7 +176,7 @@ class OutboundLink:
         return iterate
 
     def _run(self) -> None:
-        channel = self._channel.open(self.address)
+        channel = self._channel.open(self.address, self.receiver)
         stub = peer_pb2_grpc.PeerStub(channel)
         try:
             while not self._closing.is_set():
@@ -248,7 +248,7 @@ class OutboundLink:
         # What went to this stream within the last hold time: sent again if it breaks.
         recent: collections.deque[_Outgoing] = collections.deque()
 
-        call = stub.Exchange.future(requests())
+        call = stub.Exchange.future(requests(), metadata=self._channel.stream_metadata())
         broken = threading.Event()
 
         def on_done(_call: grpc.Future) -> None:

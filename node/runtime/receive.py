@@ -21,11 +21,16 @@ __all__ = ["file_iterate"]
 log = logging.getLogger("starling.node")
 
 
-def file_iterate(run: Run, iterate: peer_pb2.Iterate, window: int) -> str:
+def file_iterate(
+    run: Run, iterate: peer_pb2.Iterate, window: int, stream_sender: str | None = None
+) -> str:
     """File ``iterate`` in ``run``; returns the outcome (``received``, ``late``, ``rejected``
-    ...). ``window``: how many rounds past its own a message may be (``ROUND_WINDOW``)."""
+    ...). ``window``: how many rounds past its own a message may be (``ROUND_WINDOW``).
+    ``stream_sender``: who the stream was admitted for; it speaks for no one else."""
     sender = iterate.sender or "<anonymous>"
     try:
+        if stream_sender is not None and iterate.sender != stream_sender:
+            raise Rejected(f"stream of {stream_sender!r}: a message claims {sender!r}")
         message = check_iterate(iterate, run.spec, run.program, run.senders, run.round + window)
     except Rejected as exc:
         count = run.inbound.add(sender, "rejected", error=str(exc))

@@ -19,22 +19,23 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from node.config import NODE_SOURCE, HomeData, home_data
 from node.engine.rounds import run_round
 from node.params import ConfigError
-from node.protocol.contract import LinkCounters
 from node.protocol.starling.v1 import peer_pb2
-from node.runtime.checks import check_spec
+from node.runtime.checks import ROUND_WINDOW, check_spec
 from node.runtime.receive import file_iterate
 from node.runtime.run import SAMPLES_FILE, Run, build, open_run, spec_fingerprint
 from node.runtime.state import NodeState
+from node.runtime.status import ConfigureResult, PreconditionError, RuntimeStatus
 from node.runtime.store import SampleStore
 from node.runtime.streaming import Batch, stream_samples
 from node.runtime.transport import ChannelSettings
-from node.spec import DataSpec, NodeSpec
+from node.security import check_data_path
+from node.spec import NodeSpec
 
 __all__ = [
     "ConfigureResult",
@@ -51,42 +52,6 @@ PROFILE_ENV = "STARLING_PROFILE_DIR"
 """If set, each node's round loop runs under cProfile and writes ``node-<id>.prof`` to that
 folder when it ends (README, Performance: how the round's cost was measured)."""
 
-ROUND_WINDOW = 10_000
-"""How many rounds ahead of the node's own round a peer's message may be. Peers are never
-that far ahead in a run (a synchronous sender waits for its own in-peers; a node restarted
-from a checkpoint is behind by at most the rounds since it); a message beyond it is refused
-and counted ``rejected``, so one bogus round number cannot make the node count that peer as
-answered for the rest of the run."""
-
-
-class PreconditionError(RuntimeError):
-    """The call does not fit the node's current state (e.g. Configure while running)."""
-
-
-@dataclass(frozen=True)
-class ConfigureResult:
-    next_round: int
-    resumed: bool
-    samples_stored: int
-    data: DataSpec | None = None
-    """The node's own data when the experiment left it to the node (``source: node``)."""
-
-
-@dataclass(frozen=True)
-class RuntimeStatus:
-    node_id: str
-    experiment: str
-    state: NodeState
-    round: int
-    error: str
-    samples_stored: int
-    outbound: dict[str, LinkCounters]
-    inbound: dict[str, LinkCounters]
-    program_metrics: dict[str, float]
-    holding: bool = False
-    peers_down: tuple[str, ...] = ()
-    refused_streams: int = 0
-
 
 class NodeRuntime:
     """The node's state machine: idle → configured → running → done | failed | stopped."""
@@ -99,10 +64,13 @@ class NodeRuntime:
         node_id: str = "",
         data: HomeData | None = None,
         round_window: int = ROUND_WINDOW,
+        data_dir: str | Path | None = None,
     ):
         self.state_dir = Path(state_dir)
         self.round_window = round_window
         self._refused_streams = 0
+        self._peer_secret = ""
+        self.data_dir = Path(data_dir).resolve() if data_dir else None  # files read only here
         self._own_id = node_id
         """The id this node was started as (``--id``); configuring another is refused."""
         self._own_data = data
@@ -122,9 +90,14 @@ class NodeRuntime:
 
     # ------------------------------------------------------------------ control
 
-    def configure(self, spec: NodeSpec, fresh: bool = False) -> ConfigureResult:
+    def configure(
+        self, spec: NodeSpec, fresh: bool = False, peer_secret: str = ""
+    ) -> ConfigureResult:
         """Build the spec's program; resume from this experiment's checkpoint when it
-        matches, unless ``fresh`` (a new run on a node that outlives runs)."""
+        matches, unless ``fresh`` (a new run on a node that outlives runs). Streams carry
+        the experiment's ``peer_secret`` both ways (:mod:`node.runtime.gate`)."""
+        if not peer_secret and self._channel.credentials is None:
+            raise ConfigError("peer_secret: required without TLS (the orchestrator's, per run)")
         if self._own_id and spec.node_id != self._own_id:
             raise ConfigError(
                 f"node {self._own_id!r}: asked to run as node {spec.node_id!r}; check the "
@@ -135,6 +108,7 @@ class NodeRuntime:
             spec = replace(spec, data=home_data(spec.data, self._own_data, spec.node_id))
             own = spec.data
         check_spec(spec)
+        check_data_path(spec.data, self.data_dir, self._own_data)
         with self._lock:
             if self._state == NodeState.RUNNING and self._run is not None:
                 raise PreconditionError(
@@ -142,8 +116,10 @@ class NodeRuntime:
                 )
             program, rng = build(spec)
             self._release()
-            run = open_run(spec, program, rng, self.state_dir, self._channel, fresh)
+            channel = replace(self._channel, sender=spec.node_id, peer_secret=peer_secret)
+            run = open_run(spec, program, rng, self.state_dir, channel, fresh)
             self._run = run
+            self._peer_secret = peer_secret
             self._hold_at, self._holding = None, False
             self._stop.clear()
             self._state, self._error = NodeState.CONFIGURED, ""
@@ -226,6 +202,11 @@ class NodeRuntime:
         with self._lock:
             self._refused_streams += 1
 
+    def peer_terms(self) -> tuple[frozenset[str], str] | None:
+        """(in-peers, peer secret) of the current configuration; None before one."""
+        with self._lock:
+            return None if self._run is None else (self._run.senders, self._peer_secret)
+
     def set_peer_down(self, peer: str, down: bool) -> None:
         """Stop (``down``) or resume waiting for the in-peer ``peer``: the orchestrator
         declared it down, or it is back."""
@@ -307,13 +288,13 @@ class NodeRuntime:
 
     # ------------------------------------------------------------------ peers
 
-    def receive(self, iterate: peer_pb2.Iterate) -> str:
-        """File one incoming iterate; returns the outcome (``received``, ``late`` ...)."""
+    def receive(self, iterate: peer_pb2.Iterate, stream_sender: str | None = None) -> str:
+        """File one iterate of ``stream_sender``'s stream; the outcome (``received`` ...)."""
         with self._lock:
             run = self._run
         if run is None:
             raise PreconditionError("node is not configured; it takes no iterates yet")
-        return file_iterate(run, iterate, self.round_window)
+        return file_iterate(run, iterate, self.round_window, stream_sender)
 
     # ------------------------------------------------------------------ samples
 

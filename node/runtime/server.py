@@ -6,12 +6,12 @@ import logging
 import threading
 from pathlib import Path
 
-import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from node.config import HomeData
 from node.protocol import MAX_MESSAGE_BYTES
 from node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2, peer_pb2_grpc
+from node.runtime.gate import Gate
 from node.runtime.runtime import NodeRuntime
 from node.runtime.servicers import ControlServicer, PeerServicer
 from node.runtime.transport import (
@@ -20,6 +20,7 @@ from node.runtime.transport import (
     create_server,
     server_threads,
 )
+from node.security import TlsFiles, channel_credentials, server_credentials
 
 __all__ = ["NodeServer", "SHUTDOWN_GRACE"]
 
@@ -43,8 +44,9 @@ class NodeServer:
         listen: str,
         state_dir: str | Path,
         *,
-        server_credentials: grpc.ServerCredentials | None = None,
-        channel_credentials: grpc.ChannelCredentials | None = None,
+        tls: TlsFiles | None = None,
+        token: str | None = None,
+        data_dir: str | Path | None = None,
         max_workers: int | None = None,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         node_id: str = "",
@@ -53,22 +55,26 @@ class NodeServer:
     ):
         self.runtime = NodeRuntime(
             state_dir,
-            ChannelSettings(channel_credentials, max_message_bytes),
+            ChannelSettings(channel_credentials(tls) if tls else None, max_message_bytes),
             node_id=node_id,
             data=data,
+            data_dir=data_dir,
         )
         self._server, port = create_server(
             listen,
-            credentials=server_credentials,
+            credentials=server_credentials(tls) if tls else None,
             max_workers=server_threads(max_peer_streams, max_workers),
             max_message_bytes=max_message_bytes,
         )
         host = listen.rpartition(":")[0]
         self.address = f"{host}:{port}"
         self._health = health.HealthServicer(experimental_non_blocking=True)
-        control_pb2_grpc.add_ControlServicer_to_server(ControlServicer(self.runtime), self._server)
+        gate = Gate(self.runtime, tls=tls is not None, token=token)
+        control_pb2_grpc.add_ControlServicer_to_server(
+            ControlServicer(self.runtime, gate), self._server
+        )
         peer_pb2_grpc.add_PeerServicer_to_server(
-            PeerServicer(self.runtime, max_peer_streams), self._server
+            PeerServicer(self.runtime, max_peer_streams, gate), self._server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         self._stopped = threading.Event()

@@ -20,6 +20,7 @@ from node.protocol import convert
 from node.protocol.contract import link_books_to_proto, state_to_proto
 from node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2, peer_pb2_grpc
 from node.runtime.archive import NoStoredRun, read_batches, run_directory
+from node.runtime.gate import Gate
 from node.runtime.run import SAMPLES_FILE
 from node.runtime.runtime import NodeRuntime, PreconditionError
 from node.runtime.streaming import Batch
@@ -34,12 +35,14 @@ _Method = Callable[["ControlServicer", _Request, grpc.ServicerContext], _Reply]
 
 
 def _mapped(method: _Method[_Request, _Reply]) -> _Method[_Request, _Reply]:
-    """Turn the runtime's exceptions into status codes with their one-line message."""
+    """Turn the runtime's exceptions into status codes with their one-line message; every
+    call passes the gate first."""
 
     @functools.wraps(method)
     def wrapper(
         self: ControlServicer, request: _Request, context: grpc.ServicerContext
     ) -> _Reply:
+        self.gate.control(context)
         try:
             return method(self, request, context)
         except ConfigError as exc:
@@ -55,14 +58,17 @@ def _mapped(method: _Method[_Request, _Reply]) -> _Method[_Request, _Reply]:
 
 
 class ControlServicer(control_pb2_grpc.ControlServicer):
-    def __init__(self, runtime: NodeRuntime) -> None:
+    def __init__(self, runtime: NodeRuntime, gate: Gate | None = None) -> None:
         self.runtime = runtime
+        self.gate = gate or Gate(runtime)
 
     @_mapped
     def Configure(
         self, request: control_pb2.NodeConfig, context: grpc.ServicerContext
     ) -> control_pb2.ConfigureReply:
-        result = self.runtime.configure(convert.config_to_spec(request), fresh=request.fresh)
+        result = self.runtime.configure(
+            convert.config_to_spec(request), fresh=request.fresh, peer_secret=request.peer_secret
+        )
         reply = control_pb2.ConfigureReply(
             next_round=result.next_round,
             resumed=result.resumed,
@@ -104,11 +110,14 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
             holding=s.holding,
             peers_down=list(s.peers_down),
             refused_streams=s.refused_streams,
+            denied_peer_streams=self.gate.denied["peer"],
+            denied_control_calls=self.gate.denied["control"],
         )
 
     def StreamSamples(
         self, request: control_pb2.SamplesRequest, context: grpc.ServicerContext
     ) -> Iterator[control_pb2.SampleBatch]:
+        self.gate.control(context)
         batches = self.runtime.samples(request.offset, request.follow, context.is_active)
         if request.experiment or request.node_id:
             status = self.runtime.status()
@@ -180,14 +189,18 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
     counted) instead of taking a thread that Control and Health need. The server's pool is
     larger than this limit (:func:`node.runtime.transport.server_threads`)."""
 
-    def __init__(self, runtime: NodeRuntime, max_streams: int) -> None:
+    def __init__(
+        self, runtime: NodeRuntime, max_streams: int, gate: Gate | None = None
+    ) -> None:
         self.runtime = runtime
         self.max_streams = max_streams
+        self.gate = gate or Gate(runtime)
         self._slots = threading.BoundedSemaphore(max_streams)
 
     def Exchange(
         self, request_iterator: Iterator[peer_pb2.Iterate], context: grpc.ServicerContext
     ) -> peer_pb2.ExchangeSummary:
+        sender = self.gate.peer(context)
         if not self._slots.acquire(blocking=False):
             self.runtime.note_refused_stream()
             context.abort(
@@ -195,12 +208,15 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
                 f"node holds its limit of {self.max_streams} inbound peer streams",
             )
         try:
-            return self._exchange(request_iterator, context)
+            return self._exchange(request_iterator, context, sender)
         finally:
             self._slots.release()
 
     def _exchange(
-        self, request_iterator: Iterator[peer_pb2.Iterate], context: grpc.ServicerContext
+        self,
+        request_iterator: Iterator[peer_pb2.Iterate],
+        context: grpc.ServicerContext,
+        sender: str,
     ) -> peer_pb2.ExchangeSummary:
         # A bad message is rejected and counted, never fatal to the stream: the sender's
         # well-formed messages keep flowing.
@@ -212,7 +228,7 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
                     # refuse the stream as retriable, so the sender keeps its messages and
                     # sends them again once this node can use them.
                     context.abort(grpc.StatusCode.UNAVAILABLE, "node is not configured yet")
-                if self.runtime.receive(iterate) == "rejected":
+                if self.runtime.receive(iterate, sender) == "rejected":
                     rejected += 1
                 else:
                     received += 1

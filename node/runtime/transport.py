@@ -10,11 +10,12 @@ changes.
 from __future__ import annotations
 
 from concurrent import futures
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import grpc
 
 from node.protocol import MAX_MESSAGE_BYTES
+from node.security import SECRET_KEY, SENDER_KEY, target_override
 
 __all__ = [
     "ChannelSettings",
@@ -95,22 +96,33 @@ def open_channel(
     address: str,
     credentials: grpc.ChannelCredentials | None = None,
     max_message_bytes: int = MAX_MESSAGE_BYTES,
+    server_id: str = "",
 ) -> grpc.Channel:
-    options = channel_options(max_message_bytes)
+    """A channel to ``address``; with ``credentials`` (TLS) the server's certificate must
+    name ``server_id`` (a node id, or the orchestrator's) when one is given."""
+    options: list = channel_options(max_message_bytes)
     if credentials is None:
         return grpc.insecure_channel(address, options=options)
+    options += target_override(server_id)
     return grpc.secure_channel(address, credentials, options=options)
 
 
 @dataclass(frozen=True)
 class ChannelSettings:
-    """How a node opens channels to its peers (its outbound links)."""
+    """How a node opens channels to its peers (its outbound links), and what its streams
+    say about who sends them (:mod:`node.security`)."""
 
     credentials: grpc.ChannelCredentials | None = None
     max_message_bytes: int = MAX_MESSAGE_BYTES
+    sender: str = ""
+    peer_secret: str = field(default="", repr=False)
 
-    def open(self, address: str) -> grpc.Channel:
-        return open_channel(address, self.credentials, self.max_message_bytes)
+    def open(self, address: str, receiver: str = "") -> grpc.Channel:
+        return open_channel(address, self.credentials, self.max_message_bytes, receiver)
+
+    def stream_metadata(self) -> tuple[tuple[str, str], ...]:
+        """Metadata of every Peer.Exchange stream: the sender and the experiment's secret."""
+        return ((SENDER_KEY, self.sender), (SECRET_KEY, self.peer_secret))
 
 
 def create_server(

@@ -125,7 +125,9 @@ class DockerBackend:
                 self.volumes[node] = volume
                 self.containers[node] = self.client.containers.run(
                     self.image,
-                    command=["--id", node],
+                    # Plain gRPC on the run's own private bridge (no TLS files in the
+                    # container), so the node must be told a non-loopback listen is meant.
+                    command=["--id", node, "--insecure"],
                     name=self._name(node),
                     hostname=self._name(node)[-63:],
                     detach=True,

@@ -9,6 +9,8 @@ that section without ``kind``::
       a: node-a:50051
       b: node-b:50051
     ready_timeout: 60     # seconds to wait for every node's gRPC health check
+    tls: {ca: certs/ca.pem, cert: certs/orchestrator.pem, key: certs/orchestrator.key}
+    # token_file: token   # without TLS: the token the nodes were started with
 
 The backend starts nothing and stops nothing: the nodes outlive the run and serve the
 next one (the run configures them with ``fresh`` so an earlier run's state is not
@@ -49,9 +51,19 @@ def load_inventory(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{file}: not valid YAML ({exc})") from None
     if not isinstance(raw, Mapping) or not isinstance(raw.get("nodes"), Mapping):
         raise ConfigError(f"{file}: expected 'nodes:' mapping node ids to host:port")
-    unknown = sorted(set(raw) - {"nodes", "ready_timeout"})
+    known = {"nodes", "ready_timeout", "tls", "token_file"}
+    unknown = sorted(set(raw) - known)
     if unknown:
-        raise ConfigError(f"{file}: {unknown[0]}: unknown field (known: nodes, ready_timeout)")
+        raise ConfigError(
+            f"{file}: {unknown[0]}: unknown field (known: {', '.join(sorted(known))})"
+        )
+    base = file.resolve().parent
+    # Paths in the file are relative to it, so an inventory and its certs travel together.
+    for name in ("ca", "cert", "key"):
+        if isinstance(raw.get("tls"), Mapping) and isinstance(raw["tls"].get(name), str):
+            raw["tls"] = {**raw["tls"], name: str(base / raw["tls"][name])}
+    if isinstance(raw.get("token_file"), str) and raw["token_file"]:
+        raw["token_file"] = str(base / raw["token_file"])
     return {"kind": "inventory", **raw}
 
 
@@ -73,9 +85,16 @@ class InventoryBackend:
 
     kind = "inventory"
 
-    def __init__(self, inventory: Mapping[str, str], ready_timeout: float = DEFAULT_READY_TIMEOUT):
+    def __init__(
+        self,
+        inventory: Mapping[str, str],
+        ready_timeout: float = DEFAULT_READY_TIMEOUT,
+        access: Any = None,
+    ):
         self.inventory = {str(k): _check_address(str(k), v) for k, v in inventory.items()}
         self.ready_timeout = float(ready_timeout)
+        self.access = access
+        """The run's :class:`~orchestrator.access.Access` for health checks (TLS)."""
         self._addresses: dict[str, str] = {}
 
     @classmethod
@@ -87,7 +106,10 @@ class InventoryBackend:
                 f"faults: node {fault.node!r} cannot be killed by the inventory backend "
                 "(the node runs outside Starling); schedule link faults instead"
             )
-        return cls(dict(experiment.backend.nodes), experiment.backend.ready_timeout)
+        from orchestrator.access import access_from_section  # loads grpc: not at import
+
+        access = access_from_section(experiment.backend)
+        return cls(dict(experiment.backend.nodes), experiment.backend.ready_timeout, access)
 
     def __enter__(self) -> InventoryBackend:
         return self
@@ -110,7 +132,7 @@ class InventoryBackend:
                     f"(the inventory lists {listed})"
                 )
             addresses[node] = _check_address(node, address)
-        wait_serving(addresses, self.ready_timeout)
+        wait_serving(addresses, self.ready_timeout, self.access)
         self._addresses = addresses
         return dict(addresses)
 
@@ -140,16 +162,17 @@ class InventoryBackend:
         )
 
 
-def wait_serving(addresses: Mapping[str, str], timeout: float) -> None:
+def wait_serving(addresses: Mapping[str, str], timeout: float, access: Any = None) -> None:
     """Poll every node's standard health check until all say SERVING; a BackendError
     naming each node still missing (and what it last answered) when ``timeout`` passes."""
     # Here, not at the top: the backend registry is imported by commands that load no grpc.
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    from node.runtime.transport import open_channel
+    from orchestrator.access import Access
 
-    channels = {node: open_channel(address) for node, address in addresses.items()}
+    access = access or Access()
+    channels = {node: access.channel(address, node) for node, address in addresses.items()}
     last = dict.fromkeys(addresses, "no answer")
     waiting = set(addresses)
     deadline = time.monotonic() + timeout

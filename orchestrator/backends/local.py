@@ -83,8 +83,18 @@ class LocalBackend:
 
     kind = "local"
 
-    def __init__(self, host: str, base_port: int, workdir: Path, ready_timeout: float = 30.0):
+    def __init__(
+        self,
+        host: str,
+        base_port: int,
+        workdir: Path,
+        ready_timeout: float = 30.0,
+        data_dir: str | None = None,
+    ):
         self.host = host
+        self.data_dir = data_dir
+        """Where the nodes may read the experiment's data file (its folder): local nodes
+        run as the orchestrator's own user, which reads that file itself to score."""
         self.base_port = base_port
         self.workdir = Path(workdir)
         self.ready_timeout = ready_timeout
@@ -93,7 +103,12 @@ class LocalBackend:
     @classmethod
     def for_experiment(cls, experiment: Experiment, workdir: Path) -> LocalBackend:
         """The registry's factory: ``backend.host`` and ``backend.base_port`` of the file."""
-        return cls(experiment.backend.host, experiment.backend.base_port, workdir)
+        data = experiment.data
+        data_dir = None
+        if data is not None and data.source == "file" and not data.path.startswith("builtin:"):
+            data_dir = str(Path(data.path).resolve().parent)
+        return cls(experiment.backend.host, experiment.backend.base_port, workdir,
+                   data_dir=data_dir)  # fmt: skip
 
     def __enter__(self) -> LocalBackend:
         return self
@@ -148,6 +163,8 @@ class LocalBackend:
             sys.executable, "-c", _BOOT, str(os.getpid()), "serve",
             "--listen", proc.listen, "--state-dir", str(proc.state_dir),
         ]  # fmt: skip
+        if self.data_dir:
+            command += ["--data-dir", self.data_dir]
         proc.process = subprocess.Popen(
             command,
             stdout=subprocess.PIPE,

@@ -17,7 +17,7 @@ from node.protocol import convert
 from node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
 from node.runtime.transport import open_channel
 from orchestrator.node_specs import node_specs
-from tests.node.test_runtime_harness import Cluster, ring_experiment
+from tests.node.test_runtime_harness import Cluster, as_peer, ring_experiment
 from tests.waiting import holds_for, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -63,7 +63,8 @@ def test_a_message_far_ahead_is_refused_and_the_peer_still_waited_for(cluster):
     try:
         stub = peer_pb2_grpc.PeerStub(channel)
         for sender in ("1", "2"):
-            summary = stub.Exchange(iter([_iterate("window", sender, 10**12)]), timeout=10)
+            summary = stub.Exchange(iter([_iterate("window", sender, 10**12)]), timeout=10,
+                                    metadata=as_peer(client, sender))  # fmt: skip
             assert (summary.received, summary.rejected) == (0, 1)
     finally:
         channel.close()
@@ -104,7 +105,7 @@ def test_streams_beyond_the_limit_are_refused_and_control_still_answers(cluster)
     try:
         for k in range(opened):
             stub = peer_pb2_grpc.PeerStub(channels[k % len(channels)])
-            calls.append(stub.Exchange.future(idle(), timeout=60))
+            calls.append(stub.Exchange.future(idle(), timeout=60, metadata=as_peer(client, "1")))
         wait_until(lambda: sum(c.done() for c in calls) >= opened - limit, 30, "refusals")
         refused = [c for c in calls if c.done()]
         assert len(refused) == opened - limit
@@ -121,7 +122,7 @@ def test_streams_beyond_the_limit_are_refused_and_control_still_answers(cluster)
         release.set()
         wait_until(lambda: all(c.done() for c in calls), 30, "streams to close")
         summary = peer_pb2_grpc.PeerStub(channels[0]).Exchange(
-            iter([_iterate("streams", "1", 0)]), timeout=10
+            iter([_iterate("streams", "1", 0)]), timeout=10, metadata=as_peer(client, "1")
         )
         assert summary.received == 1
     finally:

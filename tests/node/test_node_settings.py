@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -51,7 +52,9 @@ def test_settings_file_and_flags_over_it(tmp_path):
     ("text", "message"),
     [
         ("port: 1\n", "port: unknown field"),
-        ("tls: {cert: /etc/cert.pem}\n", "tls: certificates are not supported yet"),
+        ("tls: {cert: /etc/cert.pem}\n", "tls.ca: required, the path of a PEM file"),
+        ("tls: {ca: a, cert: b, key: c, pin: d}\n", "tls.pin: unknown field"),
+        ("insecure: yes please\n", "insecure: expected true or false"),
         ("data: {source: synthetic, shard: -1}\n", "data.shard: must be 0 or more"),
         ("data: {source: file}\n", "data.path: required"),
         ("data: {source: http}\n", "data.source: 'http' is not synthetic or file"),
@@ -194,3 +197,14 @@ def test_health_command_exit_codes(tmp_path):
         down = health(proc.address)
         assert down.returncode == 1
         assert down.stderr.strip() == f"starling-node: {proc.address}: unavailable"
+
+
+def test_the_shipped_device_config_loads_and_the_unit_serves_it():
+    """deploy/node.yaml is what the README's device section installs; the unit runs it."""
+    root = Path(__file__).resolve().parents[2]
+    settings = load_settings(root / "deploy" / "node.yaml")
+    assert settings.id == "a" and settings.tls is not None and not settings.insecure
+    assert settings.data.source == "file" and settings.data_dir == "/var/lib/starling/data"
+    unit = (root / "deploy" / "starling-node.service").read_text()
+    serve = "ExecStart=/opt/starling/bin/starling node serve --config /etc/starling/node.yaml"
+    assert serve in unit

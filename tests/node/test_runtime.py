@@ -28,7 +28,7 @@ from node.runtime.transport import open_channel
 from orchestrator.client import NodeClient, NodeRejected, NodeUnavailable
 from orchestrator.experiment import load_experiment
 from orchestrator.node_specs import node_specs
-from tests.node.test_runtime_harness import ROOT, Cluster, ring_experiment, wait_until
+from tests.node.test_runtime_harness import ROOT, Cluster, as_peer, ring_experiment, wait_until
 
 
 @pytest.fixture
@@ -229,15 +229,33 @@ def test_bad_peers_are_rejected_counted_and_survived(cluster, tmp_path):
         _iterate("guarded", "stranger", good),
         _iterate("guarded", "1", good),  # the one well-formed message still gets through
     ]
+    secret = client.access.peer_secret  # what Configure handed the node
+    as_one = (("starling-sender", "1"), ("starling-secret", secret))
     channel = open_channel(proc.address)
     try:
-        summary = peer_pb2_grpc.PeerStub(channel).Exchange(iter(stream), timeout=10)
+        stub = peer_pb2_grpc.PeerStub(channel)
+        summary = stub.Exchange(iter(stream), timeout=10, metadata=as_one)
+        # Streams that are not an in-neighbour's with the experiment's secret never start.
+        refusals = [
+            ((("starling-sender", "stranger"), ("starling-secret", secret)), "PERMISSION_DENIED"),
+            ((("starling-sender", "1"),), "UNAUTHENTICATED"),
+            ((("starling-sender", "1"), ("starling-secret", secret[:-1])), "UNAUTHENTICATED"),
+        ]
+        for metadata, code in refusals:
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.Exchange(iter([_iterate("guarded", "1", good)]), timeout=10,
+                              metadata=metadata)  # fmt: skip
+            assert refused.value.code().name == code, metadata
     finally:
         channel.close()
     assert (summary.received, summary.rejected) == (1, 6)
-    inbound = client.status().inbound
+    status = client.status()
+    inbound = status.inbound
     assert (inbound["1"].received, inbound["1"].rejected) == (1, 5)
-    assert inbound["stranger"].rejected == 1 and "not an in-peer" in inbound["stranger"].last_error
+    # A message claiming another sender inside 1's stream is refused, named and counted.
+    assert inbound["stranger"].rejected == 1
+    assert "stream of '1': a message claims 'stranger'" in inbound["stranger"].last_error
+    assert status.denied_peer_streams == 3
     log = proc.log()
     for reason in ("NaN or Inf", "has shape (2, 2)", "unknown experiment", "oversized",
                    "bytes for shape"):
@@ -271,10 +289,12 @@ def test_message_over_the_transport_limit_ends_only_its_stream(cluster):
     stub = peer_pb2_grpc.PeerStub(channel)
     try:
         with pytest.raises(grpc.RpcError) as caught:
-            stub.Exchange(iter([_iterate("limits", "1", huge)]), timeout=10)
+            stub.Exchange(iter([_iterate("limits", "1", huge)]), timeout=10,
+                          metadata=as_peer(client, "1"))  # fmt: skip
         assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         # The sender's next stream is welcome, and the node is unharmed.
-        summary = stub.Exchange(iter([_iterate("limits", "1", good)]), timeout=10)
+        summary = stub.Exchange(iter([_iterate("limits", "1", good)]), timeout=10,
+                                metadata=as_peer(client, "1"))  # fmt: skip
     finally:
         channel.close()
     assert (summary.received, summary.rejected) == (1, 0)

@@ -116,6 +116,11 @@ class Cluster:
                 proc.process.stdout.close()
 
 
+def as_peer(client: NodeClient, sender: str) -> tuple[tuple[str, str], ...]:
+    """Metadata of a Peer stream from ``sender`` with the secret ``client`` configured."""
+    return (("starling-sender", sender), ("starling-secret", client.access.peer_secret))
+
+
 def ring_experiment(name: str, rounds: int, deadline: float, **overrides: Any) -> Experiment:
     """D-SGLD on a ring of three nodes, Bayesian linear regression on private shards."""
     raw = {

@@ -27,7 +27,7 @@ NODE_STATE_FAILED: NodeState
 NODE_STATE_STOPPED: NodeState
 
 class NodeConfig(_message.Message):
-    __slots__ = ("experiment", "node_id", "node_index", "role", "algorithm", "hyperparameters", "model", "data", "seed", "rounds", "chains", "num_nodes", "prior_share", "schedule", "schedule_period", "peers", "round_deadline", "link_faults", "checkpoint_every", "inbound_faults", "fresh")
+    __slots__ = ("experiment", "node_id", "node_index", "role", "algorithm", "hyperparameters", "model", "data", "seed", "rounds", "chains", "num_nodes", "prior_share", "schedule", "schedule_period", "peers", "round_deadline", "link_faults", "checkpoint_every", "inbound_faults", "fresh", "peer_secret")
     EXPERIMENT_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +49,7 @@ class NodeConfig(_message.Message):
     CHECKPOINT_EVERY_FIELD_NUMBER: _ClassVar[int]
     INBOUND_FAULTS_FIELD_NUMBER: _ClassVar[int]
     FRESH_FIELD_NUMBER: _ClassVar[int]
+    PEER_SECRET_FIELD_NUMBER: _ClassVar[int]
     experiment: str
     node_id: str
     node_index: int
@@ -70,7 +71,8 @@ class NodeConfig(_message.Message):
     checkpoint_every: int
     inbound_faults: _containers.RepeatedCompositeFieldContainer[InboundFault]
     fresh: bool
-    def __init__(self, experiment: _Optional[str] = ..., node_id: _Optional[str] = ..., node_index: _Optional[int] = ..., role: _Optional[str] = ..., algorithm: _Optional[str] = ..., hyperparameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., model: _Optional[_Union[ModelConfig, _Mapping]] = ..., data: _Optional[_Union[DataConfig, _Mapping]] = ..., seed: _Optional[int] = ..., rounds: _Optional[int] = ..., chains: _Optional[int] = ..., num_nodes: _Optional[int] = ..., prior_share: _Optional[float] = ..., schedule: _Optional[_Iterable[_Union[Neighbourhood, _Mapping]]] = ..., schedule_period: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[PeerAddress, _Mapping]]] = ..., round_deadline: _Optional[float] = ..., link_faults: _Optional[_Iterable[_Union[LinkFault, _Mapping]]] = ..., checkpoint_every: _Optional[int] = ..., inbound_faults: _Optional[_Iterable[_Union[InboundFault, _Mapping]]] = ..., fresh: _Optional[bool] = ...) -> None: ...
+    peer_secret: str
+    def __init__(self, experiment: _Optional[str] = ..., node_id: _Optional[str] = ..., node_index: _Optional[int] = ..., role: _Optional[str] = ..., algorithm: _Optional[str] = ..., hyperparameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., model: _Optional[_Union[ModelConfig, _Mapping]] = ..., data: _Optional[_Union[DataConfig, _Mapping]] = ..., seed: _Optional[int] = ..., rounds: _Optional[int] = ..., chains: _Optional[int] = ..., num_nodes: _Optional[int] = ..., prior_share: _Optional[float] = ..., schedule: _Optional[_Iterable[_Union[Neighbourhood, _Mapping]]] = ..., schedule_period: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[PeerAddress, _Mapping]]] = ..., round_deadline: _Optional[float] = ..., link_faults: _Optional[_Iterable[_Union[LinkFault, _Mapping]]] = ..., checkpoint_every: _Optional[int] = ..., inbound_faults: _Optional[_Iterable[_Union[InboundFault, _Mapping]]] = ..., fresh: _Optional[bool] = ..., peer_secret: _Optional[str] = ...) -> None: ...
 
 class InboundFault(_message.Message):
     __slots__ = ("sender", "fault")
@@ -201,7 +203,7 @@ class LinkStats(_message.Message):
     def __init__(self, peer: _Optional[str] = ..., sent: _Optional[int] = ..., received: _Optional[int] = ..., withheld: _Optional[int] = ..., dropped: _Optional[int] = ..., send_errors: _Optional[int] = ..., late: _Optional[int] = ..., rejected: _Optional[int] = ..., last_error: _Optional[str] = ..., max_staleness: _Optional[int] = ..., overruns: _Optional[int] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("node_id", "experiment", "state", "round", "error", "samples_stored", "outbound", "inbound", "program_metrics", "holding", "peers_down", "refused_streams")
+    __slots__ = ("node_id", "experiment", "state", "round", "error", "samples_stored", "outbound", "inbound", "program_metrics", "holding", "peers_down", "refused_streams", "denied_peer_streams", "denied_control_calls")
     class ProgramMetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -221,6 +223,8 @@ class NodeStatus(_message.Message):
     HOLDING_FIELD_NUMBER: _ClassVar[int]
     PEERS_DOWN_FIELD_NUMBER: _ClassVar[int]
     REFUSED_STREAMS_FIELD_NUMBER: _ClassVar[int]
+    DENIED_PEER_STREAMS_FIELD_NUMBER: _ClassVar[int]
+    DENIED_CONTROL_CALLS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     experiment: str
     state: NodeState
@@ -233,7 +237,9 @@ class NodeStatus(_message.Message):
     holding: bool
     peers_down: _containers.RepeatedScalarFieldContainer[str]
     refused_streams: int
-    def __init__(self, node_id: _Optional[str] = ..., experiment: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., round: _Optional[int] = ..., error: _Optional[str] = ..., samples_stored: _Optional[int] = ..., outbound: _Optional[_Iterable[_Union[LinkStats, _Mapping]]] = ..., inbound: _Optional[_Iterable[_Union[LinkStats, _Mapping]]] = ..., program_metrics: _Optional[_Mapping[str, float]] = ..., holding: _Optional[bool] = ..., peers_down: _Optional[_Iterable[str]] = ..., refused_streams: _Optional[int] = ...) -> None: ...
+    denied_peer_streams: int
+    denied_control_calls: int
+    def __init__(self, node_id: _Optional[str] = ..., experiment: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., round: _Optional[int] = ..., error: _Optional[str] = ..., samples_stored: _Optional[int] = ..., outbound: _Optional[_Iterable[_Union[LinkStats, _Mapping]]] = ..., inbound: _Optional[_Iterable[_Union[LinkStats, _Mapping]]] = ..., program_metrics: _Optional[_Mapping[str, float]] = ..., holding: _Optional[bool] = ..., peers_down: _Optional[_Iterable[str]] = ..., refused_streams: _Optional[int] = ..., denied_peer_streams: _Optional[int] = ..., denied_control_calls: _Optional[int] = ...) -> None: ...
 
 class SamplesRequest(_message.Message):
     __slots__ = ("offset", "follow", "experiment", "node_id")

@@ -1,0 +1,75 @@
+"""The node's gate: who may call Control and who may open a Peer stream (:mod:`node.security`).
+
+Refusals are counted (``denied_peer_streams``, ``denied_control_calls`` in the status) and
+logged with the caller's address and the reason, never with what the caller presented.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import grpc
+
+from node.runtime.runtime import NodeRuntime
+from node.security import (
+    ORCHESTRATOR_ID,
+    SECRET_KEY,
+    SENDER_KEY,
+    identities,
+    metadata,
+    same_secret,
+    token_given,
+)
+
+__all__ = ["Gate"]
+
+log = logging.getLogger("starling.node")
+
+
+class Gate:
+    """Who may call: Control needs the orchestrator's certificate (mutual TLS) or, without
+    TLS, the bearer token of ``--token-file`` (open when neither is configured: a loopback
+    node); a Peer stream needs its sender's certificate (TLS), the experiment's secret and
+    a sender that is an in-neighbour. Refusals are counted in the node's status."""
+
+    def __init__(self, runtime: NodeRuntime, tls: bool = False, token: str | None = None):
+        self.runtime = runtime
+        self.tls = tls
+        self.token = token
+        self.denied = {"peer": 0, "control": 0}
+        self._lock = threading.Lock()
+
+    def control(self, context) -> None:
+        if self.tls:
+            if ORCHESTRATOR_ID not in identities(context):
+                self._deny(context, "control", grpc.StatusCode.PERMISSION_DENIED,
+                           "Control needs the orchestrator's certificate")  # fmt: skip
+        elif self.token is not None and not same_secret(token_given(context), self.token):
+            self._deny(context, "control", grpc.StatusCode.UNAUTHENTICATED,
+                       "Control needs this node's token (authorization: Bearer)")  # fmt: skip
+
+    def peer(self, context) -> str:
+        """The admitted sender of a Peer stream (aborts the call otherwise)."""
+        given = metadata(context)
+        sender = given.get(SENDER_KEY, "")
+        if self.tls and sender not in identities(context):
+            self._deny(context, "peer", grpc.StatusCode.PERMISSION_DENIED,
+                       f"peer stream: the client certificate is not node {sender!r}'s")  # fmt: skip
+        terms = self.runtime.peer_terms()
+        if terms is None:
+            return sender  # the servicer answers UNAVAILABLE until the node is configured
+        senders, secret = terms
+        if secret and not same_secret(given.get(SECRET_KEY), secret):
+            self._deny(context, "peer", grpc.StatusCode.UNAUTHENTICATED,
+                       "peer stream: no or a wrong experiment secret")  # fmt: skip
+        if sender not in senders:
+            self._deny(context, "peer", grpc.StatusCode.PERMISSION_DENIED,
+                       f"peer stream: {sender!r} is not an in-neighbour of this node")  # fmt: skip
+        return sender
+
+    def _deny(self, context, channel: str, code: grpc.StatusCode, message: str) -> None:
+        with self._lock:
+            self.denied[channel] += 1
+        log.warning("refused a %s call from %s: %s", channel, context.peer(), message)
+        context.abort(code, message)

@@ -1,0 +1,185 @@
+"""Who may talk to a node, and how the node proves who it is.
+
+Three mechanisms, each for one channel:
+
+* **TLS files** (:class:`TlsFiles`): a CA, a certificate and its key, named in the node's
+  config (``tls: {ca, cert, key}``), in an inventory or in the experiment's backend section.
+  With them every channel is mutual TLS: the server asks for a client certificate signed by
+  the same CA, and a client checks that the server's certificate names the node id it meant
+  to reach (the id is a DNS name in the certificate's SAN, and channels override the target
+  name with it, so addresses can be anything: IPs, compose service names).
+* **A control token** (``--token-file``): without TLS, Control calls carry
+  ``authorization: Bearer <token>``; compared with :func:`hmac.compare_digest`.
+* **A peer secret**: without TLS, every ``Peer.Exchange`` stream carries the experiment's
+  secret (metadata :data:`SECRET_KEY`) that the orchestrator handed each node in
+  ``Configure`` over the authenticated Control channel.
+
+Nothing here logs a key, a token or a secret.
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from node.params import ConfigError
+
+if TYPE_CHECKING:
+    import grpc
+
+    from node.config import HomeData
+    from node.spec import DataSpec
+
+__all__ = [
+    "ORCHESTRATOR_ID",
+    "check_data_path",
+    "SECRET_KEY",
+    "SENDER_KEY",
+    "TlsFiles",
+    "channel_credentials",
+    "is_loopback",
+    "read_token",
+    "same_secret",
+    "server_credentials",
+    "target_override",
+]
+
+ORCHESTRATOR_ID = "orchestrator"
+"""The identity (DNS SAN) of the orchestrator's certificate; no node may take this id."""
+
+SENDER_KEY = "starling-sender"
+"""Peer stream metadata: the node id the stream's messages come from."""
+
+SECRET_KEY = "starling-secret"
+"""Peer stream metadata: the experiment's peer secret."""
+
+TOKEN_KEY = "authorization"
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """Paths of a CA certificate, this party's certificate and its private key (PEM)."""
+
+    ca: str
+    cert: str
+    key: str
+
+    def read(self, where: str = "tls") -> tuple[bytes, bytes, bytes]:
+        """(ca, cert, key) bytes; a missing or unreadable file is one line naming it."""
+        out = []
+        for name in ("ca", "cert", "key"):
+            path = getattr(self, name)
+            try:
+                out.append(Path(path).read_bytes())
+            except OSError as exc:
+                raise ConfigError(
+                    f"{where}.{name}: cannot read {path!r} ({exc.strerror})"
+                ) from None
+        return out[0], out[1], out[2]
+
+
+def tls_files(raw: object, where: str = "tls") -> TlsFiles | None:
+    """A ``tls`` section (``{ca, cert, key}``), or None when absent or empty."""
+    if raw is None or raw == {}:
+        return None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping with ca, cert and key, got {raw!r}")
+    unknown = sorted(set(raw) - {"ca", "cert", "key"})
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown field (known: ca, cert, key)")
+    for name in ("ca", "cert", "key"):
+        if not isinstance(raw.get(name), str) or not raw[name]:
+            raise ConfigError(f"{where}.{name}: required, the path of a PEM file")
+    return TlsFiles(raw["ca"], raw["cert"], raw["key"])
+
+
+def server_credentials(tls: TlsFiles) -> grpc.ServerCredentials:
+    """Mutual TLS on the server side: clients must present a certificate of ``tls.ca``."""
+    import grpc  # here: reading settings loads no grpc
+
+    ca, cert, key = tls.read()
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca,
+                                       require_client_auth=True)  # fmt: skip
+
+
+def channel_credentials(tls: TlsFiles) -> grpc.ChannelCredentials:
+    """Mutual TLS on the client side: our certificate, and ``tls.ca`` to check the server's."""
+    import grpc
+
+    ca, cert, key = tls.read()
+    return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key,
+                                        certificate_chain=cert)  # fmt: skip
+
+
+def target_override(node_id: str) -> list[tuple[str, str]]:
+    """Channel options that make TLS check the server's certificate against ``node_id``
+    (not the address's host name)."""
+    return [("grpc.ssl_target_name_override", node_id)] if node_id else []
+
+
+def read_token(path: str, where: str = "--token-file") -> str:
+    """The bearer token in ``path`` (surrounding whitespace stripped); never echoed."""
+    try:
+        token = Path(path).read_text().strip()
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read {path!r} ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{where}: {path!r} is not text") from None
+    if not token:
+        raise ConfigError(f"{where}: {path!r} is empty")
+    return token
+
+
+def same_secret(given: str | None, expected: str) -> bool:
+    """Constant-time comparison (an attacker learns nothing from the time taken)."""
+    return hmac.compare_digest((given or "").encode(), expected.encode())
+
+
+def identities(context: grpc.ServicerContext) -> set[str]:
+    """The SAN entries of the client's verified certificate (empty without TLS)."""
+    return {i.decode(errors="replace") for i in (context.peer_identities() or [])}
+
+
+def metadata(context: grpc.ServicerContext) -> dict[str, str]:
+    return {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}
+
+
+def bearer(token: str) -> tuple[tuple[str, str], ...]:
+    return ((TOKEN_KEY, f"Bearer {token}"),)
+
+
+def token_given(context: grpc.ServicerContext) -> str:
+    value = metadata(context).get(TOKEN_KEY, "")
+    return value.removeprefix("Bearer ").strip()
+
+
+def check_data_path(data: DataSpec | None, data_dir: Path | None, own: HomeData | None) -> None:
+    """A file an experiment names must lie under the node's data directory; the error
+    names the field and the path as given, never a byte of the file."""
+    if data is None or data.source != "file" or data.path.startswith("builtin:"):
+        return
+    if own is not None and own.source == "file" and data.path == own.path:
+        return  # the node's own file (data.source: node), named by its own config
+    if data_dir is None:
+        raise ConfigError(
+            "data.path: this node names no data directory (data_dir, --data-dir); "
+            "it reads no file an experiment names"
+        )
+    resolved = Path(data.path).resolve()  # relative: to the node's working directory
+    if not resolved.is_relative_to(data_dir):
+        raise ConfigError(f"data.path: {data.path!r} is outside this node's data directory")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (from HOST:PORT) is a loopback address or ``localhost``."""
+    import ipaddress
+
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,91 @@
+"""How the orchestrator proves itself to nodes, and the experiment's peer secret.
+
+An :class:`Access` holds the orchestrator's own TLS files (``backend.tls`` of the
+experiment, or ``tls`` of an inventory file), or else the Control token
+(``backend.token_file``), plus the peer secret every node of one run is handed in
+``Configure`` (see :mod:`node.security`). With TLS a channel to node ``X`` checks that the
+node's certificate names ``X``. Loopback runs need none of it: the secret is made here,
+and a node started without a token file leaves Control open on loopback.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from node.security import TlsFiles, bearer, read_token, tls_files
+
+__all__ = ["Access", "access_from_section"]
+
+
+def new_secret() -> str:
+    """A fresh peer secret: 256 random bits."""
+    return secrets.token_urlsafe(32)
+
+
+@dataclass(frozen=True)
+class Access:
+    tls: TlsFiles | None = None
+    token: str | None = field(default=None, repr=False)
+    peer_secret: str = field(default_factory=new_secret, repr=False)
+
+    def channel(self, address: str, node_id: str = ""):
+        """A channel to the node ``node_id`` at ``address`` that sends our credentials."""
+        import grpc
+
+        from node.runtime.transport import open_channel
+        from node.security import channel_credentials
+
+        credentials = channel_credentials(self.tls) if self.tls else None
+        channel = open_channel(address, credentials, server_id=node_id)
+        if self.token is None:
+            return channel
+        return grpc.intercept_channel(channel, _BearerInterceptor(bearer(self.token)))
+
+
+def access_from_section(section: Mapping[str, Any] | Any, where: str = "backend") -> Access:
+    """From a backend section (a mapping or the schema's model): ``tls`` and ``token_file``."""
+    get = section.get if isinstance(section, Mapping) else lambda k, d=None: getattr(section, k, d)
+    raw_tls = get("tls", None)
+    if raw_tls is not None and not isinstance(raw_tls, Mapping):
+        raw_tls = raw_tls.model_dump()
+    tls = tls_files(dict(raw_tls) if raw_tls else None, f"{where}.tls")
+    token_file = get("token_file", "") or ""
+    token = read_token(token_file, f"{where}.token_file") if token_file else None
+    return Access(tls=tls, token=token)
+
+
+def _interceptor_base():
+    import grpc
+
+    return (
+        grpc.UnaryUnaryClientInterceptor,
+        grpc.UnaryStreamClientInterceptor,
+        grpc.StreamUnaryClientInterceptor,
+        grpc.StreamStreamClientInterceptor,
+    )
+
+
+class _BearerInterceptor(*_interceptor_base()):  # type: ignore[misc]
+    """Adds the Control token to every call's metadata."""
+
+    def __init__(self, extra: tuple[tuple[str, str], ...]):
+        self.extra = extra
+
+    def _details(self, details):
+        metadata = tuple(details.metadata or ()) + self.extra
+        return details._replace(metadata=metadata)
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+    def intercept_stream_unary(self, continuation, details, iterator):
+        return continuation(self._details(details), iterator)
+
+    def intercept_stream_stream(self, continuation, details, iterator):
+        return continuation(self._details(details), iterator)

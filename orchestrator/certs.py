@@ -1,0 +1,168 @@
+"""``starling certs init DIR --nodes a,b,c``: a testbed PKI for mutual TLS.
+
+Writes ``ca.pem`` (and ``ca.key``, kept for making more certificates later), then for every
+node ``ID.pem``/``ID.key`` and for the orchestrator ``orchestrator.pem``/``.key``. Each
+certificate's SAN holds its identity as a DNS name (the node id, or ``orchestrator``): that
+is what a node checks against the ``sender`` a peer stream claims and what a client checks
+when it reaches node ``ID`` (:mod:`node.security`). Extra names make the certificates usable
+with other tools too: ``localhost`` and ``127.0.0.1`` by default, or those given with
+``--host ID=NAME`` (a compose service name, a device's address). Keys are EC P-256, written
+mode 0600; certificates are valid for ``--days`` (default 365).
+
+Real deployments bring their own PKI: any CA works, as long as each node's certificate
+names its node id and the orchestrator's names ``orchestrator``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from node.params import ConfigError
+from node.security import ORCHESTRATOR_ID
+
+__all__ = ["add_commands", "init_certs"]
+
+DEFAULT_HOSTS = ("localhost", "127.0.0.1")
+
+
+def _name(value: str):
+    from cryptography import x509
+
+    try:
+        return x509.IPAddress(ipaddress.ip_address(value))
+    except ValueError:
+        return x509.DNSName(value)
+
+
+def _write(path: Path, data: bytes, private: bool = False) -> None:
+    path.write_bytes(data)
+    if private:
+        os.chmod(path, 0o600)
+
+
+def init_certs(
+    folder: str | Path,
+    nodes: Sequence[str],
+    hosts: Mapping[str, Sequence[str]] | None = None,
+    days: int = 365,
+) -> list[Path]:
+    """Make the CA and the certificates; returns the files written."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    if not nodes:
+        raise ConfigError("--nodes: give at least one node id (a,b,c)")
+    if ORCHESTRATOR_ID in nodes:
+        raise ConfigError(f"--nodes: {ORCHESTRATOR_ID!r} is the orchestrator's identity")
+    hosts = dict(hosts or {})
+    for who in hosts:
+        if who not in nodes and who != ORCHESTRATOR_ID:
+            raise ConfigError(f"--host: {who!r} is not one of --nodes (or orchestrator)")
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    if (out / "ca.pem").exists():
+        raise ConfigError(f"certs init: {out / 'ca.pem'} exists; use an empty folder")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=days)
+    pem = serialization.Encoding.PEM
+    key_format = dict(
+        encoding=pem,
+        format=serialization.PrivateFormat.PKCS8,
+        encryption_algorithm=serialization.NoEncryption(),
+    )
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "starling testbed CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )  # fmt: skip
+        .sign(ca_key, hashes.SHA256())
+    )
+    written = [out / "ca.pem", out / "ca.key"]
+    _write(written[0], ca.public_bytes(pem))
+    _write(written[1], ca_key.private_bytes(**key_format), private=True)
+
+    for who in [*nodes, ORCHESTRATOR_ID]:
+        key = ec.generate_private_key(ec.SECP256R1())
+        names = [who, *hosts.get(who, DEFAULT_HOSTS)]
+        san = x509.SubjectAlternativeName([_name(n) for n in dict.fromkeys(names)])
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, who)]))
+            .issuer_name(ca_name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(start)
+            .not_valid_after(end)
+            .add_extension(san, critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(
+                x509.ExtendedKeyUsage(
+                    [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+                ),
+                critical=False,
+            )
+            .sign(ca_key, hashes.SHA256())
+        )
+        _write(out / f"{who}.pem", cert.public_bytes(pem))
+        _write(out / f"{who}.key", key.private_bytes(**key_format), private=True)
+        written += [out / f"{who}.pem", out / f"{who}.key"]
+    return written
+
+
+def _hosts(values: Sequence[str]) -> dict[str, list[str]]:
+    hosts: dict[str, list[str]] = {}
+    for value in values:
+        who, sep, name = value.partition("=")
+        if not sep or not who or not name:
+            raise ConfigError(f"--host {value}: expected ID=NAME (a DNS name or an IP)")
+        hosts.setdefault(who, []).append(name)
+    return hosts
+
+
+def cmd_init(args) -> int:
+    nodes = [n.strip() for n in args.nodes.split(",") if n.strip()]
+    written = init_certs(args.folder, nodes, _hosts(args.host or []), args.days)
+    print(f"wrote {len(written)} files to {args.folder}: CA, {len(nodes)} nodes, orchestrator")
+    return 0
+
+
+def add_commands(sub) -> None:
+    certs = sub.add_parser("certs", help="make a testbed CA and certificates for mutual TLS")
+    actions = certs.add_subparsers(metavar="ACTION")
+    init = actions.add_parser("init", help="a CA, one certificate per node, one orchestrator")
+    init.add_argument("folder", metavar="DIR", help="where to write (created; must hold no CA)")
+    init.add_argument("--nodes", required=True, help="node ids, comma-separated: a,b,c")
+    init.add_argument(
+        "--host", action="append", metavar="ID=NAME",
+        help="another DNS name or IP for ID's certificate (repeatable; replaces the default "
+        "localhost and 127.0.0.1 for that ID)",
+    )  # fmt: skip
+    init.add_argument("--days", type=int, default=365, help="validity (default 365)")
+    init.set_defaults(handler=cmd_init)
