@@ -252,7 +252,7 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _access_line(settings, token: bool) -> str:
+def _access_line(settings: NodeSettings, token: bool) -> str:
     """What guards this node, for the log: paths and modes, never a key or a token."""
     if settings.tls is not None:
         return f"mutual TLS (cert {settings.tls.cert}, CA {settings.tls.ca})"

@@ -71,11 +71,7 @@ def init_certs(
     now = datetime.datetime.now(datetime.timezone.utc)
     start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=days)
     pem = serialization.Encoding.PEM
-    key_format = dict(
-        encoding=pem,
-        format=serialization.PrivateFormat.PKCS8,
-        encryption_algorithm=serialization.NoEncryption(),
-    )
+    pkcs8, plain = serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
 
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "starling testbed CA")])
@@ -106,7 +102,7 @@ def init_certs(
     )
     written = [out / "ca.pem", out / "ca.key"]
     _write(written[0], ca.public_bytes(pem))
-    _write(written[1], ca_key.private_bytes(**key_format), private=True)
+    _write(written[1], ca_key.private_bytes(pem, pkcs8, plain), private=True)
 
     for who in [*nodes, ORCHESTRATOR_ID]:
         key = ec.generate_private_key(ec.SECP256R1())
@@ -131,7 +127,7 @@ def init_certs(
             .sign(ca_key, hashes.SHA256())
         )
         _write(out / f"{who}.pem", cert.public_bytes(pem))
-        _write(out / f"{who}.key", key.private_bytes(**key_format), private=True)
+        _write(out / f"{who}.key", key.private_bytes(pem, pkcs8, plain), private=True)
         written += [out / f"{who}.pem", out / f"{who}.key"]
     return written
 

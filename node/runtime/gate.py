@@ -40,7 +40,7 @@ class Gate:
         self.denied = {"peer": 0, "control": 0}
         self._lock = threading.Lock()
 
-    def control(self, context) -> None:
+    def control(self, context: grpc.ServicerContext) -> None:
         if self.tls:
             if ORCHESTRATOR_ID not in identities(context):
                 self._deny(context, "control", grpc.StatusCode.PERMISSION_DENIED,
@@ -49,7 +49,7 @@ class Gate:
             self._deny(context, "control", grpc.StatusCode.UNAUTHENTICATED,
                        "Control needs this node's token (authorization: Bearer)")  # fmt: skip
 
-    def peer(self, context) -> str:
+    def peer(self, context: grpc.ServicerContext) -> str:
         """The admitted sender of a Peer stream (aborts the call otherwise)."""
         given = metadata(context)
         sender = given.get(SENDER_KEY, "")
@@ -68,7 +68,9 @@ class Gate:
                        f"peer stream: {sender!r} is not an in-neighbour of this node")  # fmt: skip
         return sender
 
-    def _deny(self, context, channel: str, code: grpc.StatusCode, message: str) -> None:
+    def _deny(
+        self, context: grpc.ServicerContext, channel: str, code: grpc.StatusCode, message: str
+    ) -> None:
         with self._lock:
             self.denied[channel] += 1
         log.warning("refused a %s call from %s: %s", channel, context.peer(), message)

@@ -100,7 +100,7 @@ def open_channel(
 ) -> grpc.Channel:
     """A channel to ``address``; with ``credentials`` (TLS) the server's certificate must
     name ``server_id`` (a node id, or the orchestrator's) when one is given."""
-    options: list = channel_options(max_message_bytes)
+    options: list[tuple[str, int | str]] = list(channel_options(max_message_bytes))
     if credentials is None:
         return grpc.insecure_channel(address, options=options)
     options += target_override(server_id)

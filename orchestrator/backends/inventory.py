@@ -57,6 +57,7 @@ def load_inventory(path: str | Path) -> dict[str, Any]:
         raise ConfigError(
             f"{file}: {unknown[0]}: unknown field (known: {', '.join(sorted(known))})"
         )
+    raw = dict(raw)
     base = file.resolve().parent
     # Paths in the file are relative to it, so an inventory and its certs travel together.
     for name in ("ca", "cert", "key"):
