@@ -28,6 +28,7 @@ class Account:
         self.scheduled_nodes: list[dict] = []
         self.live_links: list[dict] = []
         self.node_events: list[dict] = []
+        self.kernel_faults: list[dict] = []
         self._say = say
 
     def restart_clock(self) -> None:
@@ -53,6 +54,14 @@ class Account:
         self.lines.append(f"{stamp} (+{elapsed:.1f} s) node {node}: {text}")
         if echo:
             self._say(f"node {node}: {text}")
+
+    def kernel(self, record: dict, text: str) -> None:
+        """A fault carried out in the kernel (orchestrator.kernel_faults), stamped."""
+        elapsed = self.elapsed()
+        stamp = time.strftime("%H:%M:%S")
+        self.kernel_faults.append({**record, "clock": stamp, "elapsed": round(elapsed, 2)})
+        self.lines.append(f"{stamp} (+{elapsed:.1f} s) kernel: {text}")
+        self._say(f"kernel: {text}")
 
     def live_link(self, event: dict) -> None:
         """A link change made with ``starling links``, from the run's journal."""
@@ -86,6 +95,7 @@ class Account:
             "scheduled_nodes": self.scheduled_nodes,
             "live_links": self.live_links,
             "nodes": self.node_events,
+            "kernel": self.kernel_faults,
         }
 
 

@@ -21,6 +21,7 @@ from node.params import ConfigError, parse_params
 from node.samplers import algorithm_info
 from node.spec import LinkFault, ModelSpec
 from orchestrator.faults import NodeFault, parse_faults
+from orchestrator.kernel_faults import KernelFault, parse_kernel_faults
 from orchestrator.schema import (
     BackendSection,
     DataSection,
@@ -87,6 +88,8 @@ class Experiment:
     slows rounds like a wide-area network would; as long as it stays under the round
     deadline it changes no number, so ``simulate`` ignores it."""
     limits: LimitsSection = field(default_factory=LimitsSection)
+    kernel_faults: tuple[KernelFault, ...] = ()
+    """Faults in the kernel (docker backend), from ``kernel_faults``."""
 
     @property
     def node_ids(self) -> tuple[str, ...]:
@@ -186,6 +189,12 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
         rounds=rounds,
         round_seconds=spec.round_seconds,
     )
+    kernel_faults = parse_kernel_faults(spec.kernel_faults, [n.id for n in nodes], rounds)
+    if kernel_faults and spec.backend.kind != "docker":
+        raise ConfigError(
+            f"kernel_faults: need backend kind docker (this experiment's is "
+            f"{spec.backend.kind!r}); use faults for emulated ones"
+        )
     return Experiment(
         name=spec.name or default_name,
         algorithm=info.name,
@@ -208,6 +217,7 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
         round_seconds=spec.round_seconds,
         link_delay_ms=link_delay,
         limits=spec.limits,
+        kernel_faults=kernel_faults,
     )
 
 

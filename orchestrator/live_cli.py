@@ -199,7 +199,9 @@ def add_commands(sub) -> None:
     links.set_defaults(handler=cmd_links)
 
     nodes = sub.add_parser("nodes", help="kill or restart a node of a running experiment")
-    nodes.add_argument("action", choices=["kill", "restart"])
+    nodes.add_argument(
+        "action", choices=["kill", "restart", "pause", "unpause", "disconnect", "reconnect"]
+    )
     nodes.add_argument("node", help="node id")
     nodes.add_argument("--run", help="experiment name or results folder (if several run)")
     nodes.add_argument("--format", choices=["text", "json"], default="text")

@@ -47,9 +47,39 @@ def serve_requests(supervisor: Supervisor) -> bool:
             else:
                 live.answer(answer_path, {"ok": True, "address": address})
             changed = True
+        elif action in KERNEL_ACTIONS:
+            changed = _kernel_request(supervisor, answer_path, node, action, who) or changed
         else:
             live.answer(answer_path, {"ok": False, "error": f"unknown action {action!r}"})
     return changed
+
+
+KERNEL_ACTIONS = ("pause", "unpause", "disconnect", "reconnect")
+"""Live node faults in the kernel; only a backend with these methods (docker) has them."""
+
+
+def _kernel_request(supervisor: Supervisor, answer_path, node: str, action: str, who: str) -> bool:
+    """``starling nodes pause|unpause|disconnect|reconnect ID``, on the node's container."""
+    do = getattr(supervisor.backend, action, None)
+    if do is None:
+        error = f"the {supervisor.backend.kind} backend cannot {action} a node (docker can)"
+        live.answer(answer_path, {"ok": False, "error": error})
+        return False
+    round_now = supervisor.rounds().get(node)
+    try:
+        do(node)
+    except Exception as exc:  # noqa: BLE001 - the engine's refusal goes back to the CLI
+        live.answer(answer_path, {"ok": False, "error": f"node {node}: {exc}".splitlines()[0]})
+        return False
+    supervisor.account.kernel(
+        {"kind": action, "node": node, "peer": None, "live": True, "who": who,
+         "round": round_now},
+        f"node {node} {action} (live, by {who}) at round {round_now}",
+    )  # fmt: skip
+    if action in ("unpause", "reconnect"):
+        supervisor.poll([node], pull=False)
+    live.answer(answer_path, {"ok": True, "address": supervisor.backend.addresses().get(node)})
+    return True
 
 
 class Journal:

@@ -34,6 +34,7 @@ from orchestrator.client import NodeClient, NodeUnavailable
 from orchestrator.collector import Collector
 from orchestrator.experiment import Experiment
 from orchestrator.fault_plan import NodeFaultPlan, first_kills
+from orchestrator.kernel_faults import KernelFaultPlan, kernel_holds
 from orchestrator.live_requests import Journal, serve_requests
 from orchestrator.node_specs import node_specs
 from orchestrator.recovery import write_start
@@ -99,14 +100,17 @@ def run_experiment(
                 live.publish(record)
                 journal = Journal(record.out_dir, account)
                 plan = NodeFaultPlan(experiment)
+                kernel = KernelFaultPlan(experiment.kernel_faults, backend,
+                                         kernel_holds(experiment))  # fmt: skip
                 supervisor = Supervisor(experiment, specs, clients, backend, collector, record,
                                         account, plan)  # fmt: skip
-                _watch(supervisor, plan, journal, say)
+                _watch(supervisor, plan, journal, say, kernel)
             except (KeyboardInterrupt, _Interrupted):
                 interrupted = True
                 account.plain(f"interrupted by the user after {account.elapsed():.1f} s")
                 say("interrupted: collecting what the nodes hold, then stopping them")
                 if supervisor is not None:
+                    kernel.finish(supervisor)  # a paused node must answer the collection
                     supervisor.finish()
                 else:
                     _collect_all(clients, collector, account)
@@ -149,6 +153,7 @@ def _configure_and_start(
     link delay), then start them all; the account's clock starts with them. Returns what
     nodes holding their own data (``data.source: node``) reported using."""
     first_kill = first_kills(experiment)
+    kernel_first = kernel_holds(experiment)
     node_data: dict[str, DataSpec] = {}
     for node, client in clients.items():
         client.wait_ready()
@@ -158,6 +163,8 @@ def _configure_and_start(
             node_data[node] = configured.data
         if node in first_kill:
             client.hold(first_kill[node])  # see orchestrator.fault_plan
+        elif node in kernel_first:
+            client.hold(kernel_first[node])  # see orchestrator.kernel_faults
         if experiment.link_delay_ms:
             client.set_link("*", delay_ms=experiment.link_delay_ms)
     if experiment.link_delay_ms:
@@ -170,7 +177,11 @@ def _configure_and_start(
 
 
 def _watch(
-    supervisor: Supervisor, plan: NodeFaultPlan, journal: Journal, say: Callable[[str], None]
+    supervisor: Supervisor,
+    plan: NodeFaultPlan,
+    journal: Journal,
+    say: Callable[[str], None],
+    kernel: KernelFaultPlan | None = None,
 ) -> None:
     """The run loop: poll (victims of a pending kill fast), collect, fire due faults, serve
     live requests, until every node has finished; then collect what is left."""
@@ -181,16 +192,22 @@ def _watch(
             supervisor.publish()
         journal.read()
         now = time.monotonic()
-        victims = plan.victims()
+        victims = plan.victims() | (kernel.subjects() if kernel is not None else set())
+        # Paused or disconnected on purpose (kernel faults): not polled until back.
+        quiet = getattr(supervisor.backend, "silenced", set())
         if now - last_full >= POLL_SECONDS:
             last_full = now
-            supervisor.poll(list(supervisor.clients), pull=True)
+            supervisor.poll([n for n in supervisor.clients if n not in quiet], pull=True)
         elif victims:
-            supervisor.poll(sorted(victims), pull=False)
+            supervisor.poll(sorted(victims - quiet), pull=False)
         rounds = supervisor.rounds()
         plan.fire_due(rounds, supervisor)
+        if kernel is not None:
+            kernel.fire_due(rounds, supervisor)
         supervisor.give_up_on_silent()
         if supervisor.all_finished():
+            if kernel is not None:
+                kernel.finish(supervisor)
             break
         now = time.monotonic()
         if now - last_report > REPORT_SECONDS and rounds:

@@ -217,6 +217,8 @@ class ExperimentFile(BaseModel):
     checkpoint_every: Count = 1
     evaluation: EvaluationSection = Field(default_factory=EvaluationSection)
     faults: list[Any] | None = None
+    kernel_faults: list[Any] | None = None
+    """``backend.kind: docker`` only; checked by ``orchestrator.kernel_faults``."""
     """Checked by ``orchestrator.faults.parse_faults`` against the topology and rounds."""
     round_seconds: Seconds | None = None
     link_delay: Delay = 0.0

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from node.params import ConfigError
 from orchestrator.backends.base import BackendError
 from orchestrator.backends.inventory import wait_serving
+from orchestrator.backends.netfault import KernelFaultsMixin
 
 if TYPE_CHECKING:
     from orchestrator.experiment import Experiment
@@ -55,7 +56,7 @@ def docker_client() -> Any:
     return client
 
 
-class DockerBackend:
+class DockerBackend(KernelFaultsMixin):
     """:class:`~orchestrator.backends.base.Backend` on containers; see the module docstring."""
 
     kind = "docker"
@@ -69,6 +70,8 @@ class DockerBackend:
         self.containers: dict[str, Any] = {}
         self.volumes: dict[str, Any] = {}
         self._addresses: dict[str, str] = {}
+        self._drops: dict[str, dict[str, float]] = {}
+        self.silenced: set[str] = set()
 
     @classmethod
     def for_experiment(cls, experiment: Experiment, workdir: Path) -> DockerBackend:

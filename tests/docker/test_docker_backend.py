@@ -28,7 +28,8 @@ NODES = 4
 
 def _labelled(kind: str) -> list[str]:
     listed = subprocess.run(
-        ["docker", kind, "ls", "-q", "--filter", "label=starling.run"],
+        ["docker", kind, "ls", "-q", *(["-a"] if kind == "container" else []),
+         "--filter", "label=starling.run"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     return listed.stdout.split()
@@ -40,7 +41,7 @@ def _image_present(image: str) -> None:
         pytest.fail(f"no {image} image: build it with docker/build-offline.sh", pytrace=False)
 
 
-def test_docker_backend_kills_and_restarts_a_container_and_cleans_up(tmp_path):
+def test_docker_backend_kill_pause_and_cut_then_nothing_left(tmp_path):
     _image_present("starling-node:latest")
     before = {kind: set(_labelled(kind)) for kind in ("container", "network", "volume")}
     raw = {
@@ -56,6 +57,10 @@ def test_docker_backend_kills_and_restarts_a_container_and_cleans_up(tmp_path):
         "round_deadline": 1.0,
         "checkpoint_every": 1,
         "faults": [{"node": "2", "kill_at_round": 10, "restart_after_rounds": 3}],
+        "kernel_faults": [
+            {"pause": "1", "at_round": 4, "for_rounds": 3},
+            {"cut": ["0", "3"], "at_round": 15, "for_rounds": 4},
+        ],
         "backend": {"kind": "docker", "image": "starling-node:latest", "ready_timeout": 90},
     }
     path = tmp_path / "exp.yaml"
@@ -73,5 +78,80 @@ def test_docker_backend_kills_and_restarts_a_container_and_cleans_up(tmp_path):
     assert metrics["samples_per_node"]["2"] == ROUNDS  # resumed from its checkpoint
     events = [e["event"] for e in metrics["faults"]["nodes"] if e["node"] == "2"]
     assert "killed" in events and "restarted" in events, metrics["faults"]["nodes"]
+    kernel = {f["kind"]: f for f in metrics["faults"]["kernel"]}
+    assert set(kernel) == {"pause", "cut"}, metrics["faults"]["kernel"]
+    assert all(f["started"] for f in kernel.values())
+    # Paused, node 1 sent nothing: its neighbours went on without some of its messages.
+    paused = kernel["pause"]["links"]
+    assert paused["1->0"]["missing"] + paused["1->2"]["missing"] > 0, paused
+    # The packet filter took out node 0's messages to node 3 (lost or resent late), and
+    # only those: 3's messages to 0 travel on 3's own connection.
+    cut = kernel["cut"]["links"]["0->3"]
+    assert cut["missing"] + cut["late"] > 0, cut
     for kind in ("container", "network", "volume"):
         assert set(_labelled(kind)) <= before[kind], f"a labelled {kind} outlived the run"
+
+
+def test_delay_needs_netem_or_says_why(tmp_path):
+    """Delay is ``tc netem``: where the kernel has it the run delays the link; where it
+    does not (this machine), the run refuses with one line naming the reason, and this
+    test skips with that line."""
+    _image_present("starling-node:latest")
+    raw = {
+        "name": "docker-delay",
+        "algorithm": "d-sgld",
+        "hyperparameters": {"eta": 0.01},
+        "model": {"name": "linear_regression", "params": {"dim": 2}},
+        "data": {"source": "synthetic", "size": 20, "seed": 5},
+        "topology": {"kind": "ring", "nodes": 3},
+        "rounds": 10,
+        "chains": 2,
+        "round_deadline": 1.0,
+        "kernel_faults": [{"delay": ["0", "1"], "ms": 50, "at_round": 2, "for_rounds": 2}],
+        "backend": {"kind": "docker", "ready_timeout": 90},
+    }
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    run = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(path), "--out",
+         str(tmp_path / "out")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert "Traceback" not in run.stderr, run.stderr
+    assert not _labelled("container"), "a refused run left containers behind"
+    if run.returncode != 0:
+        lines = [ln for ln in run.stderr.splitlines() if "netem" in ln]
+        assert len(lines) == 1, run.stderr
+        pytest.skip(lines[0])
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert [f["kind"] for f in metrics["faults"]["kernel"]] == ["delay"]
+
+
+def test_cleanup_removes_what_a_crashed_run_left(tmp_path):
+    """A run killed outright leaves its labelled objects; ``starling docker cleanup --run``
+    removes exactly those."""
+    run_id = f"test-crashed-{tmp_path.name[-8:]}"
+    label = f"starling.run={run_id}"
+    subprocess.run(["docker", "network", "create", "--label", label, f"starling-{run_id}"],
+                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(["docker", "volume", "create", "--label", label, f"starling-{run_id}-a"],
+                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(["docker", "create", "--label", label, "--name", f"starling-{run_id}-a",
+                    "starling-node:latest"], check=True, capture_output=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "docker", "cleanup", "--run", run_id,
+         "--format", "json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    removed = json.loads(done.stdout)
+    assert removed == {
+        "containers": [f"starling-{run_id}-a"],
+        "networks": [f"starling-{run_id}"],
+        "volumes": [f"starling-{run_id}-a"],
+    }
+    for kind in ("container", "network", "volume"):
+        listed = subprocess.run(["docker", kind, "ls", "-aq" if kind == "container" else "-q",
+                                 "--filter", f"label={label}"],
+                                capture_output=True, text=True, check=True)  # fmt: skip
+        assert not listed.stdout.split(), f"{kind} of {run_id} still there"
