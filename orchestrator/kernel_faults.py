@@ -23,7 +23,7 @@ sent, received, late, and missing: receiver rounds minus messages received).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -104,7 +104,7 @@ def parse_kernel_faults(raw: Any, nodes: Sequence[str], rounds: int) -> tuple[Ke
             value = item.get(_AMOUNT[kind])
             top = 100 if kind == "loss" else float("inf")
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if not number or not 0 < value <= top:
+            if not number or not isinstance(value, (int, float)) or not 0 < value <= top:
                 raise ConfigError(
                     f"{where}.{_AMOUNT[kind]}: expected a number in (0, {top:g}], got {value!r}"
                 )
@@ -137,7 +137,7 @@ class KernelFaultPlan:
     """The scheduled kernel faults of a run, started and ended as the run's front moves;
     each one's record goes into the account (``faults.kernel`` of ``metrics.json``)."""
 
-    def __init__(self, faults: Sequence[KernelFault], backend, held: Sequence[str] = ()):
+    def __init__(self, faults: Sequence[KernelFault], backend, held: Iterable[str] = ()):
         self.pending = sorted(faults, key=lambda f: f.at_round)
         self.held = set(held)
         """Nodes told to hold before their next kernel fault (:func:`kernel_holds`)."""

@@ -194,7 +194,7 @@ def _watch(
         now = time.monotonic()
         victims = plan.victims() | (kernel.subjects() if kernel is not None else set())
         # Paused or disconnected on purpose (kernel faults): not polled until back.
-        quiet = getattr(supervisor.backend, "silenced", set())
+        quiet: set[str] = getattr(supervisor.backend, "silenced", set())
         if now - last_full >= POLL_SECONDS:
             last_full = now
             supervisor.poll([n for n in supervisor.clients if n not in quiet], pull=True)

@@ -17,7 +17,7 @@ the ``sch_netem`` module refuses it, and so does this module, with that reason.
 from __future__ import annotations
 
 import subprocess
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.backends.base import BackendError
 
@@ -35,6 +35,12 @@ class KernelFaultsMixin:
     ``network`` and ``_addresses`` of :class:`~orchestrator.backends.docker.DockerBackend`."""
 
     _drops: dict[str, dict[str, float]]
+    network: Any
+    _addresses: dict[str, str]
+    if TYPE_CHECKING:
+
+        def container(self, node: str) -> Any: ...
+
     silenced: set[str]
     """Nodes paused or off the network now: the run loop does not poll them (a status call
     to a frozen node would hold the loop for the whole client timeout)."""
@@ -132,10 +138,13 @@ class KernelFaultsMixin:
         elif fault.kind == "disconnect":
             self.disconnect(fault.node)
         elif fault.kind == "cut":
+            assert fault.peer is not None  # parse_kernel_faults requires it
             self.drop_link(fault.node, fault.peer)
         elif fault.kind == "loss":
+            assert fault.peer is not None and fault.amount is not None
             self.drop_link(fault.node, fault.peer, fault.amount)
         elif fault.kind == "rate":
+            assert fault.amount is not None
             self.limit_rate(fault.node, fault.amount)
         elif fault.kind == "delay":
             self.check_delay()
@@ -148,6 +157,7 @@ class KernelFaultsMixin:
         elif fault.kind == "disconnect":
             self.reconnect(fault.node)
         elif fault.kind in ("cut", "loss"):
+            assert fault.peer is not None
             self.restore_link(fault.node, fault.peer)
         else:
             self.clear_rate(fault.node)
