@@ -103,9 +103,7 @@ def _parser(prog: str = "python -m node") -> argparse.ArgumentParser:
         "--max-message-bytes", type=int, default=None, metavar="N",
         help="largest gRPC message sent or accepted (default: 256 MiB)",
     )  # fmt: skip
-    serve.add_argument(
-        "--log-level", choices=LOG_LEVELS, help="stderr log level (default: INFO)"
-    )
+    serve.add_argument("--log-level", choices=LOG_LEVELS, help="stderr log level (default: INFO)")
     check = sub.add_parser("health", help="exit 0 if the node at HOST:PORT is serving")
     check.add_argument("address", metavar="HOST:PORT")
     check.add_argument("--timeout", type=float, default=3.0, metavar="SECONDS")
@@ -127,8 +125,7 @@ def _split(listen: str) -> tuple[str, int]:
 def _probe(host: str, port: int) -> None:
     """Bind and release ``host:port`` once, so a taken port gives a clear error (gRPC's
     own message on this is a C-core log line). Raises OSError."""
-    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
-                               flags=socket.AI_PASSIVE)
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     family, kind, proto, _, address = infos[0]
     with socket.socket(family, kind, proto) as probe:
         # As gRPC does: a port in TIME_WAIT is free, a listening one is not.

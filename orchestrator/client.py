@@ -143,8 +143,11 @@ class NodeClient:
         config = convert.spec_to_config(spec)
         config.fresh = fresh
         config.peer_secret = self.access.peer_secret
-        reply = self._call("configure", lambda t: self._control.Configure(config, timeout=t),
-                           timeout=max(self.timeout, 60.0))  # loading data may take a while
+        reply = self._call(
+            "configure",
+            lambda t: self._control.Configure(config, timeout=t),
+            timeout=max(self.timeout, 60.0),
+        )  # loading data may take a while
         return Configured(
             next_round=int(reply.next_round),
             resumed=bool(reply.resumed),
@@ -156,8 +159,11 @@ class NodeClient:
         self._call("start", lambda t: self._control.Start(control_pb2.StartRequest(), timeout=t))
 
     def stop(self) -> None:
-        self._call("stop", lambda t: self._control.Stop(control_pb2.StopRequest(), timeout=t),
-                   timeout=max(self.timeout, 15.0))
+        self._call(
+            "stop",
+            lambda t: self._control.Stop(control_pb2.StopRequest(), timeout=t),
+            timeout=max(self.timeout, 15.0),
+        )
 
     def status(self, attempts: int = RETRY_ATTEMPTS) -> NodeStatus:
         """The node's state, round and counters; ``attempts=1`` fails fast on a dead node."""

@@ -104,8 +104,10 @@ def cmd_links(args) -> int:
     if args.format == "json":
         print(json.dumps({"ok": True, **event}))
     else:
-        print(f"link {args.sender} -> {args.receiver}: {args.action} done"
-              + (f" (node {args.sender} at round {at_round})" if at_round is not None else ""))
+        print(
+            f"link {args.sender} -> {args.receiver}: {args.action} done"
+            + (f" (node {args.sender} at round {at_round})" if at_round is not None else "")
+        )
     return 0
 
 

@@ -200,7 +200,7 @@ def summary_table(metrics: Mapping) -> str:
         f"status: {metrics.get('status', 'complete')}",
         f"experiment {metrics.get('experiment')}: {metrics.get('algorithm')}, "
         f"{metrics.get('nodes')} nodes, {metrics.get('rounds')} rounds, "
-        f"{metrics.get('chains')} chains"
+        f"{metrics.get('chains')} chains",
     ]
     w2 = metrics.get("w2")
     if w2:
@@ -214,8 +214,7 @@ def summary_table(metrics: Mapping) -> str:
             lines.append(f"{node:>10}  {_cell(value)}  {counts.get(node, '')}")
         if w2.get("average") is not None or metrics.get("diverged"):
             lines.append(
-                f"{'average':>10}  {_cell(w2.get('average'))}  "
-                "(W2 of the network-average iterate)"
+                f"{'average':>10}  {_cell(w2.get('average'))}  (W2 of the network-average iterate)"
             )
     if metrics.get("consensus_error") is not None:
         lines.append(f"consensus error E|x_i - mean|^2: {metrics['consensus_error']:.4g}")

@@ -95,9 +95,12 @@ class Study:
 
     @property
     def summary_text(self) -> str:
-        return "W2 of the agent average" if self.summary == "average" else (
-            f"W2 of agent {self.agent}"
+        return (
+            "W2 of the agent average"
+            if self.summary == "average"
+            else (f"W2 of agent {self.agent}")
         )
+
 
 def is_study(raw: Any) -> bool:
     return isinstance(raw, Mapping) and "study" in raw

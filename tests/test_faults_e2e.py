@@ -203,9 +203,7 @@ def test_running_sums_reach_the_posterior_after_a_cut_and_plain_push_sum_does_no
     assert plain_metrics["links"]["0->1"]["withheld"] == 5
 
     rng = np.random.default_rng(0)
-    boot = [
-        _node_w2(rs, truth, window, rng.integers(0, chains, chains)) for _ in range(200)
-    ]
+    boot = [_node_w2(rs, truth, window, rng.integers(0, chains, chains)) for _ in range(200)]
     se = float(np.std(boot))
     w2_clean = _node_w2(clean, truth, window)
     w2_rs = _node_w2(rs, truth, window)

@@ -216,8 +216,10 @@ def test_each_live_command_changes_what_status_shows(tmp_path, starling_home):
         down = run.wait_for(lambda s: s["nodes"]["3"]["state"] == "unreachable", "3 down")
         dropped = _link(down, "0->3")["dropped"]
         moving = run.wait_for(
-            lambda s: s["nodes"]["0"]["round"] >= down["nodes"]["0"]["round"] + 2
-            and _link(s, "0->3")["dropped"] > dropped,
+            lambda s: (
+                s["nodes"]["0"]["round"] >= down["nodes"]["0"]["round"] + 2
+                and _link(s, "0->3")["dropped"] > dropped
+            ),
             "node 0 advancing without 3, its messages to 3 dropped",
         )
         assert moving["nodes"]["3"]["state"] == "unreachable"

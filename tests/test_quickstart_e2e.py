@@ -65,9 +65,10 @@ def test_run_equals_simulate_bit_for_bit(quickstart):
     run, ran, sim, simulated = quickstart
     assert sim.returncode == 0, sim.stderr
     for node in range(5):
-        with np.load(ran / "samples" / f"node-{node}.npz") as a, np.load(
-            simulated / "samples" / f"node-{node}.npz"
-        ) as b:
+        with (
+            np.load(ran / "samples" / f"node-{node}.npz") as a,
+            np.load(simulated / "samples" / f"node-{node}.npz") as b,
+        ):
             assert np.array_equal(a["samples"], b["samples"]), f"node {node} differs"
 
 

@@ -68,9 +68,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint | None:
         return None
     with np.load(path, allow_pickle=False) as data:
         meta = json.loads(str(data[_META]))
-        state = {
-            name[len(_PREFIX):]: np.array(data[name]) for name in data.files if name != _META
-        }
+        state = {name[len(_PREFIX) :]: np.array(data[name]) for name in data.files if name != _META}
     return Checkpoint(
         next_round=int(meta["next_round"]),
         samples=int(meta["samples"]),

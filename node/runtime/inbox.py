@@ -73,8 +73,10 @@ class Inbox:
         the link could not know it had arrived)."""
         key = (round_index, phase)
         with self._cond:
-            if resent and self._synchronous and (
-                key <= self._closed or sender in self._pending.get(key, {})
+            if (
+                resent
+                and self._synchronous
+                and (key <= self._closed or sender in self._pending.get(key, {}))
             ):
                 return "stale resend"
             if isinstance(item, Message):

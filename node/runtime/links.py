@@ -273,8 +273,11 @@ class OutboundLink:
                 # The receiver would reject it (and wait out its deadline for nothing):
                 # tell it at once that nothing usable is coming this round.
                 stats.add(receiver, "withheld")
-                stats.add(receiver, "send_errors",
-                          error=f"round {item.round}: iterate not finite, sent as withheld")
+                stats.add(
+                    receiver,
+                    "send_errors",
+                    error=f"round {item.round}: iterate not finite, sent as withheld",
+                )
                 item = _Outgoing(item.due, item.round, item.phase, None)  # fmt: skip
             try:
                 iterate = self._iterate(item)

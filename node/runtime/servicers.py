@@ -39,9 +39,7 @@ def _mapped(method: _Method[_Request, _Reply]) -> _Method[_Request, _Reply]:
     call passes the gate first."""
 
     @functools.wraps(method)
-    def wrapper(
-        self: ControlServicer, request: _Request, context: grpc.ServicerContext
-    ) -> _Reply:
+    def wrapper(self: ControlServicer, request: _Request, context: grpc.ServicerContext) -> _Reply:
         self.gate.control(context)
         try:
             return method(self, request, context)
@@ -189,9 +187,7 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
     counted) instead of taking a thread that Control and Health need. The server's pool is
     larger than this limit (:func:`node.runtime.transport.server_threads`)."""
 
-    def __init__(
-        self, runtime: NodeRuntime, max_streams: int, gate: Gate | None = None
-    ) -> None:
+    def __init__(self, runtime: NodeRuntime, max_streams: int, gate: Gate | None = None) -> None:
         self.runtime = runtime
         self.max_streams = max_streams
         self.gate = gate or Gate(runtime)

@@ -82,8 +82,9 @@ class SampleStore:
         if array.ndim != 2:
             raise ValueError(f"a sample must have shape (chains, d), got {array.shape}")
         payload = array.tobytes()
-        header = _HEADER.pack(_MAGIC, round_index, array.shape[0], array.shape[1],
-                              zlib.crc32(payload))
+        header = _HEADER.pack(
+            _MAGIC, round_index, array.shape[0], array.shape[1], zlib.crc32(payload)
+        )
         with self._lock:
             self._file.write(header + payload)
             self._file.flush()
@@ -125,9 +126,7 @@ class SampleStore:
         """Up to ``limit`` records from index ``start``: (index, round, array)."""
         with self._lock:
             stop = min(len(self._offsets), start + limit)
-            spans = [
-                (k, self._rounds[k], self._offsets[k]) for k in range(max(start, 0), stop)
-            ]
+            spans = [(k, self._rounds[k], self._offsets[k]) for k in range(max(start, 0), stop)]
         out = []
         # A separate handle: readers never move the writer's file position.
         with open(self.path, "rb") as file:

@@ -55,8 +55,12 @@ def test_spec_survives_the_wire_exactly():
 
 def test_tensors_are_bit_exact_and_checked():
     rng = np.random.default_rng(0)
-    for value in (rng.standard_normal((3, 4)), rng.standard_normal(5).astype(np.float32),
-                  np.arange(6, dtype=np.int64).reshape(2, 3), np.zeros((0, 2))):
+    for value in (
+        rng.standard_normal((3, 4)),
+        rng.standard_normal(5).astype(np.float32),
+        np.arange(6, dtype=np.int64).reshape(2, 3),
+        np.zeros((0, 2)),
+    ):
         back = convert.array_from_tensor(convert.tensor_from_array(value, "x"))
         assert back.dtype == value.dtype and back.shape == value.shape
         assert back.tobytes() == value.tobytes()
@@ -172,8 +176,10 @@ def test_network_run_equals_simulation_bit_for_bit(cluster):
 
     # Scheduled faults, same processes: withheld notices replace the lost messages, so
     # the run again equals the simulator, and no receiver waits out its 20 s deadline.
-    faults = [{"link": ["0", "1"], "rounds": [3, 9]}, {"link": "all", "drop": 0.3,
-                                                       "rounds": [12, 18]}]
+    faults = [
+        {"link": ["0", "1"], "rounds": [3, 9]},
+        {"link": "all", "drop": 0.3, "rounds": [12, 18]},
+    ]
     experiment = ring_experiment("faulty", rounds=25, deadline=20.0, faults=faults)
     specs = node_specs(experiment, addresses)
     clients, collected, elapsed = _run(procs, specs)
@@ -187,8 +193,15 @@ def test_network_run_equals_simulation_bit_for_bit(cluster):
 
 
 def _iterate(experiment, sender, tensor, **kw):
-    fields = dict(experiment=experiment, sender=sender, receiver="0", round=0, phase=0,
-                  kind="x", tensors=[tensor])
+    fields = dict(
+        experiment=experiment,
+        sender=sender,
+        receiver="0",
+        round=0,
+        phase=0,
+        kind="x",
+        tensors=[tensor],
+    )
     fields.update(kw)
     return peer_pb2.Iterate(**fields)
 
@@ -257,8 +270,13 @@ def test_bad_peers_are_rejected_counted_and_survived(cluster, tmp_path):
     assert "stream of '1': a message claims 'stranger'" in inbound["stranger"].last_error
     assert status.denied_peer_streams == 3
     log = proc.log()
-    for reason in ("NaN or Inf", "has shape (2, 2)", "unknown experiment", "oversized",
-                   "bytes for shape"):
+    for reason in (
+        "NaN or Inf",
+        "has shape (2, 2)",
+        "unknown experiment",
+        "oversized",
+        "bytes for shape",
+    ):
         assert reason in log, reason
 
     # The node runs on, alone (its peers are unreachable), one deadline per round.
@@ -310,8 +328,10 @@ def test_sigterm_and_sigint_exit_cleanly(cluster):
         spare.bind(("127.0.0.1", 0))
         nowhere = f"127.0.0.1:{spare.getsockname()[1]}"
     # Node 0 runs with a long deadline, blocked waiting for peers that never answer.
-    spec = node_specs(ring_experiment("term", rounds=50, deadline=30.0),
-                      {"0": running.address, "1": nowhere, "2": nowhere})[0]
+    spec = node_specs(
+        ring_experiment("term", rounds=50, deadline=30.0),
+        {"0": running.address, "1": nowhere, "2": nowhere},
+    )[0]
     client = running.client()
     client.wait_ready()
     client.configure(spec)

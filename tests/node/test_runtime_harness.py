@@ -62,14 +62,28 @@ class Cluster:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def launch(self, node_id: str, listen: str = "127.0.0.1:0", state_dir: Path | None = None,
-               extra: Iterable[str] = ()) -> NodeProc:
+    def launch(
+        self,
+        node_id: str,
+        listen: str = "127.0.0.1:0",
+        state_dir: Path | None = None,
+        extra: Iterable[str] = (),
+    ) -> NodeProc:
         """Start a node process without waiting for it (see :meth:`ready`)."""
         state_dir = state_dir or self.workdir / f"state-{node_id}"
         log_path = self.workdir / f"node-{node_id}-{len(self.procs)}.log"
         log = open(log_path, "wb")  # noqa: SIM115 - handed to the child
-        command = [sys.executable, "-m", "node", "serve", "--listen", listen,
-                   "--state-dir", str(state_dir), *extra]
+        command = [
+            sys.executable,
+            "-m",
+            "node",
+            "serve",
+            "--listen",
+            listen,
+            "--state-dir",
+            str(state_dir),
+            *extra,
+        ]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         process = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log,
@@ -92,7 +106,7 @@ class Cluster:
                 f"node {proc.node_id} did not report ready: {line!r}\n{proc.log()}"
             )
         proc.first_line = line[0]
-        proc.address = line[0][len(READY_PREFIX):].strip()
+        proc.address = line[0][len(READY_PREFIX) :].strip()
         return proc
 
     def start_nodes(self, node_ids: Iterable[str], **kwargs: Any) -> dict[str, NodeProc]:
@@ -137,7 +151,6 @@ def ring_experiment(name: str, rounds: int, deadline: float, **overrides: Any) -
         **overrides,
     }
     return parse_experiment(raw)
-
 
 
 def start_run(procs: dict[str, NodeProc], specs) -> dict[str, NodeClient]:

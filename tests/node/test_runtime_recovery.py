@@ -32,8 +32,10 @@ def test_killed_node_resumes_from_checkpoint_without_gaps(cluster):
     procs = cluster.start_nodes(["0", "1", "2"])
     addresses = {n: p.address for n, p in procs.items()}
     rounds = 80
-    specs = {s.node_id: s for s in node_specs(
-        ring_experiment("crash", rounds=rounds, deadline=0.5), addresses)}
+    specs = {
+        s.node_id: s
+        for s in node_specs(ring_experiment("crash", rounds=rounds, deadline=0.5), addresses)
+    }
     clients = {n: p.client() for n, p in procs.items()}
     for node, client in clients.items():
         client.wait_ready()
@@ -51,8 +53,7 @@ def test_killed_node_resumes_from_checkpoint_without_gaps(cluster):
     assert max(survivors_at.values()) < rounds, "the kill came too late to be mid-run"
 
     # Same port, same state dir: peers' links reconnect to it by themselves.
-    reborn = cluster.ready(cluster.launch("1", listen=victim.address,
-                                          state_dir=victim.state_dir))
+    reborn = cluster.ready(cluster.launch("1", listen=victim.address, state_dir=victim.state_dir))
     client = reborn.client()
     client.wait_ready()
     client.configure(specs["1"])
@@ -82,8 +83,12 @@ def test_dead_peer_never_holds_a_round_past_its_deadline(cluster, fault):
     procs = cluster.start_nodes(["0", "1", "2"])
     addresses = {n: p.address for n, p in procs.items()}
     rounds, deadline = 10, 0.4
-    specs = {s.node_id: s for s in node_specs(
-        ring_experiment(f"dead-{fault}", rounds=rounds, deadline=deadline), addresses)}
+    specs = {
+        s.node_id: s
+        for s in node_specs(
+            ring_experiment(f"dead-{fault}", rounds=rounds, deadline=deadline), addresses
+        )
+    }
     clients = {n: procs[n].client() for n in ("0", "1")}
     for node in ("0", "1", "2"):
         c = procs[node].client()
@@ -125,8 +130,10 @@ def test_dead_peer_never_holds_a_round_past_its_deadline(cluster, fault):
 def test_stop_then_configure_again_resumes_in_the_same_process(cluster):
     (proc,) = cluster.start_nodes(["0"]).values()
     nowhere = _nowhere()
-    spec = node_specs(ring_experiment("pause", rounds=30, deadline=0.05),
-                      {"0": proc.address, "1": nowhere, "2": nowhere})[0]
+    spec = node_specs(
+        ring_experiment("pause", rounds=30, deadline=0.05),
+        {"0": proc.address, "1": nowhere, "2": nowhere},
+    )[0]
     client = proc.client()
     client.wait_ready()
     client.configure(spec)
@@ -157,9 +164,13 @@ def test_a_held_node_stops_before_its_round_keeps_serving_and_goes_on_when_relea
     have it as a normal in-peer, wait out their deadlines; released, it finishes the run."""
     procs = cluster.start_nodes(["0", "1"])
     addresses = {n: p.address for n, p in procs.items()}
-    specs = {s.node_id: s for s in node_specs(
-        ring_experiment("hold", rounds=20, deadline=0.3, topology={"kind": "ring", "nodes": 2}),
-        addresses)}
+    specs = {
+        s.node_id: s
+        for s in node_specs(
+            ring_experiment("hold", rounds=20, deadline=0.3, topology={"kind": "ring", "nodes": 2}),
+            addresses,
+        )
+    }
     clients = {n: p.client() for n, p in procs.items()}
     for node, client in clients.items():
         client.wait_ready()

@@ -79,4 +79,3 @@ def test_port_in_use_names_the_node(tmp_path, starling_home):
 def test_live_commands_without_a_running_experiment_say_so(starling_home, command):
     result = run_cli(*command, env_home=starling_home)
     _assert_one_clear_line(result, "no running experiment found", "starling run")
-

@@ -20,8 +20,10 @@ def test_five_node_ring_matches_the_top_level_compose_file():
     generated = _load(generate(5, "ring"))
     shipped = _load((ROOT / "docker-compose.yml").read_text())
     nodes = [f"node-{n}" for n in "abcde"]
-    assert sorted(generated["services"]) == sorted(shipped["services"]) == sorted(
-        [*nodes, "orchestrator"]
+    assert (
+        sorted(generated["services"])
+        == sorted(shipped["services"])
+        == sorted([*nodes, "orchestrator"])
     )
     for service in nodes:
         mine, theirs = generated["services"][service], shipped["services"][service]

@@ -23,8 +23,10 @@ def _raw(summary: str | None) -> dict:
             "chains": 10,
             "seed": 2,
         },
-        "cells": [{"label": "p=0", "x": 0.0}, {"label": "p=0.2", "x": 0.2,
-                                                 "faults": [{"link": "all", "drop": 0.2}]}],
+        "cells": [
+            {"label": "p=0", "x": 0.0},
+            {"label": "p=0.2", "x": 0.2, "faults": [{"link": "all", "drop": 0.2}]},
+        ],
         "variants": [{"label": "D-SGLD"}],
     }
     if summary is not None:
