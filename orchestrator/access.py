@@ -13,11 +13,12 @@ from __future__ import annotations
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from node.security import TlsFiles, bearer, read_token, tls_files
 
-__all__ = ["Access", "access_from_section"]
+__all__ = ["Access", "access_from_section", "access_paths"]
 
 
 def new_secret() -> str:
@@ -43,6 +44,17 @@ class Access:
         if self.token is None:
             return channel
         return grpc.intercept_channel(channel, _BearerInterceptor(bearer(self.token)))
+
+
+def access_paths(section: Any) -> dict[str, Any]:
+    """The ``tls`` and ``token_file`` of a backend section as plain paths (for records)."""
+    tls = getattr(section, "tls", None)
+    out: dict[str, Any] = {}
+    if tls is not None:
+        out["tls"] = {k: str(Path(getattr(tls, k)).resolve()) for k in ("ca", "cert", "key")}
+    if getattr(section, "token_file", ""):
+        out["token_file"] = str(Path(section.token_file).resolve())
+    return out
 
 
 def access_from_section(section: Mapping[str, Any] | Any, where: str = "backend") -> Access:

@@ -18,8 +18,9 @@ import json
 import os
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from node.params import ConfigError
 
@@ -53,6 +54,9 @@ class RunRecord:
     pids: dict[str, int | None]
     link_delay_ms: float = 0.0
     """The experiment's own ``link_delay``: what ``links restore`` goes back to."""
+    access: dict[str, Any] = field(default_factory=dict)
+    """The backend's ``tls`` and ``token_file`` (paths, never a key or a token), so that
+    ``starling status|links|nodes`` reach nodes that need them."""
 
     @property
     def requests_dir(self) -> Path:

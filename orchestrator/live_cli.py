@@ -56,9 +56,11 @@ def _client_for(record: live.RunRecord, node: str) -> NodeClient:
         raise ConfigError(
             f"node {node!r} is not part of experiment {record.name!r} (nodes: {known})"
         )
+    from orchestrator.access import access_from_section
     from orchestrator.client import NodeClient  # grpc only for the commands that dial
 
-    return NodeClient(record.addresses[node])
+    access = access_from_section(record.access, "run record")
+    return NodeClient(record.addresses[node], access=access, node_id=node)
 
 
 def cmd_links(args) -> int:
@@ -129,10 +131,12 @@ def status_report(record: live.RunRecord) -> dict:
     """Every node's status (or ``unreachable``), and every link seen from both ends."""
     report: dict = {"experiment": record.name, "out_dir": record.out_dir, "nodes": {}}
     books = {}
+    from orchestrator.access import access_from_section
     from orchestrator.client import NodeClient  # grpc only for the commands that dial
 
+    access = access_from_section(record.access, "run record")
     for node, address in record.addresses.items():
-        client = NodeClient(address, timeout=3.0)
+        client = NodeClient(address, timeout=3.0, access=access, node_id=node)
         try:
             status = client.status()
             report["nodes"][node] = {"address": address, **dataclasses.asdict(status)}

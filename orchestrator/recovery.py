@@ -21,6 +21,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -95,7 +96,7 @@ def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
     account.plain("the orchestrator stopped before writing results; `starling collect` "
                   "recovered what the nodes stored")  # fmt: skip
     started = time.monotonic()
-    samples, rounds = _gather(out, start, account)
+    samples, rounds = _gather(out, start, account, experiment.backend)
     metrics = close_run(
         experiment, out, samples, rounds, account, {},
         f"collected in {time.monotonic() - started:.1f} s",
@@ -106,15 +107,17 @@ def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
     return metrics
 
 
-def _gather(out: Path, start: dict, account: Account):
+def _gather(out: Path, start: dict, account: Account, section: Any = None):
     """Every node's stored samples, over gRPC from a process on its state dir (local) or
     from the node where it runs (inventory)."""
+    from orchestrator.access import access_from_section
     from orchestrator.backends.local import LocalBackend
     from orchestrator.client import NodeClient, NodeUnavailable
     from orchestrator.collector import Collector
 
     nodes: dict = start["nodes"]
     collector = Collector()
+    access = access_from_section(section or {}, "backend")  # the run's tls / token_file
     local = start.get("backend") == "local"
     backend = LocalBackend(start.get("host") or "127.0.0.1", 0, out / "nodes") if local else None
     try:
@@ -128,7 +131,7 @@ def _gather(out: Path, start: dict, account: Account):
         else:
             addresses = {node: entry["address"] for node, entry in nodes.items()}
         for node, entry in nodes.items():
-            client = NodeClient(addresses[node])
+            client = NodeClient(addresses[node], access=access, node_id=node)
             try:
                 got = collector.pull(node, client, tuple(entry["stored_run"]))
             except NodeUnavailable as exc:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from node.spec import DataSpec, NodeSpec
 from orchestrator import live
-from orchestrator.access import access_from_section
+from orchestrator.access import access_from_section, access_paths
 from orchestrator.account import Account, account_schedule
 from orchestrator.backends import make_backend
 from orchestrator.client import NodeClient, NodeUnavailable
@@ -96,6 +96,7 @@ def run_experiment(
                     addresses=addresses,
                     pids=backend_pids(backend),
                     link_delay_ms=experiment.link_delay_ms,
+                    access=access_paths(experiment.backend),
                 )
                 live.publish(record)
                 journal = Journal(record.out_dir, account)

@@ -30,9 +30,11 @@ from node.params import ConfigError
 from node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2_grpc
 from node.runtime.transport import open_channel
 from node.security import TlsFiles, channel_credentials
+from orchestrator import live
 from orchestrator.access import Access
 from orchestrator.certs import init_certs
 from orchestrator.client import NodeClient
+from orchestrator.live_cli import status_report
 from orchestrator.node_specs import node_specs
 from tests.conftest import run_cli
 from tests.node.test_runtime_harness import ROOT, Cluster, ring_experiment, wait_until
@@ -198,6 +200,19 @@ def test_mutual_tls_run_is_bit_identical_and_impostors_are_refused(tmp_path, sta
         with NodeClient(addresses["b"], access=access, node_id="a") as wrong:
             with pytest.raises(Exception, match="unreachable .*Hostname Verification Check failed"):
                 wrong.status(attempts=1)
+        # `starling status` reads the run's record: the TLS paths it names reach the nodes.
+        record = live.RunRecord(
+            name="guarded",
+            out_dir=str(out),
+            orchestrator_pid=os.getpid(),
+            addresses=addresses,
+            pids={},
+            access={"tls": orchestrator_tls},
+        )
+        report = status_report(record)
+        assert {n: r.get("state") for n, r in report["nodes"].items()} == dict.fromkeys(
+            NODES, "done"
+        ), report["nodes"]
         for proc in procs.values():
             assert "BEGIN" not in proc.log() and "PRIVATE" not in proc.log()
     _assert_same_samples(out, _simulated(tmp_path, starling_home, rounds))
