@@ -206,10 +206,14 @@ class KernelFaultPlan:
     def _start(self, fault: KernelFault, rounds: Mapping[str, int], supervisor) -> None:
         touched = {n for link in self._links(fault, supervisor) for n in link}
         supervisor.poll(sorted(touched - self.backend.silenced), pull=False)  # fresh counters
-        self.backend.apply_fault(fault)
-        if fault.kind != "pause":
+        if fault.kind == "pause":
+            self.backend.apply_fault(fault)  # frozen at its hold; let go once thawed (_end)
+        elif fault.kind == "disconnect":
+            self._release(fault.node, supervisor)  # off the network it cannot be told
+            self.backend.apply_fault(fault)
+        else:
+            self.backend.apply_fault(fault)
             self._release(fault.node, supervisor)
-        # A paused node stays frozen at its hold; it is let go once thawed (_end).
         receivers = {b for _, b in self._links(fault, supervisor)}
         self.active.append(
             _Active(fault, max(rounds.values()), supervisor.link_stats(),

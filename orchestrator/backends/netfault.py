@@ -64,9 +64,16 @@ class KernelFaultsMixin:
 
     def reconnect(self, node: str) -> None:
         """Back on the run's network at the address its peers dial."""
-        ip = self._addresses[node].rpartition(":")[0]
-        self.network.connect(self.container(node), ipv4_address=ip)
+        # The engine hands a reconnected container its free address back; a fixed
+        # ipv4_address would need a network with a user-chosen subnet.
+        self.network.connect(self.container(node))
         self.silenced.discard(node)
+        address = self._address(node)
+        if address != self._addresses[node]:
+            raise BackendError(
+                f"node {node}: reconnected at {address}, not at {self._addresses[node]} where "
+                "its peers dial it"
+            )
 
     # -- link and interface faults, in the node's network namespace ----------------------
 

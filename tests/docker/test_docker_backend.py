@@ -41,7 +41,7 @@ def _image_present(image: str) -> None:
         pytest.fail(f"no {image} image: build it with docker/build-offline.sh", pytrace=False)
 
 
-def test_docker_backend_kill_pause_and_cut_then_nothing_left(tmp_path):
+def test_docker_backend_kill_pause_disconnect_and_cut_then_nothing_left(tmp_path):
     _image_present("starling-node:latest")
     before = {kind: set(_labelled(kind)) for kind in ("container", "network", "volume")}
     raw = {
@@ -60,6 +60,7 @@ def test_docker_backend_kill_pause_and_cut_then_nothing_left(tmp_path):
         "kernel_faults": [
             {"pause": "1", "at_round": 4, "for_rounds": 3},
             {"cut": ["0", "3"], "at_round": 15, "for_rounds": 4},
+            {"disconnect": "3", "at_round": 24, "for_rounds": 2},
         ],
         "backend": {"kind": "docker", "image": "starling-node:latest", "ready_timeout": 90},
     }
@@ -79,7 +80,7 @@ def test_docker_backend_kill_pause_and_cut_then_nothing_left(tmp_path):
     events = [e["event"] for e in metrics["faults"]["nodes"] if e["node"] == "2"]
     assert "killed" in events and "restarted" in events, metrics["faults"]["nodes"]
     kernel = {f["kind"]: f for f in metrics["faults"]["kernel"]}
-    assert set(kernel) == {"pause", "cut"}, metrics["faults"]["kernel"]
+    assert set(kernel) == {"pause", "cut", "disconnect"}, metrics["faults"]["kernel"]
     assert all(f["started"] for f in kernel.values())
     # Paused, node 1 sent nothing: its neighbours went on without some of its messages.
     paused = kernel["pause"]["links"]
@@ -88,6 +89,9 @@ def test_docker_backend_kill_pause_and_cut_then_nothing_left(tmp_path):
     # only those: 3's messages to 0 travel on 3's own connection.
     cut = kernel["cut"]["links"]["0->3"]
     assert cut["missing"] + cut["late"] > 0, cut
+    # Off the network, node 3 neither sent to nor heard from its ring neighbours.
+    off = kernel["disconnect"]["links"]
+    assert sum(link["missing"] + link["late"] for link in off.values()) > 0, off
     for kind in ("container", "network", "volume"):
         assert set(_labelled(kind)) <= before[kind], f"a labelled {kind} outlived the run"
 
