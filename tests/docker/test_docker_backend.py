@@ -12,8 +12,11 @@ of this run remains.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
@@ -159,3 +162,56 @@ def test_cleanup_removes_what_a_crashed_run_left(tmp_path):
                                  "--filter", f"label={label}"],
                                 capture_output=True, text=True, check=True)  # fmt: skip
         assert not listed.stdout.split(), f"{kind} of {run_id} still there"
+
+
+def test_ctrl_c_mid_run_removes_everything_and_live_pause_works(tmp_path):
+    """``starling nodes pause/unpause`` act on a running docker run's container (and are
+    recorded), and SIGINT mid-run still removes every labelled container, network, volume."""
+    _image_present("starling-node:latest")
+    before = {kind: set(_labelled(kind)) for kind in ("container", "network", "volume")}
+    raw = {
+        "name": "docker-interrupt",
+        "algorithm": "d-sgld",
+        "hyperparameters": {"eta": 0.01},
+        "model": {"name": "linear_regression", "params": {"dim": 2}},
+        "data": {"source": "synthetic", "size": 20, "seed": 5},
+        "topology": {"kind": "ring", "nodes": 3},
+        "rounds": 100000,
+        "chains": 2,
+        "round_deadline": 1.0,
+        "backend": {"kind": "docker", "ready_timeout": 90},
+    }
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    out = tmp_path / "out"
+    env = {**os.environ, "STARLING_HOME": str(tmp_path / "home")}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(path), "--out", str(out)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "run.json").exists():
+            assert run.poll() is None, run.communicate()
+            assert time.monotonic() < deadline, "the run never started"
+            time.sleep(0.1)
+        for action in ("pause", "unpause"):
+            done = subprocess.run(
+                [sys.executable, "-m", "orchestrator.cli", "nodes", action, "1", "--run",
+                 str(out)],
+                cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            assert f"node 1: {action} done" in done.stdout
+        run.send_signal(signal.SIGINT)
+        stdout, stderr = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert "Traceback" not in stderr, stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["interrupted"] is True
+    live = [(f["kind"], f["node"]) for f in metrics["faults"]["kernel"] if f.get("live")]
+    assert live == [("pause", "1"), ("unpause", "1")], metrics["faults"]["kernel"]
+    for kind in ("container", "network", "volume"):
+        assert set(_labelled(kind)) <= before[kind], f"a labelled {kind} outlived Ctrl-C"
