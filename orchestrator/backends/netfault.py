@@ -32,7 +32,8 @@ _TABLE = "starling_faults"
 
 class KernelFaultsMixin:
     """Methods the docker backend gains for kernel faults; needs ``container(node)``,
-    ``network`` and ``_addresses`` of :class:`~orchestrator.backends.docker.DockerBackend`."""
+    ``network``, ``_address(node)`` and ``_addresses`` of
+    :class:`~orchestrator.backends.docker.DockerBackend`."""
 
     _drops: dict[str, dict[str, float]]
     network: Any
@@ -40,6 +41,8 @@ class KernelFaultsMixin:
     if TYPE_CHECKING:
 
         def container(self, node: str) -> Any: ...
+
+        def _address(self, node: str) -> str: ...
 
     silenced: set[str]
     """Nodes paused or off the network now: the run loop does not poll them (a status call
