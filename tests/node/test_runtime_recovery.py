@@ -50,7 +50,14 @@ def test_killed_node_resumes_from_checkpoint_without_gaps(cluster):
     victim.signal(signal.SIGKILL)
     victim.process.wait(timeout=10)
     survivors_at = {n: clients[n].status().round for n in ("0", "2")}
-    assert max(survivors_at.values()) < rounds, "the kill came too late to be mid-run"
+    assert max(survivors_at.values()) < rounds - 5, "the kill came too late to be mid-run"
+    # The survivors go on while node 1 is down: each missing message costs them one
+    # deadline, never a hang (two rounds = 1 s of deadlines, well inside the 30 s allowed).
+    wait_until(
+        lambda: all(clients[n].status().round >= survivors_at[n] + 2 for n in ("0", "2")),
+        30,
+        "the survivors to pass two rounds without node 1",
+    )
 
     # Same port, same state dir: peers' links reconnect to it by themselves.
     reborn = cluster.ready(cluster.launch("1", listen=victim.address, state_dir=victim.state_dir))
@@ -74,8 +81,6 @@ def test_killed_node_resumes_from_checkpoint_without_gaps(cluster):
     after = list(clients["1"].samples())
     for (r0, v0), (r1, v1) in zip(before[: resumed.samples_stored], after, strict=False):
         assert r0 == r1 and np.array_equal(v0, v1)  # nothing stored before the crash changed
-    # The survivors went on while node 1 was down (they did not wait for it forever).
-    assert all(clients[n].status().inbound["1"].received < rounds for n in ("0", "2"))
 
 
 @pytest.mark.parametrize("fault", ["killed", "paused"])
