@@ -11,8 +11,12 @@ File formats (``data.format``; guessed from the name, then the content, when emp
   a9a: its test split never mentions feature 123, so a width read off the file would
   differ between splits). ``qid:`` tokens and ``#`` comments are ignored.
 
-Any of these may be gzip-compressed (``.gz``). ``builtin:digits`` names the data set shipped
-in ``node/models/datasets`` (UCI optical digits, pixels scaled to [0, 1]).
+Any of these may be gzip-compressed (``.gz``). ``builtin:NAME`` names a data set shipped in
+``node/models/datasets`` and checked against its sha256 (:mod:`node.builtin_data`):
+``digits`` (UCI optical digits, pixels scaled to [0, 1]), ``a9a`` and ``a9a.t``.
+
+Which rows of a file a node holds (interleaved or a seeded random partition, sizes per
+shard) is :mod:`node.partition`; :func:`load_shard` applies it.
 """
 
 from __future__ import annotations
@@ -21,18 +25,26 @@ import functools
 import gzip
 import io
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
+from node.builtin_data import load_builtin
 from node.models.base import Dataset, Model
 from node.params import ConfigError
+from node.partition import shard_rows
 from node.spec import DataSpec
 
-__all__ = ["load_file", "load_shard", "read_libsvm", "read_table", "shard_rng"]
+__all__ = [
+    "file_rows",
+    "load_file",
+    "load_shard",
+    "read_libsvm",
+    "read_table",
+    "shard_rng",
+]
 
 FORMATS = ("npz", "csv", "libsvm")
 _ALIASES = {"svmlight": "libsvm", "svm": "libsvm", "libsvm": "libsvm", "csv": "csv", "npz": "npz"}
@@ -45,14 +57,19 @@ def shard_rng(seed: int, shard: int) -> np.random.Generator:
 
 
 def load_shard(spec: DataSpec, model: Model) -> Dataset:
-    """This node's rows: generated from (seed, shard) or rows ``shard::num_shards`` of a file."""
+    """This node's rows: generated from (seed, shard) for each shard it holds, or its
+    shards of a file's training rows (:mod:`node.partition`)."""
     if spec.source == "synthetic":
-        if spec.size <= 0:
-            raise ConfigError("data.size: must be a positive number of points per node")
-        return model.synthesize(shard_rng(spec.seed, spec.shard), spec.size)
+        parts = []
+        for shard in spec.held_shards():
+            size = spec.shard_size(shard)
+            if size <= 0:
+                raise ConfigError("data.size: must be a positive number of points per node")
+            parts.append(model.synthesize(shard_rng(spec.seed, shard), size))
+        return parts[0] if len(parts) == 1 else _concatenate(parts)
     if spec.source == "file":
         full = load_file(spec.path, spec.format, model)
-        rows = np.arange(spec.shard, len(full), spec.num_shards)
+        rows = file_rows(spec, len(full))
         if rows.size == 0:
             raise ConfigError(
                 f"data.path: {spec.path!r} has {len(full)} rows, too few for "
@@ -60,6 +77,20 @@ def load_shard(spec: DataSpec, model: Model) -> Dataset:
             )
         return Dataset(X=full.X[rows], y=full.y[rows])
     raise ConfigError(f"data.source: unknown source {spec.source!r} (use synthetic or file)")
+
+
+def file_rows(spec: DataSpec, n_rows: int) -> np.ndarray:
+    """Indices of the rows of a file of ``n_rows`` rows that ``spec``'s shards hold."""
+    train = np.arange(n_rows)
+    parts = [
+        shard_rows(train, shard, spec.num_shards, spec.partition, spec.sizes, spec.seed)
+        for shard in spec.held_shards()
+    ]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _concatenate(parts: list[Dataset]) -> Dataset:
+    return Dataset(X=np.concatenate([p.X for p in parts]), y=np.concatenate([p.y for p in parts]))
 
 
 def load_file(path: str, fmt: str, model: Model) -> Dataset:
@@ -86,7 +117,7 @@ def read_table(
     a CSV as an observation (``y`` is then zeros).
     """
     if path.startswith("builtin:"):
-        return _builtin(path.removeprefix("builtin:"))
+        return load_builtin(path.removeprefix("builtin:"), n_features)
     file = Path(path)
     if not file.is_file():
         raise ConfigError(f"data.path: no such file {path!r}")
@@ -131,43 +162,48 @@ def read_libsvm(path: str, n_features: int | None = None) -> Dataset:
 
     Raw labels are kept (``±1`` stays ``±1``); classifiers map them to classes.
     """
+    with _open_text(Path(path)) as handle:
+        return parse_libsvm_lines(handle, path, n_features)
+
+
+def parse_libsvm_lines(lines: Iterable[str], path: str, n_features: int | None = None) -> Dataset:
+    """LIBSVM lines (``path`` only names them in errors) as a dense ``Dataset``."""
     labels: list[float] = []
     rows: list[int] = []
     cols: list[int] = []
     values: list[float] = []
-    with _open_text(Path(path)) as handle:
-        for number, raw in enumerate(handle, 1):
-            line = raw.split("#", 1)[0].strip()
-            if not line:
+    for number, raw in enumerate(lines, 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        tokens = line.split()
+        where = f"data.path: {path!r} line {number}"
+        try:
+            label = float(tokens[0])
+        except ValueError:
+            raise ConfigError(f"{where}: the label is not a number") from None
+        row = len(labels)
+        labels.append(label)
+        for token in tokens[1:]:
+            index, colon, value = token.partition(":")
+            if not colon:
+                raise ConfigError(f"{where}: expected index:value pairs after the label")
+            if index == "qid":
                 continue
-            tokens = line.split()
-            where = f"data.path: {path!r} line {number}"
             try:
-                label = float(tokens[0])
+                column, number_value = int(index), float(value)
             except ValueError:
-                raise ConfigError(f"{where}: the label is not a number") from None
-            row = len(labels)
-            labels.append(label)
-            for token in tokens[1:]:
-                index, colon, value = token.partition(":")
-                if not colon:
-                    raise ConfigError(f"{where}: expected index:value pairs after the label")
-                if index == "qid":
-                    continue
-                try:
-                    column, number_value = int(index), float(value)
-                except ValueError:
-                    raise ConfigError(f"{where}: a pair is not an integer index:number") from None
-                if column < 1:
-                    raise ConfigError(f"{where}: feature indices start at 1, got {column}")
-                if n_features is not None and column > n_features:
-                    raise ConfigError(
-                        f"{where}: feature index {column} exceeds the model's {n_features} "
-                        "features (model.params)"
-                    )
-                rows.append(row)
-                cols.append(column - 1)
-                values.append(number_value)
+                raise ConfigError(f"{where}: a pair is not an integer index:number") from None
+            if column < 1:
+                raise ConfigError(f"{where}: feature indices start at 1, got {column}")
+            if n_features is not None and column > n_features:
+                raise ConfigError(
+                    f"{where}: feature index {column} exceeds the model's {n_features} "
+                    "features (model.params)"
+                )
+            rows.append(row)
+            cols.append(column - 1)
+            values.append(number_value)
     width = n_features if n_features is not None else (max(cols) + 1 if cols else 0)
     X = np.zeros((len(labels), width))
     X[np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)] = values
@@ -263,12 +299,3 @@ def _numeric(line: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _builtin(name: str) -> Dataset:
-    if name == "digits":
-        with resources.files("node.models").joinpath("datasets/digits.npz").open("rb") as raw:
-            with np.load(raw) as arrays:
-                # Pixel counts 0..16 scaled to [0, 1], so a N(0, 1) weight prior is sensible.
-                return Dataset(X=arrays["X"] / 16.0, y=arrays["y"].astype(float))
-    raise ConfigError(f"data.path: unknown built-in data set {name!r} (available: digits)")

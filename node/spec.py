@@ -46,7 +46,8 @@ class DataSpec:
     """Where a node's private data comes from. It is loaded on the node, never sent.
 
     ``source`` is ``"synthetic"`` (generated from ``seed`` and ``shard``) or ``"file"``
-    (rows ``shard::num_shards`` of ``path``, read in ``format``).
+    (shard ``shard`` of ``num_shards`` of ``path``'s rows, read in ``format``; see
+    :mod:`node.partition` for ``partition`` and ``sizes``).
     """
 
     source: str
@@ -56,6 +57,21 @@ class DataSpec:
     size: int = 0
     path: str = ""
     format: str = ""
+    partition: str = "interleaved"
+    """How a file's training rows are dealt out: ``interleaved`` or ``random`` (seeded)."""
+    sizes: tuple[int, ...] = ()
+    """Every shard's size (one per shard; empty: ``size`` each for synthetic data, an even
+    share of the file). A random partition's blocks are placed by them."""
+    shards: tuple[int, ...] = ()
+    """The shards this node holds; empty means just ``shard``. A centralised baseline
+    holds them all: exactly the rows of the decentralised run it is compared with."""
+
+    def held_shards(self) -> tuple[int, ...]:
+        return self.shards or (self.shard,)
+
+    def shard_size(self, shard: int) -> int:
+        """Shard ``shard``'s size as configured (0: the default share of a file)."""
+        return self.sizes[shard] if self.sizes else self.size
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,9 @@ files or its store. Synthetic data is a pure function of the experiment's ``data
 with each shard's generator (:func:`node.data.shard_rng`) — the rows the nodes hold,
 regenerated from the seed, not fetched. File data: the reference posterior is computed from
 the file the experiment names (``data.path``, the user's input on the orchestrator's side),
-read whole; the nodes' shards (rows ``k::N``) partition that file, so this is the posterior
-given all of the nodes' data. Any other source (data the nodes bring themselves) has no
+read here; the nodes' shards (:mod:`node.partition`) are recomputed from the experiment, so this
+is the posterior given exactly the nodes' data (a held-out split or rows no shard takes are
+left out). Any other source (data the nodes bring themselves) has no
 ground truth here.
 
 A sampler can diverge (plain push-sum losing its mass on lossy links, ADMM duals blowing
@@ -31,10 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from node.config import NODE_SOURCE
-from node.data import load_file, shard_rng
+from node.data import load_shard
 from node.models import build_model
 from node.models.base import Dataset, GaussianPosterior
-from node.params import ConfigError
 from node.spec import DataSpec
 from orchestrator.experiment import Experiment
 from orchestrator.metrics import GaussianTarget, target_curve
@@ -75,26 +75,22 @@ def ground_truth(
 def reference_data(
     experiment: Experiment, model, node_data: Mapping[str, DataSpec] | None = None
 ) -> list[Dataset]:
-    """The experiment's whole data set, as the evaluation may know it: regenerated from the
-    seed (synthetic, one block per shard) or the named file read whole (file). With
+    """The experiment's whole data set, as the evaluation may know it: every data node's
+    rows, regenerated from the seed (synthetic) or read from the files the experiment names
+    (file), by the same plan the nodes were given (:mod:`orchestrator.data_plan`). With
     ``data.source: node``, from the recipes the nodes reported when configured
     (``node_data``): only if every data node holds a synthetic shard."""
-    shards = len(experiment.data_nodes())
-    if shards == 0:
+    from orchestrator.data_plan import data_specs  # imports Experiment, as we do
+
+    plan = data_specs(experiment)
+    if not plan:
         return []
-    d = experiment.data
-    if d.source == "synthetic":
-        if d.size <= 0:
-            raise ConfigError("data.size: must be a positive number of points per node")
-        return [model.synthesize(shard_rng(d.seed, shard), d.size) for shard in range(shards)]
-    if d.source == "file":
-        return [load_file(d.path, d.format, model)]
-    if d.source == NODE_SOURCE:
-        recipes = [(node_data or {}).get(node) for node in experiment.data_nodes()]
-        known = [r for r in recipes if r is not None and r.source == "synthetic"]
-        if len(known) == len(recipes):
-            return [model.synthesize(shard_rng(r.seed, r.shard), r.size) for r in known]
-    return []  # data the orchestrator has no recipe for (a node's own file): no ground truth
+    if experiment.data.source == NODE_SOURCE:
+        recipes = [(node_data or {}).get(node) for node in plan]
+        if not all(r is not None and r.source == "synthetic" for r in recipes):
+            return []  # data the orchestrator has no recipe for (a node's own file)
+        plan = {node: r for node, r in zip(plan, recipes, strict=True) if r is not None}
+    return [load_shard(spec, model) for spec in plan.values()]
 
 
 def _sane(values: np.ndarray) -> np.ndarray:

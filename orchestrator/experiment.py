@@ -28,6 +28,7 @@ from orchestrator.schema import (
     EvaluationSection,
     ExperimentFile,
     LimitsSection,
+    NodeData,
     delay_ms,
     validate,
 )
@@ -56,6 +57,8 @@ class NodeEntry:
     address: str = ""
     hyperparameters: Mapping[str, Any] = field(default_factory=dict)
     """Per-node overrides of the experiment's hyperparameters (e.g. a worker's local steps)."""
+    data: NodeData | None = None
+    """Per-node overrides of the experiment's data (``nodes[k].data``)."""
 
 
 @dataclass(frozen=True)
@@ -171,7 +174,6 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
         )
     if spec.data.source == "file" and not spec.data.path:
         raise ConfigError("data.path: required for data.source file")
-    _check_memory(spec, built.dim)
     rounds = spec.rounds
     nodes, topology = _parse_nodes_and_topology(spec, info)
     if spec.evaluation.window > rounds:
@@ -195,7 +197,7 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
             f"kernel_faults: need backend kind docker (this experiment's is "
             f"{spec.backend.kind!r}); use faults for emulated ones"
         )
-    return Experiment(
+    experiment = Experiment(
         name=spec.name or default_name,
         algorithm=info.name,
         hyperparameters=dict(spec.hyperparameters),
@@ -219,6 +221,10 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
         limits=spec.limits,
         kernel_faults=kernel_faults,
     )
+    from orchestrator.data_plan import data_specs  # it imports Experiment from here
+
+    _check_memory(spec, built.dim, data_specs(experiment))  # the plan is checked here too
+    return experiment
 
 
 DATA_SOURCES = ("synthetic", "file", "node")
@@ -236,15 +242,17 @@ def _refuse_non_finite(value: Any, where: str) -> None:
             _refuse_non_finite(item, f"{where}[{k}]")
 
 
-def _check_memory(spec: ExperimentFile, dim: int) -> None:
-    """Refuse a run whose per-node arrays would not fit: chains × dim × data.size float64s."""
-    if spec.data.source != "synthetic":
+def _check_memory(spec: ExperimentFile, dim: int, plan: Mapping[str, Any]) -> None:
+    """Refuse a run whose per-node arrays would not fit: chains × dim × rows float64s,
+    for the node holding the most synthetic rows."""
+    if spec.data.source != "synthetic" or not plan:
         return  # the rows per node are known only once the file (or the node) is read
-    need = spec.chains * dim * spec.data.size * 8
+    rows = max(sum(d.shard_size(s) for s in d.held_shards()) for d in plan.values())
+    need = spec.chains * dim * rows * 8
     limit = spec.limits.node_memory
     if need > limit:
         raise ConfigError(
-            f"chains × dim × data.size: {spec.chains} × {dim} × {spec.data.size} float64s "
+            f"chains × dim × data.size: {spec.chains} × {dim} × {rows} float64s "
             f"would take {_size(need)} per node, over limits.node_memory ({_size(limit)})"
         )
 
@@ -295,6 +303,7 @@ def _parse_nodes_and_topology(spec: ExperimentFile, info) -> tuple[tuple[NodeEnt
                     role=role,
                     address=item.address,
                     hyperparameters=dict(item.hyperparameters),
+                    data=item.data,
                 )
             )
         duplicate = next((i for i in ids if ids.count(i) > 1), None)

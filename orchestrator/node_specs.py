@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from node.samplers import algorithm_info
-from node.spec import DataSpec, LinkFault, Neighbourhood, NodeSpec
+from node.spec import LinkFault, Neighbourhood, NodeSpec
+from orchestrator.data_plan import data_specs
 from orchestrator.experiment import Experiment
 from orchestrator.faults import FOREVER, NodeFault
 from orchestrator.topology import Topology
@@ -47,23 +48,13 @@ def node_specs(
     addresses = addresses or {}
     info = algorithm_info(experiment.algorithm)
     data_nodes = experiment.data_nodes()
+    plan = data_specs(experiment)
     topology = experiment.topology or Topology.static(experiment.graph)
     hoods = topology.neighbourhoods()
     specs = []
     for index, entry in enumerate(experiment.nodes):
         schedule: tuple[Neighbourhood, ...] = hoods[entry.id]
-        data = None
-        if entry.id in data_nodes:
-            d = experiment.data
-            data = DataSpec(
-                source=d.source,
-                shard=data_nodes.index(entry.id),
-                num_shards=len(data_nodes),
-                seed=d.seed,
-                size=d.size,
-                path=d.path,
-                format=d.format,
-            )
+        data = plan.get(entry.id)
         # A node connects to everyone it will ever talk to over the whole schedule.
         peers = {p for hood in schedule for p in (*hood.out_peers, *hood.in_peers)}
         specs.append(

@@ -24,6 +24,7 @@ __all__ = [
     "ExperimentFile",
     "LimitsSection",
     "ModelSection",
+    "NodeData",
     "NodeItem",
     "TopologySection",
     "BACKEND_KINDS",
@@ -90,6 +91,14 @@ Delay = Annotated[Any, AfterValidator(delay_ms)]
 Memory = Annotated[Any, AfterValidator(memory_bytes)]
 
 
+def _partition(value: str) -> str:
+    from node.partition import PARTITIONS
+
+    if value not in PARTITIONS:
+        raise ValueError(f"unknown partition {value!r} (use {', '.join(PARTITIONS)})")
+    return value
+
+
 class ModelSection(BaseModel):
     model_config = STRICT
     name: Str
@@ -100,15 +109,39 @@ class DataSection(BaseModel):
     """Where each data-holding node's rows come from.
 
     ``synthetic``: drawn from the model's generator, ``size`` points per node.
-    ``file``: the rows of ``path`` dealt out round-robin. ``node``: the node supplies its
-    own data (a device with its own sensor or disk); the orchestrator sends nothing.
+    ``file``: the rows of ``path`` dealt out to the nodes by ``partition``
+    (:mod:`node.partition`). ``node``: the node supplies its own data (a device with its
+    own sensor or disk); the orchestrator sends nothing. How the shards are laid out is
+    :mod:`orchestrator.data_plan`.
     """
 
     model_config = STRICT
     source: Str = "synthetic"
     size: Count = 50
+    """Points per node (synthetic); for a file, rows per node only when given."""
     seed: Natural = 0
     path: Str = ""
+    format: Str = ""
+    partition: Annotated[Str, AfterValidator(_partition)] = "interleaved"
+    """``interleaved`` (rows k, k+N, ...) or ``random`` (a seeded shuffle cut in blocks)."""
+    sizes: Annotated[list[Count], Field(min_length=1)] | None = None
+    """One size per shard (heterogeneous nodes); overrides ``size``."""
+    shards: Count | None = None
+    """How many shards the data is cut into (default: one per data node). With one data
+    node and ``shards: N`` that node holds all N: the centralised baseline on exactly the
+    data an N-node run holds."""
+
+
+class NodeData(BaseModel):
+    """A node's own data settings (``nodes[k].data``), over the experiment's ``data``."""
+
+    model_config = STRICT
+    size: Count | None = None
+    """This node's shard size (synthetic points, or rows of the shared file)."""
+    shard: Natural | None = None
+    """Which shard of the shared data this node holds (default: its place among them)."""
+    path: Str | None = None
+    """A file of this node's own, all of whose rows it holds (outside the shared partition)."""
     format: Str = ""
 
 
@@ -174,6 +207,8 @@ class NodeItem(BaseModel):
     address: Str = ""
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
     """Per-node overrides of the experiment's hyperparameters (e.g. a worker's local steps)."""
+    data: NodeData | None = None
+    """Per-node overrides of the experiment's data (size, shard, own file)."""
 
 
 class TopologySection(BaseModel):

@@ -218,6 +218,9 @@ def spec_to_config(spec: NodeSpec) -> control_pb2.NodeConfig:
                 size=d.size,
                 path=d.path,
                 format=d.format,
+                partition=d.partition,
+                sizes=list(d.sizes),
+                shards=list(d.shards),
             )
         )
     return config
@@ -229,7 +232,7 @@ def public_data(data: DataSpec) -> control_pb2.DataConfig:
     if data.source == "synthetic":
         return control_pb2.DataConfig(
             source=data.source, shard=data.shard, num_shards=data.num_shards,
-            seed=data.seed, size=data.size,
+            seed=data.seed, size=data.size, sizes=list(data.sizes), shards=list(data.shards),
         )  # fmt: skip
     return control_pb2.DataConfig(source=data.source)
 
@@ -243,6 +246,9 @@ def data_from_proto(d: control_pb2.DataConfig) -> DataSpec:
         size=int(d.size),
         path=d.path,
         format=d.format,
+        partition=d.partition or "interleaved",
+        sizes=tuple(int(s) for s in d.sizes),
+        shards=tuple(int(s) for s in d.shards),
     )
 
 

@@ -103,10 +103,14 @@ class LocalBackend:
     @classmethod
     def for_experiment(cls, experiment: Experiment, workdir: Path) -> LocalBackend:
         """The registry's factory: ``backend.host`` and ``backend.base_port`` of the file."""
-        data = experiment.data
-        data_dir = None
-        if data is not None and data.source == "file" and not data.path.startswith("builtin:"):
-            data_dir = str(Path(data.path).resolve().parent)
+        from orchestrator.data_plan import data_specs
+
+        folders = {
+            str(Path(d.path).resolve().parent)
+            for d in data_specs(experiment).values()
+            if d.source == "file" and not d.path.startswith("builtin:")
+        }  # the shared file's folder, and those of nodes' own files (nodes[k].data.path)
+        data_dir = os.path.commonpath(sorted(folders)) if folders else None
         return cls(experiment.backend.host, experiment.backend.base_port, workdir,
                    data_dir=data_dir)  # fmt: skip
 

@@ -8,14 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from node.builtin_data import BUILTIN, builtin_bytes, verified
 from node.data import load_file, load_shard, read_libsvm, read_table
 from node.models.gaussian_mixture import GaussianMixture
 from node.models.logistic_regression import LogisticRegression
 from node.models.mlp import MLP
 from node.params import ConfigError
 from node.spec import DataSpec
-
-A9A = Path("/work/shared/data/a9a.gz")
 
 LIBSVM_TEXT = """\
 +1 1:1 3:0.5 \n\
@@ -147,13 +146,24 @@ def test_builtin_digits():
         read_table("builtin:mnist")
 
 
-@pytest.mark.skipif(not A9A.is_file(), reason="a9a not available")
-def test_real_a9a():
-    table = read_table(str(A9A), "libsvm", n_features=123)
+def test_shipped_a9a_train_and_test():
+    """The a9a copies shipped in the package: row and label counts of their README."""
+    table = read_table("builtin:a9a", n_features=123)
     assert table.X.shape == (32561, 123)
     assert int((table.y == 1).sum()) == 7841 and int((table.y == -1).sum()) == 24720
-    assert table.X.sum() == 451592  # every non-zero is a 1 (data/README.md)
+    assert table.X.sum() == 451592  # every non-zero is a 1 (datasets/README.md)
     assert set(np.unique(table.X)) == {0.0, 1.0}
+    test = load_file("builtin:a9a.t", "", LogisticRegression(features=123))
+    assert test.X.shape == (16281, 123) and test.X[:, 122].sum() == 0
+    assert int((test.y == 1).sum()) == 3846 and int((test.y == -1).sum()) == 12435
+
+
+def test_a_damaged_shipped_file_is_refused():
+    raw = builtin_bytes("a9a")
+    assert verified(raw, BUILTIN["a9a"][1], "builtin:a9a") is raw
+    damaged = raw[:-1] + bytes([raw[-1] ^ 1])
+    with pytest.raises(ConfigError, match=r"^data\.path: the shipped file of builtin:a9a fails"):
+        verified(damaged, BUILTIN["a9a"][1], "builtin:a9a")
 
 
 def test_a_file_is_parsed_once_per_version_and_shared_read_only(tmp_path):

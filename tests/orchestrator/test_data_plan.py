@@ -1,0 +1,145 @@
+"""Each node's data from the experiment (orchestrator/data_plan.py): per-node overrides,
+heterogeneous sizes, and a centralised baseline that pools exactly the decentralised shards."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from node.data import load_shard
+from node.models import build_model
+from node.params import ConfigError
+from node.protocol.convert import config_to_spec, spec_to_config
+from orchestrator.data_plan import data_specs
+from orchestrator.evaluation import reference_data
+from orchestrator.experiment import parse_experiment
+from orchestrator.node_specs import node_specs
+
+MODEL = {"name": "logistic_regression", "params": {"features": 2}}
+
+
+def _experiment(**fields):
+    raw = {
+        "algorithm": "d-ula",
+        "hyperparameters": {"a": 0.01, "b": 0.1},
+        "model": MODEL,
+        "data": {"source": "synthetic", "size": 30, "seed": 4},
+        "topology": {"kind": "ring", "nodes": 4},
+        "rounds": 2,
+        **fields,
+    }
+    return parse_experiment(raw)
+
+
+def _rows(experiment) -> dict[str, np.ndarray]:
+    model = build_model(experiment.model)
+    return {n: load_shard(d, model).X for n, d in data_specs(experiment).items()}
+
+
+def _file(tmp_path: Path, rows: int = 97) -> str:
+    path = tmp_path / "rows.csv"
+    # Feature 0 is the row's index, so a shard's rows are read off its first column.
+    path.write_text("".join(f"{k},{k % 5},{k % 2}\n" for k in range(rows)))
+    return str(path)
+
+
+def _ids(table: np.ndarray) -> list[int]:
+    return sorted(table[:, 0].astype(int).tolist())
+
+
+def test_per_node_sizes_and_shards_for_synthetic_data():
+    experiment = _experiment(
+        nodes=[
+            {"id": "a", "data": {"size": 5}},
+            {"id": "b"},
+            {"id": "c", "data": {"size": 70, "shard": 3}},
+            {"id": "d", "data": {"shard": 2}},
+        ]
+    )
+    plan = data_specs(experiment)
+    assert {n: (d.shard, d.size) for n, d in plan.items()} == {
+        "a": (0, 5), "b": (1, 30), "c": (3, 70), "d": (2, 30),
+    }  # fmt: skip
+    assert {n: len(x) for n, x in _rows(experiment).items()} == {"a": 5, "b": 30, "c": 70, "d": 30}
+    with pytest.raises(ConfigError, match=r"^nodes\[1\]\.data\.shard: shard 0 is already node 'a'"):
+        _experiment(
+            nodes=[{"id": "a"}, {"id": "b", "data": {"shard": 0}}], topology={"kind": "path"}
+        )
+    with pytest.raises(ConfigError, match=r"^data\.sizes: 3 sizes for 4 shards"):
+        _experiment(data={"size": 3, "sizes": [1, 2, 3]})
+
+
+def test_default_plan_is_what_nodes_were_always_told():
+    specs = node_specs(_experiment())
+    assert [(s.data.shard, s.data.num_shards, s.data.size, s.data.sizes) for s in specs] == [
+        (k, 4, 30, ()) for k in range(4)
+    ]
+
+
+@pytest.mark.parametrize("source", ["synthetic", "file"])
+def test_centralised_baseline_pools_exactly_the_decentralised_shards(tmp_path, source):
+    data = {"source": source, "seed": 9, "sizes": [7, 20, 3, 11]}
+    if source == "file":
+        data.update(path=_file(tmp_path), partition="random")
+    decentralised = _experiment(data=data)
+    centralised = parse_experiment(
+        {
+            "algorithm": "ula",
+            "hyperparameters": {"eta": 0.01},
+            "model": MODEL,
+            "data": {**data, "shards": 4},
+            "topology": {"kind": "none", "nodes": 1},
+            "rounds": 2,
+        }
+    )
+    shards = _rows(decentralised)
+    (pooled,) = _rows(centralised).values()
+    assert np.array_equal(pooled, np.concatenate([shards[n] for n in "0123"]))
+    assert len(pooled) == 41
+    # And the reference posterior of either is computed from those same rows.
+    model = build_model(decentralised.model)
+    ref_d = np.concatenate([t.X for t in reference_data(decentralised, model)])
+    ref_c = np.concatenate([t.X for t in reference_data(centralised, model)])
+    assert np.array_equal(ref_d, ref_c) and np.array_equal(ref_c, pooled)
+
+
+def test_file_partition_with_own_files_and_sizes(tmp_path):
+    own = tmp_path / "own.csv"
+    own.write_text("1000,1,1\n1001,2,0\n")
+    experiment = _experiment(
+        data={"source": "file", "path": _file(tmp_path), "partition": "random", "seed": 2},
+        nodes=[
+            {"id": "a", "data": {"size": 10}},
+            {"id": "b"},
+            {"id": "c", "data": {"path": str(own)}},
+        ],
+        topology={"kind": "ring"},
+    )
+    rows = _rows(experiment)
+    assert len(rows["a"]) == 10 and len(rows["b"]) == 48  # the rest's even share: 97 // 2
+    assert _ids(rows["c"]) == [1000, 1001]
+    assert not set(_ids(rows["a"])) & set(_ids(rows["b"]))
+
+
+def test_the_plan_crosses_the_wire_unchanged(tmp_path):
+    experiment = parse_experiment(
+        {
+            "algorithm": "ula",
+            "hyperparameters": {"eta": 0.01},
+            "model": MODEL,
+            "data": {"source": "file", "path": _file(tmp_path), "partition": "random",
+                     "sizes": [3, 4, 5], "shards": 3},
+            "topology": {"kind": "none", "nodes": 1},
+            "rounds": 2,
+        }
+    )  # fmt: skip
+    (spec,) = node_specs(experiment)
+    assert spec.data.shards == (0, 1, 2) and spec.data.sizes == (3, 4, 5)
+    assert config_to_spec(spec_to_config(spec)).data == spec.data
+
+
+def test_bad_pools_are_refused_naming_the_field():
+    with pytest.raises(ConfigError, match=r"^data\.shards: 5 shards for 4 data nodes"):
+        _experiment(data={"shards": 5})
