@@ -11,7 +11,7 @@ written with an account of what failed and when (:func:`orchestrator.results.clo
 
 The jobs live in their own modules: where nodes run is a
 :class:`~orchestrator.backends.base.Backend` chosen by ``backend.kind``
-(:data:`orchestrator.backends.BACKENDS`); what is done to a node, and the node states, is
+(:func:`orchestrator.backends.make_backend`); what is done to a node, and the node states, is
 the :class:`~orchestrator.supervisor.Supervisor`; samples are gathered by the
 :class:`~orchestrator.collector.Collector`; the story is kept by the
 :class:`~orchestrator.account.Account`. The orchestrator talks to nodes only over gRPC.

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError
 
 from node.params import STRICT, Float, Int, Str, config_error
+from orchestrator.backends import backend_kinds
 
 __all__ = [
     "BackendSection",
@@ -151,10 +152,9 @@ class EvaluationSection(BaseModel):
     """How many final rounds to pool, with all chains, into the empirical law for W2."""
 
 
-BACKEND_KINDS = ("local", "inventory", "docker")
-"""The backends a file may name: the keys of ``orchestrator.backends.BACKENDS`` (a test
-keeps every registered one here). Not read from the registry itself because importing the
-backends loads grpc, which ``simulate`` must not."""
+BACKEND_KINDS = backend_kinds()
+"""The backends a file may name: the backend modules of ``orchestrator/backends/``, listed
+without importing them (they load grpc, which ``simulate`` must not)."""
 
 
 def _known_backend(kind: str) -> str:

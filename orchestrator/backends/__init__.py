@@ -1,42 +1,63 @@
-"""Where nodes run. ``backend.kind`` in the experiment picks a factory from :data:`BACKENDS`.
+"""Where nodes run. ``backend.kind`` in the experiment names a module of this package.
 
-A new backend is one module implementing :class:`~orchestrator.backends.base.Backend` plus
-one line here, and its name in ``BACKEND_KINDS`` of ``orchestrator/schema.py`` (the parser
-cannot import this table without grpc; a test keeps the two in step).
+A new backend is one module here, named after its kind (``local.py`` is ``kind: local``),
+holding a class that implements :class:`~orchestrator.backends.base.Backend` with that
+``kind`` and a ``for_experiment(experiment, workdir)`` constructor. Nothing else is edited:
+the kinds are the package's module names (found without importing them, so the experiment
+parser, which must not load grpc, can check ``backend.kind``), and a backend's module is
+imported only when an experiment uses it (a local run never loads the docker SDK).
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from node.params import ConfigError
 from orchestrator.backends.base import Backend, BackendError
-from orchestrator.backends.docker import DockerBackend
-from orchestrator.backends.inventory import InventoryBackend
-from orchestrator.backends.local import LocalBackend
 
 if TYPE_CHECKING:
     from orchestrator.experiment import Experiment
 
-__all__ = ["BACKENDS", "Backend", "BackendError", "BackendFactory", "make_backend"]
+__all__ = [
+    "SUPPORT_MODULES",
+    "Backend",
+    "BackendError",
+    "BackendFactory",
+    "backend_factory",
+    "backend_kinds",
+    "make_backend",
+]
 
 BackendFactory = Callable[["Experiment", Path], Backend]
 """(experiment, work dir for node state and logs) -> a backend, not started yet."""
 
-BACKENDS: dict[str, BackendFactory] = {
-    "local": LocalBackend.for_experiment,
-    "inventory": InventoryBackend.for_experiment,
-    "docker": DockerBackend.for_experiment,
-}
+SUPPORT_MODULES = frozenset({"base", "netfault"})
+"""Modules of this package that are not backends: the protocol, and shared mixins."""
+
+
+def backend_kinds() -> tuple[str, ...]:
+    """Every backend kind: the names of this package's backend modules, none imported."""
+    names = (module.name for module in pkgutil.iter_modules(__path__))
+    return tuple(sorted(n for n in names if n not in SUPPORT_MODULES and not n.startswith("_")))
+
+
+def backend_factory(kind: str) -> BackendFactory:
+    """The ``for_experiment`` of the class in module ``kind`` whose ``kind`` is ``kind``."""
+    if kind not in backend_kinds():
+        known = ", ".join(backend_kinds())
+        raise ConfigError(f"backend.kind: unknown backend {kind!r} (known: {known})")
+    module = importlib.import_module(f"{__name__}.{kind}")
+    for value in vars(module).values():
+        if isinstance(value, type) and getattr(value, "kind", None) == kind:
+            factory: BackendFactory = value.for_experiment  # type: ignore[attr-defined]
+            return factory
+    raise ConfigError(f"backend.kind: module {module.__name__} defines no class with kind {kind!r}")
 
 
 def make_backend(experiment: Experiment, workdir: Path) -> Backend:
     """The backend ``experiment.backend.kind`` names; a ConfigError naming the field if none."""
-    kind = experiment.backend.kind
-    factory = BACKENDS.get(kind)
-    if factory is None:
-        known = ", ".join(sorted(BACKENDS))
-        raise ConfigError(f"backend.kind: unknown backend {kind!r} (known: {known})")
-    return factory(experiment, Path(workdir))
+    return backend_factory(experiment.backend.kind)(experiment, Path(workdir))

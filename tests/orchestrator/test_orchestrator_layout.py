@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from node.params import ConfigError
-from orchestrator.backends import BACKENDS, make_backend
+from orchestrator.backends import backend_factory, backend_kinds, make_backend
 from orchestrator.backends.base import Backend
 from orchestrator.experiment import parse_experiment
 
@@ -87,8 +87,15 @@ def _experiment(kind: str):
     )
 
 
+def test_every_backend_module_names_a_backend_of_its_kind():
+    for kind in backend_kinds():
+        factory = backend_factory(kind)
+        assert factory.__self__.kind == kind  # type: ignore[attr-defined]
+        assert isinstance(factory.__self__, type)  # type: ignore[attr-defined]
+
+
 def test_backend_kind_goes_through_the_registry(tmp_path):
-    assert "local" in BACKENDS
+    assert "local" in backend_kinds()
     backend = make_backend(_experiment("local"), tmp_path)
     assert isinstance(backend, Backend)
     assert backend.kind == "local"
