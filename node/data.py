@@ -56,9 +56,22 @@ def shard_rng(seed: int, shard: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([seed, shard]))
 
 
+def pool_rng(seed: int) -> np.random.Generator:
+    """The generator of a synthetic data set drawn once and dealt out (``data.total``):
+    a stream of its own, no shard's."""
+    return np.random.default_rng(np.random.SeedSequence([seed, _POOL]))
+
+
+_POOL = 0x9001
+
+
 def load_shard(spec: DataSpec, model: Model) -> Dataset:
     """This node's rows: generated from (seed, shard) for each shard it holds, or its
     shards of a file's training rows (:mod:`node.partition`)."""
+    if spec.source == "synthetic" and spec.total > 0:
+        pool = model.synthesize(pool_rng(spec.seed), spec.total)
+        rows = file_rows(spec, spec.total)
+        return Dataset(X=pool.X[rows], y=pool.y[rows])
     if spec.source == "synthetic":
         parts = []
         for shard in spec.held_shards():
@@ -80,7 +93,8 @@ def load_shard(spec: DataSpec, model: Model) -> Dataset:
 
 
 def file_rows(spec: DataSpec, n_rows: int) -> np.ndarray:
-    """Indices of the rows of a file of ``n_rows`` rows that ``spec``'s shards hold."""
+    """Indices of the rows (of a file, or a synthetic pool) of ``n_rows`` rows that
+    ``spec``'s shards hold."""
     train = np.arange(n_rows)
     parts = [
         shard_rows(train, shard, spec.num_shards, spec.partition, spec.sizes, spec.seed)

@@ -62,6 +62,9 @@ class DataSpec:
     sizes: tuple[int, ...] = ()
     """Every shard's size (one per shard; empty: ``size`` each for synthetic data, an even
     share of the file). A random partition's blocks are placed by them."""
+    total: int = 0
+    """Synthetic data drawn once as ``total`` points (from ``seed``) and dealt out like a
+    file's rows; 0: each shard drawn on its own from ``(seed, shard)``."""
     shards: tuple[int, ...] = ()
     """The shards this node holds; empty means just ``shard``. A centralised baseline
     holds them all: exactly the rows of the decentralised run it is compared with."""

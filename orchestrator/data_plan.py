@@ -66,12 +66,13 @@ def data_specs(experiment: Experiment) -> dict[str, DataSpec]:
             shard=shard,
             num_shards=num_shards,
             seed=d.seed,
-            size=sizes[shard] if sizes else (d.size if d.source != "file" else 0),
+            size=sizes[shard] if sizes else (d.size if d.source != "file" and not d.total else 0),
             path=d.path,
             format=d.format,
             partition=d.partition,
             sizes=sizes,
             shards=tuple(range(num_shards)) if pooled else (),
+            total=d.total or 0 if d.source == "synthetic" else 0,
         )
     return specs
 
@@ -105,11 +106,13 @@ def _sizes(experiment, shared, own, num_shards, shard_of, place) -> tuple[int, .
     default: ``data.size`` per synthetic shard, an even share of a file)."""
     d = experiment.data
     given = {n: own[n].size for n in shared if own.get(n) is not None and own[n].size}
-    if d.sizes is None and not given and not (d.source == "file" and "size" in d.model_fields_set):
+    dealt = d.source == "file" or d.total is not None  # rows of one set, dealt out
+    explicit = "size" in d.model_fields_set
+    if d.sizes is None and not given and not (dealt and explicit):
         return ()
     if d.sizes is not None and len(d.sizes) != num_shards:
         raise ConfigError(f"data.sizes: {len(d.sizes)} sizes for {num_shards} shards")
-    base = d.size if (d.source != "file" or "size" in d.model_fields_set) else 0
+    base = d.size if (not dealt or explicit) else 0
     sizes = list(d.sizes) if d.sizes is not None else [base] * num_shards
     for node, size in given.items():
         if len(shared) == 1 and num_shards > 1:

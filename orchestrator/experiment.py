@@ -247,7 +247,7 @@ def _check_memory(spec: ExperimentFile, dim: int, plan: Mapping[str, Any]) -> No
     for the node holding the most synthetic rows."""
     if spec.data.source != "synthetic" or not plan:
         return  # the rows per node are known only once the file (or the node) is read
-    rows = max(sum(d.shard_size(s) for s in d.held_shards()) for d in plan.values())
+    rows = max(d.total or sum(d.shard_size(s) for s in d.held_shards()) for d in plan.values())
     need = spec.chains * dim * rows * 8
     limit = spec.limits.node_memory
     if need > limit:

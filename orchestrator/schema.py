@@ -127,6 +127,9 @@ class DataSection(BaseModel):
     """``interleaved`` (rows k, k+N, ...) or ``random`` (a seeded shuffle cut in blocks)."""
     sizes: Annotated[list[Count], Field(min_length=1)] | None = None
     """One size per shard (heterogeneous nodes); overrides ``size``."""
+    total: Count | None = None
+    """Synthetic: draw this many points once (from ``seed``) and deal them out like a
+    file's rows (``partition``, ``sizes``): the same data set for any number of nodes."""
     shards: Count | None = None
     """How many shards the data is cut into (default: one per data node). With one data
     node and ``shards: N`` that node holds all N: the centralised baseline on exactly the

@@ -15,9 +15,18 @@ with ``cells`` (settings such as topology or link-failure probability, the panel
 
 Each run's fields are ``base``, then the cell, then the variant, then the variant's
 ``per_cell`` entry for that cell, merged mapping by mapping. The study writes every run's
-results folder under ``<out>/<cell>/<variant>/``, plus ``curves.csv`` (W2 per round of one
-agent and of the agent average), ``table.csv`` and ``table.md`` (final W2 and consensus
+results folder under ``<out>/<cell>/<variant>/``, plus ``curves.csv`` (W2 per iteration of
+one agent and of the agent average), ``table.csv`` and ``table.md`` (final W2 and consensus
 error), and one plot per cell when matplotlib is installed.
+
+Replicates and error bars (:mod:`orchestrator.replicates`): ``seeds: K`` runs every
+(cell, variant) K times, with the experiment's ``seed`` (and, with ``vary_data: true``,
+``data.seed``) increased by 0 … K−1; each run's folder is then ``<cell>/<variant>/seed-<r>/``,
+``seeds.csv`` holds every run's figures and ``table.*`` their mean ± a 95 % Student-t
+interval. ``threshold: 0.3`` adds the first iteration at which the agent's W2 is ≤ 0.3
+(mean over the seeds that reach it, and how many do); ``report_at: [10, 50]`` adds W2 at
+those iterations; ``figures: {accuracy: predictive.average.accuracy}`` adds any number
+from each run's ``metrics.json`` by its dotted path. Iteration k means k updates.
 """
 
 from __future__ import annotations
@@ -28,13 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from node.params import STRICT, ConfigError, Float, Str
-from orchestrator.evaluation import evaluate
 from orchestrator.experiment import Experiment, parse_experiment
 from orchestrator.schema import validate
+from orchestrator.study_figures import Curve, headline, read_curves, run_row, summarise
 from orchestrator.study_report import plot_against_x, plot_curves, slug, write_tables
 
 __all__ = ["Study", "is_study", "load_study", "run_study"]
@@ -69,6 +77,11 @@ class StudyFile(BaseModel):
     agent: Annotated[str, BeforeValidator(str)] = "0"
     x_label: Str = ""
     summary: Annotated[Any, AfterValidator(_summary)] = "average"
+    seeds: Annotated[int, Field(ge=1, strict=True)] = 1
+    vary_data: bool = False
+    threshold: Annotated[Float, Field(gt=0)] | None = None
+    report_at: list[Annotated[int, Field(ge=1, strict=True)]] = Field(default_factory=list)
+    figures: dict[str, Str] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -88,6 +101,14 @@ class Study:
     iterate (``average``) or of the ``agent`` node. Use ``agent`` to compare a
     master/worker sampler, whose samples live on one node, with a decentralised one."""
     runs: tuple[tuple[str, str, Experiment], ...] = field(default=())
+    """(cell, variant, experiment) of the first seed: one per plotted curve."""
+    seeds: int = 1
+    """K: every (cell, variant) runs over K seeds; figures are reported as mean ± interval."""
+    replicates: tuple[tuple[str, str, int, Experiment], ...] = field(default=())
+    """(cell, variant, seed index r, experiment) of every run, r = 0 … K−1."""
+    threshold: float | None = None
+    report_at: tuple[int, ...] = ()
+    figures: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def summary_key(self) -> str:
@@ -132,7 +153,8 @@ def load_study(raw: Mapping[str, Any]) -> Study:
     cells = _labelled(spec.cells, "cells")
     name = spec.study
     summary = spec.summary
-    runs = []
+    runs: list[tuple[str, str, Experiment]] = []
+    replicates: list[tuple[str, str, int, Experiment]] = []
     for cell in cells:
         for variant in variants:
             fields = _merge(base, {k: v for k, v in cell.items() if k not in ("label", "x")})
@@ -141,13 +163,16 @@ def load_study(raw: Mapping[str, Any]) -> Study:
             )
             fields = _merge(fields, (variant.get("per_cell") or {}).get(cell["label"], {}))
             fields["name"] = f"{name}-{slug(cell['label'])}-{slug(variant['label'])}"
-            try:
-                experiment = parse_experiment(fields)
-            except ConfigError as exc:
-                raise ConfigError(
-                    f"cell {cell['label']!r}, variant {variant['label']!r}: {exc}"
-                ) from None
-            runs.append((cell["label"], variant["label"], experiment))
+            for r in range(spec.seeds):
+                try:
+                    experiment = parse_experiment(_seeded(fields, r, spec.vary_data))
+                except ConfigError as exc:
+                    raise ConfigError(
+                        f"cell {cell['label']!r}, variant {variant['label']!r}: {exc}"
+                    ) from None
+                if r == 0:
+                    runs.append((cell["label"], variant["label"], experiment))
+                replicates.append((cell["label"], variant["label"], r, experiment))
     return Study(
         name=name,
         description=spec.description,
@@ -158,7 +183,25 @@ def load_study(raw: Mapping[str, Any]) -> Study:
         x_label=spec.x_label,
         summary=summary,
         runs=tuple(runs),
+        seeds=spec.seeds,
+        replicates=tuple(replicates),
+        threshold=spec.threshold,
+        report_at=tuple(spec.report_at),
+        figures=dict(spec.figures),
     )
+
+
+def _seeded(fields: Mapping[str, Any], r: int, vary_data: bool) -> dict[str, Any]:
+    """Replicate ``r``'s fields: the sampler seed (and with ``vary_data`` the data seed)
+    moved on by ``r``; replicate 0 is the file as written."""
+    if r == 0:
+        return dict(fields)
+    out = {**fields, "seed": int(fields.get("seed", 0)) + r}
+    if vary_data:
+        data = dict(fields.get("data") or {})
+        data["seed"] = int(data.get("seed", 0)) + r
+        out["data"] = data
+    return out
 
 
 def run_study(
@@ -167,15 +210,18 @@ def run_study(
     mode: str,
     say: Callable[[str], None] = print,
 ) -> list[dict]:
-    """Run every (cell, variant) in ``mode`` ("simulate" or "run"); write tables and plots."""
+    """Run every (cell, variant, seed) in ``mode`` ("simulate" or "run"); write the
+    per-seed figures, their intervals, tables and plots. Returns one row per run."""
     from orchestrator.runner import run_experiment
     from orchestrator.simulation import simulate_experiment
 
     out = Path(out)
     rows: list[dict] = []
-    curves: list[tuple[str, str, np.ndarray, np.ndarray]] = []
-    for cell, variant, experiment in study.runs:
+    curves: list[Curve] = []
+    for cell, variant, r, experiment in study.replicates:
         folder = out / slug(cell) / slug(variant)
+        if study.seeds > 1:
+            folder = folder / f"seed-{r}"
         started = time.monotonic()
         if mode == "run":
             metrics = run_experiment(experiment, folder, say=lambda _m: None)
@@ -186,56 +232,31 @@ def run_study(
                 raise KeyboardInterrupt
         else:
             metrics = simulate_experiment(experiment, folder, say=lambda _m: None, quiet=True)
-        samples = _load_samples(folder)
-        evaluation = evaluate(experiment, samples)
-        w2 = metrics.get("w2") or {}
-        agent = study.agent if study.agent in samples else sorted(samples)[0]
-        row = {
-            "cell": cell,
-            "variant": variant,
-            "algorithm": experiment.algorithm,
-            "w2_average": w2.get("average"),
-            "w2_agent": (w2.get("per_node") or {}).get(agent),
-            "w2_node_mean": w2.get("node_mean"),
-            "consensus_error": metrics.get("consensus_error"),
-            "lost_fraction": _lost_fraction(metrics.get("links") or {}),
-            "diverged": min((metrics.get("diverged") or {}).values(), default=None),
-            "seconds": round(time.monotonic() - started, 2),
-        }
+        samples_of = metrics.get("samples_per_node") or {}
+        agent = study.agent if study.agent in samples_of else min(samples_of, default=study.agent)
+        read = read_curves(folder / "w2_curve.csv")
+        curve = Curve(cell, variant, r, read.get("average"), read.get(f"node-{agent}"))
+        row = run_row(study, experiment, metrics, curve, agent, r)
+        row["seconds"] = round(time.monotonic() - started, 2)
         rows.append(row)
-        if "average" in evaluation.curves:
-            curves.append((cell, variant, evaluation.curves["average"], evaluation.curves[agent]))
+        if curve.average is not None and curve.agent is not None:
+            curves.append(curve)
         say(
-            f"{cell:>12} {variant:>12}  W2 avg {_fmt(row['w2_average'])}"
-            f"  agent {_fmt(row['w2_agent'])}  consensus {_fmt(row['consensus_error'])}"
-            f"  ({row['seconds']} s)"
+            f"{cell:>12} {variant:>12}{f' seed {r}' if study.seeds > 1 else ''}"
+            f"  W2 avg {_fmt(row['w2_average'])}  agent {_fmt(row['w2_agent'])}"
+            f"  consensus {_fmt(row['consensus_error'])}  ({row['seconds']} s)"
         )
     write_tables(out, study, rows, curves)
-    plotted = plot_curves(out, study, curves) + plot_against_x(out, study, rows)
+    plotted = plot_curves(out, study, curves) + plot_against_x(out, study, summarise(study, rows))
     if plotted:
         say(f"plots: {', '.join(str(p) for p in plotted)}")
+    for line in headline(study, rows):
+        say(line)
     say(f"study written to {out}")
     return rows
-
-
-def _lost_fraction(links: Mapping[str, Mapping[str, int]]) -> float | None:
-    """Share of the messages that did not reach their receiver in time, over all links."""
-    total = lost = 0
-    for c in links.values():
-        total += c.get("sent", 0) + c.get("withheld", 0)
-        lost += c.get("withheld", 0) + c.get("dropped", 0) + c.get("late", 0)
-    return round(lost / total, 4) if total else None
 
 
 def _fmt(value) -> str:
     if value is None:
         return "   -   "
     return f"{value:7.4f}" if abs(value) < 1e3 else f"{value:7.2g}"
-
-
-def _load_samples(folder: Path) -> dict[str, np.ndarray]:
-    samples = {}
-    for file in sorted((folder / "samples").glob("node-*.npz")):
-        with np.load(file) as data:
-            samples[file.stem[len("node-") :]] = data["samples"]
-    return samples

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import csv
 import re
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import yaml
+
+from orchestrator.study_figures import FIRST_BELOW, Curve, figure_keys, interval_of, summarise
 
 if TYPE_CHECKING:
     from orchestrator.study import Study
@@ -27,41 +30,93 @@ def slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-") or "run"
 
 
-def write_tables(out: Path, study: Study, rows: list[dict], curves) -> None:
+def write_tables(out: Path, study: Study, rows: list[dict], curves: list[Curve]) -> None:
+    """``seeds.csv`` (every run), ``table.csv`` and ``table.md`` (per cell and variant,
+    mean ± interval over the seeds), ``curves.csv`` (W2 per iteration of every run)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "study.yaml").write_text(
         yaml.safe_dump(
             {"study": study.name, "description": study.description, "base": dict(study.base),
-             "variants": list(study.variants), "cells": list(study.cells), "agent": study.agent},
+             "variants": list(study.variants), "cells": list(study.cells), "agent": study.agent,
+             "seeds": study.seeds},
             sort_keys=False,
         )
     )  # fmt: skip
-    with open(out / "table.csv", "w", newline="") as handle:
-        table = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        table.writeheader()
-        table.writerows(rows)
+    _csv(out / "seeds.csv", rows)
+    summaries = summarise(study, rows)
+    _csv(out / "table.csv", summaries)
     with open(out / "curves.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["cell", "variant", "round", "w2_average", "w2_agent"])
-        for cell, variant, average, agent in curves:
-            for k in range(len(average)):
-                writer.writerow([cell, variant, k, f"{average[k]:.6g}", f"{agent[k]:.6g}"])
+        writer.writerow(["cell", "variant", "seed", "iteration", "w2_average", "w2_agent"])
+        for c in curves:
+            assert c.average is not None and c.agent is not None
+            for k in range(len(c.average)):
+                writer.writerow(
+                    [c.cell, c.variant, c.seed, k + 1, f"{c.average[k]:.6g}", f"{c.agent[k]:.6g}"]
+                )
+    keys = figure_keys(study)
+    shown = [k for k in keys if k != "w2_node_mean"]
     lines = [f"# {study.name}", "", study.description, ""]
-    lines.append(
-        "| cell | variant | W2 average | W2 agent | consensus error | messages lost | seconds |"
-    )
-    lines.append("|---|---|---|---|---|---|---|")
-    for row in rows:
-        lost = "–" if row["lost_fraction"] is None else f"{100 * row['lost_fraction']:.1f} %"
+    if study.seeds > 1:
+        lines += [
+            f"Each figure: mean ± 95 % Student-t interval over {study.seeds} seeds "
+            f"(seed … seed + {study.seeds - 1}). Iteration k means k updates.",
+            "",
+        ]
+    if study.threshold is not None:
+        lines += [
+            f"{FIRST_BELOW}: first iteration at which agent {study.agent}'s W2 is ≤ "
+            f"{study.threshold:g}, over the seeds that reach it (n/K when not all do).",
+            "",
+        ]
+    lines.append("| cell | variant | " + " | ".join(_title(k) for k in shown) + " | seconds |")
+    lines.append("|---" * (len(shown) + 3) + "|")
+    for summary in summaries:
+        cells = [_md_figure(summary, k) for k in shown]
         lines.append(
-            f"| {row['cell']} | {row['variant']} | {_md(row['w2_average'], row)} | "
-            f"{_md(row['w2_agent'], row)} | {_md(row['consensus_error'], row)} | {lost} | "
-            f"{row['seconds']:.1f} |"
-        )
+            f"| {summary['cell']} | {summary['variant']} | " + " | ".join(cells)
+            + f" | {summary['seconds']:.1f} |"
+        )  # fmt: skip
     if _cell_x(study):
         lines += ["", f"{study.summary_text} / consensus error, by {study.x_label}:", ""]
-        lines.append(_pivot(study, rows))
+        lines.append(_pivot(study, summaries))
     (out / "table.md").write_text("\n".join(lines) + "\n")
+
+
+def _csv(path: Path, rows: list[dict]) -> None:
+    fields = list(dict.fromkeys(k for row in rows for k in row))
+    with open(path, "w", newline="") as handle:
+        table = csv.DictWriter(handle, fieldnames=fields)
+        table.writeheader()
+        table.writerows(rows)
+
+
+_TITLES = {
+    "w2_average": "W2 average",
+    "w2_agent": "W2 agent",
+    "consensus_error": "consensus error",
+    "lost_fraction": "messages lost",
+    FIRST_BELOW: "first iteration ≤ threshold",
+}
+
+
+def _title(key: str) -> str:
+    if key.startswith("w2_agent_at_"):
+        return f"W2 agent at {key.removeprefix('w2_agent_at_')}"
+    if key.startswith("w2_average_at_"):
+        return f"W2 average at {key.removeprefix('w2_average_at_')}"
+    return _TITLES.get(key, key)
+
+
+def _md_figure(summary: Mapping, key: str) -> str:
+    got = interval_of(summary, key)
+    if got is None:
+        if key == FIRST_BELOW:
+            return f"never (0/{summary['seeds']})"
+        return _md(None, summary)
+    if key == "lost_fraction":
+        return f"{100 * got.mean:.1f} %"
+    return got.text(integer=key == FIRST_BELOW)
 
 
 def _cell_x(study: Study) -> dict[str, float] | None:
@@ -84,7 +139,7 @@ def _pivot(study: Study, rows: list[dict]) -> str:
             cells.append(
                 "–"
                 if row is None
-                else f"{_md(row[study.summary_key], row)} / {_md(row['consensus_error'], row)}"
+                else f"{_md_figure(row, study.summary_key)} / {_md_figure(row, 'consensus_error')}"
             )
         lines.append(f"| {variant} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -166,22 +221,35 @@ def plot_against_x(out: Path, study: Study, rows: list[dict]) -> list[Path]:
     return [path]
 
 
-def plot_curves(out: Path, study: Study, curves) -> list[Path]:
+def plot_curves(out: Path, study: Study, curves: list[Curve]) -> list[Path]:
+    """One figure per cell: W2 of the agent and of the agent average against the iteration,
+    one line per variant (the mean over the seeds, a band between the seeds' extremes)."""
     plt = _pyplot()
     if plt is None:
         return []
     written = []
-    for cell in dict.fromkeys(c for c, *_ in curves):
+    for cell in dict.fromkeys(c.cell for c in curves):
         figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-        for c, variant, average, agent in curves:
-            if c != cell:
-                continue
-            line = axes[0].semilogy(agent, label=variant)[0]
-            axes[1].semilogy(average, label=variant, color=line.get_color())
-        axes[0].set_title(f"{cell}: agent {study.agent}")
-        axes[1].set_title(f"{cell}: agent average")
+        for variant in dict.fromkeys(c.variant for c in curves if c.cell == cell):
+            mine = [c for c in curves if c.cell == cell and c.variant == variant]
+            color = None
+            for ax, pick in ((axes[0], "agent"), (axes[1], "average")):
+                stack = np.array([getattr(c, pick) for c in mine], dtype=float)
+                x = np.arange(1, stack.shape[1] + 1)
+                with warnings.catch_warnings():
+                    # A round every seed diverged in is all NaN: no point there, no warning.
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    low, mean, high = (np.nanmin(stack, axis=0), np.nanmean(stack, axis=0),
+                                       np.nanmax(stack, axis=0))  # fmt: skip
+                line = ax.semilogy(x, mean, label=variant, color=color)
+                color = line[0].get_color()
+                if len(mine) > 1:
+                    ax.fill_between(x, low, high, color=color, alpha=0.15, linewidth=0)
+        seeds = f" (mean of {study.seeds} seeds)" if study.seeds > 1 else ""
+        axes[0].set_title(f"{cell}: agent {study.agent}{seeds}")
+        axes[1].set_title(f"{cell}: agent average{seeds}")
         for ax in axes:
-            ax.set_xlabel("iteration")
+            ax.set_xlabel("iteration (updates)")
             ax.grid(True, which="both", alpha=0.3)
         axes[0].set_ylabel("W2 to the posterior")
         axes[1].legend()

@@ -29,7 +29,7 @@ def _first_below(curves_csv, cell: str, threshold: float) -> dict[str, int]:
             continue
         first.setdefault(row["variant"], None)
         if first[row["variant"]] is None and float(row["w2_agent"]) < threshold:
-            first[row["variant"]] = int(row["round"])
+            first[row["variant"]] = int(row["iteration"])
     never = 10**9
     return {variant: never if k is None else k for variant, k in first.items()}
 

@@ -221,6 +221,7 @@ def spec_to_config(spec: NodeSpec) -> control_pb2.NodeConfig:
                 partition=d.partition,
                 sizes=list(d.sizes),
                 shards=list(d.shards),
+                total=d.total,
             )
         )
     return config
@@ -233,6 +234,7 @@ def public_data(data: DataSpec) -> control_pb2.DataConfig:
         return control_pb2.DataConfig(
             source=data.source, shard=data.shard, num_shards=data.num_shards,
             seed=data.seed, size=data.size, sizes=list(data.sizes), shards=list(data.shards),
+            total=data.total, partition=data.partition,
         )  # fmt: skip
     return control_pb2.DataConfig(source=data.source)
 
@@ -249,6 +251,7 @@ def data_from_proto(d: control_pb2.DataConfig) -> DataSpec:
         partition=d.partition or "interleaved",
         sizes=tuple(int(s) for s in d.sizes),
         shards=tuple(int(s) for s in d.shards),
+        total=int(d.total),
     )
 
 

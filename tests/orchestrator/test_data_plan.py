@@ -143,3 +143,22 @@ def test_the_plan_crosses_the_wire_unchanged(tmp_path):
 def test_bad_pools_are_refused_naming_the_field():
     with pytest.raises(ConfigError, match=r"^data\.shards: 5 shards for 4 data nodes"):
         _experiment(data={"shards": 5})
+
+
+def test_one_synthetic_data_set_dealt_to_any_number_of_nodes():
+    """``data.total``: the same points whether 1, 5 or 10 nodes share them ([004] §5.1)."""
+    data = {"source": "synthetic", "total": 100, "partition": "random", "seed": 8}
+    gmm = {"name": "gaussian_mixture"}
+    rows = {}
+    for n in (5, 10):
+        experiment = _experiment(model=gmm, data=data, topology={"kind": "ring", "nodes": n})
+        shards = _rows(experiment)
+        assert [len(s) for s in shards.values()] == [100 // n] * n
+        rows[n] = np.sort(np.concatenate(list(shards.values())), axis=0)
+    single = parse_experiment(
+        {"algorithm": "ula", "model": gmm, "data": data,
+         "topology": {"kind": "none", "nodes": 1}, "rounds": 2}
+    )  # fmt: skip
+    rows[1] = np.sort(np.concatenate(list(_rows(single).values())), axis=0)
+    assert np.array_equal(rows[1], rows[5]) and np.array_equal(rows[5], rows[10])
+    assert len(np.unique(rows[1])) == 100

@@ -91,7 +91,7 @@ class ModelConfig(_message.Message):
     def __init__(self, name: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class DataConfig(_message.Message):
-    __slots__ = ("source", "shard", "num_shards", "seed", "size", "path", "format", "partition", "sizes", "shards")
+    __slots__ = ("source", "shard", "num_shards", "seed", "size", "path", "format", "partition", "sizes", "shards", "total")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     SHARD_FIELD_NUMBER: _ClassVar[int]
     NUM_SHARDS_FIELD_NUMBER: _ClassVar[int]
@@ -102,6 +102,7 @@ class DataConfig(_message.Message):
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     SIZES_FIELD_NUMBER: _ClassVar[int]
     SHARDS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
     source: str
     shard: int
     num_shards: int
@@ -112,7 +113,8 @@ class DataConfig(_message.Message):
     partition: str
     sizes: _containers.RepeatedScalarFieldContainer[int]
     shards: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, source: _Optional[str] = ..., shard: _Optional[int] = ..., num_shards: _Optional[int] = ..., seed: _Optional[int] = ..., size: _Optional[int] = ..., path: _Optional[str] = ..., format: _Optional[str] = ..., partition: _Optional[str] = ..., sizes: _Optional[_Iterable[int]] = ..., shards: _Optional[_Iterable[int]] = ...) -> None: ...
+    total: int
+    def __init__(self, source: _Optional[str] = ..., shard: _Optional[int] = ..., num_shards: _Optional[int] = ..., seed: _Optional[int] = ..., size: _Optional[int] = ..., path: _Optional[str] = ..., format: _Optional[str] = ..., partition: _Optional[str] = ..., sizes: _Optional[_Iterable[int]] = ..., shards: _Optional[_Iterable[int]] = ..., total: _Optional[int] = ...) -> None: ...
 
 class Weight(_message.Message):
     __slots__ = ("peer", "weight")
