@@ -36,6 +36,7 @@ from node.models.base import Dataset, Model
 from node.params import ConfigError
 from node.partition import shard_rows
 from node.spec import DataSpec
+from node.split import training_rows
 
 __all__ = [
     "file_rows",
@@ -95,7 +96,7 @@ def load_shard(spec: DataSpec, model: Model) -> Dataset:
 def file_rows(spec: DataSpec, n_rows: int) -> np.ndarray:
     """Indices of the rows (of a file, or a synthetic pool) of ``n_rows`` rows that
     ``spec``'s shards hold."""
-    train = np.arange(n_rows)
+    train = training_rows(n_rows, spec.test_fraction, spec.test_seed)
     parts = [
         shard_rows(train, shard, spec.num_shards, spec.partition, spec.sizes, spec.seed)
         for shard in spec.held_shards()

@@ -19,6 +19,7 @@ from node.config import NODE_SOURCE
 from node.params import ConfigError
 from node.spec import DataSpec
 from orchestrator.experiment import Experiment
+from orchestrator.heldout import held_out_split
 
 __all__ = ["data_specs"]
 
@@ -73,6 +74,7 @@ def data_specs(experiment: Experiment) -> dict[str, DataSpec]:
             sizes=sizes,
             shards=tuple(range(num_shards)) if pooled else (),
             total=d.total or 0 if d.source == "synthetic" else 0,
+            **held_out_split(experiment),
         )
     return specs
 

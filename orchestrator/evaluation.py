@@ -27,7 +27,7 @@ NaN or an overflow.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from node.models.base import Dataset, GaussianPosterior
 from node.spec import DataSpec
 from orchestrator.experiment import Experiment
 from orchestrator.metrics import GaussianTarget, target_curve
+from orchestrator.scoring import score_beyond_w2
 
 __all__ = [
     "Evaluation",
@@ -58,6 +59,8 @@ class Evaluation:
     metrics: dict
     curves: dict[str, np.ndarray]
     """Name ("average" or a node id) -> W2 at every round, when a posterior is known."""
+    tables: dict[str, list[dict]] = field(default_factory=dict)
+    """CSV name (``predictive_curve``, ``distance_curve``) -> its rows, one dict each."""
 
 
 def ground_truth(
@@ -175,16 +178,20 @@ def evaluate(
     consensus = consensus_error(samples, experiment.rounds, experiment.evaluation.window)
     if consensus is not None or diverged:
         metrics["consensus_error"] = consensus
-    posterior = ground_truth(experiment, node_data)
-    if posterior is None or not samples:
-        return Evaluation(metrics, curves)
-    truth = GaussianTarget(posterior.mean, posterior.cov)  # its square root: once
     window = experiment.evaluation.window
     complete = {n: s for n, s in samples.items() if s.shape[0] == experiment.rounds}
     average = None
     if complete:
         with np.errstate(over="ignore", invalid="ignore"):  # a diverged node: see _sane
             average = np.mean([complete[n] for n in sorted(complete)], axis=0)
+    tables: dict[str, list[dict]] = {}
+    if samples:
+        series = {**({"average": average} if average is not None else {}), **samples}
+        score_beyond_w2(experiment, series, metrics, tables, node_data)
+    posterior = ground_truth(experiment, node_data)
+    if posterior is None or not samples:
+        return Evaluation(metrics, curves, tables)
+    truth = GaussianTarget(posterior.mean, posterior.cov)  # its square root: once
     per_node = {n: _w2(_pooled(s, window), truth) for n, s in samples.items()}
     known = [v for v in per_node.values() if v is not None]
     metrics["w2"] = {
@@ -201,4 +208,4 @@ def evaluate(
         curves["average"] = _curve(average, truth)
     for node, s in samples.items():
         curves[node] = _curve(s, truth)
-    return Evaluation(metrics, curves)
+    return Evaluation(metrics, curves, tables)

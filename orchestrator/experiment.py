@@ -178,6 +178,7 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
     nodes, topology = _parse_nodes_and_topology(spec, info)
     if spec.evaluation.window > rounds:
         raise ConfigError(f"evaluation.window: must be between 1 and rounds ({rounds})")
+    _check_evaluation(spec, built)
     link_delay = spec.link_delay
     if link_delay / 1000.0 >= spec.round_deadline:
         raise ConfigError(
@@ -254,6 +255,30 @@ def _check_memory(spec: ExperimentFile, dim: int, plan: Mapping[str, Any]) -> No
         raise ConfigError(
             f"chains × dim × data.size: {spec.chains} × {dim} × {rows} float64s "
             f"would take {_size(need)} per node, over limits.node_memory ({_size(limit)})"
+        )
+
+
+REFERENCE_METHODS = ("auto", "grid", "mala", "none")
+
+
+def _check_evaluation(spec: ExperimentFile, model) -> None:
+    """What ``evaluation`` asks must suit the model and the data (one line naming the field)."""
+    from orchestrator.heldout import check_test  # it imports Experiment from here
+
+    evaluation = spec.evaluation
+    check_test(evaluation.test, spec.data, model)
+    if evaluation.burn_in is not None and evaluation.burn_in >= spec.rounds:
+        raise ConfigError(f"evaluation.burn_in: must be below rounds ({spec.rounds})")
+    method = evaluation.reference.method
+    if method not in REFERENCE_METHODS:
+        raise ConfigError(
+            f"evaluation.reference.method: unknown method {method!r} "
+            f"(known: {', '.join(REFERENCE_METHODS)})"
+        )
+    if method == "grid" and not hasattr(model, "reference_posterior"):
+        raise ConfigError(
+            f"evaluation.reference.method: model {spec.model.name} has no grid reference; "
+            "use mala"
         )
 
 

@@ -8,6 +8,9 @@
 <out>/samples/node-<id>.npz  ``samples`` (rounds, chains, d) and ``rounds`` (indices)
 <out>/experiment.yaml        the experiment exactly as it was run
 <out>/w2_curve.csv           W2 per round for the average iterate and every node
+<out>/predictive_curve.csv   (classifiers with evaluation.test) accuracy, AUC, log-loss per
+                             scored round, for the average iterate and every node
+<out>/distance_curve.csv     (reference samples) Sinkhorn and sliced W2 per scored round
 <out>/summary.txt            ``status: ...`` then the table printed at the end of the run
 <out>/manifest.json          every file the run wrote (:mod:`orchestrator.outdir`)
 """
@@ -15,7 +18,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +28,7 @@ from node.spec import DataSpec
 from orchestrator.account import Account, account_divergence
 from orchestrator.evaluation import Evaluation, evaluate
 from orchestrator.experiment import Experiment
+from orchestrator.summary_lines import scoring_lines
 
 __all__ = [
     "LINK_COUNTERS",
@@ -164,8 +168,25 @@ def write_results(
             ]
             lines.append(f"{k}," + ",".join(cells))
         (out / "w2_curve.csv").write_text("\n".join(lines) + "\n")
+    for name, rows in evaluation.tables.items():
+        (out / f"{name}.csv").write_text(table_csv(rows))
     (out / "summary.txt").write_text(summary_table(metrics) + "\n")
     return out
+
+
+def table_csv(rows: Sequence[Mapping]) -> str:
+    """Rows of one curve as CSV: a header of every key in first-seen order; numbers to six
+    significant digits, a missing figure (an AUC with one class present) empty."""
+    keys: list[str] = []
+    for row in rows:
+        keys.extend(k for k in row if k not in keys)
+    lines = [",".join(keys)]
+    for row in rows:
+        cells = [row.get(k) for k in keys]
+        lines.append(",".join(
+            "" if v is None else f"{v:.6g}" if isinstance(v, float) else str(v) for v in cells
+        ))  # fmt: skip
+    return "\n".join(lines) + "\n"
 
 
 def _strict(value):
@@ -216,6 +237,7 @@ def summary_table(metrics: Mapping) -> str:
             lines.append(
                 f"{'average':>10}  {_cell(w2.get('average'))}  (W2 of the network-average iterate)"
             )
+    lines.extend(scoring_lines(metrics))
     if metrics.get("consensus_error") is not None:
         lines.append(f"consensus error E|x_i - mean|^2: {metrics['consensus_error']:.4g}")
     diverged = metrics.get("diverged")

@@ -27,6 +27,9 @@ __all__ = [
     "ModelSection",
     "NodeData",
     "NodeItem",
+    "ReferenceSection",
+    "TestSection",
+    "TransportSection",
     "TopologySection",
     "BACKEND_KINDS",
     "delay_ms",
@@ -149,10 +152,51 @@ class NodeData(BaseModel):
     format: Str = ""
 
 
+class TestSection(BaseModel):
+    """Held-out rows for predictive metrics (classifiers): a file the user gives (``path``,
+    read by the orchestrator) or a seeded fraction of the training data (``split``), which
+    the nodes then leave out of their shards (:mod:`node.split`)."""
+
+    model_config = STRICT
+    path: Str = ""
+    format: Str = ""
+    split: Annotated[Float, Field(gt=0, lt=1)] | None = None
+    seed: Natural = 0
+
+
+class ReferenceSection(BaseModel):
+    """Reference samples for a posterior with no closed form (:mod:`orchestrator.reference`)."""
+
+    model_config = STRICT
+    method: Str = "auto"
+    """``auto`` (the model's grid if it has one, else MALA), ``grid``, ``mala`` or ``none``."""
+    size: Count = 2000
+    seed: Natural = 0
+    steps: Count = 4000
+    """MALA: iterations per reference chain after as many of warm-up."""
+
+
+class TransportSection(BaseModel):
+    """Sinkhorn and sliced-Wasserstein settings (:mod:`orchestrator.transport`)."""
+
+    model_config = STRICT
+    points: Count = 1000
+    """At most this many samples of each set (a seeded subsample) enter one distance."""
+    reg: Annotated[Float, Field(gt=0)] = 0.1
+    projections: Count = 200
+
+
 class EvaluationSection(BaseModel):
     model_config = STRICT
     window: Count = 1
     """How many final rounds to pool, with all chains, into the empirical law for W2."""
+    test: TestSection | None = None
+    reference: ReferenceSection = Field(default_factory=ReferenceSection)
+    transport: TransportSection = Field(default_factory=TransportSection)
+    curve_points: Count = 100
+    """Predictive and transport curves score at most this many rounds (evenly spaced)."""
+    burn_in: Natural | None = None
+    """Rounds left out of ESS and R-hat (default: the first half)."""
 
 
 BACKEND_KINDS = backend_kinds()

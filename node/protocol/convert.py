@@ -222,6 +222,8 @@ def spec_to_config(spec: NodeSpec) -> control_pb2.NodeConfig:
                 sizes=list(d.sizes),
                 shards=list(d.shards),
                 total=d.total,
+                test_fraction=d.test_fraction,
+                test_seed=d.test_seed,
             )
         )
     return config
@@ -252,6 +254,8 @@ def data_from_proto(d: control_pb2.DataConfig) -> DataSpec:
         sizes=tuple(int(s) for s in d.sizes),
         shards=tuple(int(s) for s in d.shards),
         total=int(d.total),
+        test_fraction=float(d.test_fraction),
+        test_seed=int(d.test_seed),
     )
 
 

@@ -26,7 +26,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from node.protocol.starling.v1 import tensor_pb2 as starling_dot_v1_dot_tensor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19starling/v1/control.proto\x12\x0bstarling.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x18starling/v1/tensor.proto\"\xe4\x04\n\nNodeConfig\x12\x12\n\nexperiment\x18\x01 \x01(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\t\x12\x12\n\nnode_index\x18\x03 \x01(\x03\x12\x0c\n\x04role\x18\x04 \x01(\t\x12\x11\n\talgorithm\x18\x05 \x01(\t\x12\x30\n\x0fhyperparameters\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\'\n\x05model\x18\x07 \x01(\x0b\x32\x18.starling.v1.ModelConfig\x12%\n\x04\x64\x61ta\x18\x08 \x01(\x0b\x32\x17.starling.v1.DataConfig\x12\x0c\n\x04seed\x18\t \x01(\x03\x12\x0e\n\x06rounds\x18\n \x01(\x03\x12\x0e\n\x06\x63hains\x18\x0b \x01(\x03\x12\x11\n\tnum_nodes\x18\x0c \x01(\x03\x12\x13\n\x0bprior_share\x18\r \x01(\x01\x12,\n\x08schedule\x18\x0e \x03(\x0b\x32\x1a.starling.v1.Neighbourhood\x12\x17\n\x0fschedule_period\x18\x0f \x01(\x03\x12\'\n\x05peers\x18\x10 \x03(\x0b\x32\x18.starling.v1.PeerAddress\x12\x16\n\x0eround_deadline\x18\x11 \x01(\x01\x12+\n\x0blink_faults\x18\x12 \x03(\x0b\x32\x16.starling.v1.LinkFault\x12\x18\n\x10\x63heckpoint_every\x18\x13 \x01(\x03\x12\x31\n\x0einbound_faults\x18\x14 \x03(\x0b\x32\x19.starling.v1.InboundFault\x12\r\n\x05\x66resh\x18\x15 \x01(\x08\x12\x13\n\x0bpeer_secret\x18\x16 \x01(\t\"E\n\x0cInboundFault\x12\x0e\n\x06sender\x18\x01 \x01(\t\x12%\n\x05\x66\x61ult\x18\x02 \x01(\x0b\x32\x16.starling.v1.LinkFault\"D\n\x0bModelConfig\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x06params\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xba\x01\n\nDataConfig\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\r\n\x05shard\x18\x02 \x01(\x03\x12\x12\n\nnum_shards\x18\x03 \x01(\x03\x12\x0c\n\x04seed\x18\x04 \x01(\x03\x12\x0c\n\x04size\x18\x05 \x01(\x03\x12\x0c\n\x04path\x18\x06 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x07 \x01(\t\x12\x11\n\tpartition\x18\n \x01(\t\x12\r\n\x05sizes\x18\x0b \x03(\x03\x12\x0e\n\x06shards\x18\x0c \x03(\x03\x12\r\n\x05total\x18\r \x01(\x03\"&\n\x06Weight\x12\x0c\n\x04peer\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\x01\"Z\n\rNeighbourhood\x12\x11\n\tout_peers\x18\x01 \x03(\t\x12\x10\n\x08in_peers\x18\x02 \x03(\t\x12$\n\x07weights\x18\x03 \x03(\x0b\x32\x13.starling.v1.Weight\"*\n\x0bPeerAddress\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\"V\n\tLinkFault\x12\x10\n\x08receiver\x18\x01 \x01(\t\x12\r\n\x05start\x18\x02 \x01(\x03\x12\x0c\n\x04stop\x18\x03 \x01(\x03\x12\x0c\n\x04\x64rop\x18\x04 \x01(\x01\x12\x0c\n\x04seed\x18\x05 \x01(\x03\"t\n\x0e\x43onfigureReply\x12\x12\n\nnext_round\x18\x01 \x01(\x03\x12\x0f\n\x07resumed\x18\x02 \x01(\x08\x12\x16\n\x0esamples_stored\x18\x03 \x01(\x03\x12%\n\x04\x64\x61ta\x18\x04 \x01(\x0b\x32\x17.starling.v1.DataConfig\"\x0e\n\x0cStartRequest\"\r\n\x0bStopRequest\"\x0f\n\rStatusRequest\"\x05\n\x03\x41\x63k\"\xce\x01\n\tLinkStats\x12\x0c\n\x04peer\x18\x01 \x01(\t\x12\x0c\n\x04sent\x18\x02 \x01(\x03\x12\x10\n\x08received\x18\x03 \x01(\x03\x12\x10\n\x08withheld\x18\x04 \x01(\x03\x12\x0f\n\x07\x64ropped\x18\x05 \x01(\x03\x12\x13\n\x0bsend_errors\x18\x06 \x01(\x03\x12\x0c\n\x04late\x18\x07 \x01(\x03\x12\x10\n\x08rejected\x18\x08 \x01(\x03\x12\x12\n\nlast_error\x18\t \x01(\t\x12\x15\n\rmax_staleness\x18\n \x01(\x03\x12\x10\n\x08overruns\x18\x0b \x01(\x03\"\xd7\x03\n\nNodeStatus\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x12\n\nexperiment\x18\x02 \x01(\t\x12%\n\x05state\x18\x03 \x01(\x0e\x32\x16.starling.v1.NodeState\x12\r\n\x05round\x18\x04 \x01(\x03\x12\r\n\x05\x65rror\x18\x05 \x01(\t\x12\x16\n\x0esamples_stored\x18\x06 \x01(\x03\x12(\n\x08outbound\x18\x07 \x03(\x0b\x32\x16.starling.v1.LinkStats\x12\'\n\x07inbound\x18\x08 \x03(\x0b\x32\x16.starling.v1.LinkStats\x12\x44\n\x0fprogram_metrics\x18\t \x03(\x0b\x32+.starling.v1.NodeStatus.ProgramMetricsEntry\x12\x0f\n\x07holding\x18\n \x01(\x08\x12\x12\n\npeers_down\x18\x0b \x03(\t\x12\x17\n\x0frefused_streams\x18\x0c \x01(\x03\x12\x1b\n\x13\x64\x65nied_peer_streams\x18\r \x01(\x03\x12\x1c\n\x14\x64\x65nied_control_calls\x18\x0e \x01(\x03\x1a\x35\n\x13ProgramMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"U\n\x0eSamplesRequest\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x0e\n\x06\x66ollow\x18\x02 \x01(\x08\x12\x12\n\nexperiment\x18\x03 \x01(\t\x12\x0f\n\x07node_id\x18\x04 \x01(\t\"J\n\x06Sample\x12\r\n\x05index\x18\x01 \x01(\x03\x12\r\n\x05round\x18\x02 \x01(\x03\x12\"\n\x05value\x18\x03 \x01(\x0b\x32\x13.starling.v1.Tensor\"3\n\x0bSampleBatch\x12$\n\x07samples\x18\x01 \x03(\x0b\x32\x13.starling.v1.Sample\"z\n\x0eSetLinkRequest\x12\x10\n\x08receiver\x18\x01 \x01(\t\x12\x0f\n\x02up\x18\x02 \x01(\x08H\x00\x88\x01\x01\x12\x11\n\x04\x64rop\x18\x03 \x01(\x01H\x01\x88\x01\x01\x12\x15\n\x08\x64\x65lay_ms\x18\x04 \x01(\x01H\x02\x88\x01\x01\x42\x05\n\x03_upB\x07\n\x05_dropB\x0b\n\t_delay_ms\"\x1c\n\x0bHoldRequest\x12\r\n\x05round\x18\x01 \x01(\x03\"-\n\x0fPeerDownRequest\x12\x0c\n\x04peer\x18\x01 \x01(\t\x12\x0c\n\x04\x64own\x18\x02 \x01(\x08\"\x13\n\x11\x43heckpointRequest\"%\n\x0f\x43heckpointReply\x12\x12\n\nnext_round\x18\x01 \x01(\x03*\xb3\x01\n\tNodeState\x12\x1a\n\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x13\n\x0fNODE_STATE_IDLE\x10\x01\x12\x19\n\x15NODE_STATE_CONFIGURED\x10\x02\x12\x16\n\x12NODE_STATE_RUNNING\x10\x03\x12\x13\n\x0fNODE_STATE_DONE\x10\x04\x12\x15\n\x11NODE_STATE_FAILED\x10\x05\x12\x16\n\x12NODE_STATE_STOPPED\x10\x06\x32\xb8\x04\n\x07\x43ontrol\x12\x41\n\tConfigure\x12\x17.starling.v1.NodeConfig\x1a\x1b.starling.v1.ConfigureReply\x12\x34\n\x05Start\x12\x19.starling.v1.StartRequest\x1a\x10.starling.v1.Ack\x12\x32\n\x04Stop\x12\x18.starling.v1.StopRequest\x1a\x10.starling.v1.Ack\x12=\n\x06Status\x12\x1a.starling.v1.StatusRequest\x1a\x17.starling.v1.NodeStatus\x12H\n\rStreamSamples\x12\x1b.starling.v1.SamplesRequest\x1a\x18.starling.v1.SampleBatch0\x01\x12\x38\n\x07SetLink\x12\x1b.starling.v1.SetLinkRequest\x1a\x10.starling.v1.Ack\x12J\n\nCheckpoint\x12\x1e.starling.v1.CheckpointRequest\x1a\x1c.starling.v1.CheckpointReply\x12\x32\n\x04Hold\x12\x18.starling.v1.HoldRequest\x1a\x10.starling.v1.Ack\x12=\n\x0bSetPeerDown\x12\x1c.starling.v1.PeerDownRequest\x1a\x10.starling.v1.Ackb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19starling/v1/control.proto\x12\x0bstarling.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x18starling/v1/tensor.proto\"\xe4\x04\n\nNodeConfig\x12\x12\n\nexperiment\x18\x01 \x01(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\t\x12\x12\n\nnode_index\x18\x03 \x01(\x03\x12\x0c\n\x04role\x18\x04 \x01(\t\x12\x11\n\talgorithm\x18\x05 \x01(\t\x12\x30\n\x0fhyperparameters\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\'\n\x05model\x18\x07 \x01(\x0b\x32\x18.starling.v1.ModelConfig\x12%\n\x04\x64\x61ta\x18\x08 \x01(\x0b\x32\x17.starling.v1.DataConfig\x12\x0c\n\x04seed\x18\t \x01(\x03\x12\x0e\n\x06rounds\x18\n \x01(\x03\x12\x0e\n\x06\x63hains\x18\x0b \x01(\x03\x12\x11\n\tnum_nodes\x18\x0c \x01(\x03\x12\x13\n\x0bprior_share\x18\r \x01(\x01\x12,\n\x08schedule\x18\x0e \x03(\x0b\x32\x1a.starling.v1.Neighbourhood\x12\x17\n\x0fschedule_period\x18\x0f \x01(\x03\x12\'\n\x05peers\x18\x10 \x03(\x0b\x32\x18.starling.v1.PeerAddress\x12\x16\n\x0eround_deadline\x18\x11 \x01(\x01\x12+\n\x0blink_faults\x18\x12 \x03(\x0b\x32\x16.starling.v1.LinkFault\x12\x18\n\x10\x63heckpoint_every\x18\x13 \x01(\x03\x12\x31\n\x0einbound_faults\x18\x14 \x03(\x0b\x32\x19.starling.v1.InboundFault\x12\r\n\x05\x66resh\x18\x15 \x01(\x08\x12\x13\n\x0bpeer_secret\x18\x16 \x01(\t\"E\n\x0cInboundFault\x12\x0e\n\x06sender\x18\x01 \x01(\t\x12%\n\x05\x66\x61ult\x18\x02 \x01(\x0b\x32\x16.starling.v1.LinkFault\"D\n\x0bModelConfig\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x06params\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xe4\x01\n\nDataConfig\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\r\n\x05shard\x18\x02 \x01(\x03\x12\x12\n\nnum_shards\x18\x03 \x01(\x03\x12\x0c\n\x04seed\x18\x04 \x01(\x03\x12\x0c\n\x04size\x18\x05 \x01(\x03\x12\x0c\n\x04path\x18\x06 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x07 \x01(\t\x12\x11\n\tpartition\x18\n \x01(\t\x12\r\n\x05sizes\x18\x0b \x03(\x03\x12\x0e\n\x06shards\x18\x0c \x03(\x03\x12\r\n\x05total\x18\r \x01(\x03\x12\x15\n\rtest_fraction\x18\x08 \x01(\x01\x12\x11\n\ttest_seed\x18\t \x01(\x03\"&\n\x06Weight\x12\x0c\n\x04peer\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\x01\"Z\n\rNeighbourhood\x12\x11\n\tout_peers\x18\x01 \x03(\t\x12\x10\n\x08in_peers\x18\x02 \x03(\t\x12$\n\x07weights\x18\x03 \x03(\x0b\x32\x13.starling.v1.Weight\"*\n\x0bPeerAddress\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\"V\n\tLinkFault\x12\x10\n\x08receiver\x18\x01 \x01(\t\x12\r\n\x05start\x18\x02 \x01(\x03\x12\x0c\n\x04stop\x18\x03 \x01(\x03\x12\x0c\n\x04\x64rop\x18\x04 \x01(\x01\x12\x0c\n\x04seed\x18\x05 \x01(\x03\"t\n\x0e\x43onfigureReply\x12\x12\n\nnext_round\x18\x01 \x01(\x03\x12\x0f\n\x07resumed\x18\x02 \x01(\x08\x12\x16\n\x0esamples_stored\x18\x03 \x01(\x03\x12%\n\x04\x64\x61ta\x18\x04 \x01(\x0b\x32\x17.starling.v1.DataConfig\"\x0e\n\x0cStartRequest\"\r\n\x0bStopRequest\"\x0f\n\rStatusRequest\"\x05\n\x03\x41\x63k\"\xce\x01\n\tLinkStats\x12\x0c\n\x04peer\x18\x01 \x01(\t\x12\x0c\n\x04sent\x18\x02 \x01(\x03\x12\x10\n\x08received\x18\x03 \x01(\x03\x12\x10\n\x08withheld\x18\x04 \x01(\x03\x12\x0f\n\x07\x64ropped\x18\x05 \x01(\x03\x12\x13\n\x0bsend_errors\x18\x06 \x01(\x03\x12\x0c\n\x04late\x18\x07 \x01(\x03\x12\x10\n\x08rejected\x18\x08 \x01(\x03\x12\x12\n\nlast_error\x18\t \x01(\t\x12\x15\n\rmax_staleness\x18\n \x01(\x03\x12\x10\n\x08overruns\x18\x0b \x01(\x03\"\xd7\x03\n\nNodeStatus\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x12\n\nexperiment\x18\x02 \x01(\t\x12%\n\x05state\x18\x03 \x01(\x0e\x32\x16.starling.v1.NodeState\x12\r\n\x05round\x18\x04 \x01(\x03\x12\r\n\x05\x65rror\x18\x05 \x01(\t\x12\x16\n\x0esamples_stored\x18\x06 \x01(\x03\x12(\n\x08outbound\x18\x07 \x03(\x0b\x32\x16.starling.v1.LinkStats\x12\'\n\x07inbound\x18\x08 \x03(\x0b\x32\x16.starling.v1.LinkStats\x12\x44\n\x0fprogram_metrics\x18\t \x03(\x0b\x32+.starling.v1.NodeStatus.ProgramMetricsEntry\x12\x0f\n\x07holding\x18\n \x01(\x08\x12\x12\n\npeers_down\x18\x0b \x03(\t\x12\x17\n\x0frefused_streams\x18\x0c \x01(\x03\x12\x1b\n\x13\x64\x65nied_peer_streams\x18\r \x01(\x03\x12\x1c\n\x14\x64\x65nied_control_calls\x18\x0e \x01(\x03\x1a\x35\n\x13ProgramMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"U\n\x0eSamplesRequest\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x0e\n\x06\x66ollow\x18\x02 \x01(\x08\x12\x12\n\nexperiment\x18\x03 \x01(\t\x12\x0f\n\x07node_id\x18\x04 \x01(\t\"J\n\x06Sample\x12\r\n\x05index\x18\x01 \x01(\x03\x12\r\n\x05round\x18\x02 \x01(\x03\x12\"\n\x05value\x18\x03 \x01(\x0b\x32\x13.starling.v1.Tensor\"3\n\x0bSampleBatch\x12$\n\x07samples\x18\x01 \x03(\x0b\x32\x13.starling.v1.Sample\"z\n\x0eSetLinkRequest\x12\x10\n\x08receiver\x18\x01 \x01(\t\x12\x0f\n\x02up\x18\x02 \x01(\x08H\x00\x88\x01\x01\x12\x11\n\x04\x64rop\x18\x03 \x01(\x01H\x01\x88\x01\x01\x12\x15\n\x08\x64\x65lay_ms\x18\x04 \x01(\x01H\x02\x88\x01\x01\x42\x05\n\x03_upB\x07\n\x05_dropB\x0b\n\t_delay_ms\"\x1c\n\x0bHoldRequest\x12\r\n\x05round\x18\x01 \x01(\x03\"-\n\x0fPeerDownRequest\x12\x0c\n\x04peer\x18\x01 \x01(\t\x12\x0c\n\x04\x64own\x18\x02 \x01(\x08\"\x13\n\x11\x43heckpointRequest\"%\n\x0f\x43heckpointReply\x12\x12\n\nnext_round\x18\x01 \x01(\x03*\xb3\x01\n\tNodeState\x12\x1a\n\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x13\n\x0fNODE_STATE_IDLE\x10\x01\x12\x19\n\x15NODE_STATE_CONFIGURED\x10\x02\x12\x16\n\x12NODE_STATE_RUNNING\x10\x03\x12\x13\n\x0fNODE_STATE_DONE\x10\x04\x12\x15\n\x11NODE_STATE_FAILED\x10\x05\x12\x16\n\x12NODE_STATE_STOPPED\x10\x06\x32\xb8\x04\n\x07\x43ontrol\x12\x41\n\tConfigure\x12\x17.starling.v1.NodeConfig\x1a\x1b.starling.v1.ConfigureReply\x12\x34\n\x05Start\x12\x19.starling.v1.StartRequest\x1a\x10.starling.v1.Ack\x12\x32\n\x04Stop\x12\x18.starling.v1.StopRequest\x1a\x10.starling.v1.Ack\x12=\n\x06Status\x12\x1a.starling.v1.StatusRequest\x1a\x17.starling.v1.NodeStatus\x12H\n\rStreamSamples\x12\x1b.starling.v1.SamplesRequest\x1a\x18.starling.v1.SampleBatch0\x01\x12\x38\n\x07SetLink\x12\x1b.starling.v1.SetLinkRequest\x1a\x10.starling.v1.Ack\x12J\n\nCheckpoint\x12\x1e.starling.v1.CheckpointRequest\x1a\x1c.starling.v1.CheckpointReply\x12\x32\n\x04Hold\x12\x18.starling.v1.HoldRequest\x1a\x10.starling.v1.Ack\x12=\n\x0bSetPeerDown\x12\x1c.starling.v1.PeerDownRequest\x1a\x10.starling.v1.Ackb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,8 +35,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_NODESTATUS_PROGRAMMETRICSENTRY']._loaded_options = None
   _globals['_NODESTATUS_PROGRAMMETRICSENTRY']._serialized_options = b'8\001'
-  _globals['_NODESTATE']._serialized_start=2641
-  _globals['_NODESTATE']._serialized_end=2820
+  _globals['_NODESTATE']._serialized_start=2683
+  _globals['_NODESTATE']._serialized_end=2862
   _globals['_NODECONFIG']._serialized_start=99
   _globals['_NODECONFIG']._serialized_end=711
   _globals['_INBOUNDFAULT']._serialized_start=713
@@ -44,47 +44,47 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MODELCONFIG']._serialized_start=784
   _globals['_MODELCONFIG']._serialized_end=852
   _globals['_DATACONFIG']._serialized_start=855
-  _globals['_DATACONFIG']._serialized_end=1041
-  _globals['_WEIGHT']._serialized_start=1043
-  _globals['_WEIGHT']._serialized_end=1081
-  _globals['_NEIGHBOURHOOD']._serialized_start=1083
-  _globals['_NEIGHBOURHOOD']._serialized_end=1173
-  _globals['_PEERADDRESS']._serialized_start=1175
-  _globals['_PEERADDRESS']._serialized_end=1217
-  _globals['_LINKFAULT']._serialized_start=1219
-  _globals['_LINKFAULT']._serialized_end=1305
-  _globals['_CONFIGUREREPLY']._serialized_start=1307
-  _globals['_CONFIGUREREPLY']._serialized_end=1423
-  _globals['_STARTREQUEST']._serialized_start=1425
-  _globals['_STARTREQUEST']._serialized_end=1439
-  _globals['_STOPREQUEST']._serialized_start=1441
-  _globals['_STOPREQUEST']._serialized_end=1454
-  _globals['_STATUSREQUEST']._serialized_start=1456
-  _globals['_STATUSREQUEST']._serialized_end=1471
-  _globals['_ACK']._serialized_start=1473
-  _globals['_ACK']._serialized_end=1478
-  _globals['_LINKSTATS']._serialized_start=1481
-  _globals['_LINKSTATS']._serialized_end=1687
-  _globals['_NODESTATUS']._serialized_start=1690
-  _globals['_NODESTATUS']._serialized_end=2161
-  _globals['_NODESTATUS_PROGRAMMETRICSENTRY']._serialized_start=2108
-  _globals['_NODESTATUS_PROGRAMMETRICSENTRY']._serialized_end=2161
-  _globals['_SAMPLESREQUEST']._serialized_start=2163
-  _globals['_SAMPLESREQUEST']._serialized_end=2248
-  _globals['_SAMPLE']._serialized_start=2250
-  _globals['_SAMPLE']._serialized_end=2324
-  _globals['_SAMPLEBATCH']._serialized_start=2326
-  _globals['_SAMPLEBATCH']._serialized_end=2377
-  _globals['_SETLINKREQUEST']._serialized_start=2379
-  _globals['_SETLINKREQUEST']._serialized_end=2501
-  _globals['_HOLDREQUEST']._serialized_start=2503
-  _globals['_HOLDREQUEST']._serialized_end=2531
-  _globals['_PEERDOWNREQUEST']._serialized_start=2533
-  _globals['_PEERDOWNREQUEST']._serialized_end=2578
-  _globals['_CHECKPOINTREQUEST']._serialized_start=2580
-  _globals['_CHECKPOINTREQUEST']._serialized_end=2599
-  _globals['_CHECKPOINTREPLY']._serialized_start=2601
-  _globals['_CHECKPOINTREPLY']._serialized_end=2638
-  _globals['_CONTROL']._serialized_start=2823
-  _globals['_CONTROL']._serialized_end=3391
+  _globals['_DATACONFIG']._serialized_end=1083
+  _globals['_WEIGHT']._serialized_start=1085
+  _globals['_WEIGHT']._serialized_end=1123
+  _globals['_NEIGHBOURHOOD']._serialized_start=1125
+  _globals['_NEIGHBOURHOOD']._serialized_end=1215
+  _globals['_PEERADDRESS']._serialized_start=1217
+  _globals['_PEERADDRESS']._serialized_end=1259
+  _globals['_LINKFAULT']._serialized_start=1261
+  _globals['_LINKFAULT']._serialized_end=1347
+  _globals['_CONFIGUREREPLY']._serialized_start=1349
+  _globals['_CONFIGUREREPLY']._serialized_end=1465
+  _globals['_STARTREQUEST']._serialized_start=1467
+  _globals['_STARTREQUEST']._serialized_end=1481
+  _globals['_STOPREQUEST']._serialized_start=1483
+  _globals['_STOPREQUEST']._serialized_end=1496
+  _globals['_STATUSREQUEST']._serialized_start=1498
+  _globals['_STATUSREQUEST']._serialized_end=1513
+  _globals['_ACK']._serialized_start=1515
+  _globals['_ACK']._serialized_end=1520
+  _globals['_LINKSTATS']._serialized_start=1523
+  _globals['_LINKSTATS']._serialized_end=1729
+  _globals['_NODESTATUS']._serialized_start=1732
+  _globals['_NODESTATUS']._serialized_end=2203
+  _globals['_NODESTATUS_PROGRAMMETRICSENTRY']._serialized_start=2150
+  _globals['_NODESTATUS_PROGRAMMETRICSENTRY']._serialized_end=2203
+  _globals['_SAMPLESREQUEST']._serialized_start=2205
+  _globals['_SAMPLESREQUEST']._serialized_end=2290
+  _globals['_SAMPLE']._serialized_start=2292
+  _globals['_SAMPLE']._serialized_end=2366
+  _globals['_SAMPLEBATCH']._serialized_start=2368
+  _globals['_SAMPLEBATCH']._serialized_end=2419
+  _globals['_SETLINKREQUEST']._serialized_start=2421
+  _globals['_SETLINKREQUEST']._serialized_end=2543
+  _globals['_HOLDREQUEST']._serialized_start=2545
+  _globals['_HOLDREQUEST']._serialized_end=2573
+  _globals['_PEERDOWNREQUEST']._serialized_start=2575
+  _globals['_PEERDOWNREQUEST']._serialized_end=2620
+  _globals['_CHECKPOINTREQUEST']._serialized_start=2622
+  _globals['_CHECKPOINTREQUEST']._serialized_end=2641
+  _globals['_CHECKPOINTREPLY']._serialized_start=2643
+  _globals['_CHECKPOINTREPLY']._serialized_end=2680
+  _globals['_CONTROL']._serialized_start=2865
+  _globals['_CONTROL']._serialized_end=3433
 # @@protoc_insertion_point(module_scope)

@@ -91,7 +91,7 @@ class ModelConfig(_message.Message):
     def __init__(self, name: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class DataConfig(_message.Message):
-    __slots__ = ("source", "shard", "num_shards", "seed", "size", "path", "format", "partition", "sizes", "shards", "total")
+    __slots__ = ("source", "shard", "num_shards", "seed", "size", "path", "format", "partition", "sizes", "shards", "total", "test_fraction", "test_seed")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     SHARD_FIELD_NUMBER: _ClassVar[int]
     NUM_SHARDS_FIELD_NUMBER: _ClassVar[int]
@@ -103,6 +103,8 @@ class DataConfig(_message.Message):
     SIZES_FIELD_NUMBER: _ClassVar[int]
     SHARDS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
+    TEST_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    TEST_SEED_FIELD_NUMBER: _ClassVar[int]
     source: str
     shard: int
     num_shards: int
@@ -114,7 +116,9 @@ class DataConfig(_message.Message):
     sizes: _containers.RepeatedScalarFieldContainer[int]
     shards: _containers.RepeatedScalarFieldContainer[int]
     total: int
-    def __init__(self, source: _Optional[str] = ..., shard: _Optional[int] = ..., num_shards: _Optional[int] = ..., seed: _Optional[int] = ..., size: _Optional[int] = ..., path: _Optional[str] = ..., format: _Optional[str] = ..., partition: _Optional[str] = ..., sizes: _Optional[_Iterable[int]] = ..., shards: _Optional[_Iterable[int]] = ..., total: _Optional[int] = ...) -> None: ...
+    test_fraction: float
+    test_seed: int
+    def __init__(self, source: _Optional[str] = ..., shard: _Optional[int] = ..., num_shards: _Optional[int] = ..., seed: _Optional[int] = ..., size: _Optional[int] = ..., path: _Optional[str] = ..., format: _Optional[str] = ..., partition: _Optional[str] = ..., sizes: _Optional[_Iterable[int]] = ..., shards: _Optional[_Iterable[int]] = ..., total: _Optional[int] = ..., test_fraction: _Optional[float] = ..., test_seed: _Optional[int] = ...) -> None: ...
 
 class Weight(_message.Message):
     __slots__ = ("peer", "weight")
