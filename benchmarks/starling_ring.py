@@ -28,9 +28,10 @@ def ring_experiment(
     algorithm: str = "d-admms",
     hyperparameters: dict | None = None,
     topology: str = "ring",
-    checkpoint_every: int = 1,
+    checkpoint_every: int | None = None,
 ):
-    """The quickstart's model (Bayesian linear regression, [000] §6.2) on a ring."""
+    """The quickstart's model (Bayesian linear regression, [000] §6.2) on a ring; the
+    experiment file's default ``checkpoint_every`` unless one is given."""
     from orchestrator.experiment import parse_experiment
 
     raw = {
@@ -47,8 +48,9 @@ def ring_experiment(
         "chains": chains,
         "seed": 7,
         "round_deadline": 600.0,
-        "checkpoint_every": checkpoint_every,
     }
+    if checkpoint_every is not None:
+        raw["checkpoint_every"] = checkpoint_every
     return parse_experiment(raw, default_name=raw["name"])
 
 

@@ -117,7 +117,7 @@ class NodeSpec:
     peers: Mapping[str, str] = field(default_factory=dict)
     round_deadline: float = 2.0
     link_faults: tuple[LinkFault, ...] = ()
-    checkpoint_every: int = 1
+    checkpoint_every: int = 1000
     inbound_faults: tuple[tuple[str, LinkFault], ...] = ()
     """(in-peer, fault on its link to this node) while the schedule has that in-peer killed
     (a node fault). A live sender whose message the schedule withholds says so with a

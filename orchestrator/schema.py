@@ -296,7 +296,7 @@ class ExperimentFile(BaseModel):
     chains: Count = 1
     seed: Natural = 0
     round_deadline: Seconds = 2.0
-    checkpoint_every: Count = 1
+    checkpoint_every: Count = 1000  # durable checkpoints; a resume point every round anyway
     evaluation: EvaluationSection = Field(default_factory=EvaluationSection)
     faults: list[Any] | None = None
     kernel_faults: list[Any] | None = None

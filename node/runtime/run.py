@@ -1,10 +1,10 @@
 """One configured run of a node: everything ``configure`` builds, in one object.
 
-A :class:`Run` holds the spec, the program and its generator, the sample store and the
-checkpoint file, the network transport (links, inbox, their counters) and where the round
-loop stands. ``NodeRuntime.configure`` builds a new one with :func:`open_run` — resuming
-from the run's checkpoint if its spec fingerprint matches — and drops the old one; the
-runtime itself keeps only the lifecycle.
+A :class:`Run` holds the spec, the program and its generator, the sample store, the durable
+checkpoint and the per-round resume slots (:mod:`node.runtime.resume`), the network transport
+(links, inbox, their counters) and where the round loop stands. ``NodeRuntime.configure``
+builds a new one with :func:`open_run` — resuming from the newest resume point whose spec
+fingerprint matches — and drops the old one; the runtime itself keeps only the lifecycle.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from node.runtime.archive import run_directory
 from node.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from node.runtime.inbox import Inbox
 from node.runtime.network import Links, NetworkTransport, in_peers
+from node.runtime.resume import SLOT_FILES, ResumeSlots, read_slot
 from node.runtime.stats import StatsBook
 from node.runtime.store import SampleStore
 from node.runtime.transport import ChannelSettings
@@ -34,6 +35,7 @@ from node.spec import NodeSpec
 
 __all__ = [
     "CHECKPOINT_FILE",
+    "DURABLE_SECONDS",
     "SAMPLES_FILE",
     "Run",
     "build",
@@ -45,6 +47,9 @@ log = logging.getLogger("starling.node")
 
 SAMPLES_FILE = "samples.bin"
 CHECKPOINT_FILE = "checkpoint.npz"
+DURABLE_SECONDS = 1.0
+"""Group commit: a durable (fsynced) checkpoint at least this often while rounds run, however
+large ``checkpoint_every`` is — what a power loss can cost, in seconds of rounds."""
 
 
 def spec_fingerprint(spec: NodeSpec) -> str:
@@ -100,6 +105,10 @@ class Run:
     """The round the loop is in (or stopped before)."""
     last_checkpoint: int
     """``next_round`` of the last checkpoint written, −1 if none."""
+    slots: ResumeSlots | None = None
+    """The per-round resume point (written after every round, never fsynced)."""
+    durable_at: float = 0.0
+    """``time.monotonic()`` of the last durable checkpoint (or of the run's opening)."""
     consistent: bool = True
     """False while a round is half done (a checkpoint then would not be a round boundary)."""
 
@@ -115,26 +124,41 @@ class Run:
         """The longest one round may wait on the network: a deadline per phase."""
         return self.spec.round_deadline * self.program.phases
 
-    def write_checkpoint(self) -> None:
-        """At a round boundary: samples first, so a checkpoint never counts a sample that
-        is not on disk."""
-        self.store.sync()
-        save_checkpoint(
-            self.directory / CHECKPOINT_FILE,
-            Checkpoint(
-                next_round=self.next_round,
-                samples=len(self.store),
-                rng_state=dict(self.rng.bit_generator.state),
-                program_state=self.program.state(),
-                fingerprint=self.fingerprint,
-            ),
+    def _here(self) -> Checkpoint:
+        return Checkpoint(
+            next_round=self.next_round,
+            samples=len(self.store),
+            rng_state=dict(self.rng.bit_generator.state),
+            program_state=self.program.state(),
+            fingerprint=self.fingerprint,
         )
+
+    def write_resume_point(self) -> None:
+        """After every round: where the run stands, handed to the OS (no ``fsync``). The
+        round's sample was appended (and flushed) before, so a process killed at any
+        moment resumes from here or the round before, never past a missing sample."""
+        if self.slots is not None:
+            self.slots.write(self._here())
+
+    def durable_due(self) -> bool:
+        """Whether the group-commit budget (:data:`DURABLE_SECONDS`) has run out."""
+        return time.monotonic() - self.durable_at >= DURABLE_SECONDS
+
+    def write_checkpoint(self) -> None:
+        """At a round boundary, durably: samples first (fsync), so a checkpoint never counts
+        a sample that is not on disk; then the checkpoint file, atomically (fsync, rename,
+        fsync of the folder)."""
+        self.store.sync()
+        save_checkpoint(self.directory / CHECKPOINT_FILE, self._here())
         self.last_checkpoint = self.next_round
+        self.durable_at = time.monotonic()
 
     def close(self) -> None:
-        """Close the links (delivering what is queued) and the store."""
+        """Close the links (delivering what is queued), the store and the resume slots."""
         self.links.close()
         self.store.close()
+        if self.slots is not None:
+            self.slots.close()
 
 
 def open_run(
@@ -150,20 +174,28 @@ def open_run(
     unless ``fresh``: then an earlier run's state is removed and the run starts at 0."""
     directory = run_directory(state_dir, spec.experiment, spec.node_id)
     fingerprint = spec_fingerprint(spec)
-    checkpoint = load_checkpoint(directory / CHECKPOINT_FILE)
+    found = resume_points(directory)
     if fresh and directory.exists():
         # A new run of an experiment this node served before: its collected samples went
         # to that run's results; nothing of it is resumed.
         log.info("starting %s afresh: an earlier run's state is removed", directory)
         shutil.rmtree(directory)
-        checkpoint = None
-    if checkpoint is not None and checkpoint.fingerprint != fingerprint:
+        found = []
+    if any(point.fingerprint != fingerprint for point in found):
         aside = directory.with_name(f"{directory.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
         log.warning("state in %s belongs to a different spec; moved to %s", directory, aside)
         shutil.move(str(directory), str(aside))
-        checkpoint = None
+        found = []
     directory.mkdir(parents=True, exist_ok=True)
     store = SampleStore(directory / SAMPLES_FILE)
+    # The newest point whose samples the store still holds: after a process crash that is
+    # the last round's resume slot; after a power loss (slots and samples not fsynced) it
+    # may be an older slot or the durable checkpoint.
+    held = [point for point in found if point.samples <= len(store)]
+    if len(held) < len(found):
+        log.warning("%s: a resume point counts samples the store lost; an older one is used",
+                    directory)  # fmt: skip
+    checkpoint = held[0] if held else None
     next_round = 0
     if checkpoint is not None:
         program.restore(checkpoint.program_state)
@@ -178,6 +210,7 @@ def open_run(
         inbound.ensure(peer)  # listed from the start, even if never heard
     inbox = Inbox(inbound, next_round, synchronous=program.synchronous)
     links = Links(spec, outbound, channel)
+    slots = ResumeSlots(directory)
     return Run(
         spec=spec,
         program=program,
@@ -194,4 +227,15 @@ def open_run(
         next_round=next_round,
         round=next_round,
         last_checkpoint=next_round if checkpoint is not None else -1,
+        slots=slots,
+        durable_at=time.monotonic(),
     )
+
+
+def resume_points(directory: Path) -> list[Checkpoint]:
+    """Every whole resume point of the run in ``directory`` — the durable checkpoint and the
+    two resume slots — newest first (by next round; the durable one first on a tie)."""
+    points = [load_checkpoint(directory / CHECKPOINT_FILE)]
+    points += [read_slot(directory / name) for name in SLOT_FILES]
+    found = [point for point in points if point is not None]
+    return sorted(found, key=lambda point: -point.next_round)  # stable: durable first

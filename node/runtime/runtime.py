@@ -7,10 +7,13 @@ nothing in this module touches protobuf except the incoming iterates it validate
 (:func:`node.engine.rounds.run_round`) over the network transport
 (:mod:`node.runtime.network`) — the same round the simulator runs in memory.
 
-After the last phase of a round the sample (if any) is appended to the store, and every
-``checkpoint_every`` rounds the program state, the RNG state and the next round are
-checkpointed (after the samples are made durable), so a restarted node that is configured
-again with the same spec resumes exactly there, and loses no stored sample.
+After the last phase of a round the sample (if any) is appended to the store (flushed to
+the OS), then the resume point — program state, RNG state, next round — is written to a
+resume slot (:mod:`node.runtime.resume`, no ``fsync``), so a node whose process is killed
+and configured again with the same spec resumes exactly there and loses no stored sample.
+Durability against a power loss is group-committed: every ``checkpoint_every`` rounds, and
+at least every :data:`~node.runtime.run.DURABLE_SECONDS`, the samples are fsynced and a
+durable checkpoint is written (:mod:`node.runtime.checkpoint`).
 """
 
 from __future__ import annotations
@@ -346,8 +349,10 @@ class NodeRuntime:
                 with self._lock:
                     run.next_round = round_index
                     due = round_index % spec.checkpoint_every == 0 or round_index == spec.rounds
-                    if due or self._checkpoint_wanted.is_set():
+                    if due or run.durable_due() or self._checkpoint_wanted.is_set():
                         self._write_checkpoint(run)
+                    else:
+                        run.write_resume_point()
             with self._lock:
                 run.round = round_index
                 if round_index >= spec.rounds:
