@@ -208,4 +208,13 @@ def evaluate(
         curves["average"] = _curve(average, truth)
     for node, s in samples.items():
         curves[node] = _curve(s, truth)
+    if experiment.evaluation.hpd is not None:
+        from orchestrator.hpd import hpd_section
+
+        model = build_model(experiment.model)
+        series = {**({"average": average} if average is not None else {}), **samples}
+        data = reference_data(experiment, model, node_data)
+        metrics["hpd"] = hpd_section(
+            model, data, posterior, series, window, experiment.evaluation.hpd
+        )
     return Evaluation(metrics, curves, tables)

@@ -224,7 +224,12 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
     )
     from orchestrator.data_plan import data_specs  # it imports Experiment from here
 
-    _check_memory(spec, built.dim, data_specs(experiment))  # the plan is checked here too
+    _check_memory(spec, built.dim, data_specs(experiment))
+    if spec.evaluation.hpd is not None and not hasattr(built, "exact_posterior"):
+        raise ConfigError(
+            f"evaluation.hpd: needs a model with an exact Gaussian posterior "
+            f"(linear_regression, conjugate_gaussian), not {spec.model.name!r}"
+        )  # the plan is checked here too
     return experiment
 
 

@@ -42,7 +42,9 @@ class Interval:
 
 
 def _number(value: float, digits: int) -> str:
-    return f"{value:.{digits}f}" if abs(value) < 1e3 else f"{value:.3g}"
+    if value != 0 and (abs(value) >= 1e3 or abs(value) < 10.0**-digits):
+        return f"{value:.3g}"
+    return f"{value:.{digits}f}"
 
 
 def interval(values: Iterable[float | None], level: float = LEVEL) -> Interval | None:

@@ -197,6 +197,8 @@ class EvaluationSection(BaseModel):
     """Predictive and transport curves score at most this many rounds (evenly spaced)."""
     burn_in: Natural | None = None
     """Rounds left out of ESS and R-hat (default: the first half)."""
+    hpd: Annotated[Float, Field(gt=0, lt=1)] | None = None
+    """α of [003]'s HPD relative error (``orchestrator/hpd.py``), e.g. 0.1; None: not reported."""
 
 
 BACKEND_KINDS = backend_kinds()

@@ -164,15 +164,17 @@ def headline(study: Study, rows: list[dict]) -> list[str]:
     if study.seeds == 1 and study.threshold is None:
         return []
     lines = [f"over {study.seeds} seed(s): mean ± 95 % Student-t interval; iteration k = k updates"]
-    for summary in summarise(study, rows):
+    summaries = summarise(study, rows)
+    keys = [
+        k
+        for k in ("w2_average", "w2_agent", *(k for k in figure_keys(study) if k not in BASE_KEYS))
+        if k == FIRST_BELOW or any(s.get(k) is not None for s in summaries)
+    ]
+    for summary in summaries:
         parts = []
-        for key in (
-            "w2_average",
-            "w2_agent",
-            *(k for k in figure_keys(study) if k not in BASE_KEYS),
-        ):
+        for key in keys:
             got = interval_of(summary, key)
-            text = "never" if got is None else got.text(integer=key == FIRST_BELOW)
-            parts.append(f"{key} {text}")
+            never = "never" if key == FIRST_BELOW else "–"
+            parts.append(f"{key} {never if got is None else got.text(integer=key == FIRST_BELOW)}")
         lines.append(f"{summary['cell']:>12} {summary['variant']:>12}  " + "; ".join(parts))
     return lines

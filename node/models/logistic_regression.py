@@ -21,6 +21,7 @@ coordinate, the intercept included. With the Laplace prior ``grad`` is a subgrad
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.special import expit
@@ -130,9 +131,22 @@ class LogisticRegressionPotential(LocalPotential):
         self._prior = make_prior(model.prior, model.prior_var, model.prior_scale, prior_share)
         self.l1_weight = self._prior.l1_weight
         self._batch = batch_size if 0 < batch_size < self.num_points else 0
+        self._sparse = _sparse_copy(self._Z)
+
+    def _margins(self, x: np.ndarray) -> np.ndarray:
+        """``x Zᵀ``, (chains, n): through the sparse copy when the design has one."""
+        if self._sparse is not None:
+            return np.asarray(self._sparse @ x.T).T
+        return x @ self._Z.T
+
+    def _times_design(self, weights: np.ndarray) -> np.ndarray:
+        """``weights Z``, (chains, d) for weights (chains, n)."""
+        if self._sparse is not None:
+            return np.asarray(self._sparse.T @ weights.T).T
+        return weights @ self._Z
 
     def value(self, x: np.ndarray) -> np.ndarray:
-        margin = x @ self._Z.T
+        margin = self._margins(x)
         nll = np.sum(np.logaddexp(0.0, margin) - self._y * margin, axis=1)
         return nll + self._prior.value(x)
 
@@ -144,8 +158,8 @@ class LogisticRegressionPotential(LocalPotential):
             residual = expit(np.einsum("cbd,cd->cb", Zb, x)) - self._y[rows]
             scale = self.num_points / self._batch
             return scale * np.einsum("cb,cbd->cd", residual, Zb) + prior
-        residual = expit(x @ self._Z.T) - self._y[None, :]
-        return residual @ self._Z + prior
+        residual = expit(self._margins(x)) - self._y[None, :]
+        return self._times_design(residual) + prior
 
     def hessian(self, x: np.ndarray) -> np.ndarray:
         """``Zᵀ diag(σ(m)(1 - σ(m))) Z`` plus the Gaussian prior's ``s_i I/λ`` (smooth part)."""
@@ -162,3 +176,17 @@ class LogisticRegressionPotential(LocalPotential):
         """``λ_max(ZᵀZ)/4 + s_i/λ``: ``σ' ≤ 1/4`` (the Laplace prior adds no curvature)."""
         top = np.linalg.eigvalsh(self._Z.T @ self._Z)[-1] if self.num_points else 0.0
         return float(top / 4.0 + self._prior.curvature())
+
+
+_SPARSE_DENSITY = 0.25
+"""Below this share of non-zeros a design is multiplied through a CSR copy: a9a's one-hot
+rows are 11 % non-zero, so its full-batch gradient costs about a ninth of the dense one."""
+
+
+def _sparse_copy(Z: np.ndarray) -> Any:
+    """A CSR copy of ``Z`` when it is sparse enough to pay (see ``_SPARSE_DENSITY``)."""
+    if Z.size == 0 or np.count_nonzero(Z) > _SPARSE_DENSITY * Z.size:
+        return None
+    from scipy.sparse import csr_matrix
+
+    return csr_matrix(Z)
