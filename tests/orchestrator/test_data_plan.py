@@ -162,3 +162,31 @@ def test_one_synthetic_data_set_dealt_to_any_number_of_nodes():
     rows[1] = np.sort(np.concatenate(list(_rows(single).values())), axis=0)
     assert np.array_equal(rows[1], rows[5]) and np.array_equal(rows[5], rows[10])
     assert len(np.unique(rows[1])) == 100
+
+
+@pytest.mark.parametrize("partition", ["interleaved", "random"])
+def test_held_out_rows_are_in_no_shard(tmp_path, partition):
+    """A seeded test split (evaluation.test.split) and any partition: the orchestrator's
+    test rows and the nodes' shards are disjoint and together the whole file."""
+    from orchestrator.heldout import held_out_data
+
+    experiment = _experiment(
+        data={"source": "file", "path": _file(tmp_path, 200), "partition": partition, "seed": 6},
+        evaluation={"test": {"split": 0.2, "seed": 3}},
+    )
+    shards = [set(_ids(x)) for x in _rows(experiment).values()]
+    test, described = held_out_data(experiment, build_model(experiment.model))
+    held = set(_ids(test.X))
+    assert len(held) == 40 and described["rows"] == 40
+    assert all(not (s & held) for s in shards)
+    assert set().union(*shards) | held == set(range(200))
+    assert sum(len(s) for s in shards) == 160  # disjoint shards
+    # Heterogeneous sizes draw only from the training rows too.
+    sized = _experiment(
+        data={"source": "file", "path": _file(tmp_path, 200), "partition": "random",
+              "seed": 6, "sizes": [100, 30, 20, 10]},
+        evaluation={"test": {"split": 0.2, "seed": 3}},
+    )  # fmt: skip
+    rows = [set(_ids(x)) for x in _rows(sized).values()]
+    assert [len(r) for r in rows] == [100, 30, 20, 10]
+    assert not set().union(*rows) & held
