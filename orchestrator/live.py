@@ -192,15 +192,19 @@ def link_states(events: list[dict]) -> dict[str, dict]:
     return states
 
 
-def post_request(record: RunRecord, action: str, node_id: str, timeout: float = 30.0) -> dict:
-    """Ask the orchestrator to act on one of its nodes; wait for its answer."""
+def post_request(
+    record: RunRecord, action: str, node_id: str, timeout: float = 30.0, extra: dict | None = None
+) -> dict:
+    """Ask the orchestrator to act on one of its nodes (``extra``: the action's own fields);
+    wait for its answer."""
     if node_id not in record.addresses:
         raise ConfigError(f"node {node_id!r} is not part of experiment {record.name!r}")
     record.requests_dir.mkdir(parents=True, exist_ok=True)
     stamp = f"{time.time_ns()}-{os.getpid()}"
     request = record.requests_dir / f"{stamp}.request.json"
     answer = record.requests_dir / f"{stamp}.answer.json"
-    _atomic_write(request, json.dumps({"action": action, "node": node_id, "who": who()}))
+    body = {**(extra or {}), "action": action, "node": node_id, "who": who()}
+    _atomic_write(request, json.dumps(body))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if answer.is_file():

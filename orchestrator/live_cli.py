@@ -63,7 +63,44 @@ def _client_for(record: live.RunRecord, node: str) -> NodeClient:
     return NodeClient(record.addresses[node], access=access, node_id=node)
 
 
+def cmd_kernel_link(args) -> int:
+    """``starling links cut|set|restore A B --kernel``: carried out by the run's orchestrator
+    (the docker backend's helper container sets nft/tc in A's namespace), recorded with what
+    the link's counters did while it was on (``faults.kernel`` of ``metrics.json``)."""
+    extra: dict = {"peer": args.receiver, "kind": args.action}
+    if args.receiver == "*":
+        raise ConfigError("links --kernel: name one receiving node, not '*'")
+    if args.action == "set":
+        if (args.drop is None) == (args.delay is None):
+            raise ConfigError("links set --kernel: give either --drop or --delay")
+        if args.drop is not None:
+            if not 0.0 < args.drop <= 1.0:
+                raise ConfigError(f"--drop: expected a probability in (0, 1], got {args.drop}")
+            extra.update(kind="loss", amount=round(100.0 * args.drop, 6))
+        else:
+            extra.update(kind="delay", amount=parse_delay(args.delay))
+    record = live.find_run(args.run)
+    if args.receiver not in record.addresses:
+        raise ConfigError(f"node {args.receiver!r} is not part of experiment {record.name!r}")
+    result = live.post_request(record, "kernel-link", args.sender, extra=extra)
+    if not result.get("ok"):
+        raise ConfigError(f"links {args.action} --kernel {args.sender} {args.receiver}: "
+                          + result.get("error", "the orchestrator refused"))  # fmt: skip
+    at_round = result.get("round")
+    if args.format == "json":
+        print(json.dumps({"ok": True, "sender": args.sender, "receiver": args.receiver,
+                          "round": at_round, **extra}))  # fmt: skip
+    else:
+        print(
+            f"link {args.sender} -> {args.receiver}: kernel {extra['kind']} done"
+            + (f" (node {args.sender} at round {at_round})" if at_round is not None else "")
+        )
+    return 0
+
+
 def cmd_links(args) -> int:
+    if args.kernel:
+        return cmd_kernel_link(args)
     change: dict = {}
     if args.action == "set":  # the values are checked before any run is looked for
         if args.drop is None and args.delay is None:
@@ -200,6 +237,12 @@ def add_commands(sub) -> None:
     links.add_argument("receiver", help="node id receiving ('*' for all of the sender's links)")
     links.add_argument("--drop", type=float, help="drop probability per message (set)")
     links.add_argument("--delay", help="added delay per message, e.g. 20ms (set)")
+    links.add_argument(
+        "--kernel",
+        action="store_true",
+        help="drop (cut, set --drop P) or delay packets in the kernel instead of in Starling "
+        "(docker backend: nft/tc in the sender's network namespace)",
+    )
     links.add_argument("--run", help="experiment name or results folder (if several run)")
     links.add_argument("--format", choices=["text", "json"], default="text")
     links.set_defaults(handler=cmd_links)

@@ -12,13 +12,15 @@ from pathlib import Path
 from orchestrator import live
 from orchestrator.account import Account
 from orchestrator.backends.base import BackendError
+from orchestrator.kernel_faults import KernelFaultPlan
 from orchestrator.supervisor import RESTART_ERRORS, Supervisor
 
 __all__ = ["Journal", "serve_requests"]
 
 
-def serve_requests(supervisor: Supervisor) -> bool:
-    """Carry out kill/restart requests from the live CLI; True if any process changed."""
+def serve_requests(supervisor: Supervisor, kernel: KernelFaultPlan | None = None) -> bool:
+    """Carry out kill/restart, node kernel-fault and ``links --kernel`` requests from the
+    live CLI; True if any process changed."""
     changed = False
     for answer_path, body in live.take_requests(Path(supervisor.record.out_dir)):
         node, action = body.get("node"), body.get("action")
@@ -49,6 +51,8 @@ def serve_requests(supervisor: Supervisor) -> bool:
             changed = True
         elif action in KERNEL_ACTIONS:
             changed = _kernel_request(supervisor, answer_path, node, action, who) or changed
+        elif action == KERNEL_LINK:
+            _kernel_link_request(supervisor, kernel, answer_path, body, who)
         else:
             live.answer(answer_path, {"ok": False, "error": f"unknown action {action!r}"})
     return changed
@@ -80,6 +84,34 @@ def _kernel_request(supervisor: Supervisor, answer_path, node: str, action: str,
         supervisor.poll([node], pull=False)
     live.answer(answer_path, {"ok": True, "address": supervisor.backend.addresses().get(node)})
     return True
+
+
+KERNEL_LINK = "kernel-link"
+"""``starling links cut|set|restore A B --kernel``: a packet filter in A's namespace."""
+
+
+def _kernel_link_request(
+    supervisor: Supervisor, kernel: KernelFaultPlan | None, answer_path, body: dict, who: str
+) -> None:
+    sender, receiver, kind = str(body.get("node")), str(body.get("peer")), body.get("kind")
+    amount = body.get("amount")
+    if receiver not in supervisor.clients or receiver == sender:
+        live.answer(answer_path, {"ok": False, "error": f"no receiving node {receiver!r}"})
+        return
+    if kind not in ("cut", "loss", "delay", "restore"):
+        live.answer(answer_path, {"ok": False, "error": f"unknown kernel link fault {kind!r}"})
+        return
+    if kernel is None:
+        error = f"the {supervisor.backend.kind} backend cannot fault a link in the kernel"
+        live.answer(answer_path, {"ok": False, "error": error})
+        return
+    try:
+        kernel.live_link(supervisor, sender, receiver, kind,
+                         None if amount is None else float(amount), who)  # fmt: skip
+    except BackendError as exc:
+        live.answer(answer_path, {"ok": False, "error": str(exc).splitlines()[0]})
+        return
+    live.answer(answer_path, {"ok": True, "round": supervisor.rounds().get(sender)})
 
 
 class Journal:

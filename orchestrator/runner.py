@@ -189,7 +189,7 @@ def _watch(
     total_rounds = supervisor.experiment.rounds
     last_report = last_full = 0.0
     while True:
-        if serve_requests(supervisor):
+        if serve_requests(supervisor, kernel):
             supervisor.publish()
         journal.read()
         now = time.monotonic()

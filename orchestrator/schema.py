@@ -233,6 +233,9 @@ class BackendSection(BaseModel):
     """``kind: inventory`` or ``docker``: seconds to wait for every node's health check."""
     image: Str = "starling-node:latest"
     """``kind: docker``: the node image each node's container runs."""
+    netfault_image: Str = "starling-netfault:latest"
+    """``kind: docker``: the helper image that sets kernel link faults (nft, tc) from inside
+    a node's network namespace (docker/netfault.Dockerfile)."""
     tls: TlsSection | None = None
     """The orchestrator's CA, certificate and key: every Control channel is mutual TLS."""
     token_file: Str = ""

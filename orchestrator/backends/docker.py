@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from node.params import ConfigError
 from orchestrator.backends.base import BackendError
 from orchestrator.backends.inventory import wait_serving
-from orchestrator.backends.netfault import KernelFaultsMixin
+from orchestrator.backends.netfault import NETFAULT_IMAGE, KernelFaultsMixin
 
 if TYPE_CHECKING:
     from orchestrator.experiment import Experiment
@@ -61,8 +61,15 @@ class DockerBackend(KernelFaultsMixin):
 
     kind = "docker"
 
-    def __init__(self, image: str = DEFAULT_IMAGE, ready_timeout: float = 60.0, client=None):
+    def __init__(
+        self,
+        image: str = DEFAULT_IMAGE,
+        ready_timeout: float = 60.0,
+        client=None,
+        netfault_image: str = NETFAULT_IMAGE,
+    ):
         self.image = image
+        self.netfault_image = netfault_image
         self.ready_timeout = float(ready_timeout)
         self.run_id = time.strftime("%Y%m%d%H%M%S") + "-" + secrets.token_hex(3)
         self._client = client
@@ -71,19 +78,31 @@ class DockerBackend(KernelFaultsMixin):
         self.volumes: dict[str, Any] = {}
         self._addresses: dict[str, str] = {}
         self._drops: dict[str, dict[str, float]] = {}
+        self._rates: dict[str, float] = {}
         self.silenced: set[str] = set()
+        self.needs_helper = False
+        """Link or rate faults are scheduled: the helper image must be there before start."""
 
     @classmethod
     def for_experiment(cls, experiment: Experiment, workdir: Path) -> DockerBackend:
-        """From ``backend.image`` and ``backend.ready_timeout``. Data must reach the node
-        inside its container: synthetic shards or ``source: node``, not a host file path."""
+        """From ``backend.image``, ``backend.netfault_image`` and ``backend.ready_timeout``.
+        Data must reach the node inside its container: synthetic shards or ``source:
+        node``, not a host file path."""
         if experiment.data.source == "file":
             raise ConfigError(
                 "data.source: file is a path on the host, which docker containers do not see; "
                 "use synthetic data or source: node with the docker backend"
             )
         section = experiment.backend
-        return cls(section.image or DEFAULT_IMAGE, section.ready_timeout)
+        backend = cls(
+            section.image or DEFAULT_IMAGE,
+            section.ready_timeout,
+            netfault_image=section.netfault_image or NETFAULT_IMAGE,
+        )
+        backend.needs_helper = any(
+            f.kind not in ("pause", "disconnect") for f in experiment.kernel_faults
+        )
+        return backend
 
     @property
     def client(self):
@@ -119,6 +138,8 @@ class DockerBackend(KernelFaultsMixin):
             raise ConfigError(
                 f"nodes.{node}.address: the docker backend places nodes itself; drop the address"
             )
+        if self.needs_helper:
+            self.check_helper()  # refused before anything is created
         try:
             self.network = self.client.networks.create(
                 self._name(), driver="bridge", labels=self._labels()
@@ -214,6 +235,7 @@ class DockerBackend(KernelFaultsMixin):
                 f"{self._addresses[node_id]}, where its peers dial it"
             )
         wait_serving({node_id: address}, self.ready_timeout)
+        self.reapply(node_id)  # a new network namespace: its packet filters are gone
         return address
 
     def pids(self) -> dict[str, int | None]:

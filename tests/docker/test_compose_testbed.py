@@ -1,5 +1,6 @@
 """The compose testbed end to end: ``docker compose up --build`` with five node containers
-and the orchestrator, then the results on the host.
+and the orchestrator, then the results on the host; and the same with the mutual-TLS overlay
+(``-f compose.tls.yml``), run from a copy of the files in a temporary folder.
 
 The example is the quickstart with each node holding its own shard (``data: {source:
 node}``, shards 0..4 of seed 1): the containers must give exactly what ``starling
@@ -12,8 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +86,68 @@ def test_compose_up_runs_the_quickstart_on_five_containers(tmp_path):
     out.rmdir()
     (parent / "latest").unlink()
     parent.rmdir()
+
+
+TESTBED_FILES = ("docker-compose.yml", "compose.tls.yml", "examples", "docker", "node",
+                 "orchestrator", "pyproject.toml", "README.md")  # fmt: skip
+"""What ``docker compose`` reads from the folder: the compose files, the examples the
+orchestrator mounts, and the build context in case an image has to be built."""
+
+
+def _copy_testbed(where: Path) -> Path:
+    where.mkdir()
+    for name in TESTBED_FILES:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, where / name, ignore=shutil.ignore_patterns(
+                "__pycache__", "*.whl", ".venv"))  # fmt: skip
+        else:
+            shutil.copy2(source, where / name)
+    return where
+
+
+def test_compose_with_the_tls_overlay_runs_the_quickstart_over_mutual_tls(tmp_path):
+    """``docker compose -f docker-compose.yml -f compose.tls.yml up --abort-on-container-exit
+    --exit-code-from orchestrator`` in a fresh copy: the overlay's certs service makes the
+    certificates (``starling certs init``), the nodes serve only mutual TLS (no
+    ``--insecure``), the orchestrator drives them with its own certificate, and the command
+    exits 0 with the quickstart's results in ./results on the host."""
+    for image in ("starling-node:latest", "starling-orchestrator:latest"):
+        found = subprocess.run(["docker", "image", "inspect", image], capture_output=True)
+        if found.returncode != 0:
+            pytest.fail(f"no {image} image: build it with docker/build-offline.sh", pytrace=False)
+    folder = _copy_testbed(tmp_path / "testbed")
+    (folder / "results").mkdir()
+    project = f"starling-tls-{uuid.uuid4().hex[:8]}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STARLING_")}
+    compose = ["docker", "compose", "--project-name", project, "-f", "docker-compose.yml",
+               "-f", "compose.tls.yml"]  # fmt: skip
+    try:
+        up = subprocess.run(
+            [*compose, "up", "--abort-on-container-exit", "--exit-code-from", "orchestrator"],
+            cwd=folder, env=env, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        log = up.stdout[-4000:] + up.stderr[-4000:]
+        assert up.returncode == 0, log
+        said = (up.stdout + up.stderr).splitlines()  # the containers' logs, prefixed
+        tls_lines = [ln for ln in said if "mutual TLS (cert /certs/" in ln]
+        assert len({ln.split("|")[0] for ln in tls_lines}) == len(NODES), log  # every node
+    finally:
+        subprocess.run([*compose, "down", "--volumes", "--remove-orphans"], cwd=folder, env=env,
+                       capture_output=True, timeout=300)  # fmt: skip
+    out = (folder / "results" / "compose-quickstart" / "latest").resolve()
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["backend"] == "inventory" and metrics["status"] == "complete", metrics
+    assert metrics["samples_per_node"] == dict.fromkeys(NODES, 100)
+    reference = simulate_experiment(
+        load_experiment(ROOT / "examples" / "quickstart.yaml"), tmp_path / "sim", quiet=True
+    )
+    assert metrics["w2"]["average"] == pytest.approx(reference["w2"]["average"], abs=1e-12)
+    # The run's record names the orchestrator's certificate it reached the nodes with.
+    record = json.loads((out / "run.json").read_text())
+    assert record["access"] == {"tls": {"ca": "/certs/ca.pem", "cert": "/certs/orchestrator.pem",
+                                        "key": "/certs/orchestrator.key"}}  # fmt: skip
+    label = f"label=com.docker.compose.project={project}"
+    listed = subprocess.run(["docker", "ps", "-aq", "--filter", label], capture_output=True,
+                            text=True)  # fmt: skip
+    assert not listed.stdout.split(), "a container of the TLS testbed outlived down"

@@ -99,6 +99,98 @@ def test_docker_backend_kill_pause_disconnect_and_cut_then_nothing_left(tmp_path
         assert set(_labelled(kind)) <= before[kind], f"a labelled {kind} outlived the run"
 
 
+def test_real_loss_on_a_link_and_a_rate_limited_node_are_accounted(tmp_path):
+    """30 % of node 0's packets to node 1 dropped by an nftables rule, then node 2's
+    interface held to 8 kbit/s by ``tc tbf``, both set by ``starling-netfault`` helper
+    containers inside the nodes' network namespaces. The run completes with every sample,
+    and ``metrics.json`` records both faults and what they did on the links they touched.
+
+    Why late or missing messages must show: a dropped segment is sent again only after
+    TCP's retransmission timeout (200 ms at least), past the 0.15 s round deadline, and
+    P(none of ~15 messages loses a packet) = 0.7^15 < 1 %; 8 kbit/s is ~1 kB/s, less than
+    node 2's messages and status answers need per round."""
+    _image_present("starling-node:latest")
+    _image_present("starling-netfault:latest")
+    # The node image stays clean: the tools are in the helper only.
+    tools = subprocess.run(
+        ["docker", "run", "--rm", "--entrypoint", "sh", "starling-node:latest", "-c",
+         "command -v nft || command -v tc"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert tools.returncode != 0 and not tools.stdout.strip(), tools.stdout
+    before = {kind: set(_labelled(kind)) for kind in ("container", "network", "volume")}
+    raw = {
+        "name": "docker-loss-rate",
+        "algorithm": "d-sgld",
+        "hyperparameters": {"eta": 0.01},
+        "model": {"name": "linear_regression", "params": {"dim": 2}},
+        "data": {"source": "synthetic", "size": 20, "seed": 5},
+        "topology": {"kind": "ring", "nodes": NODES},
+        "rounds": 45,
+        "chains": 8,
+        "seed": 11,
+        "round_deadline": 0.15,
+        "kernel_faults": [
+            {"loss": ["0", "1"], "percent": 30, "at_round": 5, "for_rounds": 15},
+            {"rate": "2", "kbit": 8, "at_round": 22, "for_rounds": 10},
+        ],
+        "backend": {"kind": "docker", "ready_timeout": 90},
+    }
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(path), "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["samples_per_node"] == {str(k): 45 for k in range(NODES)}
+    kernel = {f["kind"]: f for f in metrics["faults"]["kernel"]}
+    assert set(kernel) == {"loss", "rate"}, metrics["faults"]["kernel"]
+    assert all(f["started"] for f in kernel.values())
+    assert (kernel["loss"]["node"], kernel["loss"]["peer"], kernel["loss"]["amount"]) == (
+        "0", "1", 30.0
+    )
+    lossy = kernel["loss"]["links"]
+    assert set(lossy) == {"0->1"}, lossy  # one-way: only the sender's messages
+    assert lossy["0->1"]["sent"] > 0 and lossy["0->1"]["missing"] + lossy["0->1"]["late"] > 0
+    slow = kernel["rate"]["links"]
+    assert {"2->1", "2->3", "1->2", "3->2"} <= set(slow), slow
+    assert slow["2->1"]["missing"] + slow["2->1"]["late"] + slow["2->3"]["missing"] + slow[
+        "2->3"
+    ]["late"] > 0, slow
+    assert "kernel: loss 30 percent of link 0->1" in run.stdout + run.stderr
+    for kind in ("container", "network", "volume"):
+        assert set(_labelled(kind)) <= before[kind], f"a labelled {kind} outlived the run"
+
+
+def test_link_faults_without_the_helper_image_are_refused_before_any_container(tmp_path):
+    raw = {
+        "name": "docker-no-helper",
+        "algorithm": "d-sgld",
+        "hyperparameters": {"eta": 0.01},
+        "model": {"name": "linear_regression", "params": {"dim": 2}},
+        "data": {"source": "synthetic", "size": 20, "seed": 5},
+        "topology": {"kind": "ring", "nodes": 3},
+        "rounds": 10,
+        "kernel_faults": [{"loss": ["0", "1"], "percent": 10, "at_round": 2, "for_rounds": 2}],
+        "backend": {"kind": "docker", "netfault_image": "starling-netfault:no-such-tag"},
+    }
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    before = set(_labelled("container"))
+    run = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(path), "--out",
+         str(tmp_path / "out")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr
+    lines = [ln for ln in run.stderr.splitlines() if "no-such-tag" in ln]
+    assert len(lines) == 1 and "docker/build-offline.sh" in lines[0], run.stderr
+    assert set(_labelled("container")) <= before
+
+
 def test_delay_needs_netem_or_says_why(tmp_path):
     """Delay is ``tc netem``: where the kernel has it the run delays the link; where it
     does not (this machine), the run refuses with one line naming the reason, and this
@@ -165,8 +257,10 @@ def test_cleanup_removes_what_a_crashed_run_left(tmp_path):
 
 
 def test_ctrl_c_mid_run_removes_everything_and_live_pause_works(tmp_path):
-    """``starling nodes pause/unpause`` act on a running docker run's container (and are
-    recorded), and SIGINT mid-run still removes every labelled container, network, volume."""
+    """``starling nodes pause/unpause`` act on a running docker run's container and
+    ``starling links set|restore --kernel`` on its packet filters (all recorded, the loss
+    with the link's counters), and SIGINT mid-run still removes every labelled container,
+    network and volume."""
     _image_present("starling-node:latest")
     before = {kind: set(_labelled(kind)) for kind in ("container", "network", "volume")}
     raw = {
@@ -203,6 +297,26 @@ def test_ctrl_c_mid_run_removes_everything_and_live_pause_works(tmp_path):
             )  # fmt: skip
             assert done.returncode == 0, done.stderr
             assert f"node 1: {action} done" in done.stdout
+        # A kernel loss set and cleared by hand: nft in node 0's namespace via the helper.
+        for argv, said in (
+            (["set", "0", "2", "--drop", "0.3", "--kernel"], "link 0 -> 2: kernel loss done"),
+            (["restore", "0", "2", "--kernel"], "link 0 -> 2: kernel restore done"),
+        ):
+            if argv[0] == "restore":
+                time.sleep(3)  # a few rounds under loss
+            done = subprocess.run(
+                [sys.executable, "-m", "orchestrator.cli", "links", *argv, "--run", str(out)],
+                cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            assert said in done.stdout, done.stdout
+        refused = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "links", "restore", "0", "2", "--kernel",
+             "--run", str(out)],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert refused.stderr.strip().endswith("link 0->2: no kernel fault is on"), refused.stderr
         run.send_signal(signal.SIGINT)
         stdout, stderr = run.communicate(timeout=120)
     finally:
@@ -212,6 +326,9 @@ def test_ctrl_c_mid_run_removes_everything_and_live_pause_works(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["interrupted"] is True
     live = [(f["kind"], f["node"]) for f in metrics["faults"]["kernel"] if f.get("live")]
-    assert live == [("pause", "1"), ("unpause", "1")], metrics["faults"]["kernel"]
+    assert live == [("pause", "1"), ("unpause", "1"), ("loss", "0")], metrics["faults"]["kernel"]
+    (loss,) = [f for f in metrics["faults"]["kernel"] if f["kind"] == "loss"]
+    assert (loss["peer"], loss["amount"], loss["started"]) == ("2", 30.0, True), loss
+    assert set(loss["links"]) == {"0->2"} and loss["links"]["0->2"]["sent"] > 0, loss
     for kind in ("container", "network", "volume"):
         assert set(_labelled(kind)) <= before[kind], f"a labelled {kind} outlived Ctrl-C"
