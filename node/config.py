@@ -19,6 +19,9 @@ keeps its samples and checkpoints, and which data is its own::
       key: /etc/starling/certs/a.key
     # token_file: /etc/starling/token   # without TLS: Control calls need this bearer token
     # insecure: true           # listen on a non-loopback address without TLS (a lab network)
+    metrics: 127.0.0.1:9464    # a Prometheus endpoint (off when absent; PORT alone = loopback)
+    reflection: true           # gRPC reflection (false on locked-down devices)
+    log_format: text           # or json: one object per line (node.logs)
 
 The data never leaves the node: the orchestrator sends ``data: {source: node}`` and this
 node substitutes what is configured here (:func:`home_data`).
@@ -68,10 +71,15 @@ class NodeSettings:
     token_file: str = ""
     insecure: bool = False
     """Listen on a non-loopback address without TLS (refused otherwise)."""
+    metrics: str = ""
+    """HOST:PORT (or PORT, on loopback) of the Prometheus endpoint; none if empty."""
+    reflection: bool = True
+    """Serve gRPC reflection (grpcurl can list and call the services)."""
+    log_format: str = "text"
 
 
 _KNOWN = ("id", "listen", "store", "data", "data_dir", "tls", "token_file", "insecure",
-          "log_level")  # fmt: skip
+          "log_level", "metrics", "reflection", "log_format")  # fmt: skip
 
 
 def load_settings(path: str | Path | None) -> NodeSettings:
@@ -91,19 +99,24 @@ def load_settings(path: str | Path | None) -> NodeSettings:
     if unknown:
         raise ConfigError(f"{unknown[0]}: unknown field (known: {', '.join(sorted(_KNOWN))})")
     tls = tls_files(raw.get("tls"))
-    if not isinstance(raw.get("insecure", False), bool):
-        raise ConfigError(f"insecure: expected true or false, got {raw['insecure']!r}")
+    for flag in ("insecure", "reflection"):
+        if not isinstance(raw.get(flag, False), bool):
+            raise ConfigError(f"{flag}: expected true or false, got {raw[flag]!r}")
     data = None
     if raw.get("data") is not None:
         if not isinstance(raw["data"], Mapping):
             raise ConfigError(f"data: expected a mapping, got {raw['data']!r}")
         data = check_home_data(parse_params(HomeData, raw["data"], "data"))
-    names = ("id", "listen", "store", "log_level", "data_dir", "token_file")
+    names = ("id", "listen", "store", "log_level", "data_dir", "token_file", "metrics",
+             "log_format")  # fmt: skip
     fields = {k: raw[k] for k in names if k in raw}
+    if isinstance(fields.get("metrics"), int) and not isinstance(fields["metrics"], bool):
+        fields["metrics"] = str(fields["metrics"])  # `metrics: 9464`, a bare port
     for key, value in fields.items():
         if not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {value!r}")
-    return NodeSettings(**fields, data=data, tls=tls, insecure=raw.get("insecure", False))
+    return NodeSettings(**fields, data=data, tls=tls, insecure=raw.get("insecure", False),
+                        reflection=raw.get("reflection", True))  # fmt: skip
 
 
 def check_home_data(data: HomeData) -> HomeData:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from node.logs import redact
 from node.security import TlsFiles, bearer, read_token, tls_files
 
 __all__ = ["Access", "access_from_section", "access_paths"]
@@ -31,6 +32,12 @@ class Access:
     tls: TlsFiles | None = None
     token: str | None = field(default=None, repr=False)
     peer_secret: str = field(default_factory=new_secret, repr=False)
+
+    def __post_init__(self) -> None:
+        # Never in a log line, whatever logs it (node.logs).
+        redact(self.peer_secret)
+        if self.token:
+            redact(self.token)
 
     def channel(self, address: str, node_id: str = ""):
         """A channel to the node ``node_id`` at ``address`` that sends our credentials."""

@@ -31,6 +31,14 @@ class Account:
         self.kernel_faults: list[dict] = []
         self._say = say
 
+    def _tell(self, text: str, **fields: Any) -> None:
+        """Say ``text``; a say that takes fields (JSON output, orchestrator.output) gets
+        them too."""
+        if getattr(self._say, "takes_fields", False):
+            self._say(text, **fields)
+        else:
+            self._say(text)
+
     def restart_clock(self) -> None:
         self.started = time.monotonic()
         self.started_wall = time.time()
@@ -53,7 +61,7 @@ class Account:
         )  # fmt: skip
         self.lines.append(f"{stamp} (+{elapsed:.1f} s) node {node}: {text}")
         if echo:
-            self._say(f"node {node}: {text}")
+            self._tell(f"node {node}: {text}", node=node, event=event, round=fields.get("round"))
 
     def kernel(self, record: dict, text: str) -> None:
         """A fault carried out in the kernel (orchestrator.kernel_faults), stamped."""
@@ -61,7 +69,8 @@ class Account:
         stamp = time.strftime("%H:%M:%S")
         self.kernel_faults.append({**record, "clock": stamp, "elapsed": round(elapsed, 2)})
         self.lines.append(f"{stamp} (+{elapsed:.1f} s) kernel: {text}")
-        self._say(f"kernel: {text}")
+        self._tell(f"kernel: {text}", node=record.get("node"), peer=record.get("peer"),
+                   event=f"kernel_{record.get('kind')}")  # fmt: skip
 
     def live_link(self, event: dict) -> None:
         """A link change made with ``starling links``, from the run's journal."""
@@ -87,7 +96,9 @@ class Account:
             f"{stamp} (+{elapsed:.1f} s) live: link {record['sender']}→{record['receiver']} "
             f"{what}{at}, by {record['who']}"
         )
-        self._say(f"live: link {record['sender']}→{record['receiver']} {what}")
+        self._tell(f"live: link {record['sender']}→{record['receiver']} {what}",
+                   node=record["sender"], peer=record["receiver"],
+                   event=f"link_{record['action']}", round=record["sender_round"])  # fmt: skip
 
     def section(self) -> dict:
         return {

@@ -110,6 +110,8 @@ def cmd_run(args) -> int:
     from orchestrator.study import Study, run_study
 
     loaded = _load(args)
+    _experiment_context(loaded.name)
+    _operating(args)
     if isinstance(loaded, Study):
         _into_folder(args, loaded.name,
                      lambda out: run_study(loaded, out, "run", say=_say) and None)  # fmt: skip
@@ -123,6 +125,8 @@ def cmd_simulate(args) -> int:
     from orchestrator.study import Study, run_study
 
     loaded = _load(args)
+    _experiment_context(loaded.name)
+    _operating(args)
     if isinstance(loaded, Study):
         _into_folder(args, loaded.name,
                      lambda out: run_study(loaded, out, "simulate", say=_say) and None)  # fmt: skip
@@ -135,6 +139,7 @@ def cmd_simulate(args) -> int:
 def cmd_collect(args) -> int:
     from orchestrator.recovery import collect_run
 
+    _operating(args)
     collect_run(Path(args.results), say=_say)
     return 0
 
@@ -217,10 +222,40 @@ def _guard(action: Callable[[], int]) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    finally:
+        exporter = sys.modules.get("orchestrator.exporter")
+        if exporter is not None:  # a --metrics endpoint was served: stop it with the command
+            exporter.stop_run_metrics()
 
 
-def _say(message: str) -> None:
-    print(message, flush=True)
+def _say(message: str, **fields: Any) -> None:
+    from orchestrator.output import say
+
+    say(message, **fields)
+
+
+_say.takes_fields = True  # type: ignore[attr-defined]  # see orchestrator.output
+
+
+def _operating(args) -> None:
+    """``--log-format`` and (for run) ``--metrics``, before anything runs."""
+    fmt = getattr(args, "log_format", None)
+    if fmt:
+        from orchestrator.output import use_format
+
+        use_format(fmt)
+    if getattr(args, "metrics", None):
+        from orchestrator.exporter import start_run_metrics
+
+        server = start_run_metrics(args.metrics).server
+        if server is not None:
+            _say(f"metrics on {server.url}", event="metrics_serving")
+
+
+def _experiment_context(name: str) -> None:
+    from node.logs import set_context
+
+    set_context(experiment=name)
 
 
 def _out_options(parser: argparse.ArgumentParser) -> None:
@@ -232,6 +267,13 @@ def _out_options(parser: argparse.ArgumentParser) -> None:
         "--overwrite", action="store_true",
         help="--out may hold an earlier run: its files (listed in its manifest.json) are "
         "replaced, nothing else is touched",
+    )  # fmt: skip
+
+
+def _log_format_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-format", choices=["text", "json"], default=None,
+        help="progress and log lines: text (default) or json, one object per line on stdout",
     )  # fmt: skip
 
 
@@ -253,6 +295,12 @@ def _parser() -> argparse.ArgumentParser:
         help="drive nodes that already run: a YAML file mapping node ids to host:port "
         "(nodes: {a: host:port, ...}), in place of the experiment's backend",
     )  # fmt: skip
+    run.add_argument(
+        "--metrics", metavar="ADDR",
+        help="serve the orchestrator's Prometheus metrics on HOST:PORT (a bare PORT: on "
+        "loopback) while the run lasts (README, Operating nodes)",
+    )  # fmt: skip
+    _log_format_option(run)
     run.set_defaults(handler=cmd_run)
 
     simulate = sub.add_parser("simulate", help="run the same experiment in-process")
@@ -260,6 +308,7 @@ def _parser() -> argparse.ArgumentParser:
         "experiment", help="experiment YAML file, or a shipped example's name (starling examples)"
     )
     _out_options(simulate)
+    _log_format_option(simulate)
     simulate.set_defaults(handler=cmd_simulate)
 
     collect = sub.add_parser(
@@ -267,6 +316,7 @@ def _parser() -> argparse.ArgumentParser:
         "nodes stored",
     )  # fmt: skip
     collect.add_argument("results", help="the run's results folder")
+    _log_format_option(collect)
     collect.set_defaults(handler=cmd_collect)
 
     algorithms = sub.add_parser("algorithms", help="list algorithms, roles and hyperparameters")

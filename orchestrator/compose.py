@@ -29,6 +29,9 @@ from orchestrator.experiment import parse_experiment, read_yaml_file
 __all__ = ["add_commands", "generate", "node_ids"]
 
 PORT = 50051
+METRICS_PORT = 9464
+"""Where each node serves Prometheus metrics in the testbed (deploy/prometheus.yml)."""
+ORCHESTRATOR_METRICS_PORT = 9465
 DEFAULT_EXPERIMENT = "examples/compose-quickstart.yaml"
 
 
@@ -90,6 +93,9 @@ def generate(
                 # A testbed on a private compose network: plain gRPC is allowed there
                 # (the TLS overlay, compose.tls.yml, replaces this with certificates).
                 "--insecure",
+                # Prometheus metrics inside the compose network (no port published).
+                "--metrics",
+                f"0.0.0.0:{METRICS_PORT}",
             ],  # fmt: skip
             "volumes": [f"node-{node}:/var/lib/starling"],
             "healthcheck": {
@@ -106,7 +112,13 @@ def generate(
         "build": {**build, "target": "orchestrator"},
         "networks": ["testbed"],
         "user": "root",  # docker/entrypoint.sh drops to the owner of ./results
-        "command": ["starling", "run", "/etc/starling/experiment.yaml"],
+        "command": [
+            "starling",
+            "run",
+            "/etc/starling/experiment.yaml",
+            "--metrics",
+            f"0.0.0.0:{ORCHESTRATOR_METRICS_PORT}",
+        ],  # fmt: skip
         "configs": [{"source": "experiment", "target": "/etc/starling/experiment.yaml"}],
         "volumes": ["${STARLING_RESULTS:-./results}:/results"],
         "depends_on": {f"node-{n}": {"condition": "service_healthy"} for n in ids},

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from node.spec import DataSpec, NodeSpec
-from orchestrator import live
+from orchestrator import exporter, live
 from orchestrator.access import access_from_section, access_paths
 from orchestrator.account import Account, account_schedule
 from orchestrator.backends import make_backend
@@ -105,6 +105,7 @@ def run_experiment(
                                          kernel_holds(experiment))  # fmt: skip
                 supervisor = Supervisor(experiment, specs, clients, backend, collector, record,
                                         account, plan)  # fmt: skip
+                exporter.attach(supervisor)  # the --metrics endpoint, if any
                 _watch(supervisor, plan, journal, say, kernel)
             except (KeyboardInterrupt, _Interrupted):
                 interrupted = True

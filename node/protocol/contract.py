@@ -47,6 +47,9 @@ class LinkCounters:
     last_error: str = ""
     max_staleness: int = 0
     overruns: int = 0
+    bytes: int = 0
+    """Tensor payload bytes: outbound, handed to the stream (resends included); inbound,
+    of the messages accepted (received or late)."""
 
     def copy(self) -> LinkCounters:
         return LinkCounters(**asdict(self))

@@ -231,7 +231,7 @@ class OutboundLink:
 
     def _stream(self, stub: peer_pb2_grpc.PeerStub) -> bool:
         """Feed one Exchange stream until it breaks (False) or the link closes (True)."""
-        outbox: queue.Queue[tuple[peer_pb2.Iterate, bool] | None] = queue.Queue()
+        outbox: queue.Queue[tuple[peer_pb2.Iterate, bool, int] | None] = queue.Queue()
         stats, receiver = self._stats, self.receiver
 
         def requests() -> Iterator[peer_pb2.Iterate]:
@@ -240,9 +240,11 @@ class OutboundLink:
                 item = outbox.get()
                 if item is None:
                     return
-                iterate, first_send = item
+                iterate, first_send, payload = item
                 if first_send:
-                    stats.add(receiver, "sent")
+                    stats.add(receiver, "sent", nbytes=payload)
+                elif payload:
+                    stats.add(receiver, "bytes", payload)  # a resend: bytes, not a message
                 yield iterate
 
         # What went to this stream within the last hold time: sent again if it breaks.
@@ -290,7 +292,8 @@ class OutboundLink:
                 reason = f"round {item.round}: {size} bytes exceed the {limit}-byte limit"
                 stats.add(receiver, "send_errors", error=reason)
                 continue
-            outbox.put((iterate, item.message is not None and not item.resent))
+            payload = 0 if item.message is None else _payload_bytes(item.message)
+            outbox.put((iterate, item.message is not None and not item.resent, payload))
             recent.append(item)
             expired = time.monotonic() - self._hold_seconds
             while recent and recent[0].due < expired:
@@ -326,7 +329,14 @@ class OutboundLink:
         except Exception as exc:  # noqa: BLE001 - only for the message
             detail = str(exc) or type(exc).__name__
         self._stats.add(self.receiver, "send_errors", error=f"{self.address}: {detail}")
-        log.info("link to %s (%s) broke: %s; reconnecting", self.receiver, self.address, detail)
+        log.info("link to %s (%s) broke: %s; reconnecting", self.receiver, self.address, detail,
+                 extra={"event": "link_broken", "peer": self.receiver})  # fmt: skip
+
+
+def _payload_bytes(message: Message) -> int:
+    """The tensor bytes a message carries (what ``bytes`` counts on both ends of a link:
+    the arrays' sizes, known without encoding anything)."""
+    return sum(np.asarray(value).nbytes for value in message.tensors.values())
 
 
 def _finite(message: Message) -> bool:

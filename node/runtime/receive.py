@@ -35,7 +35,10 @@ def file_iterate(
     except Rejected as exc:
         count = run.inbound.add(sender, "rejected", error=str(exc))
         if count <= 10 or count % 1000 == 0:  # a flood of bad messages must not flood logs
-            log.warning("rejected (%d from %r so far): %s", count, sender, exc)
+            log.warning(
+                "rejected (%d from %r so far): %s", count, sender, exc,
+                extra={"event": "rejected", "peer": sender, "round": iterate.round},
+            )  # fmt: skip
         return "rejected"
     outcome = run.inbox.deliver(
         sender,
@@ -53,5 +56,6 @@ def file_iterate(
             f"phase {iterate.phase}",
         )  # fmt: skip
         return "rejected"
-    run.inbound.add(sender, outcome)
+    nbytes = 0 if message is None else sum(v.nbytes for v in message.tensors.values())
+    run.inbound.add(sender, outcome, nbytes=nbytes)
     return outcome

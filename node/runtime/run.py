@@ -14,7 +14,7 @@ import json
 import logging
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +29,7 @@ from node.runtime.network import Links, NetworkTransport, in_peers
 from node.runtime.resume import SLOT_FILES, ResumeSlots, read_slot
 from node.runtime.stats import StatsBook
 from node.runtime.store import SampleStore
+from node.runtime.timing import CHECKPOINT_BUCKETS, ROUND_BUCKETS, Tally
 from node.runtime.transport import ChannelSettings
 from node.samplers.base import NodeProgram
 from node.spec import NodeSpec
@@ -111,6 +112,10 @@ class Run:
     """``time.monotonic()`` of the last durable checkpoint (or of the run's opening)."""
     consistent: bool = True
     """False while a round is half done (a checkpoint then would not be a round boundary)."""
+    round_times: Tally = field(default_factory=lambda: Tally(ROUND_BUCKETS))
+    """Seconds of each round this process ran (the metrics endpoint reads it)."""
+    checkpoint_times: Tally = field(default_factory=lambda: Tally(CHECKPOINT_BUCKETS))
+    """Seconds of each checkpoint written, store sync included."""
 
     @property
     def links(self) -> Links:
@@ -148,10 +153,12 @@ class Run:
         """At a round boundary, durably: samples first (fsync), so a checkpoint never counts
         a sample that is not on disk; then the checkpoint file, atomically (fsync, rename,
         fsync of the folder)."""
+        started = time.perf_counter()
         self.store.sync()
         save_checkpoint(self.directory / CHECKPOINT_FILE, self._here())
         self.last_checkpoint = self.next_round
         self.durable_at = time.monotonic()
+        self.checkpoint_times.observe(time.perf_counter() - started)
 
     def close(self) -> None:
         """Close the links (delivering what is queued), the store and the resume slots."""

@@ -19,20 +19,23 @@ durable checkpoint is written (:mod:`node.runtime.checkpoint`).
 from __future__ import annotations
 
 import logging
-import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
 from node.config import NODE_SOURCE, HomeData, home_data
 from node.engine.rounds import run_round
+from node.logs import redact, set_context
 from node.params import ConfigError
 from node.protocol.starling.v1 import peer_pb2
 from node.runtime.checks import ROUND_WINDOW, check_spec
+from node.runtime.profiling import run_loop
 from node.runtime.receive import file_iterate
 from node.runtime.run import SAMPLES_FILE, Run, build, open_run, spec_fingerprint
 from node.runtime.state import NodeState
+from node.runtime.stats import FaultTally
 from node.runtime.status import ConfigureResult, PreconditionError, RuntimeStatus
 from node.runtime.store import SampleStore
 from node.runtime.streaming import Batch, stream_samples
@@ -50,10 +53,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("starling.node")
-
-PROFILE_ENV = "STARLING_PROFILE_DIR"
-"""If set, each node's round loop runs under cProfile and writes ``node-<id>.prof`` to that
-folder when it ends (README, Performance: how the round's cost was measured)."""
 
 
 class NodeRuntime:
@@ -80,6 +79,8 @@ class NodeRuntime:
         """The node's own data (``--shard``/``--data-file``), for ``data.source: node``."""
         self._channel = channel or ChannelSettings()
         self._lock = threading.RLock()
+        self.on_state: Callable[[NodeState], None] | None = None
+        """Told each new state, under the lock (health follows it: runtime/standard.py)."""
         self._state = NodeState.IDLE
         self._error = ""
         self._run: Run | None = None
@@ -90,6 +91,22 @@ class NodeRuntime:
         self._hold_at: int | None = None
         self._holding = False
         self._hold_changed = threading.Condition(self._lock)
+        self.faults_applied = FaultTally()
+
+    @property
+    def _state(self) -> NodeState:
+        return self.state
+
+    @_state.setter
+    def _state(self, state: NodeState) -> None:
+        previous, self.state = getattr(self, "state", None), state
+        if state != previous and self.on_state is not None:
+            self.on_state(state)
+
+    @property
+    def current_run(self) -> Run | None:
+        """The configured run (None before one): what the metrics endpoint reads."""
+        return self._run
 
     # ------------------------------------------------------------------ control
 
@@ -126,10 +143,13 @@ class NodeRuntime:
             self._hold_at, self._holding = None, False
             self._stop.clear()
             self._state, self._error = NodeState.CONFIGURED, ""
+            redact(peer_secret)
+            set_context(node=spec.node_id, experiment=spec.experiment)
             log.info(
                 "configured %s/%s (%s, role %s): %s at round %d, %d samples stored",
                 spec.experiment, spec.node_id, spec.algorithm, spec.role,
                 "resuming" if run.resumed else "starting", run.next_round, len(run.store),
+                extra={"event": "configured", "round": run.next_round},
             )  # fmt: skip
             return ConfigureResult(run.next_round, run.resumed, len(run.store), own)
 
@@ -143,7 +163,7 @@ class NodeRuntime:
             self._state = NodeState.RUNNING
             self._stop.clear()
             self._thread = threading.Thread(
-                target=self._loop, args=(self._run,), name="round-loop", daemon=True
+                target=run_loop, args=(self._rounds, self._run), name="round-loop", daemon=True
             )
             self._thread.start()
 
@@ -220,7 +240,9 @@ class NodeRuntime:
             if peer not in run.senders:
                 raise ConfigError(f"peer: {peer!r} is not an in-peer of node {run.spec.node_id!r}")
         run.inbox.set_down(peer, down)
-        log.info("peer %s %s", peer, "declared down: not waited for" if down else "back up")
+        self.faults_applied.add("peer_down" if down else "peer_up")
+        log.info("peer %s %s", peer, "declared down: not waited for" if down else "back up",
+                 extra={"event": "peer_down" if down else "peer_up", "peer": peer})  # fmt: skip
 
     def set_link(
         self,
@@ -242,7 +264,9 @@ class NodeRuntime:
                     f"receiver: {receiver!r} is not an out-peer of node {run.spec.node_id!r}"
                 )
         run.links.set_state(receiver, up=up, drop=drop, delay_ms=delay_ms)
-        log.info("link to %s set: up=%s drop=%s delay_ms=%s", receiver, up, drop, delay_ms)
+        self.faults_applied.link_change(up, drop, delay_ms)
+        log.info("link to %s set: up=%s drop=%s delay_ms=%s", receiver, up, drop, delay_ms,
+                 extra={"event": "link_set", "peer": receiver})  # fmt: skip
 
     def hold(self, round_index: int | None) -> None:
         """Run the rounds before ``round_index``, then wait before it until released
@@ -252,7 +276,10 @@ class NodeRuntime:
                 raise PreconditionError("node is not configured; there is no round to hold at")
             self._hold_at = round_index
             self._hold_changed.notify_all()
-        log.info("hold: %s", "released" if round_index is None else f"before round {round_index}")
+        if round_index is not None:
+            self.faults_applied.add("hold")
+        log.info("hold: %s", "released" if round_index is None else f"before round {round_index}",
+                 extra={"event": "hold", "round": round_index})  # fmt: skip
 
     def _wait_while_held(self, round_index: int) -> None:
         with self._lock:
@@ -313,19 +340,6 @@ class NodeRuntime:
 
     # ------------------------------------------------------------------ round loop
 
-    def _loop(self, run: Run) -> None:
-        folder = os.environ.get(PROFILE_ENV)
-        if not folder:
-            self._rounds(run)
-            return
-        import cProfile  # diagnostics only: README, Performance
-
-        profile = cProfile.Profile()
-        try:
-            profile.runcall(self._rounds, run)
-        finally:
-            profile.dump_stats(os.path.join(folder, f"node-{run.spec.node_id}.prof"))
-
     def _rounds(self, run: Run) -> None:
         spec, program, store = run.spec, run.program, run.store
         round_index = run.next_round
@@ -336,6 +350,7 @@ class NodeRuntime:
                 if self._stop.is_set():
                     break
                 run.consistent = False
+                started = time.perf_counter()
                 if not run_round(
                     program, round_index, run.transport, run.rng, run.faults,
                     spec.round_deadline, self._stop.is_set,
@@ -345,6 +360,7 @@ class NodeRuntime:
                 value = program.sample()
                 if value is not None:
                     store.append(round_index, value)
+                run.round_times.observe(time.perf_counter() - started)
                 round_index += 1
                 with self._lock:
                     run.next_round = round_index
@@ -357,14 +373,16 @@ class NodeRuntime:
                 run.round = round_index
                 if round_index >= spec.rounds:
                     self._state = NodeState.DONE
-                    log.info("run finished: %d rounds, %d samples", spec.rounds, len(store))
+                    log.info("run finished: %d rounds, %d samples", spec.rounds, len(store),
+                             extra={"event": "run_finished", "round": round_index})  # fmt: skip
                 elif run.consistent and run.last_checkpoint != round_index:
                     self._write_checkpoint(run)
         except Exception as exc:  # noqa: BLE001 - the node reports and keeps serving
             with self._lock:
                 self._state = NodeState.FAILED
                 self._error = f"round {round_index}: {type(exc).__name__}: {exc}"
-            log.exception("round loop failed at round %d", round_index)
+            log.exception("round loop failed at round %d", round_index,
+                          extra={"event": "round_loop_failed", "round": round_index})  # fmt: skip
         finally:
             with self._lock:
                 self._checkpoint_wanted.clear()

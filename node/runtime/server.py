@@ -1,4 +1,5 @@
-"""The node's gRPC server: Control, Peer and standard health, with one shutdown path."""
+"""The node's gRPC server: Control, Peer, health and reflection (:mod:`node.runtime.standard`),
+an optional Prometheus endpoint (:mod:`node.runtime.metrics`), and one shutdown path."""
 
 from __future__ import annotations
 
@@ -6,14 +7,14 @@ import logging
 import threading
 from pathlib import Path
 
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-
 from node.config import HomeData
+from node.exporter import MetricsServer
 from node.protocol import MAX_MESSAGE_BYTES
-from node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2, peer_pb2_grpc
+from node.protocol.starling.v1 import control_pb2_grpc, peer_pb2_grpc
 from node.runtime.gate import Gate
 from node.runtime.runtime import NodeRuntime
 from node.runtime.servicers import ControlServicer, PeerServicer
+from node.runtime.standard import NodeHealth, enable_reflection
 from node.runtime.transport import (
     DEFAULT_MAX_PEER_STREAMS,
     ChannelSettings,
@@ -29,11 +30,6 @@ log = logging.getLogger("starling.node")
 SHUTDOWN_GRACE = 1.0
 """Seconds in-flight RPCs get to finish at shutdown (well inside the 5 s an orchestrator
 waits after SIGTERM before it kills)."""
-
-SERVICES = (
-    control_pb2.DESCRIPTOR.services_by_name["Control"].full_name,
-    peer_pb2.DESCRIPTOR.services_by_name["Peer"].full_name,
-)
 
 
 class NodeServer:
@@ -52,7 +48,11 @@ class NodeServer:
         node_id: str = "",
         data: HomeData | None = None,
         max_peer_streams: int = DEFAULT_MAX_PEER_STREAMS,
+        reflection: bool = True,
+        metrics: str = "",
     ):
+        """``reflection``: serve gRPC reflection; ``metrics``: HOST:PORT (or PORT, on
+        loopback) of a Prometheus endpoint, none if empty."""
         self.runtime = NodeRuntime(
             state_dir,
             ChannelSettings(channel_credentials(tls) if tls else None, max_message_bytes),
@@ -68,29 +68,55 @@ class NodeServer:
         )
         host = listen.rpartition(":")[0]
         self.address = f"{host}:{port}"
-        self._health = health.HealthServicer(experimental_non_blocking=True)
         gate = Gate(self.runtime, tls=tls is not None, token=token)
         control_pb2_grpc.add_ControlServicer_to_server(
             ControlServicer(self.runtime, gate), self._server
         )
-        peer_pb2_grpc.add_PeerServicer_to_server(
-            PeerServicer(self.runtime, max_peer_streams, gate), self._server
-        )
-        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        peers = PeerServicer(self.runtime, max_peer_streams, gate)
+        peer_pb2_grpc.add_PeerServicer_to_server(peers, self._server)
+        self._health = NodeHealth(self._server)
+        self.runtime.on_state = self._health.follow
+        self.reflection = reflection
+        if reflection:
+            enable_reflection(self._server)
+        self._metrics_address = metrics
+        self.metrics: MetricsServer | None = None
+        self._collector = None
+        if metrics:
+            from node.runtime.metrics import NodeCollector  # prometheus_client only if asked
+
+            self._collector = NodeCollector(self.runtime, node_id, gate)
+            self._collector.open_streams = peers.open_streams
         self._stopped = threading.Event()
 
     def start(self) -> None:
+        """Serve gRPC, then (if asked) metrics; an unbindable metrics address is a
+        ConfigError naming ``metrics``, and nothing keeps serving."""
         self._server.start()
-        for service in (health.OVERALL_HEALTH, *SERVICES):
-            self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
-        log.info("serving on %s", self.address)
+        self._health.start(self.runtime.state)
+        if self._collector is not None:
+            from node.exporter import serve_metrics
+            from node.runtime.metrics import node_registry
+
+            try:
+                self.metrics = serve_metrics(self._metrics_address, node_registry(self._collector))
+            except Exception:
+                self._server.stop(None)
+                raise
+            log.info("metrics on %s", self.metrics.url, extra={"event": "metrics_serving"})
+        log.info(
+            "serving on %s (reflection %s)", self.address, "on" if self.reflection else "off",
+            extra={"event": "serving"},
+        )  # fmt: skip
 
     def shutdown(self, grace: float = SHUTDOWN_GRACE) -> None:
         """Stop the round loop, flush the store, close links, then stop serving."""
         if self._stopped.is_set():
             return
         self._stopped.set()
-        self._health.enter_graceful_shutdown()
+        self._health.shutdown()
         self.runtime.shutdown()
         self._server.stop(grace).wait(grace + 1.0)
-        log.info("stopped")
+        if self.metrics is not None:
+            self.metrics.close()
+        log.info("stopped", extra={"event": "stopped"})

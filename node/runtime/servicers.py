@@ -192,6 +192,12 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
         self.max_streams = max_streams
         self.gate = gate or Gate(runtime)
         self._slots = threading.BoundedSemaphore(max_streams)
+        self._open_lock = threading.Lock()
+        self._open = 0
+
+    def open_streams(self) -> int:
+        """Inbound streams being served now (the metrics endpoint reads it)."""
+        return self._open
 
     def Exchange(
         self, request_iterator: Iterator[peer_pb2.Iterate], context: grpc.ServicerContext
@@ -203,9 +209,13 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"node holds its limit of {self.max_streams} inbound peer streams",
             )
+        with self._open_lock:
+            self._open += 1
         try:
             return self._exchange(request_iterator, context, sender)
         finally:
+            with self._open_lock:
+                self._open -= 1
             self._slots.release()
 
     def _exchange(

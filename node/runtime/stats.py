@@ -6,7 +6,7 @@ import threading
 
 from node.protocol.contract import LinkCounters
 
-__all__ = ["LinkCounters", "StatsBook"]
+__all__ = ["FaultTally", "LinkCounters", "StatsBook"]
 
 
 class StatsBook:
@@ -20,12 +20,14 @@ class StatsBook:
         self._lock = threading.Lock()
         self._links: dict[str, LinkCounters] = {}
 
-    def add(self, peer: str, field: str, amount: int = 1, error: str = "") -> int:
-        """Add to one counter; returns its new value."""
+    def add(self, peer: str, field: str, amount: int = 1, error: str = "", nbytes: int = 0) -> int:
+        """Add to one counter (and ``nbytes`` to the link's bytes); returns its new value."""
         with self._lock:
             counters = self._entry(peer)
             value = getattr(counters, field) + amount
             setattr(counters, field, value)
+            if nbytes:
+                counters.bytes += nbytes
             if error:
                 counters.last_error = error
             return value
@@ -51,3 +53,29 @@ class StatsBook:
     def reset(self) -> None:
         with self._lock:
             self._links.clear()
+
+
+class FaultTally:
+    """Faults applied through Control, by kind (``link_cut``, ``link_restore``,
+    ``link_drop``, ``link_delay``, ``hold``, ``peer_down``, ``peer_up``): what the metrics
+    endpoint exports as ``starling_faults_applied_total``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+
+    def add(self, kind: str) -> None:
+        with self._lock:
+            self._counts[kind] = self._counts.get(kind, 0) + 1
+
+    def link_change(self, up: bool | None, drop: float | None, delay_ms: float | None) -> None:
+        """A ``SetLink``: a cut, a restore, a drop probability, a delay (any of them)."""
+        given = {"link_cut": up is False, "link_restore": up is True,
+                 "link_drop": bool(drop), "link_delay": bool(delay_ms)}  # fmt: skip
+        for kind, applied in given.items():
+            if applied:
+                self.add(kind)
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(sorted(self._counts.items()))

@@ -189,7 +189,7 @@ class Ack(_message.Message):
     def __init__(self) -> None: ...
 
 class LinkStats(_message.Message):
-    __slots__ = ("peer", "sent", "received", "withheld", "dropped", "send_errors", "late", "rejected", "last_error", "max_staleness", "overruns")
+    __slots__ = ("peer", "sent", "received", "withheld", "dropped", "send_errors", "late", "rejected", "last_error", "max_staleness", "overruns", "bytes")
     PEER_FIELD_NUMBER: _ClassVar[int]
     SENT_FIELD_NUMBER: _ClassVar[int]
     RECEIVED_FIELD_NUMBER: _ClassVar[int]
@@ -201,6 +201,7 @@ class LinkStats(_message.Message):
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     MAX_STALENESS_FIELD_NUMBER: _ClassVar[int]
     OVERRUNS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
     peer: str
     sent: int
     received: int
@@ -212,7 +213,8 @@ class LinkStats(_message.Message):
     last_error: str
     max_staleness: int
     overruns: int
-    def __init__(self, peer: _Optional[str] = ..., sent: _Optional[int] = ..., received: _Optional[int] = ..., withheld: _Optional[int] = ..., dropped: _Optional[int] = ..., send_errors: _Optional[int] = ..., late: _Optional[int] = ..., rejected: _Optional[int] = ..., last_error: _Optional[str] = ..., max_staleness: _Optional[int] = ..., overruns: _Optional[int] = ...) -> None: ...
+    bytes: int
+    def __init__(self, peer: _Optional[str] = ..., sent: _Optional[int] = ..., received: _Optional[int] = ..., withheld: _Optional[int] = ..., dropped: _Optional[int] = ..., send_errors: _Optional[int] = ..., late: _Optional[int] = ..., rejected: _Optional[int] = ..., last_error: _Optional[str] = ..., max_staleness: _Optional[int] = ..., overruns: _Optional[int] = ..., bytes: _Optional[int] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
     __slots__ = ("node_id", "experiment", "state", "round", "error", "samples_stored", "outbound", "inbound", "program_metrics", "holding", "peers_down", "refused_streams", "denied_peer_streams", "denied_control_calls")

@@ -1,0 +1,192 @@
+"""A node's Prometheus endpoint: ``starling node serve --metrics HOST:PORT``.
+
+Nothing here counts: a custom collector reads, at scrape time, the counters the node keeps
+anyway — the per-link books (:class:`node.runtime.stats.StatsBook`, also behind
+``Status``), the round and checkpoint tallies (:mod:`node.runtime.timing`), the store's
+length, the faults applied through Control — so the round loop is no slower with metrics
+on than off. Each node has its own :class:`~prometheus_client.CollectorRegistry` (never the
+process-global one), so several nodes in one process (tests, benchmarks) do not mix.
+
+Names follow Prometheus conventions: ``starling_`` prefix, ``_total`` counters, seconds and
+bytes. Labels: ``node`` (the node's id), ``experiment``, and on link metrics ``peer`` (the
+other end) and ``direction`` (``out``: this node → peer, counted by the sender; ``in``:
+peer → this node, counted by the receiver). All are bounded: one experiment at a time, one
+series per configured neighbour (inbound strangers share ``<other>`` past 256). A new
+configuration starts its counters at zero, as a restarted process does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from node.protocol.contract import LinkCounters
+from node.runtime.state import NodeState
+from node.runtime.timing import TallySnapshot
+
+if TYPE_CHECKING:  # the server imports this module, not the other way round
+    from node.runtime.gate import Gate
+    from node.runtime.runtime import NodeRuntime
+
+__all__ = ["LINK_COUNTERS", "NodeCollector", "histogram", "node_registry"]
+
+LINK_COUNTERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    # field: (metric name without _total, help, directions it is counted in)
+    "sent": ("starling_link_messages_sent", "Messages handed to the link's stream.", ("out",)),
+    "received": ("starling_link_messages_received",
+                 "Messages accepted in time for their round.", ("in",)),
+    "late": ("starling_link_messages_late",
+             "Messages that arrived after the receiver closed their round.", ("in",)),
+    "dropped": ("starling_link_messages_dropped",
+                "Messages discarded because the peer was unreachable.", ("out",)),
+    "withheld": ("starling_link_messages_withheld",
+                 "Messages an emulated fault took out (a notice went instead).", ("out", "in")),
+    "rejected": ("starling_link_messages_rejected",
+                 "Messages that failed validation.", ("in",)),
+    "send_errors": ("starling_link_send_errors",
+                    "Streams that broke and messages that could not be sent.", ("out",)),
+    "overruns": ("starling_link_overruns",
+                 "Rounds in which the peer's latest message was staler than the bound.", ("in",)),
+    "bytes": ("starling_link_bytes", "Tensor payload bytes over the link.", ("out", "in")),
+}  # fmt: skip
+
+
+def histogram(name: str, doc: str, labels: dict[str, str], tally: TallySnapshot) -> Metric:
+    """A Prometheus histogram from a tally (cumulative buckets, ``+Inf`` last)."""
+    family = HistogramMetricFamily(name, doc, labels=list(labels))
+    cumulative, buckets = 0, []
+    for bound, count in zip((*tally.bounds, float("inf")), tally.counts, strict=True):
+        cumulative += count
+        buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+    family.add_metric(list(labels.values()), buckets, tally.total)
+    return family
+
+
+class NodeCollector(Collector):
+    """Reads one node's runtime at every scrape."""
+
+    def __init__(self, runtime: NodeRuntime, node_id: str, gate: Gate | None = None) -> None:
+        self.runtime = runtime
+        self.node_id = node_id
+        self.gate = gate
+        self.open_streams: Callable[[], int] = _none_open
+        """Set by the server: inbound peer streams open now."""
+
+    def collect(self) -> Iterator[Metric]:
+        runtime = self.runtime
+        status = runtime.status()
+        run = runtime.current_run
+        node = status.node_id or self.node_id
+        experiment = status.experiment
+        base = {"node": node, "experiment": experiment}
+
+        state = GaugeMetricFamily(
+            "starling_node_state", "1 for the node's current state.", labels=["node", "state"]
+        )
+        for each in NodeState:
+            state.add_metric([node, each.value], 1.0 if status.state == each else 0.0)
+        yield state
+        yield _gauge("starling_node_round", "The round the node's loop is in.", base, status.round)
+        yield _gauge(
+            "starling_samples_stored", "Samples in the node's store for this run.", base,
+            status.samples_stored,
+        )  # fmt: skip
+        streams = GaugeMetricFamily(
+            "starling_inbound_streams_open", "Inbound peer streams open now.", labels=["node"]
+        )
+        streams.add_metric([node], float(self.open_streams()))
+        yield streams
+
+        rounds = run.round_times.snapshot() if run is not None else None
+        checkpoints = run.checkpoint_times.snapshot() if run is not None else None
+        completed = CounterMetricFamily(
+            "starling_rounds_completed", "Rounds this process ran to the end.", labels=list(base)
+        )
+        completed.add_metric(list(base.values()), rounds.count if rounds else 0)
+        yield completed
+        if rounds is not None and checkpoints is not None:
+            yield histogram(
+                "starling_round_duration_seconds",
+                "Seconds per round: send, gather, step, store.", base, rounds,
+            )  # fmt: skip
+            yield histogram(
+                "starling_checkpoint_duration_seconds",
+                "Seconds per checkpoint, store sync included.", base, checkpoints,
+            )  # fmt: skip
+
+        yield from _links(node, experiment, status.outbound, status.inbound)
+
+        faults = CounterMetricFamily(
+            "starling_faults_applied", "Faults applied through Control, by kind.",
+            labels=["node", "experiment", "kind"],
+        )  # fmt: skip
+        for kind, count in runtime.faults_applied.snapshot().items():
+            faults.add_metric([node, experiment, kind], count)
+        yield faults
+
+        refused = CounterMetricFamily(
+            "starling_refused_requests", "Peer streams and Control calls refused, by reason.",
+            labels=["node", "reason"],
+        )  # fmt: skip
+        refused.add_metric([node, "capacity"], status.refused_streams)
+        if self.gate is not None:
+            refused.add_metric([node, "peer_denied"], self.gate.denied["peer"])
+            refused.add_metric([node, "control_denied"], self.gate.denied["control"])
+        yield refused
+
+        program = GaugeMetricFamily(
+            "starling_program_metric", "The sampler's own figures (e.g. push-sum weight).",
+            labels=["node", "experiment", "name"],
+        )  # fmt: skip
+        for name, value in sorted(status.program_metrics.items()):
+            program.add_metric([node, experiment, name], value)
+        yield program
+
+
+def _none_open() -> int:
+    return 0
+
+
+def _gauge(name: str, doc: str, labels: dict[str, str], value: float) -> Metric:
+    family = GaugeMetricFamily(name, doc, labels=list(labels))
+    family.add_metric(list(labels.values()), float(value))
+    return family
+
+
+def _links(
+    node: str,
+    experiment: str,
+    outbound: dict[str, LinkCounters],
+    inbound: dict[str, LinkCounters],
+) -> Iterator[Metric]:
+    books = {"out": outbound, "in": inbound}
+    names = ["node", "experiment", "peer", "direction"]
+    for field, (name, doc, directions) in LINK_COUNTERS.items():
+        family = CounterMetricFamily(name, doc, labels=names)
+        for direction in directions:
+            for peer, counters in books[direction].items():
+                family.add_metric([node, experiment, peer, direction], getattr(counters, field))
+        yield family
+    staleness = GaugeMetricFamily(
+        "starling_link_max_staleness_rounds",
+        "Largest round gap of a message an asynchronous program used.", labels=names,
+    )  # fmt: skip
+    for peer, counters in inbound.items():
+        staleness.add_metric([node, experiment, peer, "in"], counters.max_staleness)
+    yield staleness
+
+
+def node_registry(collector: NodeCollector) -> CollectorRegistry:
+    """A private registry holding only this node's collector."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return registry

@@ -1,0 +1,45 @@
+"""What the orchestrator tells its user as a run goes: text lines, or JSON objects.
+
+``starling run|simulate|collect --log-format json`` turns every progress line (the ones
+``say`` prints) and every log record into one JSON object per line on stdout, with the
+fields of :mod:`node.logs` — ``time``, ``level``, ``message``, ``event``, ``node``,
+``experiment``, ``round``, ``peer``. The account passes what it knows (a node event names
+its node and event); for the run loop's progress line ``round LOW..HIGH of N`` the round
+is LOW, the round every node has reached. Text stays the default.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from typing import Any
+
+from node import logs
+
+__all__ = ["say", "use_format"]
+
+log = logging.getLogger("starling.orchestrator")
+
+_format = ["text"]
+_PROGRESS = re.compile(r"^round (\d+)\.\.(\d+) of \d+")
+
+
+def use_format(fmt: str) -> None:
+    """Text (the default) or json for everything this process says and logs from now on."""
+    _format[0] = fmt
+    logs.setup(fmt, "INFO", sys.stdout if fmt == "json" else sys.stderr)
+
+
+def say(message: str, **fields: Any) -> None:
+    """One progress line; ``fields`` (node, event, round, peer) go into the JSON form."""
+    if _format[0] != "json":
+        print(message, flush=True)
+        return
+    match = _PROGRESS.match(message)
+    if match and "round" not in fields:
+        fields = {"round": int(match.group(1)), "event": "progress", **fields}
+    log.info(message, extra={k: v for k, v in fields.items() if k in logs.FIELDS})
+
+
+say.takes_fields = True  # type: ignore[attr-defined]  # the account passes its fields
