@@ -39,6 +39,7 @@ from orchestrator.live_requests import Journal, serve_requests
 from orchestrator.node_specs import node_specs
 from orchestrator.recovery import write_start
 from orchestrator.results import close_run, link_summary, run_status
+from orchestrator.store_release import release_local_stores
 from orchestrator.supervisor import Supervisor, backend_pids
 
 __all__ = ["run_experiment"]
@@ -130,7 +131,7 @@ def run_experiment(
             live.withdraw(record)
     samples, rounds = collector.arrays()
     link_stats = supervisor.link_stats() if supervisor is not None else {}
-    return close_run(
+    metrics = close_run(
         experiment, out_dir, samples, rounds, account, link_summary(link_stats),
         f"wall time {time.monotonic() - wall_started:.1f} s",
         {
@@ -143,6 +144,12 @@ def run_experiment(
         say,
         node_data,
     )  # fmt: skip
+    if experiment.backend.kind == "local" and metrics.get("status") == "complete":
+        _, kept = release_local_stores(out_dir, samples, rounds)
+        if kept:
+            say(f"nodes {', '.join(kept)}: samples/ does not read back equal to what was "
+                "collected; their stores are kept in nodes/state/")  # fmt: skip
+    return metrics
 
 
 def _configure_and_start(

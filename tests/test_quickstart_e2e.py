@@ -47,6 +47,19 @@ def test_results_folder_contract(quickstart):
             assert np.array_equal(data["rounds"], np.arange(100))
 
 
+def test_samples_are_stored_once(quickstart):
+    """A complete local run keeps its samples in samples/ only: the nodes' stores (and
+    their checkpoints) under nodes/state/ are removed once samples/ reads back equal
+    (orchestrator/store_release.py); the nodes' logs stay."""
+    _, out, _, _ = quickstart
+    assert json.loads((out / "metrics.json").read_text())["status"] == "complete"
+    assert not list((out / "nodes").rglob("samples.bin"))
+    assert not (out / "nodes" / "state").exists() or not any((out / "nodes" / "state").iterdir())
+    assert len(list((out / "nodes" / "logs").glob("node-*.log"))) == 5
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert not [f for f in manifest["files"] if f.startswith("nodes/state")], manifest["files"]
+
+
 def test_quickstart_reaches_the_posterior(quickstart):
     """Done-when of the skeleton issue: average W2 < 0.5 after the quickstart's rounds.
 

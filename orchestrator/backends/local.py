@@ -26,7 +26,12 @@ if TYPE_CHECKING:
 from node.params import ConfigError
 from node.protocol.contract import READY_PREFIX
 
-__all__ = ["LocalBackend", "NodeProcess"]
+__all__ = ["LocalBackend", "NodeProcess", "state_dir"]
+
+
+def state_dir(workdir: Path, node_id: str) -> Path:
+    """Where the local backend keeps ``node_id``'s state dir (store, checkpoints)."""
+    return Path(workdir) / "state" / node_id.replace("/", "_")
 
 
 _BOOT = """\
@@ -139,7 +144,7 @@ class LocalBackend:
             self.nodes[node_id] = NodeProcess(
                 node_id=node_id,
                 listen=listen,
-                state_dir=self.workdir / "state" / safe,
+                state_dir=state_dir(self.workdir, node_id),
                 log_path=self.workdir / "logs" / f"node-{safe}.log",
             )
             launched.append((self.nodes[node_id], self._spawn(self.nodes[node_id])))
