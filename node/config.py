@@ -34,8 +34,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from node.params import ConfigError, parse_params
 from node.security import TlsFiles, tls_files
 from node.spec import DataSpec
@@ -89,6 +87,8 @@ def load_settings(path: str | Path | None) -> NodeSettings:
     file = Path(path)
     if not file.is_file():
         raise ConfigError(f"--config: no such file {str(path)!r}")
+    import yaml  # only for a config file: a node started with flags alone never loads it
+
     try:
         raw = yaml.safe_load(file.read_text()) or {}
     except yaml.YAMLError as exc:
