@@ -8,7 +8,8 @@ removes itself; the host's own network is never touched. Impairments are real ke
 
 * loss with an nftables rule in the receiving host (``numgen random mod 100 < P drop`` on
   packets from one sender), so only that link loses;
-* a rate limit with ``tc tbf`` on the bridge port towards the receiving host;
+* a rate limit with ``tc tbf`` on the bridge port towards the receiving host, or on one
+  link only (an htb class for the receiver's address in the sender, holding the tbf);
 * delay with ``tc netem`` where the kernel has it (:func:`netem_available`).
 
 Needs root and the ``ip``, ``nft`` and ``tc`` tools: :func:`unavailable` gives the reason to
@@ -181,6 +182,22 @@ class NamespaceBed:
             "latency",
             "400ms",
         )
+
+    def link_rate(self, sender: str, receiver: str, rate: str = "1mbit") -> None:
+        """Limit what ``sender`` sends to ``receiver`` — that link only — to ``rate``: an htb
+        root on the sender's eth0 whose default class is unlimited, and a class for packets
+        to the receiver's address (u32 filter) holding a ``tc tbf`` of ``rate``."""
+        namespace, tc = self.namespaces[sender], ("tc",)
+        self._in(namespace, *tc, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb",
+                 "default", "20")  # fmt: skip
+        for classid, ceiling in (("1:10", rate), ("1:20", "10gbit")):
+            self._in(namespace, *tc, "class", "add", "dev", "eth0", "parent", "1:", "classid",
+                     classid, "htb", "rate", ceiling)  # fmt: skip
+        self._in(namespace, *tc, "qdisc", "add", "dev", "eth0", "parent", "1:10", "handle",
+                 "10:", "tbf", "rate", rate, "burst", "32kbit", "latency", "400ms")  # fmt: skip
+        self._in(namespace, *tc, "filter", "add", "dev", "eth0", "parent", "1:", "protocol",
+                 "ip", "prio", "1", "u32", "match", "ip", "dst",
+                 f"{self.addresses[receiver]}/32", "flowid", "1:10")  # fmt: skip
 
     def delay(self, receiver: str, milliseconds: int) -> None:
         """Delay what the bridge sends towards ``receiver`` (tc netem; see netem_available)."""

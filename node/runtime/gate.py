@@ -58,7 +58,12 @@ class Gate:
                        f"peer stream: the client certificate is not node {sender!r}'s")  # fmt: skip
         terms = self.runtime.peer_terms()
         if terms is None:
-            return sender  # the servicer answers UNAVAILABLE until the node is configured
+            # No secret and no in-neighbours to check against yet: admitting the stream now
+            # would let it speak once the node is configured without ever showing the
+            # secret. Retriable, and not a refusal to count: a genuine sender that is early
+            # keeps its messages and opens the stream again.
+            context.abort(grpc.StatusCode.UNAVAILABLE, "node is not configured yet")
+            raise AssertionError("unreachable: context.abort raises")
         senders, secret = terms
         if secret and not same_secret(given.get(SECRET_KEY), secret):
             self._deny(context, "peer", grpc.StatusCode.UNAUTHENTICATED,
