@@ -278,7 +278,7 @@ def _log_format_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from orchestrator import certs, compose, docker_cli, live_cli
+    from orchestrator import certs, compose, docker_cli, export, live_cli
 
     parser = argparse.ArgumentParser(
         prog="starling", description="Decentralised Bayesian sampling on real edge networks."
@@ -340,6 +340,7 @@ def _parser() -> argparse.ArgumentParser:
     compose.add_commands(sub)
     docker_cli.add_commands(sub)
     certs.add_commands(sub)
+    export.add_commands(sub)
     return parser
 
 

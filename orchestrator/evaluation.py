@@ -187,7 +187,11 @@ def evaluate(
     tables: dict[str, list[dict]] = {}
     if samples:
         series = {**({"average": average} if average is not None else {}), **samples}
-        score_beyond_w2(experiment, series, metrics, tables, node_data)
+        model = build_model(experiment.model)
+        score_beyond_w2(
+            experiment, series, metrics, tables,
+            lambda: reference_data(experiment, model, node_data),
+        )  # fmt: skip
     posterior = ground_truth(experiment, node_data)
     if posterior is None or not samples:
         return Evaluation(metrics, curves, tables)

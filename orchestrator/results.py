@@ -1,7 +1,8 @@
 """The results folder, a contract other tools read.
 
 <out>/metrics.json           status (complete, partial, failed, interrupted), algorithm,
-                             rounds, w2 {average, per_node, ...}, run account:
+                             rounds, w2 {average, per_node, ...}, predictive, distances,
+                             diagnostics (:mod:`orchestrator.scoring`), run account:
                              ``account`` (lines), ``faults`` (scheduled and live, node
                              events), ``links`` ("A->B" counters), ``link_stats`` (every
                              node's final outbound/inbound counters), ``program_metrics``

@@ -174,16 +174,20 @@ class ReferenceSection(BaseModel):
     seed: Natural = 0
     steps: Count = 4000
     """MALA: iterations per reference chain after as many of warm-up."""
+    cache: Str = ""
+    """Folder of cached references (default ``$STARLING_CACHE_DIR`` or ~/.cache/starling)."""
 
 
 class TransportSection(BaseModel):
     """Sinkhorn and sliced-Wasserstein settings (:mod:`orchestrator.transport`)."""
 
     model_config = STRICT
-    points: Count = 1000
+    points: Count = 500
     """At most this many samples of each set (a seeded subsample) enter one distance."""
     reg: Annotated[Float, Field(gt=0)] = 0.1
     projections: Count = 200
+    curve_points: Count = 10
+    """The distance curve scores at most this many rounds (each costs a Sinkhorn solve)."""
 
 
 class EvaluationSection(BaseModel):
@@ -199,6 +203,8 @@ class EvaluationSection(BaseModel):
     """Rounds left out of ESS and R-hat (default: the first half)."""
     hpd: Annotated[Float, Field(gt=0, lt=1)] | None = None
     """α of [003]'s HPD relative error (``orchestrator/hpd.py``), e.g. 0.1; None: not reported."""
+    diagnostics: bool = True
+    """ArviZ's ESS and R-hat per node (:mod:`orchestrator.diagnostics`)."""
 
 
 BACKEND_KINDS = backend_kinds()

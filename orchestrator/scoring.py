@@ -10,12 +10,12 @@ fast as before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from node.models import build_model
-from node.spec import DataSpec
+from node.models.base import Dataset
 from orchestrator.experiment import Experiment
 from orchestrator.heldout import held_out_data
 
@@ -27,12 +27,14 @@ def score_beyond_w2(
     series: Mapping[str, np.ndarray],
     metrics: dict,
     tables: dict[str, list[dict]],
-    node_data: Mapping[str, DataSpec] | None = None,
+    shards: Callable[[], list[Dataset]],
 ) -> None:
-    """Add ``predictive`` (and its curve) to ``metrics`` and ``tables``.
+    """Add ``predictive``, ``distances`` and ``diagnostics`` to ``metrics`` (and the curves
+    to ``tables``) where they apply.
 
     ``series``: ``"average"`` (the network-average iterate, when every node finished) and
-    every node id -> samples (rounds, chains, d).
+    every node id -> samples (rounds, chains, d); ``shards``: the data the nodes hold
+    together, as the evaluation knows it (asked only when a reference is needed).
     """
     model = build_model(experiment.model)
     evaluation = experiment.evaluation
@@ -45,3 +47,22 @@ def score_beyond_w2(
         )
         metrics["predictive"] = section
         tables["predictive_curve"] = rows
+    if evaluation.reference.method != "none":
+        from orchestrator.reference import reference_samples
+
+        reference = reference_samples(model, experiment.model, shards(), evaluation.reference)
+        if reference is not None:
+            from orchestrator.distances import distance_section
+
+            section, rows = distance_section(
+                series, reference, evaluation.window, evaluation.transport, experiment.seed
+            )
+            metrics["distances"] = section
+            tables["distance_curve"] = rows
+    if evaluation.diagnostics:
+        from orchestrator.diagnostics import diagnostics_section
+
+        nodes = {n: v for n, v in series.items() if n != "average"}
+        found = diagnostics_section(nodes, evaluation.burn_in)
+        if found is not None:
+            metrics["diagnostics"] = found

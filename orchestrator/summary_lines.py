@@ -43,9 +43,13 @@ def scoring_lines(metrics: Mapping) -> list[str]:
             f"distances to {ref.get('size')} reference samples ({ref.get('method')}), "
             f"last {distances.get('window')} round(s)"
         )
-        lines.append(f"{'node':>10}  {'Sinkhorn':>8}  {'sliced W2':>9}  "
-                     f"(Sinkhorn reg {distances.get('reg')})")  # fmt: skip
+        lines.append(
+            f"{'node':>10}  {'Sinkhorn':>8}  {'sliced W2':>9}  "
+            f"(Sinkhorn reg {distances.get('reg')}; floor: reference vs itself)"
+        )
         rows = [("average", distances.get("average")), *distances["per_node"].items()]
+        if distances.get("reference_floor"):
+            rows.append(("floor", distances["reference_floor"]))
         for name, s in rows:
             if name == "average" and s is None:
                 continue

@@ -1,0 +1,133 @@
+"""Transport distances (POT), ArviZ diagnostics, reference samples and the netcdf export
+against known values; every tolerance says where it comes from."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from node.data import shard_rng
+from node.models import build_model
+from node.models.base import Dataset
+from node.spec import ModelSpec
+from orchestrator.diagnostics import MAX_PARAMS, chain_diagnostics, diagnostics_section
+from orchestrator.export import to_inference_data, write_netcdf
+from orchestrator.metrics import empirical_w2
+from orchestrator.reference import mala, reference_samples
+from orchestrator.schema import ReferenceSection
+from orchestrator.transport import sinkhorn_distance, sliced_w2
+
+
+def test_sinkhorn_between_identical_sets_is_small_and_vanishes_with_the_regularisation():
+    # ⟨P_ε, M⟩ ≤ ε log n between a set and itself (transport.py's bound), → 0 as ε → 0.
+    x = np.random.default_rng(0).normal(size=(100, 2))
+    for reg in (0.1, 0.02):
+        assert 0.0 <= sinkhorn_distance(x, x, reg) <= reg * np.log(100)
+    assert sinkhorn_distance(x, x, 0.02) < 0.1 * sinkhorn_distance(x, x, 0.1)
+
+
+def test_sinkhorn_of_a_translated_set_is_the_shift_up_to_eps_log_n():
+    # W1(μ, μ + δ) = |δ| exactly (the translation coupling, and the 1-Lipschitz test
+    # function x·δ/|δ|); the Sinkhorn distance lies in [W1, W1 + ε log n].
+    x = np.random.default_rng(1).normal(size=(200, 2))
+    delta = np.array([3.0, -4.0])
+    value = sinkhorn_distance(x, x + delta, 0.1)
+    assert 5.0 - 1e-9 <= value <= 5.0 + 0.1 * np.log(200)
+    far = sinkhorn_distance(x, x + 100.0 * delta, 0.1)  # exp(−M/ε) would underflow: log domain
+    assert 500.0 - 1e-6 <= far <= 500.0 + 0.1 * np.log(200)
+
+
+def test_sliced_w2_between_shifted_sets_is_the_shift_projected():
+    rng = np.random.default_rng(2)
+    z = rng.normal(size=(300, 1))
+    # In one dimension every projection is ±the axis: SW2 is the 1-D W2, exactly |δ|.
+    assert sliced_w2(z, z + 3.0, 20, seed=0) == pytest.approx(3.0, abs=1e-9)
+    # In d = 2 the projection of δ on a uniform direction θ has E(θ·δ)² = |δ|²/2, so SW2 of
+    # a set and its translate is |δ|/√2 up to the Monte-Carlo error of the projections:
+    # (θ·δ)²/|δ|² = cos²φ has variance 1/8, so over 500 projections SW2² has relative
+    # standard deviation √(1/8/500)/(1/2) = 3.2 %, SW2 half that: 6 % on SW2 is ~4 sd.
+    z = rng.normal(size=(300, 2))
+    value = sliced_w2(z, z + np.array([3.0, 4.0]), 500, seed=1)
+    assert value == pytest.approx(5.0 / np.sqrt(2.0), rel=0.06)
+    # Two independent samples of N(0, I) and N(δ, I): the same plus the sampling noise of
+    # the two sets (their means differ from δ by ~√(2/n) = 0.045 per coordinate at n = 1000,
+    # ~1 % of the answer): 8 % in all.
+    a, b = rng.normal(size=(1000, 2)), rng.normal(size=(1000, 2)) + np.array([3.0, 4.0])
+    assert sliced_w2(a, b, 500, seed=2) == pytest.approx(5.0 / np.sqrt(2.0), rel=0.08)
+
+
+def test_ess_of_iid_draws_is_their_number_and_rhat_is_one():
+    # 4 chains × 1000 iid N(0, 1) draws: ESS ≈ 4000. Over 30 seeds ArviZ's estimates fell in
+    # [0.82, 1.07]·n (bulk) and [0.86, 1.04]·n (tail), R-hat within 0.0025 of 1: the bounds
+    # 0.75n..1.25n and |R-hat − 1| < 0.01 leave room beyond that spread.
+    found = chain_diagnostics(np.random.default_rng(3).normal(size=(4, 1000, 3)))
+    for key in ("ess_bulk", "ess_tail"):
+        assert np.all((found[key] > 0.75 * 4000) & (found[key] < 1.25 * 4000)), found[key]
+    assert np.all(np.abs(found["rhat"] - 1.0) < 0.01), found["rhat"]
+
+
+def test_rhat_sees_chains_stuck_in_different_modes():
+    rng = np.random.default_rng(4)
+    draws = rng.normal(size=(4, 500, 1)) + np.array([0.0, 0.0, 5.0, 5.0])[:, None, None]
+    assert chain_diagnostics(draws)["rhat"][0] > 1.5
+
+
+def test_diagnostics_section_burns_in_half_and_samples_coordinates_of_big_models():
+    rng = np.random.default_rng(5)
+    small = {"a": rng.normal(size=(100, 4, 2)), "b": rng.normal(size=(100, 4, 2))}
+    section = diagnostics_section(small, None)
+    assert section["burn_in"] == 50 and section["params"] == "all"
+    assert len(section["per_node"]["a"]["ess_bulk"]) == 2
+    big = diagnostics_section({"a": rng.normal(size=(20, 3, 100))}, 10)
+    assert len(big["params"]) == MAX_PARAMS and "ess_bulk" not in big["per_node"]["a"]
+    assert diagnostics_section({"a": rng.normal(size=(6, 3, 2))}, None) is None  # 3 draws
+
+
+def test_mala_reference_matches_an_exact_gaussian_posterior():
+    # Linear regression has an exact posterior; 2000 MALA samples (16 chains, thinned)
+    # fitted by a Gaussian: W2 to it measured 0.010-0.015 over three seeds, against
+    # posterior standard deviations of 0.26. A wrong Metropolis ratio or proposal
+    # density biases the law by more than 0.04 (~0.15 sd).
+    model = build_model(ModelSpec("linear_regression", {"dim": 2, "noise_std": 4.0}))
+    shards = [model.synthesize(shard_rng(1, k), 50) for k in range(5)]
+    posterior = model.exact_posterior(shards)
+    pooled = Dataset(
+        X=np.concatenate([s.X for s in shards]), y=np.concatenate([s.y for s in shards])
+    )
+    draws = mala(model.local_potential(pooled, 1.0), 2, 2000, 4000, np.random.default_rng(0))
+    assert empirical_w2(draws, posterior.mean, posterior.cov) < 0.04
+
+
+def test_references_are_cached_by_content_hash(tmp_path):
+    spec = ModelSpec("gaussian_mixture", {})
+    model = build_model(spec)
+    shards = [model.synthesize(shard_rng(1, k), 20) for k in range(5)]
+    settings = ReferenceSection(size=500, seed=3)
+    first, about = reference_samples(model, spec, shards, settings, where=str(tmp_path))
+    again, about_again = reference_samples(model, spec, shards, settings, where=str(tmp_path))
+    assert about["method"] == "grid" and not about["cached"] and about_again["cached"]
+    assert np.array_equal(first, again) and first.shape == (500, 2)
+    assert len(list((tmp_path / "reference").glob("*.npz"))) == 1
+    other_data = [model.synthesize(shard_rng(2, k), 20) for k in range(5)]
+    _, about_other = reference_samples(model, spec, other_data, settings, where=str(tmp_path))
+    assert not about_other["cached"] and about_other["key"] != about["key"]
+    assert reference_samples(model, spec, shards, ReferenceSection(method="none")) is None
+
+
+@pytest.mark.e2e  # the netcdf writer (h5py) runs `uname -p` once on first use
+def test_export_has_chains_draws_params_and_node_as_a_coordinate(tmp_path):
+    import arviz as az
+
+    (tmp_path / "samples").mkdir()
+    rng = np.random.default_rng(6)
+    full, short = rng.normal(size=(7, 3, 2)), rng.normal(size=(5, 3, 2))
+    np.savez(tmp_path / "samples" / "node-a.npz", samples=full, rounds=np.arange(7))
+    np.savez(tmp_path / "samples" / "node-b.npz", samples=short, rounds=np.arange(5))
+    data = to_inference_data(tmp_path)
+    x = data.posterior["x"]
+    assert x.dims == ("chain", "draw", "node", "param") and x.shape == (3, 7, 2, 2)
+    assert list(data.posterior["node"].values) == ["a", "b"]
+    assert np.array_equal(x.sel(node="a").values, np.transpose(full, (1, 0, 2)))
+    assert np.isnan(x.sel(node="b").values[:, 5:]).all()  # a partial node, padded
+    back = az.from_netcdf(str(write_netcdf(tmp_path)))
+    assert np.array_equal(back.posterior["x"].values, x.values, equal_nan=True)
