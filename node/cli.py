@@ -119,6 +119,11 @@ def _parser(prog: str = "python -m node") -> argparse.ArgumentParser:
     check = sub.add_parser("health", help="exit 0 if the node at HOST:PORT is serving")
     check.add_argument("address", metavar="HOST:PORT")
     check.add_argument("--timeout", type=float, default=3.0, metavar="SECONDS")
+    check.add_argument(
+        "--service", default="", metavar="NAME",
+        help="one service's health, e.g. starling.v1.Peer: NOT_SERVING while the node is "
+        "stopped or failed (default: the whole server)",
+    )  # fmt: skip
     check.add_argument("--config", metavar="FILE",
                        help="a node config whose tls section (if any) the check uses")  # fmt: skip
     check.add_argument("--id", metavar="ID", help="with TLS: the node id its certificate names")
@@ -309,7 +314,8 @@ def health(args: argparse.Namespace) -> int:
     with open_channel(args.address, credentials, server_id=server_id) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
-            reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=args.timeout)
+            request = health_pb2.HealthCheckRequest(service=args.service)
+            reply = stub.Check(request, timeout=args.timeout)
         except grpc.RpcError as exc:
             print(f"starling-node: {args.address}: {exc.code().name.lower()}", file=sys.stderr)
             return 1

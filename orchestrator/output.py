@@ -5,7 +5,8 @@
 fields of :mod:`node.logs` — ``time``, ``level``, ``message``, ``event``, ``node``,
 ``experiment``, ``round``, ``peer``. The account passes what it knows (a node event names
 its node and event); for the run loop's progress line ``round LOW..HIGH of N`` the round
-is LOW, the round every node has reached. Text stays the default.
+is LOW, the round every node has reached. Node processes the local backend starts log in
+the same format (their ``nodes/<id>.log``). Text stays the default.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from node import logs
 
-__all__ = ["say", "use_format"]
+__all__ = ["current_format", "say", "use_format"]
 
 log = logging.getLogger("starling.orchestrator")
 
@@ -29,6 +30,11 @@ def use_format(fmt: str) -> None:
     """Text (the default) or json for everything this process says and logs from now on."""
     _format[0] = fmt
     logs.setup(fmt, "INFO", sys.stdout if fmt == "json" else sys.stderr)
+
+
+def current_format() -> str:
+    """``text`` or ``json``: local node processes are started with the same."""
+    return _format[0]
 
 
 def say(message: str, **fields: Any) -> None:

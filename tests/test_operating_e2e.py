@@ -125,8 +125,12 @@ def test_reflection_lists_services_and_health_follows_the_node(tmp_path):
             assert reflector.health("starling.v1.Peer") == "NOT_SERVING"
             assert reflector.health() == "SERVING"  # still configurable
             assert reflector.health("starling.v1.Control") == "SERVING"
+            peer_check = ("node", "health", procs[first].address, "--service", "starling.v1.Peer")
+            stopped = run_cli(*peer_check, timeout=120)
+            assert stopped.returncode == 1 and "not_serving" in stopped.stderr, stopped.stderr
             clients[first].configure(next(s for s in specs if s.node_id == first))
             assert reflector.health("starling.v1.Peer") == "SERVING"
+            assert run_cli(*peer_check, timeout=120).returncode == 0
             with pytest.raises(grpc.RpcError) as unknown:
                 reflector.health("no.such.Service")
             assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
@@ -215,6 +219,22 @@ def test_metrics_endpoints_and_json_logs_of_a_run(tmp_path, starling_home):
             configured = [e for e in logged if e["event"] == "configured"]
             assert configured and configured[0]["experiment"] == "ops"
             assert configured[0]["round"] == 0
+
+
+def test_local_nodes_log_in_the_orchestrators_format(tmp_path, starling_home):
+    experiment = {k: v for k, v in _experiment("local-json", 10).items() if k != "nodes"}
+    experiment.update(data={"source": "synthetic", "size": 20, "seed": 5},
+                      topology={"kind": "ring", "nodes": 3})  # fmt: skip
+    out = tmp_path / "out"
+    done = run_cli("run", _write(tmp_path / "exp.yaml", experiment), "--out", str(out),
+                   "--log-format", "json", env_home=starling_home, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert {e["experiment"] for e in _json_lines(done.stdout)} == {"local-json"}
+    logs = sorted((out / "nodes").rglob("*.log"))
+    assert len(logs) == 3
+    for path in logs:
+        events = {e["event"] for e in _json_lines(path.read_text())}
+        assert {"serving", "configured", "run_finished"} <= events, (path, events)
 
 
 def _query(prometheus: str, expression: str) -> list[dict]:

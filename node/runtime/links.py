@@ -336,7 +336,10 @@ class OutboundLink:
 def _payload_bytes(message: Message) -> int:
     """The tensor bytes a message carries (what ``bytes`` counts on both ends of a link:
     the arrays' sizes, known without encoding anything)."""
-    return sum(np.asarray(value).nbytes for value in message.tensors.values())
+    return sum(
+        v.nbytes if isinstance(v, np.ndarray) else np.asarray(v).nbytes
+        for v in message.tensors.values()
+    )
 
 
 def _finite(message: Message) -> bool:

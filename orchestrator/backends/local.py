@@ -174,6 +174,9 @@ class LocalBackend:
         ]  # fmt: skip
         if self.data_dir:
             command += ["--data-dir", self.data_dir]
+        from orchestrator.output import current_format  # `starling run --log-format`
+
+        command += ["--log-format", current_format()]
         proc.process = subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
