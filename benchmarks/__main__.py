@@ -134,37 +134,51 @@ def big_ring(nodes: int, rounds: int) -> dict:
 
 
 def studies(names: list[str]) -> dict:
-    """``starling simulate`` of [000] studies, in-process; how much of it is evaluation."""
+    """``starling simulate`` of [000] studies (one seed each), in-process; how much of it is
+    evaluation and how much drawing the plots."""
     import tempfile
 
     from orchestrator import evaluation, results, study
     from orchestrator.experiment import read_yaml_file
 
-    spent = {"evaluate_s": 0.0}
+    spent = {"evaluate_s": 0.0, "plot_s": 0.0}
     original = evaluation.evaluate
+    plots = (study.plot_curves, study.plot_against_x)
 
-    def timed(*args, **kwargs):
-        began = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            spent["evaluate_s"] += time.perf_counter() - began
+    def timing(function, key):
+        def timed(*args, **kwargs):
+            began = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[key] += time.perf_counter() - began
+
+        return timed
+
+    timed = timing(original, "evaluate_s")
 
     out: dict = {"studies": {}}
     examples = Path(__file__).resolve().parent.parent / "examples"
-    results.evaluate = study.evaluate = timed  # instrumentation only: same function, timed
+    # Instrumentation only: the same functions, timed.
+    results.evaluate = study.evaluate = timed
+    study.plot_curves, study.plot_against_x = (timing(f, "plot_s") for f in plots)
     try:
         for name in names:
             _say(f"simulate {name}")
-            loaded = study.load_study(read_yaml_file(examples / f"{name}.yaml"))
+            raw = read_yaml_file(examples / f"{name}.yaml")
+            # One seed: the 15 runs per study that issue 15's goal was set for (the files
+            # now ask for 10 seeds, 150 runs each: the same work ten times over).
+            raw["seeds"] = 1
+            loaded = study.load_study(raw)
             with tempfile.TemporaryDirectory(prefix="starling-bench-") as tmp:
                 began = time.perf_counter()
                 study.run_study(loaded, Path(tmp), "simulate", say=lambda _m: None)
                 out["studies"][name] = time.perf_counter() - began
     finally:
         results.evaluate = study.evaluate = original
+        study.plot_curves, study.plot_against_x = plots
     out["total_s"] = sum(out["studies"].values())
-    out["evaluate_s"] = spent["evaluate_s"]
+    out.update(spent)
     return out
 
 
@@ -207,10 +221,13 @@ def table(report: dict) -> str:
                  f"{q['raw']:.0f} MB", _ratio(q["starling"], q["raw"]), "<= 64 MB"))  # fmt: skip
     s = report["simulate"]
     names = ", ".join(s["studies"])
-    rows.append((f"simulate [000] studies ({names})", f"{s['total_s']:.1f} s", "-", "-",
-                 "<= 15 s (all four)"))  # fmt: skip
+    rows.append((f"simulate [000] studies, one seed each ({names})",
+                 f"{s['total_s']:.1f} s", "-", "-", "<= 15 s (all four)"))  # fmt: skip
     rows.append(("  of which evaluation", f"{s['evaluate_s']:.1f} s", "-",
                  f"{s['evaluate_s'] / s['total_s']:.0%} of it", "<= 25%"))  # fmt: skip
+    if "plot_s" in s:
+        rows.append(("  of which drawing the plots", f"{s['plot_s']:.1f} s", "-",
+                     f"{s['plot_s'] / s['total_s']:.0%} of it", "-"))  # fmt: skip
     rows.append((f"evaluation at dim {li['dim']}, {li['chains']} chains, "
                  f"{li['evaluate_rounds']} rounds, 5 nodes",
                  f"{li['evaluate_s']:.1f} s", "-",
