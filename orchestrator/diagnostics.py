@@ -29,10 +29,13 @@ def chain_diagnostics(draws: np.ndarray) -> dict[str, np.ndarray]:
     params), from ArviZ."""
     import arviz as az  # seconds to import: only when diagnostics are computed
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
         # "More chains than draws": our layout is (chain, draw, param) on purpose; a run of
-        # many short chains is the papers' design, not a transposed array.
+        # many short chains is the papers' design, not a transposed array. A coordinate whose
+        # chains are constant (ADMM collapses to a point) divides 0 by 0: its NaN is reported
+        # as no value, without a warning.
         warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
         dataset = az.convert_to_dataset(np.asarray(draws, dtype=float))
         return {
             "ess_bulk": np.asarray(az.ess(dataset, method="bulk")["x"].values, dtype=float),

@@ -72,6 +72,14 @@ def test_rhat_sees_chains_stuck_in_different_modes():
     assert chain_diagnostics(draws)["rhat"][0] > 1.5
 
 
+def test_constant_chains_have_no_ess_or_rhat_and_no_warning():
+    # ADMM's chains collapse to a point: zero variance, so ArviZ's ratios are 0/0. Reported
+    # as None (pytest turns any warning into an error here).
+    section = diagnostics_section({"a": np.ones((20, 4, 2))}, None)
+    entry = section["per_node"]["a"]
+    assert entry["rhat_max"] is None and entry["rhat"] == [None, None]
+
+
 def test_diagnostics_section_burns_in_half_and_samples_coordinates_of_big_models():
     rng = np.random.default_rng(5)
     small = {"a": rng.normal(size=(100, 4, 2)), "b": rng.normal(size=(100, 4, 2))}
