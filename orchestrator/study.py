@@ -163,6 +163,11 @@ def load_study(raw: Mapping[str, Any]) -> Study:
             )
             fields = _merge(fields, (variant.get("per_cell") or {}).get(cell["label"], {}))
             fields["name"] = f"{name}-{slug(cell['label'])}-{slug(variant['label'])}"
+            # ESS and R-hat cost ArviZ ~5 ms per coordinate and node, most of a [000] sweep's
+            # evaluation, and a study's tables do not use them: they are opt-in here.
+            evaluation = dict(fields.get("evaluation") or {})
+            evaluation.setdefault("diagnostics", False)
+            fields["evaluation"] = evaluation
             for r in range(spec.seeds):
                 try:
                     experiment = parse_experiment(_seeded(fields, r, spec.vary_data))

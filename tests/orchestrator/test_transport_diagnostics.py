@@ -139,3 +139,17 @@ def test_export_has_chains_draws_params_and_node_as_a_coordinate(tmp_path):
     assert np.isnan(x.sel(node="b").values[:, 5:]).all()  # a partial node, padded
     back = az.from_netcdf(str(write_netcdf(tmp_path)))
     assert np.array_equal(back.posterior["x"].values, x.values, equal_nan=True)
+
+
+def test_a_study_opts_in_to_diagnostics():
+    from orchestrator.study import load_study
+
+    raw = {
+        "study": "s",
+        "base": {"model": {"name": "linear_regression"}, "rounds": 4},
+        "cells": [{"label": "ring", "topology": {"kind": "ring", "nodes": 3}}],
+        "variants": [{"label": "sgld", "algorithm": "d-sgld"}],
+    }
+    assert not load_study(raw).runs[0][2].evaluation.diagnostics
+    raw["base"]["evaluation"] = {"diagnostics": True}
+    assert load_study(raw).runs[0][2].evaluation.diagnostics
