@@ -26,7 +26,7 @@ MIN_DRAWS = 4
 
 def chain_diagnostics(draws: np.ndarray) -> dict[str, np.ndarray]:
     """``ess_bulk``, ``ess_tail`` and ``rhat`` per parameter of ``draws`` (chains, draws,
-    params), from ArviZ."""
+    params), from ArviZ; ``rhat`` is NaN (reported as no value) with a single chain."""
     import arviz as az  # seconds to import: only when diagnostics are computed
 
     with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -36,12 +36,19 @@ def chain_diagnostics(draws: np.ndarray) -> dict[str, np.ndarray]:
         # as no value, without a warning.
         warnings.simplefilter("ignore", UserWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
-        dataset = az.convert_to_dataset(np.asarray(draws, dtype=float))
-        return {
+        draws = np.asarray(draws, dtype=float)
+        dataset = az.convert_to_dataset(draws)
+        found = {
             "ess_bulk": np.asarray(az.ess(dataset, method="bulk")["x"].values, dtype=float),
             "ess_tail": np.asarray(az.ess(dataset, method="tail")["x"].values, dtype=float),
-            "rhat": np.asarray(az.rhat(dataset)["x"].values, dtype=float),
         }
+        # R-hat compares chains: ArviZ refuses one (a log line, then NaN); so do we, quietly.
+        found["rhat"] = (
+            np.asarray(az.rhat(dataset)["x"].values, dtype=float)
+            if draws.shape[0] >= 2
+            else np.full(draws.shape[-1], np.nan)
+        )
+        return found
 
 
 def _finite(value: float) -> float | None:

@@ -80,6 +80,12 @@ def test_constant_chains_have_no_ess_or_rhat_and_no_warning():
     assert entry["rhat_max"] is None and entry["rhat"] == [None, None]
 
 
+def test_one_chain_has_ess_but_no_rhat(caplog):
+    found = chain_diagnostics(np.random.default_rng(8).normal(size=(1, 400, 2)))
+    assert np.all(found["ess_bulk"] > 0.75 * 400) and np.isnan(found["rhat"]).all()
+    assert not caplog.records  # ArviZ would log a shape warning for R-hat of one chain
+
+
 def test_diagnostics_section_burns_in_half_and_samples_coordinates_of_big_models():
     rng = np.random.default_rng(5)
     small = {"a": rng.normal(size=(100, 4, 2)), "b": rng.normal(size=(100, 4, 2))}
