@@ -55,7 +55,14 @@ def write_tables(out: Path, study: Study, rows: list[dict], curves: list[Curve])
                     [c.cell, c.variant, c.seed, k + 1, f"{c.average[k]:.6g}", f"{c.agent[k]:.6g}"]
                 )
     keys = figure_keys(study)
-    shown = [k for k in keys if k != "w2_node_mean"]
+    shown = [  # a figure no run has (W2 of a model without an exact posterior) is left out
+        k
+        for k in keys
+        if k == FIRST_BELOW
+        or (k != "w2_node_mean" and any(r.get(k) is not None for r in rows))
+        or k in ("w2_average", "w2_agent")
+        and any(r.get("diverged") is not None for r in rows)
+    ]
     lines = [f"# {study.name}", "", study.description, ""]
     if study.seeds > 1:
         lines += [
