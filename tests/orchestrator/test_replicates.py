@@ -113,3 +113,25 @@ def test_bad_replicate_settings_are_named():
         load_study(_study(seeds=0))
     with pytest.raises(ConfigError, match=r"threshold"):
         load_study(_study(threshold=-1))
+
+
+@pytest.mark.e2e
+def test_a_study_over_two_seeds_on_real_nodes(tmp_path, starling_home):
+    """``starling run`` of a replicated study: every seed's run is its own set of node
+    processes, and gives the samples ``simulate`` gives for that seed."""
+    raw = _study(seeds=2, report_at=[], figures={})
+    raw["base"] = {**raw["base"], "rounds": 4, "chains": 3, "round_deadline": 10.0}
+    raw["variants"] = raw["variants"][:1]
+    study = load_study(raw)
+    run_study(study, tmp_path / "run", "run", say=lambda _m: None)
+    run_study(study, tmp_path / "sim", "simulate", say=lambda _m: None)
+    for r in range(2):
+        for node in ("0", "1", "2"):
+            got = [
+                np.load(tmp_path / mode / "ring" / "D-SGLD" / f"seed-{r}" / "samples"
+                        / f"node-{node}.npz")["samples"]
+                for mode in ("run", "sim")
+            ]  # fmt: skip
+            assert got[0].tobytes() == got[1].tobytes(), (r, node)
+    with open(tmp_path / "run" / "seeds.csv") as handle:
+        assert [row["seed"] for row in csv.DictReader(handle)] == ["40", "41"]

@@ -62,7 +62,10 @@ def test_the_wheel_carries_the_examples_and_finds_them_installed(tmp_path):
     (wheel,) = tmp_path.glob("*.whl")
     with zipfile.ZipFile(wheel) as archive:
         inside = {n for n in archive.namelist() if n.startswith("orchestrator/examples/")}
+        data = {n for n in archive.namelist() if n.startswith("node/models/datasets/")}
         archive.extractall(tmp_path / "site")
+    assert {"node/models/datasets/a9a.gz", "node/models/datasets/a9a.t.gz",
+            "node/models/datasets/README.md"} <= data  # fmt: skip
     assert inside == {f"orchestrator/examples/{p.name}" for p in (ROOT / "examples").glob("*.yaml")}
     # Imported from the unpacked wheel (no checkout around it), the examples are its own.
     found = subprocess.run(
@@ -74,3 +77,13 @@ def test_the_wheel_carries_the_examples_and_finds_them_installed(tmp_path):
     assert found.returncode == 0, found.stderr
     expected = tmp_path / "site" / "orchestrator" / "examples" / "quickstart.yaml"
     assert found.stdout.strip() == str(expected.resolve())
+    # The a9a the examples name loads from the unpacked wheel, its checksum verified.
+    a9a = subprocess.run(
+        [sys.executable, "-c", "import node.builtin_data as b; print(b.__file__, "
+         "len(b.load_builtin('a9a.t', 123)))"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path / "site")},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert a9a.returncode == 0, a9a.stderr
+    where, rows = a9a.stdout.split()
+    assert where.startswith(str(tmp_path / "site")) and rows == "16281"
