@@ -43,7 +43,6 @@ class NodeHealth:
     def __init__(self, server: grpc.Server) -> None:
         self._servicer = health.HealthServicer(experimental_non_blocking=True)
         health_pb2_grpc.add_HealthServicer_to_server(self._servicer, server)
-        self._state = NodeState.IDLE
         self._serving = False
 
     def start(self, state: NodeState) -> None:
@@ -55,7 +54,6 @@ class NodeHealth:
 
     def follow(self, state: NodeState) -> None:
         """The runtime entered ``state`` (called under its lock: non-blocking)."""
-        self._state = state
         if self._serving:
             self._servicer.set(PEER, _NOT_SERVING if state in _PEER_DOWN else _SERVING)
 
