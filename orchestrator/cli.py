@@ -105,6 +105,24 @@ def _into_folder(args, name: str, work: Callable[[Path], object]) -> dict:
     return metrics
 
 
+def _reported(args, work: Callable[[Path], object]) -> Callable[[Path], object]:
+    """``work``, then the folder's ``report.html`` (unless ``--no-report``). A report that
+    cannot be written is one line saying why; the run's results stand without it."""
+
+    def both(out: Path) -> object:
+        result = work(out)
+        if not getattr(args, "no_report", False):
+            from orchestrator.report import write_report
+
+            try:
+                _say(f"report: {write_report(out)}")
+            except Exception as exc:  # noqa: BLE001 - never lose a run over its pictures
+                _say(f"report: not written ({type(exc).__name__}: {exc})")
+        return result
+
+    return both
+
+
 def cmd_run(args) -> int:
     from orchestrator.runner import run_experiment
     from orchestrator.study import Study, run_study
@@ -113,10 +131,12 @@ def cmd_run(args) -> int:
     _experiment_context(loaded.name)
     _operating(args)
     if isinstance(loaded, Study):
-        _into_folder(args, loaded.name,
-                     lambda out: run_study(loaded, out, "run", say=_say) and None)  # fmt: skip
+        study = _reported(args, lambda out: run_study(loaded, out, "run", say=_say) and None)
+        _into_folder(args, loaded.name, study)
         return 0
-    metrics = _into_folder(args, loaded.name, lambda out: run_experiment(loaded, out, say=_say))
+    metrics = _into_folder(
+        args, loaded.name, _reported(args, lambda out: run_experiment(loaded, out, say=_say))
+    )
     return exit_code(metrics)
 
 
@@ -128,12 +148,22 @@ def cmd_simulate(args) -> int:
     _experiment_context(loaded.name)
     _operating(args)
     if isinstance(loaded, Study):
-        _into_folder(args, loaded.name,
-                     lambda out: run_study(loaded, out, "simulate", say=_say) and None)  # fmt: skip
+        _into_folder(args, loaded.name, _reported(
+            args, lambda out: run_study(loaded, out, "simulate", say=_say) and None))  # fmt: skip
         return 0
     return exit_code(
-        _into_folder(args, loaded.name, lambda out: simulate_experiment(loaded, out, say=_say))
+        _into_folder(
+            args, loaded.name,
+            _reported(args, lambda out: simulate_experiment(loaded, out, say=_say)),
+        )  # fmt: skip
     )
+
+
+def cmd_report(args) -> int:
+    from orchestrator.report import write_report
+
+    print(write_report(Path(args.results)))
+    return 0
 
 
 def cmd_collect(args) -> int:
@@ -268,6 +298,10 @@ def _out_options(parser: argparse.ArgumentParser) -> None:
         help="--out may hold an earlier run: its files (listed in its manifest.json) are "
         "replaced, nothing else is touched",
     )  # fmt: skip
+    parser.add_argument(
+        "--no-report", action="store_true",
+        help="do not write report.html at the end (starling report DIR writes it later)",
+    )  # fmt: skip
 
 
 def _log_format_option(parser: argparse.ArgumentParser) -> None:
@@ -318,6 +352,13 @@ def _parser() -> argparse.ArgumentParser:
     collect.add_argument("results", help="the run's results folder")
     _log_format_option(collect)
     collect.set_defaults(handler=cmd_collect)
+
+    report = sub.add_parser(
+        "report", help="write report.html (figures and tables, one self-contained page) for "
+        "a run's or a study's results folder",
+    )  # fmt: skip
+    report.add_argument("results", help="the results folder (of a run, simulation or study)")
+    report.set_defaults(handler=cmd_report)
 
     algorithms = sub.add_parser("algorithms", help="list algorithms, roles and hyperparameters")
     algorithms.add_argument("--format", choices=["text", "json"], default="text")

@@ -38,7 +38,7 @@ def write_tables(out: Path, study: Study, rows: list[dict], curves: list[Curve])
         yaml.safe_dump(
             {"study": study.name, "description": study.description, "base": dict(study.base),
              "variants": list(study.variants), "cells": list(study.cells), "agent": study.agent,
-             "seeds": study.seeds},
+             "seeds": study.seeds, "x_label": study.x_label, "summary": study.summary},
             sort_keys=False,
         )
     )  # fmt: skip

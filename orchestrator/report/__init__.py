@@ -1,0 +1,42 @@
+"""``starling report RESULTS_DIR``: one self-contained ``report.html`` per results folder.
+
+For a run (``run``, ``simulate`` or ``collect``): metric against round per node and for
+the network average with ±1 sd bands over chains; every node's samples against the exact
+posterior (marginals, 2-D scatter with the posterior's sd ellipses); the topology with
+each one-way link coloured by what became of its messages; faults on a timeline of rounds;
+every figure of ``metrics.json`` as tables; the account; the experiment file as run. For
+a study: one page comparing all cells. ``run``, ``simulate`` and studies write it at the
+end. Figures are matplotlib PNGs embedded in the page (the ``plots`` extra; the node never
+imports this package).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from node.params import ConfigError
+
+__all__ = ["is_study_folder", "write_report"]
+
+
+def is_study_folder(folder: Path) -> bool:
+    return (Path(folder) / "study.yaml").is_file() and (Path(folder) / "table.csv").is_file()
+
+
+def write_report(folder: str | Path) -> Path:
+    """Write ``report.html`` into the results folder; returns its path."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ConfigError(f"report: {folder} is not a folder")
+    if is_study_folder(folder):
+        from orchestrator.report.study_page import write_study_report
+
+        return write_study_report(folder)
+    if not (folder / "metrics.json").is_file():
+        raise ConfigError(
+            f"report: {folder} has no metrics.json; a run's or a study's results folder is "
+            "needed (for a run whose orchestrator died: starling collect first)"
+        )
+    from orchestrator.report.run_page import write_run_report
+
+    return write_run_report(folder)

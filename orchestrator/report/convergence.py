@@ -1,0 +1,133 @@
+"""Metric against round, per node and for the network average, as the papers plot it.
+
+Every ``*_curve.csv`` of the folder becomes one figure (so a metric the evaluation adds
+shows up without a change here): left, each node with its ±1 sd band over chains (see
+:mod:`orchestrator.report.samples`); right, the network-average iterate ([000]'s "avg"
+curve) beside the mean over nodes ± 1 sd across nodes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from orchestrator.report.loading import Curve, Truth
+from orchestrator.report.plotting import colour, data_uri, pyplot
+from orchestrator.report.samples import AVERAGE, RESAMPLES, SampleSummary
+
+__all__ = ["LABELS", "curve_figure"]
+
+MAX_NODE_LINES = 10
+"""More nodes than this are drawn as thin grey lines, without bands or legend entries."""
+
+LABELS = {"w2": "W2 to the exact posterior (parameter units)"}
+
+
+def _log_scale(values: list[np.ndarray]) -> bool:
+    finite = np.concatenate([v[np.isfinite(v)] for v in values] or [np.zeros(0)])
+    return bool(finite.size and finite.min() > 0 and finite.max() / finite.min() > 10)
+
+
+def _ceiling(values: list[np.ndarray]) -> float | None:
+    """Top of the axis when a curve blows up: 1000 × the median of every value, so the
+    ordinary ones stay readable (a diverged sampler leaves through the top)."""
+    finite = np.concatenate([v[np.isfinite(v) & (v > 0)] for v in values] or [np.zeros(0)])
+    if not finite.size:
+        return None
+    top = 1e3 * float(np.median(finite))
+    return top if finite.max() > top else None
+
+
+def curve_figure(curve: Curve, summary: SampleSummary | None, truth: Truth | None):
+    """(data URI, caption) for one metric curve, or None without matplotlib."""
+    plt = pyplot()
+    if plt is None:
+        return None
+    label = LABELS.get(curve.name, curve.name.replace("_", " "))
+    nodes = [n for n in curve.series if n != AVERAGE]
+    bands = summary.bands if summary is not None and curve.name == "w2" else {}
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.3), sharey=True)
+    many = len(nodes) > MAX_NODE_LINES
+    for k, node in enumerate(nodes):
+        values = curve.series[node]
+        if many:
+            left.plot(
+                curve.rounds,
+                values,
+                color="0.6",
+                lw=0.7,
+                label=f"each of {len(nodes)} nodes" if k == 0 else None,
+            )
+            continue
+        left.plot(curve.rounds, values, color=colour(k), lw=1.4, label=f"node {node}")
+        _band(left, curve, values, bands.get(node), colour(k))
+    left.set_title("each node" + (" (±1 sd over chains, shaded)" if bands and not many else ""))
+    if AVERAGE in curve.series:
+        values = curve.series[AVERAGE]
+        right.plot(curve.rounds, values, color="black", lw=2, label="network-average iterate")
+        _band(right, curve, values, bands.get(AVERAGE), "black")
+    if nodes:
+        stacked = np.vstack([curve.series[n] for n in nodes])
+        with np.errstate(invalid="ignore"):
+            mean, sd = np.nanmean(stacked, axis=0), np.nanstd(stacked, axis=0)
+        right.plot(
+            curve.rounds,
+            mean,
+            color="tab:blue",
+            ls="--",
+            lw=1.4,
+            label=f"mean of the {len(nodes)} nodes ±1 sd across nodes",
+        )
+        right.fill_between(
+            curve.rounds, np.maximum(mean - sd, mean / 10), mean + sd, color="tab:blue", alpha=0.15
+        )
+    right.set_title("network average vs. the nodes")
+    if curve.name == "w2" and truth is not None:
+        scale = float(np.mean(np.sqrt(np.diag(truth.cov))))
+        for ax in (left, right):
+            ax.axhline(scale, color="0.3", ls=":", lw=1)
+        right.plot(
+            [], [], color="0.3", ls=":", label=f"posterior sd ({scale:.3g}, mean over coords)"
+        )
+    shown = list(curve.series.values())
+    top = _ceiling(shown)
+    for ax in (left, right):
+        ax.set_xlabel("round (iteration)")
+        if _log_scale(shown):
+            ax.set_yscale("log")
+        if top is not None:
+            low = min(float(np.nanmin(v[v > 0])) for v in shown if np.any(v > 0))
+            ax.set_ylim(low / 1.5, top)
+        ax.legend(loc="upper right", framealpha=0.85)
+    left.set_ylabel(label)
+    figure.tight_layout()
+    caption = f"{label} at every round, from {curve.name}_curve.csv."
+    if top is not None:
+        caption += (
+            " A curve leaving the top of the axis (1000 × the median value) blew up;"
+            " its values are in the CSV file."
+        )
+    if bands:
+        caption += (
+            f" Shaded around a curve: ±1 sd of that round's figure over {RESAMPLES} bootstrap "
+            "resamples of the chains (how much it depends on which chains were drawn)."
+        )
+    elif summary is not None and summary.band_note and curve.name == "w2":
+        caption += f" ({summary.band_note}.)"
+    return data_uri(figure), caption
+
+
+def _band(ax, curve: Curve, values: np.ndarray, band, tint: str) -> None:
+    if band is None:
+        return
+    picked, sd = band
+    at = np.searchsorted(curve.rounds, picked)
+    at = at[at < len(values)]
+    centre = values[at]
+    ax.fill_between(
+        curve.rounds[at],
+        np.maximum(centre - sd[: len(at)], 1e-12),
+        centre + sd[: len(at)],
+        color=tint,
+        alpha=0.15,
+        lw=0,
+    )

@@ -1,0 +1,106 @@
+"""Each node's samples against the exact posterior: marginals and a 2-D scatter.
+
+One column per node (at most :data:`MAX_COLUMNS`, then the network-average iterate), rows
+for the first two coordinates' marginal histograms (the exact posterior's density on top)
+and their joint scatter with the posterior's 1-, 2- and 3-sd ellipses. Draws are the last
+``evaluation.window`` rounds of every chain, subsampled (the caption says how many).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from orchestrator.report.loading import MAX_POINTS, Truth
+from orchestrator.report.plotting import colour, data_uri, pyplot
+from orchestrator.report.samples import AVERAGE, SampleSummary
+
+__all__ = ["posterior_figure"]
+
+MAX_COLUMNS = 5
+"""Nodes shown; with more, the first ones (the caption names which)."""
+
+
+def _ellipse(ax, mean: np.ndarray, cov: np.ndarray, scale: float) -> None:
+    values, vectors = np.linalg.eigh(cov)
+    angle = np.linspace(0, 2 * np.pi, 200)
+    circle = np.stack([np.cos(angle), np.sin(angle)])
+    points = vectors @ (np.sqrt(np.clip(values, 0, None))[:, None] * circle) * scale
+    ax.plot(
+        mean[0] + points[0],
+        mean[1] + points[1],
+        color="black",
+        lw=1,
+        ls="-" if scale == 1 else "--",
+    )
+
+
+def posterior_figure(summary: SampleSummary, truth: Truth | None, nodes: list[str]):
+    """(data URI, caption), or None without matplotlib or samples."""
+    plt = pyplot()
+    if plt is None or not summary.pooled:
+        return None
+    node_cols = [n for n in nodes if n in summary.pooled][:MAX_COLUMNS]
+    columns = node_cols + ([AVERAGE] if AVERAGE in summary.pooled else [])
+    dim = summary.dim
+    coords = list(range(min(dim, 2)))
+    rows = len(coords) + (1 if dim >= 2 else 0)
+    figure, axes = plt.subplots(
+        rows,
+        len(columns),
+        figsize=(2.9 * len(columns) + 0.6, 2.7 * rows),
+        squeeze=False,
+        sharex="row",
+        sharey="row",
+    )
+    for c, name in enumerate(columns):
+        points = summary.pooled[name]
+        tint = "black" if name == AVERAGE else colour(nodes.index(name))
+        axes[0][c].set_title("network average" if name == AVERAGE else f"node {name}")
+        for r in coords:
+            ax = axes[r][c]
+            finite = points[np.isfinite(points[:, r]), r]
+            ax.hist(finite, bins=30, density=True, color=tint, alpha=0.45, label="samples")
+            if truth is not None:
+                sd = float(np.sqrt(truth.cov[r, r]))
+                grid = np.linspace(truth.mean[r] - 4 * sd, truth.mean[r] + 4 * sd, 200)
+                pdf = np.exp(-0.5 * ((grid - truth.mean[r]) / sd) ** 2) / (sd * np.sqrt(2 * np.pi))
+                ax.plot(grid, pdf, color="black", lw=1.3, label="exact posterior")
+            ax.set_xlabel(f"x{r + 1}")
+            if c == 0:
+                ax.set_ylabel("density")
+        if dim >= 2:
+            ax = axes[-1][c]
+            ax.scatter(points[:, 0], points[:, 1], s=5, color=tint, alpha=0.35, lw=0)
+            if truth is not None and truth.exact:
+                for scale in (1, 2, 3):
+                    _ellipse(ax, truth.mean[:2], truth.cov[:2, :2], scale)
+            elif truth is not None:
+                ax.plot(*truth.mean[:2], "k+", ms=12, mew=2)
+            ax.set_xlabel("x1")
+            if c == 0:
+                ax.set_ylabel("x2")
+    axes[0][0].legend(loc="upper left", fontsize=9, framealpha=0.85)
+    figure.tight_layout()
+    counts = {summary.pooled_total[n] for n in columns}
+    shown = min(MAX_POINTS, max(counts))
+    caption = (
+        f"Draws of the last {summary.window} round(s) of all {summary.chains} chains"
+        + (f" ({max(counts)} per node; a random {shown} shown)" if max(counts) > shown else "")
+        + ". Top rows: histograms of coordinates "
+        + ", ".join(f"x{r + 1}" for r in coords)
+        + (" with the exact posterior's density" if truth is not None else "")
+        + "."
+    )
+    if dim >= 2:
+        caption += " Bottom row: x1 against x2" + (
+            "; solid ellipse 1 sd of the exact posterior, dashed 2 and 3 sd."
+            if truth is not None and truth.exact
+            else "."
+        )
+    if dim > 2:
+        caption += f" The parameter has {dim} coordinates; the first two are shown."
+    if len(node_cols) < len([n for n in nodes if n in summary.pooled]):
+        caption += f" Nodes shown: {', '.join(node_cols)} (the first {MAX_COLUMNS})."
+    if truth is None:
+        caption += " No exact posterior is known for this run."
+    return data_uri(figure), caption

@@ -1,0 +1,132 @@
+"""``starling report``: a self-contained page from a real results folder.
+
+The folders are written by the real command line (``simulate`` in-process, no process
+started); the checks read the page as a browser would get it: every image embedded, no
+address to fetch, and each section there with the run's own figures in it.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+
+import numpy as np
+import pytest
+import yaml
+
+from orchestrator.cli import main
+from orchestrator.report import write_report
+
+pytest.importorskip("matplotlib")
+
+MODEL = {"name": "linear_regression", "params": {"dim": 2, "noise_std": 4.0, "prior_var": 10.0}}
+FAULTY = {
+    "name": "faulty",
+    "algorithm": "d-sgld",
+    "hyperparameters": {"eta": 0.009},
+    "model": MODEL,
+    "data": {"source": "synthetic", "size": 50, "seed": 3},
+    "topology": {"kind": "ring", "nodes": 4},
+    "rounds": 30,
+    "chains": 30,
+    "seed": 5,
+    "faults": [
+        {"link": [0, 1], "rounds": [5, 15]},
+        {"link": "all", "drop": 0.2, "rounds": [15, 20]},
+        {"node": 2, "kill_at_round": 10, "restart_after_rounds": 5},
+    ],
+}
+IMAGE = re.compile(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
+
+
+def _simulate(tmp_path, raw: dict, *extra: str) -> tuple[int, object]:
+    path = tmp_path / f"{raw.get('name', raw.get('study'))}.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    out = tmp_path / "out"
+    return main(["simulate", str(path), "--out", str(out), *extra]), out
+
+
+def _images(page: str) -> list[np.ndarray]:
+    import matplotlib.image
+
+    return [matplotlib.image.imread(io.BytesIO(base64.b64decode(b))) for b in IMAGE.findall(page)]
+
+
+def _no_network(page: str) -> None:
+    """Nothing the page would fetch: no src/href to an address, no script."""
+    assert not re.search(r'(src|href)="(https?:)?//', page)
+    assert "<script" not in page and "@import" not in page
+
+
+def test_simulate_writes_a_self_contained_report_with_every_section(tmp_path, starling_home):
+    code, out = _simulate(tmp_path, FAULTY)
+    assert code == 0
+    page = (out / "report.html").read_text()
+    assert "report.html" in json.loads((out / "manifest.json").read_text())["files"]
+    _no_network(page)
+    for heading in ("Convergence", "Samples against the posterior", "Network",
+                    "Faults over time", "Per node", "Run figures", "Account",
+                    "Experiment file as run"):  # fmt: skip
+        assert f"<h2>{heading}</h2>" in page, heading
+    images = _images(page)
+    assert len(images) == 4  # W2 curve, posterior, network, timeline
+    for image in images:
+        assert image.shape[0] > 200 and image.shape[1] > 500
+        assert np.std(image[..., :3]) > 0.05  # drawn on, not a blank canvas
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert f"{metrics['w2']['per_node']['0']:.4g}" in page  # the per-node table
+    assert "±1 sd" in page and "bootstrap" in page  # the band is explained
+    assert "1 → 2" in page  # the links table names directed links
+    assert "name: faulty" in page  # the experiment file as run
+
+
+def test_new_metrics_and_curves_appear_without_a_change_to_the_report(tmp_path, starling_home):
+    code, out = _simulate(tmp_path, {**FAULTY, "faults": []}, "--no-report")
+    assert code == 0 and not (out / "report.html").exists()
+    metrics = json.loads((out / "metrics.json").read_text())
+    metrics["ess_bulk"] = {node: 123.25 + k for k, node in enumerate(["0", "1", "2", "3"])}
+    metrics["sinkhorn"] = {"average": 0.0421, "per_node": {"0": 0.5, "1": 0.6}}
+    (out / "metrics.json").write_text(json.dumps(metrics))
+    lines = ["round,average,node-0,node-1"] + [
+        f"{k},{1 / (k + 1)},{2 / (k + 1)},0.5" for k in range(30)
+    ]
+    (out / "sinkhorn_curve.csv").write_text("\n".join(lines) + "\n")
+    page = write_report(out).read_text()
+    assert "<th>ess_bulk</th>" in page and "123.2" in page and "126.2" in page
+    assert "<th>sinkhorn.per_node</th>" in page and "sinkhorn.average" in page
+    assert "sinkhorn_curve.csv" in page
+    assert len(_images(page)) == 4  # w2 and sinkhorn curves, posterior, network (no faults)
+    assert "No node or link fault" in page
+
+
+def test_a_study_gets_one_page_comparing_its_cells(tmp_path, starling_home):
+    study = {
+        "study": "tiny",
+        "description": "two variants against p",
+        "base": {k: v for k, v in FAULTY.items() if k not in ("name", "faults", "algorithm",
+                                                              "hyperparameters")},
+        "variants": [
+            {"label": "D-SGLD", "algorithm": "d-sgld", "hyperparameters": {"eta": 0.009}},
+            {"label": "D-ULA", "algorithm": "d-ula",
+             "hyperparameters": {}},
+        ],
+        "cells": [{"label": f"p={p}", "x": p, "faults": [{"link": "all", "drop": p}]}
+                  for p in (0.0, 0.3)],
+        "x_label": "link-failure probability p",
+    }  # fmt: skip
+    code, out = _simulate(tmp_path, study)
+    assert code == 0
+    page = (out / "report.html").read_text()
+    _no_network(page)
+    assert "Starling study: tiny" in page and "two variants against p" in page
+    images = _images(page)
+    assert len(images) == 2  # final figures against p, curves of every cell
+    assert all(np.std(i[..., :3]) > 0.05 for i in images)
+    assert "p-0.3/D-ULA" in page  # every run listed
+
+
+def test_report_refuses_a_folder_without_results(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    assert "has no metrics.json" in capsys.readouterr().err
