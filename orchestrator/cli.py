@@ -123,6 +123,13 @@ def _reported(args, work: Callable[[Path], object]) -> Callable[[Path], object]:
     return both
 
 
+def _progress(args):
+    from orchestrator.progress import make_progress
+
+    json_logs = getattr(args, "log_format", None) == "json"
+    return make_progress(quiet=getattr(args, "quiet", False), emit=_say, plain=json_logs)
+
+
 def cmd_run(args) -> int:
     from orchestrator.runner import run_experiment
     from orchestrator.study import Study, run_study
@@ -130,13 +137,15 @@ def cmd_run(args) -> int:
     loaded = _load(args)
     _experiment_context(loaded.name)
     _operating(args)
-    if isinstance(loaded, Study):
-        study = _reported(args, lambda out: run_study(loaded, out, "run", say=_say) and None)
-        _into_folder(args, loaded.name, study)
-        return 0
-    metrics = _into_folder(
-        args, loaded.name, _reported(args, lambda out: run_experiment(loaded, out, say=_say))
-    )
+    with _progress(args) as shown:
+        if isinstance(loaded, Study):
+            study = _reported(
+                args, lambda out: run_study(loaded, out, "run", say=_say, progress=shown) and None
+            )
+            _into_folder(args, loaded.name, study)
+            return 0
+        run = _reported(args, lambda out: run_experiment(loaded, out, say=_say, progress=shown))
+        metrics = _into_folder(args, loaded.name, run)
     return exit_code(metrics)
 
 
@@ -147,16 +156,19 @@ def cmd_simulate(args) -> int:
     loaded = _load(args)
     _experiment_context(loaded.name)
     _operating(args)
-    if isinstance(loaded, Study):
-        _into_folder(args, loaded.name, _reported(
-            args, lambda out: run_study(loaded, out, "simulate", say=_say) and None))  # fmt: skip
-        return 0
-    return exit_code(
-        _into_folder(
-            args, loaded.name,
-            _reported(args, lambda out: simulate_experiment(loaded, out, say=_say)),
-        )  # fmt: skip
-    )
+    with _progress(args) as shown:
+        if isinstance(loaded, Study):
+            study = _reported(
+                args,
+                lambda out: run_study(loaded, out, "simulate", say=_say, progress=shown) and None,
+            )
+            _into_folder(args, loaded.name, study)
+            return 0
+        work = _reported(
+            args, lambda out: simulate_experiment(loaded, out, say=_say, progress=shown)
+        )
+        metrics = _into_folder(args, loaded.name, work)
+    return exit_code(metrics)
 
 
 def cmd_report(args) -> int:
@@ -301,6 +313,10 @@ def _out_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-report", action="store_true",
         help="do not write report.html at the end (starling report DIR writes it later)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--quiet", action="store_true",
+        help="no progress display (on a terminal a live one, in a log a line every few seconds)",
     )  # fmt: skip
 
 

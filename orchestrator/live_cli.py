@@ -196,6 +196,12 @@ def status_report(record: live.RunRecord) -> dict:
 
 
 def cmd_status(args) -> int:
+    if getattr(args, "watch", False):
+        if args.format == "json":
+            raise ConfigError("--watch: a live view for people; --format json gives one status")
+        from orchestrator.watch import watch
+
+        return watch(live.find_run(args.run))
     record = live.find_run(args.run)
     report = status_report(record)
     if args.format == "json":
@@ -259,4 +265,9 @@ def add_commands(sub) -> None:
     status = sub.add_parser("status", help="each node's round and each link's counts")
     status.add_argument("--format", choices=["text", "json"], default="text")
     status.add_argument("--run", help="experiment name or results folder (if several run)")
+    status.add_argument(
+        "--watch", action="store_true",
+        help="a live view, redrawn every second: each node's round and state, each link's "
+        "state (up, cut, lossy, delayed) and counters; Ctrl-C leaves",
+    )  # fmt: skip
     status.set_defaults(handler=cmd_status)

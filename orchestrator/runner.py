@@ -37,6 +37,7 @@ from orchestrator.fault_plan import NodeFaultPlan, first_kills
 from orchestrator.kernel_faults import KernelFaultPlan, kernel_holds
 from orchestrator.live_requests import Journal, serve_requests
 from orchestrator.node_specs import node_specs
+from orchestrator.progress import Progress
 from orchestrator.recovery import write_start
 from orchestrator.results import close_run, link_summary, run_status
 from orchestrator.store_release import release_local_stores
@@ -47,7 +48,6 @@ __all__ = ["run_experiment"]
 POLL_SECONDS = 0.2
 FAST_POLL_SECONDS = 0.02
 """While a kill is due at a round, the victim's status is polled this often."""
-REPORT_SECONDS = 2.0
 
 
 class _Interrupted(KeyboardInterrupt):
@@ -59,10 +59,15 @@ def _raise_interrupt(signum, frame):  # pragma: no cover - signal path
 
 
 def run_experiment(
-    experiment: Experiment, out_dir: Path, say: Callable[[str], None] = print
+    experiment: Experiment,
+    out_dir: Path,
+    say: Callable[[str], None] = print,
+    progress: Progress | None = None,
 ) -> dict:
     """Run ``experiment`` on the nodes of its backend; returns the metrics written to
-    ``out_dir``."""
+    ``out_dir``. ``progress`` shows start-up steps and rounds (:mod:`orchestrator.progress`;
+    none by default)."""
+    progress = progress or Progress()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -77,6 +82,10 @@ def run_experiment(
     try:
         with make_backend(experiment, out_dir / "nodes") as backend:
             fixed = {n.id: n.address for n in experiment.nodes if n.address}
+            progress.step(
+                f"starting {len(experiment.node_ids)} nodes ({experiment.backend.kind} backend): "
+                "waiting until each one serves"
+            )
             addresses = backend.start(list(experiment.node_ids), fixed)
             say(
                 f"started {len(addresses)} nodes: "
@@ -89,7 +98,7 @@ def run_experiment(
                        for node, address in addresses.items()}  # fmt: skip
             journal: Journal | None = None
             try:
-                node_data = _configure_and_start(experiment, specs, clients, account)
+                node_data = _configure_and_start(experiment, specs, clients, account, progress)
                 record = live.RunRecord(
                     name=experiment.name,
                     out_dir=str(out_dir.resolve()),
@@ -107,7 +116,7 @@ def run_experiment(
                 supervisor = Supervisor(experiment, specs, clients, backend, collector, record,
                                         account, plan)  # fmt: skip
                 exporter.attach(supervisor)  # the --metrics endpoint, if any
-                _watch(supervisor, plan, journal, say, kernel)
+                _watch(supervisor, plan, journal, progress, kernel)
             except (KeyboardInterrupt, _Interrupted):
                 interrupted = True
                 account.plain(f"interrupted by the user after {account.elapsed():.1f} s")
@@ -157,6 +166,7 @@ def _configure_and_start(
     specs: Mapping[str, NodeSpec],
     clients: Mapping[str, NodeClient],
     account: Account,
+    progress: Progress,
 ) -> dict[str, DataSpec]:
     """Configure every node (with its hold before a scheduled kill and the experiment's
     link delay), then start them all; the account's clock starts with them. Returns what
@@ -165,7 +175,9 @@ def _configure_and_start(
     kernel_first = kernel_holds(experiment)
     node_data: dict[str, DataSpec] = {}
     for node, client in clients.items():
+        progress.step(f"waiting for node {node} at {client.address} to answer its health check")
         client.wait_ready()
+        progress.step(f"configuring node {node}")
         # fresh: a node that outlives runs (inventory) holds no state of this run to resume.
         configured = client.configure(specs[node], fresh=True)
         if configured.data is not None:
@@ -189,13 +201,13 @@ def _watch(
     supervisor: Supervisor,
     plan: NodeFaultPlan,
     journal: Journal,
-    say: Callable[[str], None],
+    progress: Progress,
     kernel: KernelFaultPlan | None = None,
 ) -> None:
     """The run loop: poll (victims of a pending kill fast), collect, fire due faults, serve
     live requests, until every node has finished; then collect what is left."""
     total_rounds = supervisor.experiment.rounds
-    last_report = last_full = 0.0
+    last_full = 0.0
     while True:
         if serve_requests(supervisor, kernel):
             supervisor.publish()
@@ -218,14 +230,21 @@ def _watch(
             if kernel is not None:
                 kernel.finish(supervisor)
             break
-        now = time.monotonic()
-        if now - last_report > REPORT_SECONDS and rounds:
-            last_report = now
-            down = supervisor.down()
-            low, high = min(rounds.values()), max(rounds.values())
-            say(f"round {low}..{high} of {total_rounds}" + (f"; down: {down}" if down else ""))
+        if rounds:
+            late, withheld = _losses(supervisor.link_stats())
+            progress.rounds(rounds, total_rounds, late, withheld)
         time.sleep(FAST_POLL_SECONDS if victims else POLL_SECONDS)
+    progress.finished()
     supervisor.finish()
+
+
+def _losses(link_stats: Mapping[str, Mapping]) -> tuple[int, int]:
+    """Messages late (counted by receivers) and withheld (by senders) so far."""
+    late = withheld = 0
+    for books in link_stats.values():
+        late += sum(int(c.get("late", 0)) for c in (books.get("inbound") or {}).values())
+        withheld += sum(int(c.get("withheld", 0)) for c in (books.get("outbound") or {}).values())
+    return late, withheld
 
 
 def _collect_all(clients: Mapping[str, NodeClient], collector: Collector, account: Account) -> None:

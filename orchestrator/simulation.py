@@ -15,6 +15,7 @@ from orchestrator.account import Account, account_schedule
 from orchestrator.experiment import Experiment
 from orchestrator.fault_account import scheduled_link_counts
 from orchestrator.node_specs import node_specs
+from orchestrator.progress import Progress
 from orchestrator.results import close_run, run_status
 
 __all__ = ["simulate_experiment"]
@@ -25,12 +26,14 @@ def simulate_experiment(
     out_dir: Path,
     say: Callable[[str], None] = print,
     quiet: bool = False,
+    progress: Progress | None = None,
 ) -> dict:
     """Run ``experiment`` in-process and write its results folder; returns the metrics.
 
     There is no wire, so the link counters are what the schedule alone does
     (:func:`orchestrator.fault_account.scheduled_link_counts`) and node faults are their isolation
     schedule: the killed node's rounds go on without its peers, as in ``run``.
+    ``progress`` shows the rounds (lockstep: every node at the same round).
     """
     from node.engine.simulate import NodeFailed, simulate
 
@@ -42,13 +45,16 @@ def simulate_experiment(
     node_failed = False
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         try:
-            samples = simulate(specs, metrics_out=program_metrics)
+            samples = simulate(specs, on_round=_shown(progress, specs, experiment.rounds),
+                               metrics_out=program_metrics)  # fmt: skip
         except NodeFailed as failed:
             # As a node's failed round loop in ``run``: the account names node, round and
             # cause, and the rounds before it are kept.
             account.node(failed.node, "failed", f"failed: {failed}", echo=not quiet,
                          round=failed.round, error=str(failed))  # fmt: skip
             samples, node_failed = failed.samples, True
+    if progress is not None:
+        progress.finished()
     rounds = {node: np.arange(values.shape[0]) for node, values in samples.items()}
     return close_run(
         experiment, out_dir, samples, rounds, account, scheduled_link_counts(specs),
@@ -60,3 +66,10 @@ def simulate_experiment(
         },
         None if quiet else say,
     )  # fmt: skip
+
+
+def _shown(progress: Progress | None, specs, total: int) -> Callable[[int], None] | None:
+    if progress is None:
+        return None
+    nodes = [spec.node_id for spec in specs]
+    return lambda round_index: progress.rounds(dict.fromkeys(nodes, round_index + 1), total)

@@ -41,6 +41,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from node.params import STRICT, ConfigError, Float, Str
 from orchestrator.experiment import Experiment, parse_experiment
+from orchestrator.progress import Progress
 from orchestrator.schema import validate
 from orchestrator.study_figures import Curve, headline, read_curves, run_row, summarise
 from orchestrator.study_report import plot_against_x, plot_curves, slug, write_tables
@@ -214,29 +215,37 @@ def run_study(
     out: Path,
     mode: str,
     say: Callable[[str], None] = print,
+    progress: Progress | None = None,
 ) -> list[dict]:
     """Run every (cell, variant, seed) in ``mode`` ("simulate" or "run"); write the
-    per-seed figures, their intervals, tables and plots. Returns one row per run."""
+    per-seed figures, their intervals, tables and plots. Returns one row per run.
+    ``progress`` shows the runs done and each run's rounds."""
     from orchestrator.runner import run_experiment
     from orchestrator.simulation import simulate_experiment
 
     out = Path(out)
     rows: list[dict] = []
     curves: list[Curve] = []
-    for cell, variant, r, experiment in study.replicates:
+    progress = progress or Progress()
+    inner = progress.inner()
+    total = len(study.replicates)
+    for done, (cell, variant, r, experiment) in enumerate(study.replicates):
         folder = out / slug(cell) / slug(variant)
         if study.seeds > 1:
             folder = folder / f"seed-{r}"
         started = time.monotonic()
+        seed = f", seed {r}" if study.seeds > 1 else ""
+        progress.cells(done, total, f"{cell} / {variant}{seed}")
         if mode == "run":
-            metrics = run_experiment(experiment, folder, say=lambda _m: None)
+            metrics = run_experiment(experiment, folder, say=lambda _m: None, progress=inner)
             if metrics.get("interrupted"):
                 if rows:
                     write_tables(out, study, rows, curves)
                 say(f"interrupted during {cell} / {variant}; the runs before it are in {out}")
                 raise KeyboardInterrupt
         else:
-            metrics = simulate_experiment(experiment, folder, say=lambda _m: None, quiet=True)
+            metrics = simulate_experiment(experiment, folder, say=lambda _m: None, quiet=True,
+                                          progress=inner)  # fmt: skip
         samples_of = metrics.get("samples_per_node") or {}
         agent = study.agent if study.agent in samples_of else min(samples_of, default=study.agent)
         read = read_curves(folder / "w2_curve.csv")
@@ -251,6 +260,7 @@ def run_study(
             f"  W2 avg {_fmt(row['w2_average'])}  agent {_fmt(row['w2_agent'])}"
             f"  consensus {_fmt(row['consensus_error'])}  ({row['seconds']} s)"
         )
+    progress.cells(total, total)
     write_tables(out, study, rows, curves)
     plotted = plot_curves(out, study, curves) + plot_against_x(out, study, summarise(study, rows))
     if plotted:

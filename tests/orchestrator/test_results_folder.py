@@ -109,7 +109,7 @@ def test_simulate_never_writes_into_a_folder_of_run(tmp_path, experiment):
     latest = (parent / "latest").resolve()
     assert latest.parent == parent.resolve()
     assert sorted(p.name for p in latest.iterdir()) == [
-        "experiment.yaml", "manifest.json", "metrics.json", "samples", "summary.txt",
-        "w2_curve.csv",
+        "experiment.yaml", "manifest.json", "metrics.json", "report.html", "samples",
+        "summary.txt", "w2_curve.csv",
     ]  # fmt: skip
     assert (parent / "run.json").read_text() == "{}"
