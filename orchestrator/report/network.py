@@ -65,7 +65,7 @@ def _layout(nodes: list[str], kind: str, hub: str | None, raw: Mapping) -> dict[
         )
         for k, n in enumerate(ring)
     }
-    if len(ring) < len(nodes):
+    if hub is not None and len(ring) < len(nodes):
         where[hub] = (0.0, 0.0)
     return where
 

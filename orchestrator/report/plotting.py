@@ -26,7 +26,7 @@ NODE_COLOURS = (
 )
 """One colour per node (matplotlib's tab10, cycled), the same in every figure."""
 
-_STYLE = {
+_STYLE: dict[str, Any] = {
     "font.size": 11,
     "axes.titlesize": 12,
     "axes.labelsize": 11,
@@ -48,7 +48,8 @@ def pyplot() -> Any | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    plt.rcParams.update(_STYLE)
+    settings: Any = plt.rcParams  # typed with a Literal per key; ours are plain strings
+    settings.update(_STYLE)
     return plt
 
 

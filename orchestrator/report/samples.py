@@ -75,10 +75,14 @@ def summarise(data: RunData, truth: Truth | None) -> SampleSummary:
         summary.pooled[node] = subsample(last, seed=index)
         summary.pooled_total[node] = len(last)
         sane = _sane(values)
-        bands = target is not None and sane and chains > 2
-        if bands and _band_cost(rounds, chains, dim) <= BAND_FLOPS:
+        if (
+            target is not None
+            and sane
+            and chains > 2
+            and _band_cost(rounds, chains, dim) <= BAND_FLOPS
+        ):
             summary.bands[node] = _band(values, target, seed=index)
-        elif bands:
+        elif target is not None and sane and chains > 2:
             summary.band_note = "no band: too many chains × dimensions to resample quickly"
         if rounds == total_rounds and sane:
             running = values.copy() if running is None else running + values

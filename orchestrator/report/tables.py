@@ -87,7 +87,7 @@ def links_table(links: Mapping[str, Mapping[str, int]]) -> str:
     ordered = sorted(
         links.items(), key=lambda kv: ((link_fractions(kv[1]) or {}).get("delivered", 1), kv[0])
     )
-    rows = []
+    rows: list[list[Any]] = []
     for key, c in ordered[:MAX_LINK_ROWS]:
         f = link_fractions(c)
         rows.append(
