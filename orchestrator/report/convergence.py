@@ -19,7 +19,17 @@ __all__ = ["LABELS", "curve_figure"]
 MAX_NODE_LINES = 10
 """More nodes than this are drawn as thin grey lines, without bands or legend entries."""
 
-LABELS = {"w2": "W2 to the exact posterior (parameter units)"}
+LABELS = {
+    "w2": "W2 to the exact posterior (parameter units)",
+    "predictive_accuracy": "posterior-predictive accuracy (held-out)",
+    "predictive_log_loss": "posterior-predictive log-loss (nats, held-out)",
+    "predictive_auc": "posterior-predictive AUC (held-out)",
+    "sample_accuracy": "accuracy of a single sample (held-out)",
+    "sample_log_loss": "log-loss of a single sample (nats, held-out)",
+    "sample_auc": "AUC of a single sample (held-out)",
+    "sinkhorn": "Sinkhorn distance to the reference samples",
+    "sliced_w2": "sliced W2 to the reference samples (parameter units)",
+}
 
 
 def _log_scale(values: list[np.ndarray]) -> bool:
@@ -44,7 +54,7 @@ def curve_figure(curve: Curve, summary: SampleSummary | None, truth: Truth | Non
         return None
     label = LABELS.get(curve.name, curve.name.replace("_", " "))
     nodes = [n for n in curve.series if n != AVERAGE]
-    bands = summary.bands if summary is not None and curve.name == "w2" else {}
+    bands = _bands(curve, summary)
     figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.3), sharey=True)
     many = len(nodes) > MAX_NODE_LINES
     for k, node in enumerate(nodes):
@@ -60,7 +70,8 @@ def curve_figure(curve: Curve, summary: SampleSummary | None, truth: Truth | Non
             continue
         left.plot(curve.rounds, values, color=colour(k), lw=1.4, label=f"node {node}")
         _band(left, curve, values, bands.get(node), colour(k))
-    left.set_title("each node" + (" (±1 sd over chains, shaded)" if bands and not many else ""))
+    over = "chains" if curve.name == "w2" else "samples"
+    left.set_title("each node" + (f" (±1 sd over {over}, shaded)" if bands and not many else ""))
     if AVERAGE in curve.series:
         values = curve.series[AVERAGE]
         right.plot(curve.rounds, values, color="black", lw=2, label="network-average iterate")
@@ -97,23 +108,32 @@ def curve_figure(curve: Curve, summary: SampleSummary | None, truth: Truth | Non
         if top is not None:
             low = min(float(np.nanmin(v[v > 0])) for v in shown if np.any(v > 0))
             ax.set_ylim(low / 1.5, top)
-        ax.legend(loc="upper right", framealpha=0.85)
+        ax.legend(loc="best", framealpha=0.85)
     left.set_ylabel(label)
     figure.tight_layout()
-    caption = f"{label} at every round, from {curve.name}_curve.csv."
+    caption = f"{label} at every round, from {curve.source or curve.name + '_curve.csv'}."
     if top is not None:
         caption += (
             " A curve leaving the top of the axis (1000 × the median value) blew up;"
             " its values are in the CSV file."
         )
-    if bands:
+    if bands and curve.name == "w2":
         caption += (
             f" Shaded around a curve: ±1 sd of that round's figure over {RESAMPLES} bootstrap "
             "resamples of the chains (how much it depends on which chains were drawn)."
         )
+    elif bands:
+        caption += f" Shaded: ±1 sd over the samples (the file's {curve.name}_std)."
     elif summary is not None and summary.band_note and curve.name == "w2":
         caption += f" ({summary.band_note}.)"
     return data_uri(figure), caption
+
+
+def _bands(curve: Curve, summary: SampleSummary | None) -> dict:
+    """Series -> (rounds, sd): W2's bootstrap over chains, or the file's own ``_std``."""
+    if curve.name == "w2" and summary is not None:
+        return summary.bands
+    return {name: (curve.rounds, sd) for name, sd in curve.spread.items()}
 
 
 def _band(ax, curve: Curve, values: np.ndarray, band, tint: str) -> None:

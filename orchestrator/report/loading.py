@@ -32,6 +32,10 @@ class Curve:
     name: str
     rounds: np.ndarray
     series: dict[str, np.ndarray]
+    source: str = ""
+    """The CSV file it was read from."""
+    spread: dict[str, np.ndarray] = field(default_factory=dict)
+    """Series -> sd at each round, where the file gives one (a ``<metric>_std`` column)."""
 
 
 @dataclass
@@ -66,22 +70,59 @@ def load_run(folder: Path) -> RunData:
     }
     data = RunData(folder, metrics, text, experiment if isinstance(experiment, dict) else {})
     data.sample_files = files
-    data.curves = [c for c in (_read_curve(p) for p in sorted(folder.glob("*_curve.csv"))) if c]
+    curves = sorted(folder.glob("*_curve.csv"), key=lambda p: (p.name != "w2_curve.csv", p.name))
+    data.curves = [c for path in curves for c in _read_curves(path)]
     return data
 
 
-def _read_curve(path: Path) -> Curve | None:
-    """A ``round,<series>...`` file (``node-<id>`` columns are node ids); None if empty."""
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return np.nan
+
+
+def _pivot(body: list[list[str]], column: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Long rows (round, series, ...) -> the rounds and each series' values there."""
+    by_series: dict[str, dict[float, float]] = {}
+    for r in body:
+        if len(r) > column:
+            by_series.setdefault(r[1], {})[_number(r[0])] = _number(r[column])
+    rounds = np.array(sorted({t for s in by_series.values() for t in s}))
+    return rounds, {
+        name: np.array([points.get(t, np.nan) for t in rounds])
+        for name, points in by_series.items()
+    }
+
+
+def _read_curves(path: Path) -> list[Curve]:
+    """The curves of a ``*_curve.csv`` in either layout the results use: wide,
+    ``round,average,node-<id>...`` (one metric, a column per series), or long,
+    ``round,node,<metric>...`` (a row per round and series, a column per metric)."""
     with open(path, newline="") as handle:
         rows = list(csv.reader(handle))
     if len(rows) < 2 or not rows[0] or rows[0][0] != "round":
-        return None
-    names = [n[len("node-") :] if n.startswith("node-") else n for n in rows[0][1:]]
-    table = np.array(
-        [[float(v) if v not in ("", "None", "nan") else np.nan for v in r] for r in rows[1:]]
-    )
+        return []
+    header, body = rows[0], rows[1:]
+    stem = path.stem[: -len("_curve")]
+    if len(header) > 1 and header[1] == "node":
+        columns = {name: k for k, name in enumerate(header) if k >= 2}
+        curves = []
+        for metric, k in columns.items():
+            if metric.endswith("_std") and metric[: -len("_std")] in columns:
+                continue  # the band of its metric
+            rounds, series = _pivot(body, k)
+            if not any(np.isfinite(v).any() for v in series.values()):
+                continue
+            curve = Curve(metric, rounds, series, source=path.name)
+            if f"{metric}_std" in columns:
+                curve.spread = _pivot(body, columns[f"{metric}_std"])[1]
+            curves.append(curve)
+        return curves
+    names = [n[len("node-") :] if n.startswith("node-") else n for n in header[1:]]
+    table = np.array([[_number(v) for v in r] for r in body])
     series = {name: table[:, k + 1] for k, name in enumerate(names)}
-    return Curve(path.stem[: -len("_curve")], table[:, 0], series)
+    return [Curve(stem, table[:, 0], series, source=path.name)]
 
 
 def node_samples(data: RunData) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:

@@ -60,7 +60,8 @@ def _band_cost(rounds: int, chains: int, dim: int) -> float:
 
 
 def summarise(data: RunData, truth: Truth | None) -> SampleSummary:
-    window = int((data.metrics.get("w2") or {}).get("window") or 1)
+    declared = (data.experiment.get("evaluation") or {}).get("window")
+    window = int((data.metrics.get("w2") or {}).get("window") or declared or 1)
     summary = SampleSummary(window=window)
     target = GaussianTarget(truth.mean, truth.cov) if truth is not None and truth.exact else None
     total_rounds = data.metrics.get("rounds")

@@ -24,7 +24,7 @@ from orchestrator.report.tables import table
 
 __all__ = ["write_study_report"]
 
-KEYS = ("cell", "variant", "round", "seed", "replicate")
+KEYS = ("cell", "variant", "round", "iteration", "seed", "seed_index", "replicate")
 NAMES = {
     "w2_average": "W2 of the network-average iterate",
     "w2_agent": "W2 of agent {agent}",
@@ -66,6 +66,7 @@ def _curves_figure(rows: list[dict[str, str]], study: dict):
     if plt is None or not rows:
         return None
     metrics = [c for c in rows[0] if c not in KEYS]
+    step = "iteration" if "iteration" in rows[0] else "round"
     cells = list(dict.fromkeys(r["cell"] for r in rows))
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     grouped: dict[tuple[str, str, str], dict[int, list[float]]] = defaultdict(
@@ -73,7 +74,7 @@ def _curves_figure(rows: list[dict[str, str]], study: dict):
     )
     for r in rows:
         for m in metrics:
-            grouped[(r["cell"], r["variant"], m)][int(r["round"])].append(_number(r[m]))
+            grouped[(r["cell"], r["variant"], m)][int(r[step])].append(_number(r[m]))
     figure, axes = plt.subplots(
         len(cells),
         len(metrics),
@@ -114,7 +115,7 @@ def _curves_figure(rows: list[dict[str, str]], study: dict):
                 capped = True
             ax.set_title(f"{cell}: {_label(m, study)}")
             if i == len(cells) - 1:
-                ax.set_xlabel("round (iteration)")
+                ax.set_xlabel("iteration (updates done)" if step == "iteration" else "round")
             ax.set_ylabel("W2 (parameter units)" if m.startswith("w2") else m)
     handles, labels = axes[0][0].get_legend_handles_labels()
     figure.legend(
@@ -212,11 +213,13 @@ def write_study_report(folder: Path) -> Path:
     folder = Path(folder)
     study = yaml.safe_load((folder / "study.yaml").read_text()) or {}
     table_rows = _rows(folder / "table.csv")
+    run_rows = _rows(folder / "seeds.csv") or table_rows  # one row per run, where written
     curve_rows = _rows(folder / "curves.csv")
     plots = pyplot() is not None
     runs = [
         f"<li><code>{html.escape(str(p.parent.relative_to(folder)))}</code></li>"
-        for p in sorted(folder.glob("*/*/metrics.json"))
+        for p in sorted(folder.rglob("metrics.json"))
+        if p.parent != folder
     ]
     no_plots = '<p class="note">Figures need matplotlib (starling-mcmc[plots]).</p>'
     curves = figure_html(_curves_figure(curve_rows, study), "curves") if plots else no_plots
@@ -233,9 +236,7 @@ def write_study_report(folder: Path) -> Path:
     )
     study_text = html.escape((folder / "study.yaml").read_text())
     sections = [
-        Section(
-            "Against the cells' setting", figure_html(_against_x(table_rows, study), "summary")
-        ),
+        Section("Against the cells' setting", figure_html(_against_x(run_rows, study), "summary")),
         Section("Convergence in every cell", curves),
         Section("Final figures", final),
         Section("Runs", listing),

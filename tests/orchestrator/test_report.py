@@ -115,6 +115,7 @@ def test_a_study_gets_one_page_comparing_its_cells(tmp_path, starling_home):
         "cells": [{"label": f"p={p}", "x": p, "faults": [{"link": "all", "drop": p}]}
                   for p in (0.0, 0.3)],
         "x_label": "link-failure probability p",
+        "seeds": 2,
     }  # fmt: skip
     code, out = _simulate(tmp_path, study)
     assert code == 0
@@ -124,7 +125,8 @@ def test_a_study_gets_one_page_comparing_its_cells(tmp_path, starling_home):
     images = _images(page)
     assert len(images) == 2  # final figures against p, curves of every cell
     assert all(np.std(i[..., :3]) > 0.05 for i in images)
-    assert "p-0.3/D-ULA" in page  # every run listed
+    assert "p-0.3/D-ULA/seed-1" in page  # every run listed
+    assert "±1 sd over the replicates (seeds)" in page  # the band over seeds is drawn
 
 
 def test_report_refuses_a_folder_without_results(tmp_path, capsys):
