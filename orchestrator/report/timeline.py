@@ -100,9 +100,12 @@ def timeline_figure(metrics: Mapping):
         seen.add(label)
     for e in events:
         marker, tint, label = _MARKS.get(e["event"], ("d", "0.3", e["event"]))
+        # Ends of a down spell above the row, its start below: a node killed at its round 20
+        # resumes at its round 20 (its own rounds stood still), and both stay visible.
+        lift = 0.15 if e["event"] in ("restarted", "resumed") else -0.15
         ax.plot(
             e["round"],
-            y[f"node {e['node']}"],
+            y[f"node {e['node']}"] + lift,
             marker,
             color=tint,
             ms=10,
