@@ -7,9 +7,10 @@ engine knows them while running), and in a study the cells done. Start-up steps 
 they wait for ("waiting for node 3 at 127.0.0.1:50053 to answer its health check").
 
 The display is :func:`make_progress`'s choice: :class:`LiveProgress` when stdout is a
-terminal and rich is installed, else :class:`PlainProgress` (one line every
-:data:`PLAIN_SECONDS`, no control characters, fit for a log file; with ``--log-format json`` as JSON lines, event ``progress``), :class:`Progress`
-(silent) with ``--quiet``. Messages printed while a live display runs appear above it.
+terminal and rich is installed, else :class:`PlainProgress` (a line when the rounds start,
+then one every :data:`PLAIN_SECONDS`, no control characters, fit for a log file; with
+``--log-format json`` JSON lines of event ``progress``), :class:`Progress` (silent) with
+``--quiet``. Messages printed while a live display runs appear above it.
 """
 
 from __future__ import annotations
