@@ -106,21 +106,9 @@ def _into_folder(args, name: str, work: Callable[[Path], object]) -> dict:
 
 
 def _reported(args, work: Callable[[Path], object]) -> Callable[[Path], object]:
-    """``work``, then the folder's ``report.html`` (unless ``--no-report``). A report that
-    cannot be written is one line saying why; the run's results stand without it."""
+    from orchestrator.report import with_report
 
-    def both(out: Path) -> object:
-        result = work(out)
-        if not getattr(args, "no_report", False):
-            from orchestrator.report import write_report
-
-            try:
-                _say(f"report: {write_report(out)}")
-            except Exception as exc:  # noqa: BLE001 - never lose a run over its pictures
-                _say(f"report: not written ({type(exc).__name__}: {exc})")
-        return result
-
-    return both
+    return with_report(work, _say, enabled=not getattr(args, "no_report", False))
 
 
 def _progress(args):
@@ -169,13 +157,6 @@ def cmd_simulate(args) -> int:
         )
         metrics = _into_folder(args, loaded.name, work)
     return exit_code(metrics)
-
-
-def cmd_report(args) -> int:
-    from orchestrator.report import write_report
-
-    print(write_report(Path(args.results)))
-    return 0
 
 
 def cmd_collect(args) -> int:
@@ -369,12 +350,9 @@ def _parser() -> argparse.ArgumentParser:
     _log_format_option(collect)
     collect.set_defaults(handler=cmd_collect)
 
-    report = sub.add_parser(
-        "report", help="write report.html (figures and tables, one self-contained page) for "
-        "a run's or a study's results folder",
-    )  # fmt: skip
-    report.add_argument("results", help="the results folder (of a run, simulation or study)")
-    report.set_defaults(handler=cmd_report)
+    from orchestrator.report import add_command
+
+    add_command(sub)
 
     algorithms = sub.add_parser("algorithms", help="list algorithms, roles and hyperparameters")
     algorithms.add_argument("--format", choices=["text", "json"], default="text")

@@ -12,11 +12,12 @@ imports this package).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from node.params import ConfigError
 
-__all__ = ["is_study_folder", "write_report"]
+__all__ = ["add_command", "is_study_folder", "with_report", "write_report"]
 
 
 def is_study_folder(folder: Path) -> bool:
@@ -40,3 +41,33 @@ def write_report(folder: str | Path) -> Path:
     from orchestrator.report.run_page import write_run_report
 
     return write_run_report(folder)
+
+
+def with_report(
+    work: Callable[[Path], object], say: Callable[[str], None], enabled: bool = True
+) -> Callable[[Path], object]:
+    """``work`` (a run, simulation or study writing a results folder), then that folder's
+    ``report.html``. A report that cannot be written is one line saying why: the run's
+    results stand without it."""
+
+    def both(out: Path) -> object:
+        result = work(out)
+        if enabled:
+            try:
+                say(f"report: {write_report(out)}")
+            except Exception as exc:  # noqa: BLE001 - never lose a run over its pictures
+                say(f"report: not written ({type(exc).__name__}: {exc})")
+        return result
+
+    return both
+
+
+def add_command(sub) -> None:
+    """``starling report RESULTS_DIR``."""
+    report = sub.add_parser(
+        "report",
+        help="write report.html (figures and tables, one self-contained page) for a run's "
+        "or a study's results folder",
+    )
+    report.add_argument("results", help="the results folder (of a run, simulation or study)")
+    report.set_defaults(handler=lambda args: print(write_report(Path(args.results))) or 0)
