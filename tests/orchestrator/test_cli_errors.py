@@ -322,6 +322,17 @@ COMMAND_CASES: list[tuple[str, list[str], Any, int, str]] = [
      "--drop: expected a probability in [0, 1], got 2.0"),
     ("links set with nothing to set", ["links", "set", "A", "B"], None, 2,
      "links set: give --drop and/or --delay"),
+    ("kernel link to every peer", ["links", "cut", "A", "*", "--kernel"], None, 2,
+     "links --kernel: name one receiving node, not '*'"),
+    ("kernel set with nothing to set", ["links", "set", "A", "B", "--kernel"], None, 2,
+     "links set --kernel: give either --drop or --delay"),
+    ("kernel set with both", ["links", "set", "A", "B", "--kernel", "--drop", "0.1",
+                              "--delay", "5ms"], None, 2,
+     "links set --kernel: give either --drop or --delay"),
+    ("kernel drop of nothing", ["links", "set", "A", "B", "--kernel", "--drop", "0"], None, 2,
+     "--drop: expected a probability in (0, 1], got 0.0"),
+    ("kernel link, no run", ["links", "cut", "A", "B", "--kernel"], None, 2,
+     "no running experiment found"),
 ]
 # fmt: on
 
