@@ -9,7 +9,11 @@ __all__ = ["scoring_lines"]
 
 
 def _num(value, spec: str = ".4f") -> str:
-    return "-" if value is None else format(value, spec)
+    """``value`` formatted, or a dash as wide (an AUC of ten classes, a diverged node)."""
+    if value is None:
+        width = spec.split(".")[0]
+        return format("-", f">{width}") if width else "-"
+    return format(value, spec)
 
 
 def scoring_lines(metrics: Mapping) -> list[str]:

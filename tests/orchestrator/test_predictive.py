@@ -141,3 +141,15 @@ def test_bad_evaluation_sections_are_one_line_naming_the_field(evaluation, model
             "topology": {"kind": "ring", "nodes": 3}, "evaluation": evaluation,
         })  # fmt: skip
     assert "\n" not in str(error.value)
+
+
+def test_a_ten_class_mlp_scores_accuracy_and_log_loss_but_no_auc():
+    model = build_model(ModelSpec("mlp", {"hidden": 4}))
+    rng = np.random.default_rng(0)
+    X = rng.random((30, 64))
+    labels = np.arange(30) % 10
+    scores = score_samples(model, rng.normal(size=(3, model.dim)), X, labels)
+    assert "predictive_auc" not in scores and "sample_auc" not in scores
+    assert 0.0 <= scores["predictive_accuracy"] <= 1.0
+    # Uniform guessing scores ln 10 ≈ 2.30; the log-loss is a mean of -log p ≥ 0.
+    assert scores["predictive_log_loss"] > 0.0
