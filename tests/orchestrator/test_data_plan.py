@@ -190,3 +190,31 @@ def test_held_out_rows_are_in_no_shard(tmp_path, partition):
     rows = [set(_ids(x)) for x in _rows(sized).values()]
     assert [len(r) for r in rows] == [100, 30, 20, 10]
     assert not set().union(*rows) & held
+
+
+@pytest.mark.e2e
+def test_real_nodes_hold_the_planned_rows(tmp_path, starling_home):
+    """Over gRPC each node loads exactly its planned rows: a run with a random partition,
+    heterogeneous sizes and a node's own file gives the samples ``simulate`` gives."""
+    from node.engine import simulate
+    from orchestrator.runner import run_experiment
+
+    (tmp_path / "own").mkdir()
+    own = tmp_path / "own" / "c.csv"
+    own.write_text("".join(f"{k},{k % 3},{k % 2}\n" for k in range(1000, 1030)))
+    experiment = _experiment(
+        algorithm="d-sgld",
+        hyperparameters={"eta": 0.001},
+        data={"source": "file", "path": _file(tmp_path), "partition": "random", "seed": 4,
+              "sizes": [40, 7]},
+        nodes=[{"id": "a"}, {"id": "b"}, {"id": "c", "data": {"path": str(own)}}],
+        topology={"kind": "ring"},
+        rounds=3,
+        chains=2,
+        round_deadline=10.0,
+    )  # fmt: skip
+    run_experiment(experiment, tmp_path / "run", say=lambda _m: None)
+    expected = simulate(node_specs(experiment))
+    for node, values in expected.items():
+        with np.load(tmp_path / "run" / "samples" / f"node-{node}.npz") as data:
+            assert data["samples"].tobytes() == values.tobytes(), node
