@@ -320,8 +320,13 @@ def test_ctrl_c_mid_run_removes_everything_and_live_pause_works(tmp_path):
         run.send_signal(signal.SIGINT)
         stdout, stderr = run.communicate(timeout=120)
     finally:
-        if run.poll() is None:
-            run.kill()
+        if run.poll() is None:  # a failed step: still let the run remove what it made
+            run.send_signal(signal.SIGINT)
+            try:
+                run.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                run.kill()
+                run.communicate()
     assert "Traceback" not in stderr, stderr
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["interrupted"] is True
