@@ -23,6 +23,7 @@ and so does this module, with that reason.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.backends.base import BackendError
@@ -72,7 +73,19 @@ class KernelFaultsMixin:
     # -- node faults, through the engine -----------------------------------------------
 
     def pause(self, node: str) -> None:
-        self.container(node).pause()
+        """Freeze the container. The engine's cgroup freezer can fail to settle on a busy
+        host ("unable to freeze"; runc thaws it again): tried up to five times."""
+        from docker.errors import APIError
+
+        container = self.container(node)
+        for attempt in range(5):
+            try:
+                container.pause()
+                break
+            except APIError as exc:
+                if "unable to freeze" not in str(exc) or attempt == 4:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
         self.silenced.add(node)
 
     def unpause(self, node: str) -> None:
