@@ -75,6 +75,7 @@ class DataSpec:
     def shard_size(self, shard: int) -> int:
         """Shard ``shard``'s size as configured (0: the default share of a file)."""
         return self.sizes[shard] if self.sizes else self.size
+
     test_fraction: float = 0.0
     """File data: this fraction of the file's rows, picked by :func:`node.split.held_out`
     from ``test_seed``, is held out for evaluation and in no shard (0: none)."""

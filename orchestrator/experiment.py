@@ -282,8 +282,7 @@ def _check_evaluation(spec: ExperimentFile, model) -> None:
         )
     if method == "grid" and not hasattr(model, "reference_posterior"):
         raise ConfigError(
-            f"evaluation.reference.method: model {spec.model.name} has no grid reference; "
-            "use mala"
+            f"evaluation.reference.method: model {spec.model.name} has no grid reference; use mala"
         )
 
 

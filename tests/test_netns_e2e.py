@@ -54,6 +54,7 @@ def namespaces_possible() -> None:
     if reason:
         pytest.skip(reason)
 
+
 NODES = ("a", "b", "c", "d")
 PORT = 50051
 

@@ -150,16 +150,22 @@ def test_real_loss_on_a_link_and_a_rate_limited_node_are_accounted(tmp_path):
     assert set(kernel) == {"loss", "rate"}, metrics["faults"]["kernel"]
     assert all(f["started"] for f in kernel.values())
     assert (kernel["loss"]["node"], kernel["loss"]["peer"], kernel["loss"]["amount"]) == (
-        "0", "1", 30.0
+        "0",
+        "1",
+        30.0,
     )
     lossy = kernel["loss"]["links"]
     assert set(lossy) == {"0->1"}, lossy  # one-way: only the sender's messages
     assert lossy["0->1"]["sent"] > 0 and lossy["0->1"]["missing"] + lossy["0->1"]["late"] > 0
     slow = kernel["rate"]["links"]
     assert {"2->1", "2->3", "1->2", "3->2"} <= set(slow), slow
-    assert slow["2->1"]["missing"] + slow["2->1"]["late"] + slow["2->3"]["missing"] + slow[
-        "2->3"
-    ]["late"] > 0, slow
+    assert (
+        slow["2->1"]["missing"]
+        + slow["2->1"]["late"]
+        + slow["2->3"]["missing"]
+        + slow["2->3"]["late"]
+        > 0
+    ), slow
     assert "kernel: loss 30 percent of link 0->1" in run.stdout + run.stderr
     for kind in ("container", "network", "volume"):
         assert set(_labelled(kind)) <= before[kind], f"a labelled {kind} outlived the run"
