@@ -24,7 +24,10 @@ test: lint
 lint: $(BIN)/.installed
 	$(BIN)/ruff check node orchestrator tests benchmarks
 	$(BIN)/ruff format --check node orchestrator tests benchmarks
-	$(BIN)/mypy node orchestrator
+	mkdir -p build/typecheck/starling
+	ln -sfn ../../../node build/typecheck/starling/node
+	ln -sfn ../../../orchestrator build/typecheck/starling/orchestrator
+	$(BIN)/mypy
 
 # The tests that start no process (no node, no backend, no docker): seconds to minutes,
 # for the edit-test loop. Every test that starts one is marked e2e (tests/process_guard.py

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-import node  # noqa: F401 - one BLAS thread per process, as in starling (node/__init__.py)
+import starling.node  # noqa: F401 - one BLAS thread per process, as in starling (node/__init__.py)
 
 RESULTS = Path(__file__).with_name("results.json")
 STUDIES = ["admm-fig1-n5", "admm-fig2-n5", "admm-fig1-n20", "admm-fig2-n20"]
@@ -138,8 +138,8 @@ def studies(names: list[str]) -> dict:
     evaluation and how much drawing the plots."""
     import tempfile
 
-    from orchestrator import evaluation, results, study
-    from orchestrator.experiment import read_yaml_file
+    from starling.orchestrator import evaluation, results, study
+    from starling.orchestrator.experiment import read_yaml_file
 
     spent = {"evaluate_s": 0.0, "plot_s": 0.0}
     original = evaluation.evaluate

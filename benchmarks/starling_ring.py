@@ -1,6 +1,6 @@
 """Starling's side of the ring benchmarks: real node processes of the local backend.
 
-One call starts ``nodes`` nodes with :class:`~orchestrator.backends.local.LocalBackend`
+One call starts ``nodes`` nodes with :class:`~starling.orchestrator.backends.local.LocalBackend`
 (exactly what ``starling run`` does), configures them for a ring experiment, starts them and
 polls their status until every node is done. Each phase is timed on its own, so a figure
 never mixes them: ``startup_s`` (processes launched until every node answers its health
@@ -32,7 +32,7 @@ def ring_experiment(
 ):
     """The quickstart's model (Bayesian linear regression, [000] §6.2) on a ring; the
     experiment file's default ``checkpoint_every`` unless one is given."""
-    from orchestrator.experiment import parse_experiment
+    from starling.orchestrator.experiment import parse_experiment
 
     raw = {
         "name": f"bench-{algorithm}-{nodes}n-{dim}d",
@@ -67,11 +67,11 @@ def _peak_rss_mb(pid: int | None) -> float:
 
 def starling_ring(experiment, evaluate: bool = False) -> dict:
     """Run ``experiment`` on local node processes; returns the timed phases (see module)."""
-    from orchestrator.backends.local import LocalBackend
-    from orchestrator.client import NodeClient
-    from orchestrator.collector import Collector
-    from orchestrator.evaluation import evaluate as evaluate_samples
-    from orchestrator.node_specs import node_specs
+    from starling.orchestrator.backends.local import LocalBackend
+    from starling.orchestrator.client import NodeClient
+    from starling.orchestrator.collector import Collector
+    from starling.orchestrator.evaluation import evaluate as evaluate_samples
+    from starling.orchestrator.node_specs import node_specs
 
     out: dict = {}
     with tempfile.TemporaryDirectory(prefix="starling-bench-") as tmp:

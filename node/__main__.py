@@ -1,10 +1,10 @@
-"""``python -m node serve ...`` — see :mod:`node.cli`."""
+"""``python -m starling.node serve ...`` — see :mod:`starling.node.cli`."""
 
 from __future__ import annotations
 
 import sys
 
-from node.cli import main
+from starling.node.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,7 +1,7 @@
 """A node's program, assembled: the one place that turns a spec into a running sampler.
 
 It loads the node's private shard (the only IO on the way), builds the model's local
-potential and instantiates the role's program from :mod:`node.samplers`, which stays pure.
+potential and instantiates the role's program from :mod:`starling.node.samplers`, which stays pure.
 The simulator and the network runtime both call :func:`build_program` with the generator
 from :func:`node_rng`, so both transports drive identical sampler objects.
 """
@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from node.data import load_shard
-from node.models import build_model
-from node.params import parse_params
-from node.samplers import algorithm_info, program_class
-from node.samplers.base import NodeContext, NodeProgram
-from node.spec import NodeSpec
+from starling.node.data import load_shard
+from starling.node.models import build_model
+from starling.node.params import parse_params
+from starling.node.samplers import algorithm_info, program_class
+from starling.node.samplers.base import NodeContext, NodeProgram
+from starling.node.spec import NodeSpec
 
 __all__ = ["build_program", "node_rng"]
 

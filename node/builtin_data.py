@@ -16,8 +16,8 @@ from importlib import resources
 
 import numpy as np
 
-from node.models.base import Dataset
-from node.params import ConfigError
+from starling.node.models.base import Dataset
+from starling.node.params import ConfigError
 
 __all__ = ["BUILTIN", "builtin_bytes", "load_builtin", "verified"]
 
@@ -37,7 +37,7 @@ def builtin_bytes(name: str) -> bytes:
             f"data.path: unknown built-in data set {name!r} (available: {', '.join(BUILTIN)})"
         )
     file, digest = BUILTIN[name]
-    raw = resources.files("node.models").joinpath(f"datasets/{file}").read_bytes()
+    raw = resources.files("starling.node.models").joinpath(f"datasets/{file}").read_bytes()
     return verified(raw, digest, f"builtin:{name}")
 
 
@@ -60,7 +60,7 @@ def load_builtin(name: str, n_features: int | None = None) -> Dataset:
             # Pixel counts 0..16 scaled to [0, 1], so a N(0, 1) weight prior is sensible.
             table = Dataset(X=arrays["X"] / 16.0, y=arrays["y"].astype(float))
     else:
-        from node.data import parse_libsvm_lines  # the one LIBSVM parser (imports us)
+        from starling.node.data import parse_libsvm_lines  # the one LIBSVM parser (imports us)
 
         text = gzip.decompress(raw).decode("utf-8").splitlines()
         table = parse_libsvm_lines(text, f"builtin:{name}", n_features)

@@ -1,6 +1,6 @@
-"""``python -m node serve|health``: run one node, or ask one whether it serves.
+"""``python -m starling.node serve|health``: run one node, or ask one whether it serves.
 
-``serve`` takes its settings from ``--config node.yaml`` (:mod:`node.config`) with flags
+``serve`` takes its settings from ``--config node.yaml`` (:mod:`starling.node.config`) with flags
 over the file: ``--id``, ``--listen``, ``--store``, and the node's own data (``--shard K``
 for synthetic shard K, or ``--data-file PATH``), used when an experiment says
 ``data: {source: node}``. ``health HOST:PORT`` runs the standard gRPC health check and
@@ -30,13 +30,13 @@ from dataclasses import replace
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from node.logs import FORMATS, redact, set_context
-from node.logs import setup as setup_logs
-from node.params import ConfigError
-from node.security import is_loopback, read_token
+from starling.node.logs import FORMATS, redact, set_context
+from starling.node.logs import setup as setup_logs
+from starling.node.params import ConfigError
+from starling.node.security import is_loopback, read_token
 
 if TYPE_CHECKING:
-    from node.config import NodeSettings
+    from starling.node.config import NodeSettings
 
 __all__ = ["main"]
 
@@ -44,7 +44,7 @@ EXIT_USAGE = 2
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
-def _parser(prog: str = "python -m node") -> argparse.ArgumentParser:
+def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog, description="A Starling node: one gRPC service, one sampler."
     )
@@ -157,8 +157,8 @@ def _fail(message: str) -> int:
 
 def _settings(args: argparse.Namespace) -> NodeSettings:
     """The config file's settings with the flags given over them."""
-    from node.config import load_settings, override
-    from node.security import tls_files
+    from starling.node.config import load_settings, override
+    from starling.node.security import tls_files
 
     settings = override(
         load_settings(args.config),
@@ -178,7 +178,7 @@ def _settings(args: argparse.Namespace) -> NodeSettings:
     if settings.log_format not in FORMATS:
         raise ConfigError(f"log_format: expected one of {', '.join(FORMATS)}")
     if settings.metrics:
-        from node.exporter import parse_metrics_address
+        from starling.node.exporter import parse_metrics_address
 
         parse_metrics_address(settings.metrics, "metrics")
     return settings
@@ -212,9 +212,9 @@ def serve(args: argparse.Namespace) -> int:
         return _fail(f"cannot listen on {args.listen}: {reason}")
 
     # Imported late so that usage errors are fast and gRPC is never loaded for them.
-    from node.protocol.contract import READY_PREFIX
-    from node.runtime.server import NodeServer
-    from node.runtime.transport import DEFAULT_MAX_PEER_STREAMS, MAX_MESSAGE_BYTES
+    from starling.node.protocol.contract import READY_PREFIX
+    from starling.node.runtime.server import NodeServer
+    from starling.node.runtime.transport import DEFAULT_MAX_PEER_STREAMS, MAX_MESSAGE_BYTES
 
     try:
         token = read_token(settings.token_file, "token_file") if settings.token_file else None
@@ -297,8 +297,8 @@ def health(args: argparse.Namespace) -> int:
         _split(args.address)
     except ValueError as exc:
         return _fail(f"{args.address}: {exc}")
-    from node.config import load_settings
-    from node.security import channel_credentials, tls_files
+    from starling.node.config import load_settings
+    from starling.node.security import channel_credentials, tls_files
 
     credentials, server_id = None, ""
     try:
@@ -309,7 +309,7 @@ def health(args: argparse.Namespace) -> int:
             credentials, server_id = channel_credentials(tls), args.id or settings.id
     except ConfigError as exc:
         return _fail(str(exc))
-    from node.runtime.transport import open_channel
+    from starling.node.runtime.transport import open_channel
 
     with open_channel(args.address, credentials, server_id=server_id) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
@@ -327,7 +327,7 @@ def health(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m node") -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m starling.node") -> int:
     """``prog`` is how usage lines name the command (``starling node`` through starling)."""
     args = _parser(prog).parse_args(argv)
     if args.command == "health":

@@ -21,7 +21,7 @@ keeps its samples and checkpoints, and which data is its own::
     # insecure: true           # listen on a non-loopback address without TLS (a lab network)
     metrics: 127.0.0.1:9464    # a Prometheus endpoint (off when absent; PORT alone = loopback)
     reflection: true           # gRPC reflection (false on locked-down devices)
-    log_format: text           # or json: one object per line (node.logs)
+    log_format: text           # or json: one object per line (starling.node.logs)
 
 The data never leaves the node: the orchestrator sends ``data: {source: node}`` and this
 node substitutes what is configured here (:func:`home_data`).
@@ -34,9 +34,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from node.params import ConfigError, parse_params
-from node.security import TlsFiles, tls_files
-from node.spec import DataSpec
+from starling.node.params import ConfigError, parse_params
+from starling.node.security import TlsFiles, tls_files
+from starling.node.spec import DataSpec
 
 __all__ = ["HomeData", "NodeSettings", "home_data", "load_settings"]
 

@@ -12,11 +12,11 @@ File formats (``data.format``; guessed from the name, then the content, when emp
   differ between splits). ``qid:`` tokens and ``#`` comments are ignored.
 
 Any of these may be gzip-compressed (``.gz``). ``builtin:NAME`` names a data set shipped in
-``node/models/datasets`` and checked against its sha256 (:mod:`node.builtin_data`):
+``node/models/datasets`` and checked against its sha256 (:mod:`starling.node.builtin_data`):
 ``digits`` (UCI optical digits, pixels scaled to [0, 1]), ``a9a`` and ``a9a.t``.
 
 Which rows of a file a node holds (interleaved or a seeded random partition, sizes per
-shard) is :mod:`node.partition`; :func:`load_shard` applies it.
+shard) is :mod:`starling.node.partition`; :func:`load_shard` applies it.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ from pathlib import Path
 
 import numpy as np
 
-from node.builtin_data import load_builtin
-from node.models.base import Dataset, Model
-from node.params import ConfigError
-from node.partition import shard_rows
-from node.spec import DataSpec
-from node.split import training_rows
+from starling.node.builtin_data import load_builtin
+from starling.node.models.base import Dataset, Model
+from starling.node.params import ConfigError
+from starling.node.partition import shard_rows
+from starling.node.spec import DataSpec
+from starling.node.split import training_rows
 
 __all__ = [
     "file_rows",
@@ -68,7 +68,7 @@ _POOL = 0x9001
 
 def load_shard(spec: DataSpec, model: Model) -> Dataset:
     """This node's rows: generated from (seed, shard) for each shard it holds, or its
-    shards of a file's training rows (:mod:`node.partition`)."""
+    shards of a file's training rows (:mod:`starling.node.partition`)."""
     if spec.source == "synthetic" and spec.total > 0:
         pool = model.synthesize(pool_rng(spec.seed), spec.total)
         rows = file_rows(spec, spec.total)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from node.params import ConfigError
+from starling.node.params import ConfigError
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer

@@ -3,7 +3,7 @@
 A fault lives at the sender's outbound link ([DESIGN] principle 4). Whether the message
 of round ``r`` on link ``sender → receiver`` is withheld depends only on the schedule and
 a seeded draw, so a schedule replays exactly, in ``simulate`` and in a networked run alike.
-The round engine (:mod:`node.engine.rounds`) asks a node's :class:`ScheduledFaults` before
+The round engine (:mod:`starling.node.engine.rounds`) asks a node's :class:`ScheduledFaults` before
 it hands a message to its transport and before it gathers, so the lockstep simulator and
 the network links carry the same decisions.
 
@@ -11,7 +11,7 @@ The draw for a random fault (``0 < drop < 1``) is keyed by (fault seed, the *uno
 pair {sender, receiver}, round). Two directions of one link that carry faults with the
 same seed therefore fail together — an undirected link going down as a whole — while
 faults with different seeds fail independently. The orchestrator picks the seeds
-(:mod:`orchestrator.faults`): shared for a ``both_ways`` fault, distinct otherwise.
+(:mod:`starling.orchestrator.faults`): shared for a ``both_ways`` fault, distinct otherwise.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from node.spec import LinkFault, NodeSpec
+from starling.node.spec import LinkFault, NodeSpec
 
 __all__ = [
     "ScheduledFaults",

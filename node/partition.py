@@ -1,7 +1,7 @@
 """Which of a data file's training rows each node holds.
 
 A pure function of the training rows (the file's rows less any held-out test split,
-:mod:`node.split`), the data seed and the sizes, so any party that knows the experiment —
+:mod:`starling.node.split`), the data seed and the sizes, so any party that knows the experiment —
 each node for its own rows, the orchestrator for the reference posterior and for a
 centralised baseline — computes the same rows without asking anyone, and without reading
 a node's shard.
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from node.params import ConfigError
+from starling.node.params import ConfigError
 
 __all__ = ["PARTITIONS", "default_sizes", "shard_rows"]
 

@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from node.params import ConfigError
+from starling.node.params import ConfigError
 
 if TYPE_CHECKING:
     import grpc
 
-    from node.config import HomeData
-    from node.spec import DataSpec
+    from starling.node.config import HomeData
+    from starling.node.spec import DataSpec
 
 __all__ = [
     "ORCHESTRATOR_ID",

@@ -1,7 +1,7 @@
 """Everything one node needs to know to run, as plain frozen dataclasses.
 
 The orchestrator builds one :class:`NodeSpec` per node from the experiment file. The
-simulator hands it straight to :func:`node.assemble.build_program`; the network runtime
+simulator hands it straight to :func:`starling.node.assemble.build_program`; the network runtime
 receives the same content over ``Control.Configure`` and rebuilds an equal ``NodeSpec``,
 so both transports drive identical sampler objects.
 """
@@ -47,7 +47,7 @@ class DataSpec:
 
     ``source`` is ``"synthetic"`` (generated from ``seed`` and ``shard``) or ``"file"``
     (shard ``shard`` of ``num_shards`` of ``path``'s rows, read in ``format``; see
-    :mod:`node.partition` for ``partition`` and ``sizes``).
+    :mod:`starling.node.partition` for ``partition`` and ``sizes``).
     """
 
     source: str
@@ -77,7 +77,7 @@ class DataSpec:
         return self.sizes[shard] if self.sizes else self.size
 
     test_fraction: float = 0.0
-    """File data: this fraction of the file's rows, picked by :func:`node.split.held_out`
+    """File data: this fraction of the file's rows, picked by :func:`starling.node.split.held_out`
     from ``test_seed``, is held out for evaluation and in no shard (0: none)."""
     test_seed: int = 0
 

@@ -3,7 +3,7 @@
 An :class:`Access` holds the orchestrator's own TLS files (``backend.tls`` of the
 experiment, or ``tls`` of an inventory file), or else the Control token
 (``backend.token_file``), plus the peer secret every node of one run is handed in
-``Configure`` (see :mod:`node.security`). With TLS a channel to node ``X`` checks that the
+``Configure`` (see :mod:`starling.node.security`). With TLS a channel to node ``X`` checks that the
 node's certificate names ``X``. Loopback runs need none of it: the secret is made here,
 and a node started without a token file leaves Control open on loopback.
 """
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from node.logs import redact
-from node.security import TlsFiles, bearer, read_token, tls_files
+from starling.node.logs import redact
+from starling.node.security import TlsFiles, bearer, read_token, tls_files
 
 __all__ = ["Access", "access_from_section", "access_paths"]
 
@@ -34,7 +34,7 @@ class Access:
     peer_secret: str = field(default_factory=new_secret, repr=False)
 
     def __post_init__(self) -> None:
-        # Never in a log line, whatever logs it (node.logs).
+        # Never in a log line, whatever logs it (starling.node.logs).
         redact(self.peer_secret)
         if self.token:
             redact(self.token)
@@ -43,8 +43,8 @@ class Access:
         """A channel to the node ``node_id`` at ``address`` that sends our credentials."""
         import grpc
 
-        from node.runtime.transport import open_channel
-        from node.security import channel_credentials
+        from starling.node.runtime.transport import open_channel
+        from starling.node.security import channel_credentials
 
         credentials = channel_credentials(self.tls) if self.tls else None
         channel = open_channel(address, credentials, server_id=node_id)

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator.experiment import Experiment
-from orchestrator.fault_account import describe_link_faults, describe_node_faults
+from starling.orchestrator.experiment import Experiment
+from starling.orchestrator.fault_account import describe_link_faults, describe_node_faults
 
 __all__ = ["Account", "account_divergence", "account_schedule"]
 
@@ -32,7 +32,7 @@ class Account:
         self._say = say
 
     def _tell(self, text: str, **fields: Any) -> None:
-        """Say ``text``; a say that takes fields (JSON output, orchestrator.output) gets
+        """Say ``text``; a say that takes fields (JSON output, starling.orchestrator.output) gets
         them too."""
         if getattr(self._say, "takes_fields", False):
             self._say(text, **fields)
@@ -64,7 +64,7 @@ class Account:
             self._tell(f"node {node}: {text}", node=node, event=event, round=fields.get("round"))
 
     def kernel(self, record: dict, text: str) -> None:
-        """A fault carried out in the kernel (orchestrator.kernel_faults), stamped."""
+        """A fault carried out in the kernel (starling.orchestrator.kernel_faults), stamped."""
         elapsed = self.elapsed()
         stamp = time.strftime("%H:%M:%S")
         self.kernel_faults.append({**record, "clock": stamp, "elapsed": round(elapsed, 2)})

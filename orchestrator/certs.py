@@ -4,8 +4,8 @@ Writes ``ca.pem`` (and ``ca.key``, kept for making more certificates later), the
 node ``ID.pem``/``ID.key`` and for the orchestrator ``orchestrator.pem``/``.key``. Each
 certificate's SAN holds its identity as a DNS name (the node id, or ``orchestrator``): that
 is what a node checks against the ``sender`` a peer stream claims and what a client checks
-when it reaches node ``ID`` (:mod:`node.security`). Extra names make the certificates usable
-with other tools too: ``localhost`` and ``127.0.0.1`` by default, or those given with
+when it reaches node ``ID`` (:mod:`starling.node.security`). Extra names make the certificates
+usable with other tools too: ``localhost`` and ``127.0.0.1`` by default, or those given with
 ``--host ID=NAME`` (a compose service name, a device's address). Keys are EC P-256, written
 mode 0600; certificates are valid for ``--days`` (default 365).
 
@@ -21,8 +21,8 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from node.params import ConfigError
-from node.security import ORCHESTRATOR_ID
+from starling.node.params import ConfigError
+from starling.node.security import ORCHESTRATOR_ID
 
 __all__ = ["add_commands", "init_certs"]
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from node.params import ConfigError
+from starling.node.params import ConfigError
 
 __all__ = ["EXIT_DIVERGED", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE", "exit_code", "main"]
 
@@ -57,8 +57,8 @@ def exit_code(metrics: dict) -> int:
 
 def _load(args):
     """The file named on the command line, read once: a Study or an Experiment."""
-    from orchestrator.experiment import parse_experiment, read_yaml_file
-    from orchestrator.study import is_study, load_study
+    from starling.orchestrator.experiment import parse_experiment, read_yaml_file
+    from starling.orchestrator.study import is_study, load_study
 
     raw = read_yaml_file(_experiment_file(args.experiment))
     inventory = getattr(args, "inventory", None)
@@ -67,7 +67,7 @@ def _load(args):
             raise ConfigError("--inventory: drives one experiment, not a study")
         return load_study(raw)
     if inventory:  # the experiment's backend becomes the file's nodes
-        from orchestrator.backends.inventory import load_inventory, with_inventory
+        from starling.orchestrator.backends.inventory import load_inventory, with_inventory
 
         raw = with_inventory(raw, load_inventory(inventory))
     return parse_experiment(raw, default_name=Path(args.experiment).stem)
@@ -75,7 +75,7 @@ def _load(args):
 
 def _experiment_file(name: str) -> str | Path:
     """``name`` itself when it is a file, else the shipped example of that name (if any)."""
-    from orchestrator.shipped import example_path
+    from starling.orchestrator.shipped import example_path
 
     if Path(name).exists():
         return name
@@ -83,10 +83,10 @@ def _experiment_file(name: str) -> str | Path:
 
 
 def _into_folder(args, name: str, work: Callable[[Path], object]) -> dict:
-    """Run ``work`` in the results folder the policy gives (:mod:`orchestrator.outdir`); a
+    """Run ``work`` in the results folder the policy gives (:mod:`starling.orchestrator.outdir`); a
     run that ends without results still says so in ``metrics.json`` and ``summary.txt``."""
-    from orchestrator.outdir import prepare
-    from orchestrator.results import write_failure
+    from starling.orchestrator.outdir import prepare
+    from starling.orchestrator.results import write_failure
 
     folder = prepare(args.out, name, args.overwrite)
     folder.begin()
@@ -106,21 +106,21 @@ def _into_folder(args, name: str, work: Callable[[Path], object]) -> dict:
 
 
 def _reported(args, work: Callable[[Path], object]) -> Callable[[Path], object]:
-    from orchestrator.report import with_report
+    from starling.orchestrator.report import with_report
 
     return with_report(work, _say, enabled=not getattr(args, "no_report", False))
 
 
 def _progress(args):
-    from orchestrator.progress import make_progress
+    from starling.orchestrator.progress import make_progress
 
     json_logs = getattr(args, "log_format", None) == "json"
     return make_progress(quiet=getattr(args, "quiet", False), emit=_say, plain=json_logs)
 
 
 def cmd_run(args) -> int:
-    from orchestrator.runner import run_experiment
-    from orchestrator.study import Study, run_study
+    from starling.orchestrator.runner import run_experiment
+    from starling.orchestrator.study import Study, run_study
 
     loaded = _load(args)
     _experiment_context(loaded.name)
@@ -138,8 +138,8 @@ def cmd_run(args) -> int:
 
 
 def cmd_simulate(args) -> int:
-    from orchestrator.simulation import simulate_experiment
-    from orchestrator.study import Study, run_study
+    from starling.orchestrator.simulation import simulate_experiment
+    from starling.orchestrator.study import Study, run_study
 
     loaded = _load(args)
     _experiment_context(loaded.name)
@@ -160,7 +160,7 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_collect(args) -> int:
-    from orchestrator.recovery import collect_run
+    from starling.orchestrator.recovery import collect_run
 
     _operating(args)
     collect_run(Path(args.results), say=_say)
@@ -168,8 +168,8 @@ def cmd_collect(args) -> int:
 
 
 def cmd_algorithms(args) -> int:
-    from node.params import describe_params
-    from node.samplers import ALGORITHMS
+    from starling.node.params import describe_params
+    from starling.node.samplers import ALGORITHMS
 
     catalogue: list[dict[str, Any]] = [
         {
@@ -195,7 +195,7 @@ def cmd_algorithms(args) -> int:
 
 
 def cmd_examples(args) -> int:
-    from orchestrator.shipped import copy_examples, examples_folder, list_examples
+    from starling.orchestrator.shipped import copy_examples, examples_folder, list_examples
 
     if args.copy:
         for path in copy_examples(Path(args.copy)):
@@ -208,14 +208,14 @@ def cmd_examples(args) -> int:
 
 
 def cmd_node(rest: list[str]) -> int:
-    """``starling node serve|health ...`` is ``python -m node serve|health ...``."""
-    from node.cli import main as node_main
+    """``starling node serve|health ...`` is ``python -m starling.node serve|health ...``."""
+    from starling.node.cli import main as node_main
 
     return node_main(rest, prog="starling node")
 
 
 def main(argv: list[str] | None = None) -> int:
-    from orchestrator import live_cli
+    from starling.orchestrator import live_cli
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["node"] and argv[1:2] in (["serve"], ["health"]):
@@ -229,8 +229,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _guard(action: Callable[[], int]) -> int:
-    from orchestrator.backends.base import BackendError
-    from orchestrator.errors import NodeUnavailable
+    from starling.orchestrator.backends.base import BackendError
+    from starling.orchestrator.errors import NodeUnavailable
 
     try:
         return action()
@@ -246,29 +246,29 @@ def _guard(action: Callable[[], int]) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     finally:
-        exporter = sys.modules.get("orchestrator.exporter")
+        exporter = sys.modules.get("starling.orchestrator.exporter")
         if exporter is not None:  # a --metrics endpoint was served: stop it with the command
             exporter.stop_run_metrics()
 
 
 def _say(message: str, **fields: Any) -> None:
-    from orchestrator.output import say
+    from starling.orchestrator.output import say
 
     say(message, **fields)
 
 
-_say.takes_fields = True  # type: ignore[attr-defined]  # see orchestrator.output
+_say.takes_fields = True  # type: ignore[attr-defined]  # see starling.orchestrator.output
 
 
 def _operating(args) -> None:
     """``--log-format`` and (for run) ``--metrics``, before anything runs."""
     fmt = getattr(args, "log_format", None)
     if fmt:
-        from orchestrator.output import use_format
+        from starling.orchestrator.output import use_format
 
         use_format(fmt)
     if getattr(args, "metrics", None):
-        from orchestrator.exporter import start_run_metrics
+        from starling.orchestrator.exporter import start_run_metrics
 
         server = start_run_metrics(args.metrics).server
         if server is not None:
@@ -276,7 +276,7 @@ def _operating(args) -> None:
 
 
 def _experiment_context(name: str) -> None:
-    from node.logs import set_context
+    from starling.node.logs import set_context
 
     set_context(experiment=name)
 
@@ -309,7 +309,7 @@ def _log_format_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from orchestrator import certs, compose, docker_cli, export, live_cli
+    from starling.orchestrator import certs, compose, docker_cli, export, live_cli
 
     parser = argparse.ArgumentParser(
         prog="starling", description="Decentralised Bayesian sampling on real edge networks."
@@ -350,7 +350,7 @@ def _parser() -> argparse.ArgumentParser:
     _log_format_option(collect)
     collect.set_defaults(handler=cmd_collect)
 
-    from orchestrator.report import add_command
+    from starling.orchestrator.report import add_command
 
     add_command(sub)
 

@@ -18,18 +18,18 @@ import grpc
 import numpy as np
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from node.params import ConfigError
-from node.protocol import convert
-from node.protocol.contract import (
+from starling.node.params import ConfigError
+from starling.node.protocol import convert
+from starling.node.protocol.contract import (
     LinkCounters,
     NodeState,
     link_books_from_proto,
     state_from_proto,
 )
-from node.protocol.starling.v1 import control_pb2, control_pb2_grpc
-from node.spec import DataSpec, NodeSpec
-from orchestrator.access import Access
-from orchestrator.errors import NodeRejected, NodeUnavailable
+from starling.node.protocol.starling.v1 import control_pb2, control_pb2_grpc
+from starling.node.spec import DataSpec, NodeSpec
+from starling.orchestrator.access import Access
+from starling.orchestrator.errors import NodeRejected, NodeUnavailable
 
 __all__ = [
     "Configured",
@@ -92,7 +92,7 @@ class NodeStatus:
 
 _DEFAULT_ACCESS = Access()
 """Clients made without an Access share one (no TLS, no token, one random peer secret per
-orchestrator process); a run makes its own per experiment (:mod:`orchestrator.runner`)."""
+orchestrator process); a run makes its own per experiment (:mod:`starling.orchestrator.runner`)."""
 
 
 class NodeClient:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from orchestrator.client import NodeClient
+from starling.orchestrator.client import NodeClient
 
 __all__ = ["Collector"]
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from node.params import ConfigError
-from orchestrator.experiment import parse_experiment, read_yaml_file
+from starling.node.params import ConfigError
+from starling.orchestrator.experiment import parse_experiment, read_yaml_file
 
 __all__ = ["add_commands", "generate", "node_ids"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from orchestrator.client import NodeStatus
+from starling.orchestrator.client import NodeStatus
 
 __all__ = ["add_books", "summed_books"]
 

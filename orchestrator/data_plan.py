@@ -1,4 +1,4 @@
-"""Which data each node holds: one :class:`~node.spec.DataSpec` per data-holding node.
+"""Which data each node holds: one :class:`~starling.node.spec.DataSpec` per data-holding node.
 
 The experiment's ``data`` section cuts the data into shards — one per data node unless
 ``data.shards`` says otherwise — of ``data.size`` points each, or ``data.sizes[k]`` for
@@ -6,7 +6,7 @@ shard k, or a node's own ``nodes[i].data.size``; ``nodes[i].data.shard`` picks w
 a node holds, ``nodes[i].data.path`` gives it a file of its own instead. With one data
 node and ``data.shards: N`` that node holds all N shards: a centralised baseline run on
 *exactly* the rows an N-node run of the same data section holds (synthetic shards are
-generated from ``(data.seed, k)``, file shards are :mod:`node.partition`'s, so the pooled
+generated from ``(data.seed, k)``, file shards are :mod:`starling.node.partition`'s, so the pooled
 node regenerates or re-reads the very same rows).
 
 Both the node specs (what each node is told) and the evaluation (the reference posterior,
@@ -15,11 +15,11 @@ given every node's data) take their data from :func:`data_specs`, so they cannot
 
 from __future__ import annotations
 
-from node.config import NODE_SOURCE
-from node.params import ConfigError
-from node.spec import DataSpec
-from orchestrator.experiment import Experiment
-from orchestrator.heldout import held_out_split
+from starling.node.config import NODE_SOURCE
+from starling.node.params import ConfigError
+from starling.node.spec import DataSpec
+from starling.orchestrator.experiment import Experiment
+from starling.orchestrator.heldout import held_out_split
 
 __all__ = ["data_specs"]
 

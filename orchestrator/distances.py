@@ -1,5 +1,5 @@
 """Sinkhorn and sliced-W2 distances of every node's samples (and the network-average
-iterate's) to reference samples of the posterior (:mod:`orchestrator.reference`).
+iterate's) to reference samples of the posterior (:mod:`starling.orchestrator.reference`).
 
 Final figures pool the last ``evaluation.window`` rounds of every chain; the curve scores
 up to ``evaluation.transport.curve_points`` evenly spaced rounds, each from the same
@@ -15,8 +15,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from orchestrator.predictive import curve_rounds
-from orchestrator.transport import sinkhorn_distance, sliced_w2, subsample
+from starling.orchestrator.predictive import curve_rounds
+from starling.orchestrator.transport import sinkhorn_distance, sliced_w2, subsample
 
 __all__ = ["CURVE_SUBSAMPLE", "distance_section"]
 

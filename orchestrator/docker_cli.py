@@ -1,7 +1,7 @@
 """``starling docker cleanup``: remove what crashed docker-backend runs left behind.
 
 Every container, network and volume the docker backend creates is labelled
-``starling.run=<run id>`` (:mod:`orchestrator.backends.docker`); a run that ends in any
+``starling.run=<run id>`` (:mod:`starling.orchestrator.backends.docker`); a run that ends in any
 normal way removes its own. An orchestrator killed outright cannot, so this removes them by
 label: all runs' leftovers, or one run's with ``--run ID``.
 """
@@ -14,7 +14,7 @@ __all__ = ["add_commands", "cmd_cleanup"]
 
 
 def cmd_cleanup(args) -> int:
-    from orchestrator.backends.docker import cleanup, docker_client
+    from starling.orchestrator.backends.docker import cleanup, docker_client
 
     removed = cleanup(docker_client(), args.run)
     if args.format == "json":

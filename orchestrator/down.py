@@ -1,6 +1,6 @@
 """Dead is dead: the nodes that wait for a node declared down are told not to.
 
-A node is *declared down* by the :class:`~orchestrator.supervisor.Supervisor` when it is
+A node is *declared down* by the :class:`~starling.orchestrator.supervisor.Supervisor` when it is
 killed for good by the schedule, its round loop failed, someone else stopped it (an outside
 ``Control.Stop``), or it stayed unreachable past the grace period (``limits.down_grace``).
 Every node that waits for its messages — its out-peers, over all graph periods — is then
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from node.params import ConfigError
-from orchestrator.client import NodeClient, NodeUnavailable
+from starling.node.params import ConfigError
+from starling.orchestrator.client import NodeClient, NodeUnavailable
 
 if TYPE_CHECKING:
-    from orchestrator.supervisor import Supervisor
+    from starling.orchestrator.supervisor import Supervisor
 
 __all__ = ["DownNotices"]
 

@@ -1,6 +1,6 @@
 """What goes wrong talking to a node, as plain exceptions: importable without grpc, so the
 CLI can report them on every path (``simulate`` included) without loading the network stack.
-:mod:`orchestrator.client` raises them."""
+:mod:`starling.orchestrator.client` raises them."""
 
 from __future__ import annotations
 

@@ -10,11 +10,11 @@ Where the ground truth comes from (:func:`ground_truth`), computed here, once pe
 evaluation, and never from a node: the orchestrator does not read a node's shard, its
 files or its store. Synthetic data is a pure function of the experiment's ``data.seed`` and
 ``data.size``: the whole data set is the model's own generator (``model.synthesize``) called
-with each shard's generator (:func:`node.data.shard_rng`) — the rows the nodes hold,
+with each shard's generator (:func:`starling.node.data.shard_rng`) — the rows the nodes hold,
 regenerated from the seed, not fetched. File data: the reference posterior is computed from
 the file the experiment names (``data.path``, the user's input on the orchestrator's side),
-read here; the nodes' shards (:mod:`node.partition`) are recomputed from the experiment, so this
-is the posterior given exactly the nodes' data (a held-out split or rows no shard takes are
+read here; the nodes' shards (:mod:`starling.node.partition`) are recomputed from the experiment, so
+this is the posterior given exactly the nodes' data (a held-out split or rows no shard takes are
 left out). Any other source (data the nodes bring themselves) has no
 ground truth here.
 
@@ -31,14 +31,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from node.config import NODE_SOURCE
-from node.data import load_shard
-from node.models import build_model
-from node.models.base import Dataset, GaussianPosterior
-from node.spec import DataSpec
-from orchestrator.experiment import Experiment
-from orchestrator.metrics import GaussianTarget, target_curve
-from orchestrator.scoring import score_beyond_w2
+from starling.node.config import NODE_SOURCE
+from starling.node.data import load_shard
+from starling.node.models import build_model
+from starling.node.models.base import Dataset, GaussianPosterior
+from starling.node.spec import DataSpec
+from starling.orchestrator.experiment import Experiment
+from starling.orchestrator.metrics import GaussianTarget, target_curve
+from starling.orchestrator.scoring import score_beyond_w2
 
 __all__ = [
     "Evaluation",
@@ -80,10 +80,10 @@ def reference_data(
 ) -> list[Dataset]:
     """The experiment's whole data set, as the evaluation may know it: every data node's
     rows, regenerated from the seed (synthetic) or read from the files the experiment names
-    (file), by the same plan the nodes were given (:mod:`orchestrator.data_plan`). With
+    (file), by the same plan the nodes were given (:mod:`starling.orchestrator.data_plan`). With
     ``data.source: node``, from the recipes the nodes reported when configured
     (``node_data``): only if every data node holds a synthetic shard."""
-    from orchestrator.data_plan import data_specs  # imports Experiment, as we do
+    from starling.orchestrator.data_plan import data_specs  # imports Experiment, as we do
 
     plan = data_specs(experiment)
     if not plan:
@@ -213,7 +213,7 @@ def evaluate(
     for node, s in samples.items():
         curves[node] = _curve(s, truth)
     if experiment.evaluation.hpd is not None:
-        from orchestrator.hpd import hpd_section
+        from starling.orchestrator.hpd import hpd_section
 
         model = build_model(experiment.model)
         series = {**({"average": average} if average is not None else {}), **samples}

@@ -1,7 +1,7 @@
 """Experiment files: YAML read once, checked by the schema (``orchestrator/schema.py``),
 then one frozen :class:`Experiment` and one NodeSpec per node.
 
-Every error is a :class:`~node.params.ConfigError` whose message starts with the field
+Every error is a :class:`~starling.node.params.ConfigError` whose message starts with the field
 path (``topology.nodes``, ``hyperparameters.rho``) or names the node, so the CLI can print
 one clear line.
 """
@@ -16,13 +16,13 @@ from typing import Any
 
 import yaml
 
-from node.models import build_model
-from node.params import ConfigError, parse_params
-from node.samplers import algorithm_info
-from node.spec import LinkFault, ModelSpec
-from orchestrator.faults import NodeFault, parse_faults
-from orchestrator.kernel_faults import KernelFault, parse_kernel_faults
-from orchestrator.schema import (
+from starling.node.models import build_model
+from starling.node.params import ConfigError, parse_params
+from starling.node.samplers import algorithm_info
+from starling.node.spec import LinkFault, ModelSpec
+from starling.orchestrator.faults import NodeFault, parse_faults
+from starling.orchestrator.kernel_faults import KernelFault, parse_kernel_faults
+from starling.orchestrator.schema import (
     BackendSection,
     DataSection,
     EvaluationSection,
@@ -32,7 +32,7 @@ from orchestrator.schema import (
     delay_ms,
     validate,
 )
-from orchestrator.topology import (
+from starling.orchestrator.topology import (
     Graph,
     Topology,
     check_topology,
@@ -222,7 +222,7 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
         limits=spec.limits,
         kernel_faults=kernel_faults,
     )
-    from orchestrator.data_plan import data_specs  # it imports Experiment from here
+    from starling.orchestrator.data_plan import data_specs  # it imports Experiment from here
 
     _check_memory(spec, built.dim, data_specs(experiment))
     if spec.evaluation.hpd is not None and not hasattr(built, "exact_posterior"):
@@ -268,7 +268,7 @@ REFERENCE_METHODS = ("auto", "grid", "mala", "none")
 
 def _check_evaluation(spec: ExperimentFile, model) -> None:
     """What ``evaluation`` asks must suit the model and the data (one line naming the field)."""
-    from orchestrator.heldout import check_test  # it imports Experiment from here
+    from starling.orchestrator.heldout import check_test  # it imports Experiment from here
 
     evaluation = spec.evaluation
     check_test(evaluation.test, spec.data, model)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from node.params import ConfigError
+from starling.node.params import ConfigError
 
 __all__ = ["add_commands", "load_samples", "to_inference_data", "write_netcdf"]
 

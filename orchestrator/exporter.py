@@ -1,6 +1,6 @@
 """The orchestrator's Prometheus endpoint: ``starling run --metrics HOST:PORT``.
 
-Like a node's (:mod:`node.runtime.metrics`), a custom collector in a private registry reads
+Like a node's (:mod:`starling.node.runtime.metrics`), a custom collector in a private registry reads
 at scrape time what the run keeps anyway — the supervisor's view of every node, the
 collector's sample counts, the account's record of faults — and counts nothing itself.
 Served from the start of ``starling run`` to its end; a study's experiments are attached
@@ -28,8 +28,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from node.exporter import MetricsServer
-    from orchestrator.supervisor import Supervisor
+    from starling.node.exporter import MetricsServer
+    from starling.orchestrator.supervisor import Supervisor
 
 __all__ = ["RunMetrics", "attach", "start_run_metrics"]
 
@@ -116,7 +116,7 @@ _active: list[RunMetrics] = []
 def start_run_metrics(address: str) -> RunMetrics:
     """Serve an (empty until attached) orchestrator endpoint on ``address``; every
     experiment this process runs from now on attaches to it (:func:`attach`)."""
-    from node.exporter import serve_metrics
+    from starling.node.exporter import serve_metrics
 
     metrics = RunMetrics()
     registry = CollectorRegistry(auto_describe=False)

@@ -1,15 +1,15 @@
 """Accounts of a fault schedule, for the results of ``run`` and ``simulate``.
 
-The schedule itself is parsed by :mod:`orchestrator.faults`; here it is told back as
+The schedule itself is parsed by :mod:`starling.orchestrator.faults`; here it is told back as
 records and sentences, and (for ``simulate``, which has no wire) as the link counts the
 schedule alone implies.
 """
 
 from __future__ import annotations
 
-from node.faults import withheld_by_schedule
-from node.spec import LinkFault
-from orchestrator.faults import NodeFault
+from starling.node.faults import withheld_by_schedule
+from starling.node.spec import LinkFault
+from starling.orchestrator.faults import NodeFault
 
 __all__ = ["describe_link_faults", "describe_node_faults", "scheduled_link_counts"]
 

@@ -6,7 +6,7 @@ quickly while the kill is pending, so the crash lands exactly there however slow
 loop polls. A restart "at round s" fires when every other running node has reached the
 kill round (or when all of them have finished); a node killed without a restart is not
 waited for. Both engines also apply the fault as a schedule — the node is cut off from its
-peers for rounds ``[r, s)`` (:func:`orchestrator.node_specs.isolation_faults`) — so what
+peers for rounds ``[r, s)`` (:func:`starling.orchestrator.node_specs.isolation_faults`) — so what
 the node hears does not depend on how fast the orchestrator polls; the account says at
 which round each kill actually landed. The supervisor carries the faults out.
 """
@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from orchestrator.experiment import Experiment
-from orchestrator.faults import NodeFault
+from starling.orchestrator.experiment import Experiment
+from starling.orchestrator.faults import NodeFault
 
 if TYPE_CHECKING:
-    from orchestrator.supervisor import Supervisor
+    from starling.orchestrator.supervisor import Supervisor
 
 __all__ = ["NodeFaultPlan", "first_kills"]
 
@@ -74,7 +74,9 @@ class NodeFaultPlan:
 
     def fire_due(self, rounds: dict[str, int], supervisor: Supervisor) -> None:
         """Carry out, through ``supervisor``, every fault whose moment has come."""
-        from orchestrator.supervisor import RESTART_ERRORS  # the supervisor imports this module
+        from starling.orchestrator.supervisor import (
+            RESTART_ERRORS,  # the supervisor imports this module
+        )
 
         nodes = supervisor.nodes
         for item in list(self.pending):

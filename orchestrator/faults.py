@@ -14,7 +14,7 @@ Syntax (the ``faults`` list; every entry is one fault)::
 
 Without a time field a fault lasts the whole run; without ``for_…`` it lasts until the
 end. ``drop`` (default 1: the link is down) is the per-round failure probability,
-decided by :func:`node.faults.withheld_by_schedule` from a seed derived from the
+decided by :func:`starling.node.faults.withheld_by_schedule` from a seed derived from the
 experiment seed and the fault's position (or the fault's own ``seed``), so a schedule
 replays exactly. ``link`` must be an edge of the topology (of some graph of a
 time-varying schedule). On an undirected topology ``link: [A, B]`` means the link between
@@ -41,9 +41,9 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import AfterValidator, BaseModel, ValidationError
 
-from node.params import STRICT, Bool, ConfigError, config_error
-from node.spec import LinkFault
-from orchestrator.topology import Graph, Topology
+from starling.node.params import STRICT, Bool, ConfigError, config_error
+from starling.node.spec import LinkFault
+from starling.orchestrator.topology import Graph, Topology
 
 __all__ = [
     "FOREVER",

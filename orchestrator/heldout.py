@@ -3,7 +3,7 @@
 Read by the orchestrator only from what the experiment declares, never from a node:
 
 * ``test: {path: FILE}`` — the user's own test file (a9a.t), read whole here;
-* ``test: {split: f, seed: s}`` with file data — the rows :func:`node.split.held_out`
+* ``test: {split: f, seed: s}`` with file data — the rows :func:`starling.node.split.held_out`
   picks from ``data.path``; the nodes drop the same rows from their shards
   (:func:`held_out_split` puts ``f`` and ``s`` in every node's data spec), so no held-out
   row is ever trained on;
@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from node.data import load_file
-from node.models.base import Dataset
-from node.params import ConfigError
-from node.split import held_out
-from orchestrator.experiment import Experiment
+from starling.node.data import load_file
+from starling.node.models.base import Dataset
+from starling.node.params import ConfigError
+from starling.node.split import held_out
+from starling.orchestrator.experiment import Experiment
 
 __all__ = ["check_test", "held_out_data", "held_out_split"]
 
@@ -74,7 +74,7 @@ def held_out_data(experiment: Experiment, model) -> tuple[Dataset, dict] | None:
         mask = held_out(len(full), split, int(test.seed))
         table = Dataset(X=full.X[mask], y=full.y[mask])
     else:
-        from orchestrator.data_plan import data_specs  # it imports this module
+        from starling.orchestrator.data_plan import data_specs  # it imports this module
 
         specs = data_specs(experiment).values()
         train = d.total or sum(s.shard_size(k) for s in specs for k in s.held_shards())

@@ -6,7 +6,7 @@ samples, ``η̂_α`` is the ``1 − α`` quantile of ``U`` over them; [003] repo
 ``|η̂_α − η_α| / η_α``.
 
 ``U`` here is the model's own potential over all the experiment's data (every node's
-shard, :func:`orchestrator.evaluation.reference_data`, the whole prior once), as the models
+shard, :func:`starling.orchestrator.evaluation.reference_data`, the whole prior once), as the models
 compute it: without normalising constants, so the figure compares runs of one Starling
 model, not numbers across codes (an added constant changes it). ``η_α`` is exact where the
 posterior is an exact Gaussian and ``U`` its quadratic (linear regression, the conjugate
@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from node.models.base import Dataset, GaussianPosterior
+from starling.node.models.base import Dataset, GaussianPosterior
 
 __all__ = ["hpd_section", "true_level"]
 

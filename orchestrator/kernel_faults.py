@@ -1,6 +1,6 @@
 """Faults that happen in the kernel, not in Starling's code: the ``kernel_faults`` section.
 
-Only the docker backend can carry them out (:mod:`orchestrator.backends.netfault`). Each
+Only the docker backend can carry them out (:mod:`starling.orchestrator.backends.netfault`). Each
 entry names one fault and the rounds it spans: the faulty node (the sender, for a link) is
 told to hold before ``at_round`` (``Control.Hold``), the fault is set while it waits there,
 and it ends once every node on the receiving end of the links it touches has gone
@@ -27,11 +27,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from node.params import ConfigError
-from orchestrator.backends.base import BackendError
+from starling.node.params import ConfigError
+from starling.orchestrator.backends.base import BackendError
 
 if TYPE_CHECKING:
-    from orchestrator.supervisor import Supervisor
+    from starling.orchestrator.supervisor import Supervisor
 
 __all__ = [
     "KINDS",
@@ -124,7 +124,7 @@ def parse_kernel_faults(raw: Any, nodes: Sequence[str], rounds: int) -> tuple[Ke
 def kernel_holds(experiment) -> dict[str, int]:
     """Node -> the round it holds before, for its first kernel fault (Control.Hold), so the
     fault lands at that round however fast the rounds go. Nodes with a scheduled kill keep
-    that hold (orchestrator.fault_plan); their kernel faults follow the run's front."""
+    that hold (starling.orchestrator.fault_plan); their kernel faults follow the run's front."""
     killed = {fault.node for fault in experiment.node_faults}
     holds: dict[str, int] = {}
     for fault in experiment.kernel_faults:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from node.params import ConfigError
+from starling.node.params import ConfigError
 
 __all__ = [
     "RunRecord",

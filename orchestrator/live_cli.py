@@ -3,7 +3,7 @@
 Link commands go straight to the sending node's Control service (link state lives at the
 sender's outbound link); kill and restart are carried out by the experiment's own
 orchestrator, which owns the processes. The experiment is found through
-:mod:`orchestrator.live`, so no address is ever typed.
+:mod:`starling.orchestrator.live`, so no address is ever typed.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from node.params import ConfigError
-from orchestrator import live
-from orchestrator.errors import NodeUnavailable
-from orchestrator.experiment import parse_delay as experiment_delay
-from orchestrator.results import link_summary
+from starling.node.params import ConfigError
+from starling.orchestrator import live
+from starling.orchestrator.errors import NodeUnavailable
+from starling.orchestrator.experiment import parse_delay as experiment_delay
+from starling.orchestrator.results import link_summary
 
 if TYPE_CHECKING:
-    from orchestrator.client import NodeClient
+    from starling.orchestrator.client import NodeClient
 
 __all__ = ["add_commands", "join_option_values", "parse_delay", "status_report"]
 
@@ -56,8 +56,8 @@ def _client_for(record: live.RunRecord, node: str) -> NodeClient:
         raise ConfigError(
             f"node {node!r} is not part of experiment {record.name!r} (nodes: {known})"
         )
-    from orchestrator.access import access_from_section
-    from orchestrator.client import NodeClient  # grpc only for the commands that dial
+    from starling.orchestrator.access import access_from_section
+    from starling.orchestrator.client import NodeClient  # grpc only for the commands that dial
 
     access = access_from_section(record.access, "run record")
     return NodeClient(record.addresses[node], access=access, node_id=node)
@@ -168,8 +168,8 @@ def status_report(record: live.RunRecord) -> dict:
     """Every node's status (or ``unreachable``), and every link seen from both ends."""
     report: dict = {"experiment": record.name, "out_dir": record.out_dir, "nodes": {}}
     books = {}
-    from orchestrator.access import access_from_section
-    from orchestrator.client import NodeClient  # grpc only for the commands that dial
+    from starling.orchestrator.access import access_from_section
+    from starling.orchestrator.client import NodeClient  # grpc only for the commands that dial
 
     access = access_from_section(record.access, "run record")
     for node, address in record.addresses.items():
@@ -199,7 +199,7 @@ def cmd_status(args) -> int:
     if getattr(args, "watch", False):
         if args.format == "json":
             raise ConfigError("--watch: a live view for people; --format json gives one status")
-        from orchestrator.watch import watch
+        from starling.orchestrator.watch import watch
 
         return watch(live.find_run(args.run))
     record = live.find_run(args.run)

@@ -2,18 +2,18 @@
 read the journal of ``starling links`` changes into the account.
 
 The file protocol between the two (run record, request and answer files, journal) is
-:mod:`orchestrator.live`; this module acts on it through the node supervisor.
+:mod:`starling.orchestrator.live`; this module acts on it through the node supervisor.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator import live
-from orchestrator.account import Account
-from orchestrator.backends.base import BackendError
-from orchestrator.kernel_faults import KernelFaultPlan
-from orchestrator.supervisor import RESTART_ERRORS, Supervisor
+from starling.orchestrator import live
+from starling.orchestrator.account import Account
+from starling.orchestrator.backends.base import BackendError
+from starling.orchestrator.kernel_faults import KernelFaultPlan
+from starling.orchestrator.supervisor import RESTART_ERRORS, Supervisor
 
 __all__ = ["Journal", "serve_requests"]
 

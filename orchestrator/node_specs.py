@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from node.samplers import algorithm_info
-from node.spec import LinkFault, Neighbourhood, NodeSpec
-from orchestrator.data_plan import data_specs
-from orchestrator.experiment import Experiment
-from orchestrator.faults import FOREVER, NodeFault
-from orchestrator.topology import Topology
+from starling.node.samplers import algorithm_info
+from starling.node.spec import LinkFault, Neighbourhood, NodeSpec
+from starling.orchestrator.data_plan import data_specs
+from starling.orchestrator.experiment import Experiment
+from starling.orchestrator.faults import FOREVER, NodeFault
+from starling.orchestrator.topology import Topology
 
 __all__ = ["isolation_faults", "node_specs", "outage_faults"]
 

@@ -13,7 +13,7 @@
   even with ``--overwrite``: recover it first (``starling collect DIR``) or pick another.
 
 A path that cannot be a folder (``/proc/x``, an existing file, a path under a file) is a
-one-line :class:`~node.params.ConfigError` naming ``--out``.
+one-line :class:`~starling.node.params.ConfigError` naming ``--out``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from node.params import ConfigError
+from starling.node.params import ConfigError
 
 __all__ = ["MANIFEST", "STATUSES", "ResultsFolder", "owned_files", "prepare"]
 

@@ -2,7 +2,7 @@
 
 ``starling run|simulate|collect --log-format json`` turns every progress line (the ones
 ``say`` prints) and every log record into one JSON object per line on stdout, with the
-fields of :mod:`node.logs` — ``time``, ``level``, ``message``, ``event``, ``node``,
+fields of :mod:`starling.node.logs` — ``time``, ``level``, ``message``, ``event``, ``node``,
 ``experiment``, ``round``, ``peer``. The account passes what it knows (a node event names
 its node and event); for the run loop's progress line ``round LOW..HIGH of N`` the round
 is LOW, the round every node has reached. Node processes the local backend starts log in
@@ -16,7 +16,7 @@ import re
 import sys
 from typing import Any
 
-from node import logs
+from starling.node import logs
 
 __all__ = ["current_format", "say", "use_format"]
 

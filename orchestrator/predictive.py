@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from node.models.classification import accuracy, log_loss, roc_auc
+from starling.node.models.classification import accuracy, log_loss, roc_auc
 
 __all__ = ["curve_rounds", "predictive_section", "score_samples"]
 
@@ -90,7 +90,7 @@ def predictive_section(
 ) -> tuple[dict, list[dict]]:
     """``metrics.json``'s ``predictive`` section and the curve's rows.
 
-    ``test`` is ``(Dataset, description)`` from :func:`orchestrator.heldout.held_out_data`;
+    ``test`` is ``(Dataset, description)`` from :func:`starling.orchestrator.heldout.held_out_data`;
     ``series`` maps ``"average"`` (the network-average iterate) and every node id to its
     samples (rounds, chains, d). A series that left the floats scores None.
     """

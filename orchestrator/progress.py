@@ -104,7 +104,7 @@ class Progress:
 class PlainProgress(Progress):
     """Plain lines for a log: a start-up step when it starts, the rounds when they start and
     then every few seconds. ``emit(message, **fields)`` writes a line (with
-    ``--log-format json`` the orchestrator's JSON lines, :mod:`orchestrator.output`: the
+    ``--log-format json`` the orchestrator's JSON lines, :mod:`starling.orchestrator.output`: the
     fields ``event`` and ``round`` go into them); by default it prints to ``stream``."""
 
     def __init__(self, stream: IO[str] | None = None, every: float = PLAIN_SECONDS,

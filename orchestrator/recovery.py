@@ -25,11 +25,11 @@ from typing import Any
 
 import yaml
 
-from node.params import ConfigError
-from node.spec import NodeSpec
-from orchestrator.account import Account
-from orchestrator.experiment import Experiment, parse_experiment, read_yaml_file
-from orchestrator.outdir import RUNNING, ResultsFolder
+from starling.node.params import ConfigError
+from starling.node.spec import NodeSpec
+from starling.orchestrator.account import Account
+from starling.orchestrator.experiment import Experiment, parse_experiment, read_yaml_file
+from starling.orchestrator.outdir import RUNNING, ResultsFolder
 
 __all__ = ["START", "collect_run", "write_start"]
 
@@ -67,7 +67,7 @@ def write_start(out_dir: Path, experiment: Experiment, specs: Mapping[str, NodeS
 
 def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
     """Recover the results of the crashed run in ``out``; returns the metrics written."""
-    from orchestrator.results import close_run
+    from starling.orchestrator.results import close_run
 
     out = Path(out)
     if not out.is_dir():
@@ -110,10 +110,10 @@ def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
 def _gather(out: Path, start: dict, account: Account, section: Any = None):
     """Every node's stored samples, over gRPC from a process on its state dir (local) or
     from the node where it runs (inventory)."""
-    from orchestrator.access import access_from_section
-    from orchestrator.backends.local import LocalBackend
-    from orchestrator.client import NodeClient, NodeUnavailable
-    from orchestrator.collector import Collector
+    from starling.orchestrator.access import access_from_section
+    from starling.orchestrator.backends.local import LocalBackend
+    from starling.orchestrator.client import NodeClient, NodeUnavailable
+    from starling.orchestrator.collector import Collector
 
     nodes: dict = start["nodes"]
     collector = Collector()

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from node.models.base import Dataset
-from node.spec import ModelSpec
+from starling.node.models.base import Dataset
+from starling.node.spec import ModelSpec
 
 __all__ = ["CHAINS", "cache_dir", "mala", "reference_key", "reference_samples"]
 

@@ -2,7 +2,7 @@
 
 <out>/metrics.json           status (complete, partial, failed, interrupted), algorithm,
                              rounds, w2 {average, per_node, ...}, predictive, distances,
-                             diagnostics (:mod:`orchestrator.scoring`), run account:
+                             diagnostics (:mod:`starling.orchestrator.scoring`), run account:
                              ``account`` (lines), ``faults`` (scheduled and live, node
                              events), ``links`` ("A->B" counters), ``link_stats`` (every
                              node's final outbound/inbound counters), ``program_metrics``
@@ -13,7 +13,7 @@
                              scored round, for the average iterate and every node
 <out>/distance_curve.csv     (reference samples) Sinkhorn and sliced W2 per scored round
 <out>/summary.txt            ``status: ...`` then the table printed at the end of the run
-<out>/manifest.json          every file the run wrote (:mod:`orchestrator.outdir`)
+<out>/manifest.json          every file the run wrote (:mod:`starling.orchestrator.outdir`)
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from node.spec import DataSpec
-from orchestrator.account import Account, account_divergence
-from orchestrator.evaluation import Evaluation, evaluate
-from orchestrator.experiment import Experiment
-from orchestrator.summary_lines import scoring_lines
+from starling.node.spec import DataSpec
+from starling.orchestrator.account import Account, account_divergence
+from starling.orchestrator.evaluation import Evaluation, evaluate
+from starling.orchestrator.experiment import Experiment
+from starling.orchestrator.summary_lines import scoring_lines
 
 __all__ = [
     "LINK_COUNTERS",
@@ -104,7 +104,7 @@ def link_account(links: Mapping[str, Mapping[str, int]]) -> list[str]:
 
 def default_out_dir(name: str) -> Path:
     """The parent of a run's default folder (``results/NAME/<UTC time>``, see
-    :mod:`orchestrator.outdir`)."""
+    :mod:`starling.orchestrator.outdir`)."""
     return Path("results") / name
 
 
@@ -268,7 +268,8 @@ def close_run(
     """Evaluate, close the account (links, divergence, timing), write the results folder
     and print the summary (unless ``say`` is None); returns the metrics written. ``run`` and
     ``simulate`` both end here, so their folders have the same keys. ``node_data``: what
-    nodes holding their own data reported (see :func:`orchestrator.evaluation.evaluate`)."""
+    nodes holding their own data reported (see
+    :func:`starling.orchestrator.evaluation.evaluate`)."""
     evaluation = evaluate(experiment, samples, node_data)
     for line in link_account(links):
         account.plain(line)

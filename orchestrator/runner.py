@@ -3,18 +3,18 @@
 The run loop polls every node's status, streams new samples from each node's store starting
 at the offset it already holds (so a restarted node's samples are picked up where they
 left off), carries out node faults — scheduled in the experiment file
-(:mod:`orchestrator.fault_plan`), or asked for with ``starling nodes kill|restart``
-(:mod:`orchestrator.live_requests`) — and ends when every node has finished or can no longer
-make progress. Whatever happens, the final status of every node (per-link counters and
+(:mod:`starling.orchestrator.fault_plan`), or asked for with ``starling nodes kill|restart``
+(:mod:`starling.orchestrator.live_requests`) — and ends when every node has finished or can no
+longer make progress. Whatever happens, the final status of every node (per-link counters and
 the program's own metrics) is read before the nodes are stopped, and what was collected is
-written with an account of what failed and when (:func:`orchestrator.results.close_run`).
+written with an account of what failed and when (:func:`starling.orchestrator.results.close_run`).
 
 The jobs live in their own modules: where nodes run is a
-:class:`~orchestrator.backends.base.Backend` chosen by ``backend.kind``
-(:func:`orchestrator.backends.make_backend`); what is done to a node, and the node states, is
-the :class:`~orchestrator.supervisor.Supervisor`; samples are gathered by the
-:class:`~orchestrator.collector.Collector`; the story is kept by the
-:class:`~orchestrator.account.Account`. The orchestrator talks to nodes only over gRPC.
+:class:`~starling.orchestrator.backends.base.Backend` chosen by ``backend.kind``
+(:func:`starling.orchestrator.backends.make_backend`); what is done to a node, and the node states,
+is the :class:`~starling.orchestrator.supervisor.Supervisor`; samples are gathered by the
+:class:`~starling.orchestrator.collector.Collector`; the story is kept by the
+:class:`~starling.orchestrator.account.Account`. The orchestrator talks to nodes only over gRPC.
 """
 
 from __future__ import annotations
@@ -25,23 +25,23 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from node.spec import DataSpec, NodeSpec
-from orchestrator import exporter, live
-from orchestrator.access import access_from_section, access_paths
-from orchestrator.account import Account, account_schedule
-from orchestrator.backends import make_backend
-from orchestrator.client import NodeClient, NodeUnavailable
-from orchestrator.collector import Collector
-from orchestrator.experiment import Experiment
-from orchestrator.fault_plan import NodeFaultPlan, first_kills
-from orchestrator.kernel_faults import KernelFaultPlan, kernel_holds
-from orchestrator.live_requests import Journal, serve_requests
-from orchestrator.node_specs import node_specs
-from orchestrator.progress import Progress
-from orchestrator.recovery import write_start
-from orchestrator.results import close_run, link_summary, run_status
-from orchestrator.store_release import release_local_stores
-from orchestrator.supervisor import Supervisor, backend_pids
+from starling.node.spec import DataSpec, NodeSpec
+from starling.orchestrator import exporter, live
+from starling.orchestrator.access import access_from_section, access_paths
+from starling.orchestrator.account import Account, account_schedule
+from starling.orchestrator.backends import make_backend
+from starling.orchestrator.client import NodeClient, NodeUnavailable
+from starling.orchestrator.collector import Collector
+from starling.orchestrator.experiment import Experiment
+from starling.orchestrator.fault_plan import NodeFaultPlan, first_kills
+from starling.orchestrator.kernel_faults import KernelFaultPlan, kernel_holds
+from starling.orchestrator.live_requests import Journal, serve_requests
+from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.progress import Progress
+from starling.orchestrator.recovery import write_start
+from starling.orchestrator.results import close_run, link_summary, run_status
+from starling.orchestrator.store_release import release_local_stores
+from starling.orchestrator.supervisor import Supervisor, backend_pids
 
 __all__ = ["run_experiment"]
 
@@ -65,8 +65,8 @@ def run_experiment(
     progress: Progress | None = None,
 ) -> dict:
     """Run ``experiment`` on the nodes of its backend; returns the metrics written to
-    ``out_dir``. ``progress`` shows start-up steps and rounds (:mod:`orchestrator.progress`;
-    none by default)."""
+    ``out_dir``. ``progress`` shows start-up steps and rounds
+    (:mod:`starling.orchestrator.progress`; none by default)."""
     progress = progress or Progress()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -183,9 +183,9 @@ def _configure_and_start(
         if configured.data is not None:
             node_data[node] = configured.data
         if node in first_kill:
-            client.hold(first_kill[node])  # see orchestrator.fault_plan
+            client.hold(first_kill[node])  # see starling.orchestrator.fault_plan
         elif node in kernel_first:
-            client.hold(kernel_first[node])  # see orchestrator.kernel_faults
+            client.hold(kernel_first[node])  # see starling.orchestrator.kernel_faults
         if experiment.link_delay_ms:
             client.set_link("*", delay_ms=experiment.link_delay_ms)
     if experiment.link_delay_ms:

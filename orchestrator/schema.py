@@ -1,10 +1,11 @@
 """The experiment file's schema: what each section may hold, checked once by pydantic v2.
 
-Every model forbids unknown keys and non-finite numbers (``node.params.STRICT``). The
+Every model forbids unknown keys and non-finite numbers (``starling.node.params.STRICT``). The
 shape and the types of every field live here; what depends on several fields at once
 (a fault's round against ``rounds``, a link against the topology, hyperparameters against
-the algorithm's own ``Params``) is checked by :func:`orchestrator.experiment.parse_experiment`
-right after, from these typed values. Either way an error is one line naming the field.
+the algorithm's own ``Params``) is checked by
+:func:`starling.orchestrator.experiment.parse_experiment` right after, from these typed values.
+Either way an error is one line naming the field.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError
 
-from node.params import STRICT, Float, Int, Str, config_error
-from orchestrator.backends import backend_kinds
+from starling.node.params import STRICT, Float, Int, Str, config_error
+from starling.orchestrator.backends import backend_kinds
 
 __all__ = [
     "BackendSection",
@@ -96,7 +97,7 @@ Memory = Annotated[Any, AfterValidator(memory_bytes)]
 
 
 def _partition(value: str) -> str:
-    from node.partition import PARTITIONS
+    from starling.node.partition import PARTITIONS
 
     if value not in PARTITIONS:
         raise ValueError(f"unknown partition {value!r} (use {', '.join(PARTITIONS)})")
@@ -114,9 +115,9 @@ class DataSection(BaseModel):
 
     ``synthetic``: drawn from the model's generator, ``size`` points per node.
     ``file``: the rows of ``path`` dealt out to the nodes by ``partition``
-    (:mod:`node.partition`). ``node``: the node supplies its own data (a device with its
+    (:mod:`starling.node.partition`). ``node``: the node supplies its own data (a device with its
     own sensor or disk); the orchestrator sends nothing. How the shards are laid out is
-    :mod:`orchestrator.data_plan`.
+    :mod:`starling.orchestrator.data_plan`.
     """
 
     model_config = STRICT
@@ -155,7 +156,7 @@ class NodeData(BaseModel):
 class TestSection(BaseModel):
     """Held-out rows for predictive metrics (classifiers): a file the user gives (``path``,
     read by the orchestrator) or a seeded fraction of the training data (``split``), which
-    the nodes then leave out of their shards (:mod:`node.split`)."""
+    the nodes then leave out of their shards (:mod:`starling.node.split`)."""
 
     model_config = STRICT
     path: Str = ""
@@ -165,7 +166,8 @@ class TestSection(BaseModel):
 
 
 class ReferenceSection(BaseModel):
-    """Reference samples for a posterior with no closed form (:mod:`orchestrator.reference`)."""
+    """Reference samples for a posterior with no closed form
+    (:mod:`starling.orchestrator.reference`)."""
 
     model_config = STRICT
     method: Str = "auto"
@@ -179,7 +181,7 @@ class ReferenceSection(BaseModel):
 
 
 class TransportSection(BaseModel):
-    """Sinkhorn and sliced-Wasserstein settings (:mod:`orchestrator.transport`)."""
+    """Sinkhorn and sliced-Wasserstein settings (:mod:`starling.orchestrator.transport`)."""
 
     model_config = STRICT
     points: Count = 500
@@ -204,7 +206,7 @@ class EvaluationSection(BaseModel):
     hpd: Annotated[Float, Field(gt=0, lt=1)] | None = None
     """α of [003]'s HPD relative error (``orchestrator/hpd.py``), e.g. 0.1; None: not reported."""
     diagnostics: bool = True
-    """ArviZ's ESS and R-hat per node (:mod:`orchestrator.diagnostics`)."""
+    """ArviZ's ESS and R-hat per node (:mod:`starling.orchestrator.diagnostics`)."""
 
 
 BACKEND_KINDS = backend_kinds()
@@ -271,7 +273,7 @@ class NodeItem(BaseModel):
 
 class TopologySection(BaseModel):
     """The ``topology`` section: every key any kind takes. Which keys suit which kind,
-    and their values, are checked by ``orchestrator.topology.parse_topology``."""
+    and their values, are checked by ``starling.orchestrator.topology.parse_topology``."""
 
     model_config = STRICT
     nodes: Count | None = None
@@ -311,8 +313,8 @@ class ExperimentFile(BaseModel):
     evaluation: EvaluationSection = Field(default_factory=EvaluationSection)
     faults: list[Any] | None = None
     kernel_faults: list[Any] | None = None
-    """``backend.kind: docker`` only; checked by ``orchestrator.kernel_faults``."""
-    """Checked by ``orchestrator.faults.parse_faults`` against the topology and rounds."""
+    """``backend.kind: docker`` only; checked by ``starling.orchestrator.kernel_faults``."""
+    """Checked by ``starling.orchestrator.faults.parse_faults`` against the topology and rounds."""
     round_seconds: Seconds | None = None
     link_delay: Delay = 0.0
     backend: BackendSection = Field(default_factory=BackendSection)

@@ -1,7 +1,7 @@
 """What the evaluation reports beside W2: predictive metrics on held-out data (classifiers,
-:mod:`orchestrator.predictive`), transport distances to reference samples (posteriors with
-no closed form, :mod:`orchestrator.transport`) and ArviZ's ESS and R-hat per node
-(:mod:`orchestrator.diagnostics`).
+:mod:`starling.orchestrator.predictive`), transport distances to reference samples (posteriors with
+no closed form, :mod:`starling.orchestrator.transport`) and ArviZ's ESS and R-hat per node
+(:mod:`starling.orchestrator.diagnostics`).
 
 Each is computed once per evaluation on the samples already in memory; the heavy libraries
 (POT, ArviZ) are imported only when their figure is asked for, so ``starling run`` starts as
@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from node.models import build_model
-from node.models.base import Dataset
-from orchestrator.experiment import Experiment
-from orchestrator.heldout import held_out_data
+from starling.node.models import build_model
+from starling.node.models.base import Dataset
+from starling.orchestrator.experiment import Experiment
+from starling.orchestrator.heldout import held_out_data
 
 __all__ = ["score_beyond_w2"]
 
@@ -40,7 +40,7 @@ def score_beyond_w2(
     evaluation = experiment.evaluation
     test = held_out_data(experiment, model)
     if test is not None:
-        from orchestrator.predictive import predictive_section
+        from starling.orchestrator.predictive import predictive_section
 
         section, rows = predictive_section(
             model, test, series, evaluation.window, evaluation.curve_points
@@ -48,11 +48,11 @@ def score_beyond_w2(
         metrics["predictive"] = section
         tables["predictive_curve"] = rows
     if evaluation.reference.method != "none":
-        from orchestrator.reference import reference_samples
+        from starling.orchestrator.reference import reference_samples
 
         reference = reference_samples(model, experiment.model, shards(), evaluation.reference)
         if reference is not None:
-            from orchestrator.distances import distance_section
+            from starling.orchestrator.distances import distance_section
 
             section, rows = distance_section(
                 series, reference, evaluation.window, evaluation.transport, experiment.seed
@@ -60,7 +60,7 @@ def score_beyond_w2(
             metrics["distances"] = section
             tables["distance_curve"] = rows
     if evaluation.diagnostics:
-        from orchestrator.diagnostics import diagnostics_section
+        from starling.orchestrator.diagnostics import diagnostics_section
 
         nodes = {n: v for n, v in series.items() if n != "average"}
         found = diagnostics_section(nodes, evaluation.burn_in)

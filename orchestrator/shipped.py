@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from node.params import ConfigError
+from starling.node.params import ConfigError
 
 __all__ = ["copy_examples", "example_path", "examples_folder", "list_examples"]
 

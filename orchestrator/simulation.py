@@ -11,12 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from orchestrator.account import Account, account_schedule
-from orchestrator.experiment import Experiment
-from orchestrator.fault_account import scheduled_link_counts
-from orchestrator.node_specs import node_specs
-from orchestrator.progress import Progress
-from orchestrator.results import close_run, run_status
+from starling.orchestrator.account import Account, account_schedule
+from starling.orchestrator.experiment import Experiment
+from starling.orchestrator.fault_account import scheduled_link_counts
+from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.progress import Progress
+from starling.orchestrator.results import close_run, run_status
 
 __all__ = ["simulate_experiment"]
 
@@ -31,11 +31,11 @@ def simulate_experiment(
     """Run ``experiment`` in-process and write its results folder; returns the metrics.
 
     There is no wire, so the link counters are what the schedule alone does
-    (:func:`orchestrator.fault_account.scheduled_link_counts`) and node faults are their isolation
-    schedule: the killed node's rounds go on without its peers, as in ``run``.
+    (:func:`starling.orchestrator.fault_account.scheduled_link_counts`) and node faults are their
+    isolation schedule: the killed node's rounds go on without its peers, as in ``run``.
     ``progress`` shows the rounds (lockstep: every node at the same round).
     """
-    from node.engine.simulate import NodeFailed, simulate
+    from starling.node.engine.simulate import NodeFailed, simulate
 
     account = Account(say)
     account_schedule(account, experiment, " (in-process: as its isolation schedule)")

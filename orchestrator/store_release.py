@@ -1,7 +1,7 @@
 """Samples stored once: a complete local run lets go of its nodes' stores.
 
 A local run's nodes keep their sample stores in the results folder (``nodes/state/<id>/``,
-:func:`orchestrator.backends.local.state_dir`), and the run writes the same samples again
+:func:`starling.orchestrator.backends.local.state_dir`), and the run writes the same samples again
 to ``samples/node-<id>.npz``. The npz files are the results (what readers and the
 evaluation load); the stores exist so that a node can resume and so that ``starling
 collect`` can recover a run whose orchestrator died (``orchestrator/recovery.py`` streams
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from orchestrator.backends.local import state_dir
+from starling.orchestrator.backends.local import state_dir
 
 __all__ = ["release_local_stores"]
 

@@ -19,7 +19,7 @@ results folder under ``<out>/<cell>/<variant>/``, plus ``curves.csv`` (W2 per it
 one agent and of the agent average), ``table.csv`` and ``table.md`` (final W2 and consensus
 error), and one plot per cell when matplotlib is installed.
 
-Replicates and error bars (:mod:`orchestrator.replicates`): ``seeds: K`` runs every
+Replicates and error bars (:mod:`starling.orchestrator.replicates`): ``seeds: K`` runs every
 (cell, variant) K times, with the experiment's ``seed`` (and, with ``vary_data: true``,
 ``data.seed``) increased by 0 … K−1; each run's folder is then ``<cell>/<variant>/seed-<r>/``,
 ``seeds.csv`` holds every run's figures and ``table.*`` their mean ± a 95 % Student-t
@@ -39,12 +39,12 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from node.params import STRICT, ConfigError, Float, Str
-from orchestrator.experiment import Experiment, parse_experiment
-from orchestrator.progress import Progress
-from orchestrator.schema import validate
-from orchestrator.study_figures import Curve, headline, read_curves, run_row, summarise
-from orchestrator.study_report import plot_against_x, plot_curves, slug, write_tables
+from starling.node.params import STRICT, ConfigError, Float, Str
+from starling.orchestrator.experiment import Experiment, parse_experiment
+from starling.orchestrator.progress import Progress
+from starling.orchestrator.schema import validate
+from starling.orchestrator.study_figures import Curve, headline, read_curves, run_row, summarise
+from starling.orchestrator.study_report import plot_against_x, plot_curves, slug, write_tables
 
 __all__ = ["Study", "is_study", "load_study", "run_study"]
 
@@ -220,8 +220,8 @@ def run_study(
     """Run every (cell, variant, seed) in ``mode`` ("simulate" or "run"); write the
     per-seed figures, their intervals, tables and plots. Returns one row per run.
     ``progress`` shows the runs done and each run's rounds."""
-    from orchestrator.runner import run_experiment
-    from orchestrator.simulation import simulate_experiment
+    from starling.orchestrator.runner import run_experiment
+    from starling.orchestrator.simulation import simulate_experiment
 
     out = Path(out)
     rows: list[dict] = []

@@ -4,7 +4,7 @@ Every run gives the final W2 of the agent average and of the study's agent, the 
 mean W2, the consensus error and the share of messages lost; the study can add W2 at
 chosen iterations (``report_at``), the first iteration the agent's W2 is at or below a
 ``threshold``, and any number of its ``metrics.json`` (``figures``). Over K seeds each is
-summarised by :func:`orchestrator.replicates.interval` (mean ± 95 % Student-t); a
+summarised by :func:`starling.orchestrator.replicates.interval` (mean ± 95 % Student-t); a
 threshold crossing is averaged over the seeds that reach it, and the count says how many.
 Iteration k means k updates (the sample of round index k − 1).
 """
@@ -20,11 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from orchestrator.replicates import Interval, first_iteration_below, interval, iteration_value
+from starling.orchestrator.replicates import (
+    Interval,
+    first_iteration_below,
+    interval,
+    iteration_value,
+)
 
 if TYPE_CHECKING:
-    from orchestrator.experiment import Experiment
-    from orchestrator.study import Study
+    from starling.orchestrator.experiment import Experiment
+    from starling.orchestrator.study import Study
 
 __all__ = ["Curve", "figure_keys", "headline", "read_curves", "run_row", "summarise"]
 
@@ -44,7 +49,7 @@ class Curve:
 
 
 def read_curves(path: Path) -> dict[str, np.ndarray]:
-    """A run's ``w2_curve.csv`` (written by :mod:`orchestrator.results`): column -> values;
+    """A run's ``w2_curve.csv`` (written by :mod:`starling.orchestrator.results`): column -> values;
     empty when the run has no posterior to score against."""
     if not path.is_file():
         return {}

@@ -1,6 +1,6 @@
 """A study's report: ``table.csv``, ``curves.csv``, ``table.md`` and the plots.
 
-Written by :func:`orchestrator.study.run_study` after every run (so an interrupted study
+Written by :func:`starling.orchestrator.study.run_study` after every run (so an interrupted study
 still leaves a table) and once at the end. Plots need matplotlib; without it the tables
 are still written.
 """
@@ -17,10 +17,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 import yaml
 
-from orchestrator.study_figures import FIRST_BELOW, Curve, figure_keys, interval_of, summarise
+from starling.orchestrator.study_figures import (
+    FIRST_BELOW,
+    Curve,
+    figure_keys,
+    interval_of,
+    summarise,
+)
 
 if TYPE_CHECKING:
-    from orchestrator.study import Study
+    from starling.orchestrator.study import Study
 
 __all__ = ["plot_against_x", "plot_curves", "slug", "write_tables"]
 

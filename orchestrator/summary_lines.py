@@ -1,5 +1,5 @@
 """The summary's lines for the figures beyond W2: predictive metrics, transport distances
-and ESS / R-hat (what :mod:`orchestrator.scoring` put in ``metrics.json``)."""
+and ESS / R-hat (what :mod:`starling.orchestrator.scoring` put in ``metrics.json``)."""
 
 from __future__ import annotations
 

@@ -2,13 +2,14 @@
 
 It reads statuses (noticing a node that went down, failed or finished), configures a
 restarted process again (it resumes from its checkpoint, with its hold and live link state
-given back), kills and restarts nodes through the :class:`~orchestrator.backends.base.Backend`,
-gives up on a node silent for too long, and at the end collects what every node holds —
-a node that is down for good is started again idle on its state dir and streams its stored
-run over gRPC (``SamplesRequest.experiment``), so the orchestrator never opens a node's files.
-Counters of a node's earlier processes are carried over (:mod:`orchestrator.counters`).
+given back), kills and restarts nodes through the
+:class:`~starling.orchestrator.backends.base.Backend`, gives up on a node silent for too long, and
+at the end collects what every node holds — a node that is down for good is started again idle on
+its state dir and streams its stored run over gRPC (``SamplesRequest.experiment``), so the
+orchestrator never opens a node's files. Counters of a node's earlier processes are carried over
+(:mod:`starling.orchestrator.counters`).
 
-A node that is down for good is named to its neighbours (:mod:`orchestrator.down`).
+A node that is down for good is named to its neighbours (:mod:`starling.orchestrator.down`).
 """
 
 from __future__ import annotations
@@ -18,19 +19,19 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from node.params import ConfigError
-from node.protocol.contract import NodeState as Lifecycle
-from node.spec import NodeSpec
-from orchestrator import live
-from orchestrator.account import Account
-from orchestrator.backends.base import Backend, BackendError
-from orchestrator.client import NodeClient, NodeStatus, NodeUnavailable
-from orchestrator.collector import Collector
-from orchestrator.counters import add_books, summed_books
-from orchestrator.down import DownNotices
-from orchestrator.experiment import Experiment
-from orchestrator.fault_plan import NodeFaultPlan
-from orchestrator.faults import NodeFault
+from starling.node.params import ConfigError
+from starling.node.protocol.contract import NodeState as Lifecycle
+from starling.node.spec import NodeSpec
+from starling.orchestrator import live
+from starling.orchestrator.account import Account
+from starling.orchestrator.backends.base import Backend, BackendError
+from starling.orchestrator.client import NodeClient, NodeStatus, NodeUnavailable
+from starling.orchestrator.collector import Collector
+from starling.orchestrator.counters import add_books, summed_books
+from starling.orchestrator.down import DownNotices
+from starling.orchestrator.experiment import Experiment
+from starling.orchestrator.fault_plan import NodeFaultPlan
+from starling.orchestrator.faults import NodeFault
 
 __all__ = ["RESTART_ERRORS", "NodeState", "Supervisor", "backend_pids"]
 

@@ -4,7 +4,7 @@ Every node's round and state, every link's state (``up``, ``cut``, ``lossy p``,
 ``delayed N ms``) and its counters, redrawn every second from the nodes' own status
 (one kept-open Control channel per node) and at once when the run's journal of live changes
 grows (``starling links`` writes it before it returns), so a cut shows within a fraction of
-a second. A link's state combines the live changes (:func:`orchestrator.live.link_states`),
+a second. A link's state combines the live changes (:func:`starling.orchestrator.live.link_states`),
 the experiment's scheduled link faults at the sender's current round and its ``link_delay``.
 On a terminal the view is drawn in place (rich); otherwise a plain block is printed every
 second. It ends with Ctrl-C, or by itself when the run's orchestrator is gone.
@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from orchestrator import live
-from orchestrator.errors import NodeUnavailable
-from orchestrator.results import link_summary
+from starling.orchestrator import live
+from starling.orchestrator.errors import NodeUnavailable
+from starling.orchestrator.results import link_summary
 
 __all__ = ["REFRESH_SECONDS", "link_state", "watch"]
 
@@ -34,7 +34,7 @@ COUNTERS = ("sent", "delivered", "withheld", "dropped", "late")
 def _schedule(out_dir: str) -> tuple[tuple[str, Any], ...]:
     """The experiment's scheduled link faults, from the experiment file the run wrote."""
     try:
-        from orchestrator.experiment import load_experiment
+        from starling.orchestrator.experiment import load_experiment
 
         return load_experiment(Path(out_dir) / "experiment.yaml").faults
     except Exception:  # noqa: BLE001 - the view still shows live changes and counters
@@ -66,8 +66,8 @@ def link_state(key: str, live_state: Mapping | None, schedule, sender_round: int
 
 class _View:
     def __init__(self, record: live.RunRecord):
-        from orchestrator.access import access_from_section
-        from orchestrator.client import NodeClient  # grpc only for the commands that dial
+        from starling.orchestrator.access import access_from_section
+        from starling.orchestrator.client import NodeClient  # grpc only for the commands that dial
 
         self.record = record
         access = access_from_section(record.access, "run record")

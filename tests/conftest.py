@@ -39,7 +39,7 @@ def run_cli(*args: str, env_home: Path | None = None, timeout: float = 600, cwd:
     if env_home is not None:
         env["STARLING_HOME"] = str(env_home)
     return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", *args],
+        [sys.executable, "-m", "starling.orchestrator.cli", *args],
         cwd=cwd,
         env=env,
         capture_output=True,

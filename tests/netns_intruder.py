@@ -22,8 +22,8 @@ from pathlib import Path
 
 import grpc
 
-from node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2_grpc
-from node.security import TlsFiles, channel_credentials
+from starling.node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2_grpc
+from starling.node.security import TlsFiles, channel_credentials
 
 
 def _code(call: Callable[[], object]) -> str:

@@ -26,16 +26,16 @@ import numpy as np
 import pytest
 import yaml
 
-from node.params import ConfigError
-from node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2_grpc
-from node.runtime.transport import open_channel
-from node.security import TlsFiles, channel_credentials
-from orchestrator import live
-from orchestrator.access import Access
-from orchestrator.certs import init_certs
-from orchestrator.client import NodeClient
-from orchestrator.live_cli import status_report
-from orchestrator.node_specs import node_specs
+from starling.node.params import ConfigError
+from starling.node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2_grpc
+from starling.node.runtime.transport import open_channel
+from starling.node.security import TlsFiles, channel_credentials
+from starling.orchestrator import live
+from starling.orchestrator.access import Access
+from starling.orchestrator.certs import init_certs
+from starling.orchestrator.client import NodeClient
+from starling.orchestrator.live_cli import status_report
+from starling.orchestrator.node_specs import node_specs
 from tests.conftest import run_cli
 from tests.node.test_runtime_harness import ROOT, Cluster, ring_experiment, wait_until
 
@@ -104,7 +104,7 @@ def _run_in_background(args, starling_home):
     """``starling run`` as a real process; the test attacks the nodes while it runs."""
     env = {**os.environ, "STARLING_HOME": str(starling_home)}
     return subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", "run", *args],
+        [sys.executable, "-m", "starling.orchestrator.cli", "run", *args],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -297,7 +297,7 @@ def test_a_node_reads_only_under_its_data_dir_and_quotes_no_data(tmp_path):
 
 
 def test_a_non_loopback_address_needs_tls_or_insecure(tmp_path):
-    command = [sys.executable, "-m", "node", "serve", "--listen", "0.0.0.0:0"]
+    command = [sys.executable, "-m", "starling.node", "serve", "--listen", "0.0.0.0:0"]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [

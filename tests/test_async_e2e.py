@@ -1,7 +1,7 @@
 """EC-SGHMC and Async SGHMC on real node processes over gRPC: a hub and 4 workers.
 
-Five ``python -m node serve`` processes on 127.0.0.1 run each algorithm asynchronously
-with bounded staleness (``max_staleness``, :mod:`node.engine.rounds`), finish, and
+Five ``python -m starling.node serve`` processes on 127.0.0.1 run each algorithm asynchronously
+with bounded staleness (``max_staleness``, :mod:`starling.node.engine.rounds`), finish, and
 report their staleness; their samples are compared with the simulator's exact law.
 
 Why the statistical check is loose, and how loose: on the network a message may be used in
@@ -24,8 +24,8 @@ import time
 import numpy as np
 import pytest
 
-from orchestrator.experiment import load_experiment, parse_experiment
-from orchestrator.node_specs import node_specs
+from starling.orchestrator.experiment import load_experiment, parse_experiment
+from starling.orchestrator.node_specs import node_specs
 from tests.conftest import ROOT
 from tests.node.samplers.test_async_sghmc import async_law
 from tests.node.samplers.test_ec_sghmc import ec_law, problem, variance_ratios

@@ -20,8 +20,8 @@ import time
 import numpy as np
 import pytest
 
-from node.runtime.archive import run_directory
-from node.runtime.store import SampleStore
+from starling.node.runtime.archive import run_directory
+from starling.node.runtime.store import SampleStore
 from tests.conftest import run_cli
 from tests.test_live_cli_e2e import WAIT, LiveRun, _ring
 
@@ -67,7 +67,7 @@ def test_collect_recovers_every_stored_sample_after_the_orchestrator_is_killed(
         read_end, write_end = os.pipe()
         os.close(read_end)
         piped = subprocess.run(  # the same command line as run_cli, its stdout a dead pipe
-            [sys.executable, "-m", "orchestrator.cli", "status"],
+            [sys.executable, "-m", "starling.orchestrator.cli", "status"],
             stdout=write_end, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "STARLING_HOME": str(starling_home)}, timeout=WAIT,
         )  # fmt: skip

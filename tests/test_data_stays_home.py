@@ -16,14 +16,14 @@ import grpc
 import numpy as np
 import pytest
 
-from node.assemble import build_program, node_rng
-from node.data import load_shard
-from node.models import build_model
-from node.protocol import convert
-from node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
-from node.samplers import ALGORITHMS
-from orchestrator.experiment import parse_experiment
-from orchestrator.node_specs import node_specs
+from starling.node.assemble import build_program, node_rng
+from starling.node.data import load_shard
+from starling.node.models import build_model
+from starling.node.protocol import convert
+from starling.node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
+from starling.node.samplers import ALGORITHMS
+from starling.orchestrator.experiment import parse_experiment
+from starling.orchestrator.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster
 from tests.waiting import wait_until
 

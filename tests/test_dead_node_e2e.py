@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.client import NodeClient, NodeUnavailable
+from starling.orchestrator.client import NodeClient, NodeUnavailable
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.e2e
@@ -62,7 +62,8 @@ class _Run:
         self.out = out
         env = {**os.environ, "STARLING_HOME": str(home)}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.cli", "run", str(path), "--out", str(out)],
+            [sys.executable, "-m", "starling.orchestrator.cli",
+             "run", str(path), "--out", str(out)],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         deadline = time.monotonic() + 90

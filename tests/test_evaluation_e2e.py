@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from orchestrator.predictive import FIELDS
+from starling.orchestrator.predictive import FIELDS
 from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.e2e
@@ -127,10 +127,11 @@ def test_start_up_imports_neither_pot_nor_arviz():
     parsing, the node specs, the runner and the evaluation modules leave them out."""
     script = (
         "import sys\n"
-        "from orchestrator.cli import _parser\n"
-        "from orchestrator.experiment import load_experiment\n"
-        "from orchestrator.node_specs import node_specs\n"
-        "import orchestrator.runner, orchestrator.simulation, orchestrator.evaluation\n"
+        "from starling.orchestrator.cli import _parser\n"
+        "from starling.orchestrator.experiment import load_experiment\n"
+        "from starling.orchestrator.node_specs import node_specs\n"
+        "import starling.orchestrator.runner, starling.orchestrator.simulation\n"
+        "import starling.orchestrator.evaluation\n"
         "_parser()\n"
         "node_specs(load_experiment('examples/quickstart.yaml'))\n"
         "heavy = {'ot', 'arviz', 'xarray', 'h5netcdf'} & set(sys.modules)\n"

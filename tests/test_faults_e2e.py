@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 import yaml
 
-from node.engine import simulate
-from orchestrator.evaluation import ground_truth
-from orchestrator.experiment import parse_experiment
-from orchestrator.metrics import empirical_w2
-from orchestrator.node_specs import node_specs
+from starling.node.engine import simulate
+from starling.orchestrator.evaluation import ground_truth
+from starling.orchestrator.experiment import parse_experiment
+from starling.orchestrator.metrics import empirical_w2
+from starling.orchestrator.node_specs import node_specs
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.e2e

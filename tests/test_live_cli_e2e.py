@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 import yaml
 
-from node.engine import simulate
-from orchestrator.experiment import parse_experiment
-from orchestrator.node_specs import node_specs
+from starling.node.engine import simulate
+from starling.orchestrator.experiment import parse_experiment
+from starling.orchestrator.node_specs import node_specs
 from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.e2e
@@ -60,7 +60,8 @@ class LiveRun:
         self.stderr = open(tmp_path / "run.stderr", "w+")  # noqa: SIM115
         env = {**os.environ, "STARLING_HOME": str(home)}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.cli", "run", str(path), "--out", str(self.out)],
+            [sys.executable, "-m", "starling.orchestrator.cli",
+             "run", str(path), "--out", str(self.out)],
             cwd=ROOT, env=env, stdout=self.stdout, stderr=self.stderr, text=True,
         )  # fmt: skip
 

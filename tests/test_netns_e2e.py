@@ -34,9 +34,9 @@ import numpy as np
 import pytest
 import yaml
 
-from node.protocol.contract import READY_PREFIX
-from orchestrator.certs import init_certs
-from orchestrator.results import link_summary
+from starling.node.protocol.contract import READY_PREFIX
+from starling.orchestrator.certs import init_certs
+from starling.orchestrator.results import link_summary
 from tests.conftest import run_cli
 from tests.netns import NamespaceBed, netem_available, unavailable
 from tests.node.test_runtime_harness import ROOT
@@ -92,7 +92,7 @@ class Devices:
         argv = [
             sys.executable,
             "-m",
-            "node",
+            "starling.node",
             "serve",
             "--listen",
             address,
@@ -154,7 +154,7 @@ def testbed():
 
 def _orchestrate(testbed, args, home, timeout=600) -> subprocess.CompletedProcess:
     env = {**os.environ, "STARLING_HOME": str(home), "PYTHONPATH": str(ROOT)}
-    argv = [sys.executable, "-m", "orchestrator.cli", *args]
+    argv = [sys.executable, "-m", "starling.orchestrator.cli", *args]
     return subprocess.run(
         testbed.command("orch", argv),
         cwd=ROOT,

@@ -26,7 +26,7 @@ import grpc
 import pytest
 import yaml
 
-from orchestrator.node_specs import node_specs
+from starling.orchestrator.node_specs import node_specs
 from tests.conftest import run_cli
 from tests.node.test_runtime_harness import ROOT, Cluster, ring_experiment, start_run
 from tests.operating import (
@@ -83,7 +83,7 @@ def _nodes_with_metrics(cluster: Cluster, extra: tuple[str, ...] = ()) -> tuple[
 def _run(args: list[str], home) -> subprocess.Popen:
     env = {**os.environ, "STARLING_HOME": str(home)}
     return subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", "run", *args],
+        [sys.executable, "-m", "starling.orchestrator.cli", "run", *args],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 

@@ -41,7 +41,7 @@ def test_committed_stubs_match_the_protos(tmp_path):
 
 
 def test_stubs_import_from_inside_the_node_package():
-    from node.protocol.starling.v1 import control_pb2, peer_pb2
+    from starling.node.protocol.starling.v1 import control_pb2, peer_pb2
 
     assert control_pb2.DESCRIPTOR.package == "starling.v1"
     assert peer_pb2.DESCRIPTOR.services_by_name["Peer"].methods_by_name["Exchange"]

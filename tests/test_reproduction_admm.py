@@ -12,11 +12,11 @@ import csv
 import numpy as np
 import pytest
 
-from node.engine import simulate
-from orchestrator.experiment import read_yaml_file
-from orchestrator.node_specs import node_specs
-from orchestrator.runner import run_experiment
-from orchestrator.study import load_study, run_study
+from starling.node.engine import simulate
+from starling.orchestrator.experiment import read_yaml_file
+from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.runner import run_experiment
+from starling.orchestrator.study import load_study, run_study
 from tests.conftest import ROOT
 
 

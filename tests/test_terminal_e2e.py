@@ -70,7 +70,7 @@ class Tmux:
         """``starling ARGS`` in a new pane (the first one opens the session)."""
         command = (
             f"cd {shlex.quote(str(ROOT))} && {self.env}{shlex.quote(sys.executable)} -m "
-            f"orchestrator.cli {args}; echo EXIT=$?; sleep 600"
+            f"starling.orchestrator.cli {args}; echo EXIT=$?; sleep 600"
         )
         if first:
             self._tmux("new-session", "-d", "-s", "t", "-x", "200", "-y", "60", command)

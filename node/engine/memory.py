@@ -1,6 +1,6 @@
 """The in-memory lockstep transport: every node's messages in one process, no clock.
 
-Semantics in :mod:`node.engine.rounds` (*Simulator: lockstep rounds, one round in
+Semantics in :mod:`starling.node.engine.rounds` (*Simulator: lockstep rounds, one round in
 flight*). A synchronous receiver gets, in each (round, phase), the messages sent to it in
 that (round, phase). An asynchronous receiver's messages are in flight until
 :meth:`LockstepNetwork.end_round` lands them in its latest-box (a later phase's message
@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from node.engine.transport import Gather
-from node.messages import Message
+from starling.node.engine.transport import Gather
+from starling.node.messages import Message
 
 __all__ = ["LockstepNetwork", "MemoryTransport"]
 
@@ -73,7 +73,7 @@ class LockstepNetwork:
 
 
 class MemoryTransport:
-    """One node's end of a :class:`LockstepNetwork` (a :class:`~node.engine.Transport`)."""
+    """One node's end of a :class:`LockstepNetwork` (a :class:`~starling.node.engine.Transport`)."""
 
     def __init__(self, network: LockstepNetwork, node: str):
         self._network = network

@@ -3,7 +3,7 @@
 Round ``r`` ([DESIGN] principle 2), for each phase of the program:
 
 1. ``program.outgoing(r, phase)``; each message goes to ``transport.send`` — or, if the
-   schedule takes it out (:meth:`node.faults.ScheduledFaults.withholds`), to
+   schedule takes it out (:meth:`starling.node.faults.ScheduledFaults.withholds`), to
    ``transport.withhold``;
 2. ``transport.gather`` the inbox: synchronous programs wait for the expected senders'
    (r, phase) messages — less those the schedule has silenced — until all answered or the
@@ -12,15 +12,15 @@ Round ``r`` ([DESIGN] principle 2), for each phase of the program:
 3. ``program.incoming(r, phase, ordered_inbox(inbox), rng)``.
 
 The driver records the sample after the last phase. The gRPC runtime runs one node's round
-straight through (:func:`run_round`); the simulator (:mod:`node.engine.simulate`) advances
+straight through (:func:`run_round`); the simulator (:mod:`starling.node.engine.simulate`) advances
 every node's :func:`round_steps` together, one phase at a time, so every node has sent
 before any gathers — lockstep.
 
 Asynchronous mode
 -----------------
 This is the one place the asynchronous semantics are written down; the gRPC runtime
-(:mod:`node.runtime.network`, :mod:`node.runtime.inbox`) implements the same idea with real
-clocks. A program with ``synchronous = False`` never waits for a particular round's
+(:mod:`starling.node.runtime.network`, :mod:`starling.node.runtime.inbox`) implements the same idea
+with real clocks. A program with ``synchronous = False`` never waits for a particular round's
 message. In each phase it is handed, for each of its ``expected_senders``, the *latest*
 message that sender got through to it, stamped with the round it was sent in
 (``Message.round``), so ``round − message.round`` is that input's staleness. A sender it
@@ -32,7 +32,7 @@ time. A message sent in round r (any phase) to an asynchronous receiver is in fl
 during round r and lands in the receiver's latest-box at the end of the round, so it is
 used from round r + 1 on — every asynchronous input is at least one round stale, as it is
 on a network whose latency is about one round. A message a scheduled link fault
-(:func:`node.faults.withheld_by_schedule`) takes out never lands; the receiver keeps the
+(:func:`starling.node.faults.withheld_by_schedule`) takes out never lands; the receiver keeps the
 older one. Synchronous receivers are unaffected: they get this round's messages or none.
 Nothing here is random except the programs' own generators, so a run is reproducible from
 its seed, and with a Gaussian target the whole system — including the stale copies and
@@ -58,9 +58,9 @@ from collections.abc import Callable, Generator
 
 import numpy as np
 
-from node.engine.transport import Gather, Transport
-from node.faults import ScheduledFaults
-from node.samplers.base import NodeProgram, ordered_inbox
+from starling.node.engine.transport import Gather, Transport
+from starling.node.faults import ScheduledFaults
+from starling.node.samplers.base import NodeProgram, ordered_inbox
 
 __all__ = ["round_steps", "run_round"]
 

@@ -3,10 +3,10 @@
 Used by ``starling simulate`` and for sweeps. With the same specs it produces exactly the
 samples a fault-free network run of *synchronous* programs produces
 (``tests/node/test_runtime.py``), because both build programs with
-:func:`node.assemble.build_program`, seed them with :func:`node.assemble.node_rng`, and
-run the same round (:mod:`node.engine.rounds`) — inboxes ordered by sender, the fault
-schedule decided in one place. Asynchronous programs run in the lockstep model described
-there. No grpc here.
+:func:`starling.node.assemble.build_program`, seed them with
+:func:`starling.node.assemble.node_rng`, and run the same round (:mod:`starling.node.engine.rounds`)
+— inboxes ordered by sender, the fault schedule decided in one place. Asynchronous programs run in
+the lockstep model described there. No grpc here.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from collections.abc import Callable, Generator, Sequence
 
 import numpy as np
 
-from node.assemble import build_program, node_rng
-from node.engine.memory import LockstepNetwork
-from node.engine.rounds import round_steps
-from node.faults import ScheduledFaults
-from node.spec import NodeSpec
+from starling.node.assemble import build_program, node_rng
+from starling.node.engine.memory import LockstepNetwork
+from starling.node.engine.rounds import round_steps
+from starling.node.faults import ScheduledFaults
+from starling.node.spec import NodeSpec
 
 __all__ = ["NodeFailed", "simulate"]
 

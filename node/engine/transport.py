@@ -1,8 +1,8 @@
 """What the round engine needs from whatever carries messages: send, withhold, gather.
 
-Two transports implement it: the in-memory lockstep one (:mod:`node.engine.memory`, the
-simulator) and the network one (:mod:`node.runtime.network`, outbound links and the inbox
-of a gRPC node). The engine (:func:`node.engine.rounds.round_steps`) decides everything a
+Two transports implement it: the in-memory lockstep one (:mod:`starling.node.engine.memory`, the
+simulator) and the network one (:mod:`starling.node.runtime.network`, outbound links and the inbox
+of a gRPC node). The engine (:func:`starling.node.engine.rounds.round_steps`) decides everything a
 schedule decides — which message a scheduled fault withholds, which sender is scheduled
 silent — so a transport only carries, waits and counts.
 """
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from node.messages import Message
+from starling.node.messages import Message
 
 __all__ = ["Gather", "Transport"]
 

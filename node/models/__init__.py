@@ -10,9 +10,15 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator, Mapping
 
-from node.models.base import Dataset, GaussianPosterior, GridPosterior, LocalPotential, Model
-from node.params import ConfigError, parse_params
-from node.spec import ModelSpec
+from starling.node.models.base import (
+    Dataset,
+    GaussianPosterior,
+    GridPosterior,
+    LocalPotential,
+    Model,
+)
+from starling.node.params import ConfigError, parse_params
+from starling.node.spec import ModelSpec
 
 __all__ = [
     "MODELS",
@@ -45,11 +51,11 @@ class _Registry(Mapping[str, type[Model]]):
 # name -> parameter dataclass which is also the model (synthesize, local_potential, ...)
 MODELS: Mapping[str, type[Model]] = _Registry(
     {
-        "linear_regression": "node.models.linear_regression:LinearRegression",
-        "logistic_regression": "node.models.logistic_regression:LogisticRegression",
-        "gaussian_mixture": "node.models.gaussian_mixture:GaussianMixture",
-        "conjugate_gaussian": "node.models.conjugate_gaussian:ConjugateGaussian",
-        "mlp": "node.models.mlp:MLP",
+        "linear_regression": "starling.node.models.linear_regression:LinearRegression",
+        "logistic_regression": "starling.node.models.logistic_regression:LogisticRegression",
+        "gaussian_mixture": "starling.node.models.gaussian_mixture:GaussianMixture",
+        "conjugate_gaussian": "starling.node.models.conjugate_gaussian:ConjugateGaussian",
+        "mlp": "starling.node.models.mlp:MLP",
     }
 )
 

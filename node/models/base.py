@@ -7,7 +7,7 @@ All methods are vectorised over chains: ``x`` has shape ``(chains, d)``.
 
 The model protocol
 ------------------
-A model is a frozen parameter dataclass (registered in :data:`node.models.MODELS`, checked
+A model is a frozen parameter dataclass (registered in :data:`starling.node.models.MODELS`, checked
 by ``validate()``) that also provides:
 
 * ``dim`` — the dimension ``d`` of ``x`` (attribute or property);
@@ -24,7 +24,7 @@ Optional, only where it makes sense (evaluation code tests with ``hasattr``):
   Gaussian (linear regression, conjugate Gaussian);
 * ``reference_posterior(shards) -> GridPosterior`` — a normalised density on a grid for a
   low-dimensional non-Gaussian posterior (the Gaussian mixture);
-* for classifiers (see :mod:`node.models.classification`): ``num_classes``,
+* for classifiers (see :mod:`starling.node.models.classification`): ``num_classes``,
   ``class_labels(y) -> int array`` and ``predict_proba(samples, X) -> (S, n, K)``.
 
 The local potential
@@ -145,7 +145,7 @@ def minibatch_rows(rng: np.random.Generator, n: int, batch: int, chains: int) ->
 
 class Model(Protocol):
     """What the node asks of every model (each model class is also its own parameter
-    dataclass, built by :func:`node.models.build_model`)."""
+    dataclass, built by :func:`starling.node.models.build_model`)."""
 
     @property
     def dim(self) -> int:
@@ -212,7 +212,7 @@ class LocalPotential(ABC):
         """``argmin_x f_i(x) + ||x - v||² / (2 step)`` per chain, shape (chains, d).
 
         The default solves the sub-problem numerically, warm-started at ``warm_start``
-        (see :mod:`node.models.prox`): damped Newton when ``hessian`` exists, proximal
+        (see :mod:`starling.node.models.prox`): damped Newton when ``hessian`` exists, proximal
         Newton when ``l1_weight > 0``, L-BFGS otherwise. It stops when, for every chain,
         the norm of the sub-problem's (minimum-norm sub)gradient is at most
         ``prox_tol · (1 + ||x - v|| / step)`` — relative to the size of the terms that
@@ -220,7 +220,7 @@ class LocalPotential(ABC):
         ``prox_max_iter`` iterations; ``last_prox`` records which. Models with Gaussian
         likelihoods override it with the closed form.
         """
-        from node.models.prox import solve_prox  # the solver needs this module's types
+        from starling.node.models.prox import solve_prox  # the solver needs this module's types
 
         x, info = solve_prox(self, v, step, warm_start)
         self.last_prox = info

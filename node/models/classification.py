@@ -21,7 +21,7 @@ from typing import Protocol
 import numpy as np
 from scipy.stats import rankdata
 
-from node.params import ConfigError
+from starling.node.params import ConfigError
 
 __all__ = [
     "accuracy",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from node.models.base import Dataset, GaussianPosterior, LocalPotential, minibatch_rows
+from starling.node.models.base import Dataset, GaussianPosterior, LocalPotential, minibatch_rows
 
 __all__ = ["ConjugateGaussian", "ConjugateGaussianPotential"]
 

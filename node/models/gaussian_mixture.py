@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from node.models.base import Dataset, GridPosterior, LocalPotential, minibatch_rows
+from starling.node.models.base import Dataset, GridPosterior, LocalPotential, minibatch_rows
 
 __all__ = ["GaussianMixture", "GaussianMixturePotential"]
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit, log_softmax, softmax
 
-from node.models.base import Dataset, LocalPotential, minibatch_rows
-from node.models.classification import class_indices
+from starling.node.models.base import Dataset, LocalPotential, minibatch_rows
+from starling.node.models.classification import class_indices
 
 __all__ = ["MLP", "MLPPotential"]
 

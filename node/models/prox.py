@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize
 
-from node.models.base import LocalPotential, ProxInfo
+from starling.node.models.base import LocalPotential, ProxInfo
 
 __all__ = ["solve_prox", "subproblem_residual"]
 

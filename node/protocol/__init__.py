@@ -2,7 +2,7 @@
 
 The ``.proto`` sources live in ``protos/starling/v1``; ``python protos/generate.py``
 rewrites the stubs here. Everything else in the node and the orchestrator goes through
-:mod:`node.protocol.convert`, never through protobuf objects directly.
+:mod:`starling.node.protocol.convert`, never through protobuf objects directly.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 
-from node.protocol.starling.v1 import control_pb2
-from node.runtime.state import NodeState
+from starling.node.protocol.starling.v1 import control_pb2
+from starling.node.runtime.state import NodeState
 
 __all__ = [
     "READY_PREFIX",
@@ -33,7 +33,7 @@ gRPC server is up; a backend that started the process waits for it."""
 class LinkCounters:
     """Counters of one link, as in ``LinkStats`` of protos/starling/v1/control.proto.
 
-    On the node they count up (:class:`node.runtime.stats.StatsBook`); the orchestrator
+    On the node they count up (:class:`starling.node.runtime.stats.StatsBook`); the orchestrator
     receives a copy in every ``Status`` reply.
     """
 

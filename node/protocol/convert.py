@@ -3,7 +3,7 @@
 Servicers and the client call only these functions, so protobuf types stop at the edge.
 ``config_to_spec(spec_to_config(s)) == s`` for every spec the orchestrator builds; the one
 lossy step is ``google.protobuf.Struct`` (hyperparameters, model params), which carries
-every number as a double — :mod:`node.params` accepts whole doubles where an int is
+every number as a double — :mod:`starling.node.params` accepts whole doubles where an int is
 declared, and an int too large for a double to hold exactly is refused here.
 """
 
@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 from google.protobuf import struct_pb2
 
-from node.messages import Message
-from node.params import ConfigError
-from node.protocol.starling.v1 import control_pb2, peer_pb2, tensor_pb2
-from node.spec import DataSpec, LinkFault, ModelSpec, Neighbourhood, NodeSpec
+from starling.node.messages import Message
+from starling.node.params import ConfigError
+from starling.node.protocol.starling.v1 import control_pb2, peer_pb2, tensor_pb2
+from starling.node.spec import DataSpec, LinkFault, ModelSpec, Neighbourhood, NodeSpec
 
 __all__ = [
     "DTYPES",

@@ -2,16 +2,17 @@
 
 Modules, each with one job:
 
-* :mod:`~node.runtime.transport` — every gRPC option (sizes, keepalive, credentials);
-* :mod:`~node.runtime.server` — the server: Control, Peer and health, one shutdown path;
-* :mod:`~node.runtime.servicers` — protobuf ↔ runtime calls, errors ↔ status codes;
-* :mod:`~node.runtime.runtime` — the lifecycle (:mod:`~node.runtime.state`), running rounds
-  with the round engine (:mod:`node.engine`), checkpoints;
-* :mod:`~node.runtime.run` — one configured run: program, store, links, inbox, counters;
-* :mod:`~node.runtime.network` — the network transport of the round engine: links + inbox;
-* :mod:`~node.runtime.inbox` — buffering arrivals and waiting for them with a deadline;
-* :mod:`~node.runtime.links` — one persistent stream per outbound link, live link state;
-* :mod:`~node.runtime.checks` — validating the spec and what peers send;
-* :mod:`~node.runtime.store`, :mod:`~node.runtime.checkpoint` — what survives a crash;
-* :mod:`~node.runtime.streaming` — samples out of the store, in batches, following a run.
+* :mod:`~starling.node.runtime.transport` — every gRPC option (sizes, keepalive, credentials);
+* :mod:`~starling.node.runtime.server` — the server: Control, Peer and health, one shutdown path;
+* :mod:`~starling.node.runtime.servicers` — protobuf ↔ runtime calls, errors ↔ status codes;
+* :mod:`~starling.node.runtime.runtime` — the lifecycle (:mod:`~starling.node.runtime.state`),
+  running rounds with the round engine (:mod:`starling.node.engine`), checkpoints;
+* :mod:`~starling.node.runtime.run` — one configured run: program, store, links, inbox, counters;
+* :mod:`~starling.node.runtime.network` — the network transport of the round engine: links + inbox;
+* :mod:`~starling.node.runtime.inbox` — buffering arrivals and waiting for them with a deadline;
+* :mod:`~starling.node.runtime.links` — one persistent stream per outbound link, live link state;
+* :mod:`~starling.node.runtime.checks` — validating the spec and what peers send;
+* :mod:`~starling.node.runtime.store`, :mod:`~starling.node.runtime.checkpoint` — what survives a
+  crash;
+* :mod:`~starling.node.runtime.streaming` — samples out of the store, in batches, following a run.
 """

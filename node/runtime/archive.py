@@ -14,9 +14,9 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from node.runtime.state import NodeState
-from node.runtime.store import SampleStore
-from node.runtime.streaming import Batch, stream_samples
+from starling.node.runtime.state import NodeState
+from starling.node.runtime.store import SampleStore
+from starling.node.runtime.streaming import Batch, stream_samples
 
 __all__ = ["NoStoredRun", "read_batches", "run_directory"]
 

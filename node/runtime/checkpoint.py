@@ -31,7 +31,7 @@ class Checkpoint:
     """``Generator.bit_generator.state`` (a JSON-able dict)."""
     program_state: dict[str, np.ndarray]
     fingerprint: str
-    """Which spec produced it (see :func:`node.runtime.run.spec_fingerprint`)."""
+    """Which spec produced it (see :func:`starling.node.runtime.run.spec_fingerprint`)."""
 
 
 def save_checkpoint(path: str | Path, checkpoint: Checkpoint) -> None:

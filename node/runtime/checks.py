@@ -10,12 +10,12 @@ import math
 
 import numpy as np
 
-from node.messages import Message, check_message
-from node.params import ConfigError
-from node.protocol import convert
-from node.protocol.starling.v1 import peer_pb2
-from node.samplers.base import NodeProgram
-from node.spec import NodeSpec
+from starling.node.messages import Message, check_message
+from starling.node.params import ConfigError
+from starling.node.protocol import convert
+from starling.node.protocol.starling.v1 import peer_pb2
+from starling.node.samplers.base import NodeProgram
+from starling.node.spec import NodeSpec
 
 __all__ = ["Rejected", "check_iterate", "check_spec"]
 

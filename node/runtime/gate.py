@@ -1,4 +1,5 @@
-"""The node's gate: who may call Control and who may open a Peer stream (:mod:`node.security`).
+"""The node's gate: who may call Control and who may open a Peer stream
+(:mod:`starling.node.security`).
 
 Refusals are counted (``denied_peer_streams``, ``denied_control_calls`` in the status) and
 logged with the caller's address and the reason, never with what the caller presented.
@@ -11,8 +12,8 @@ import threading
 
 import grpc
 
-from node.runtime.runtime import NodeRuntime
-from node.security import (
+from starling.node.runtime.runtime import NodeRuntime
+from starling.node.security import (
     ORCHESTRATOR_ID,
     SECRET_KEY,
     SENDER_KEY,

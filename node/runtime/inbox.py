@@ -9,7 +9,7 @@ has answered when its message or its withheld notice is here, or when a message 
 is lost. That is also what lets a node restarted from a checkpoint catch up with its peers
 without waiting out a deadline per round.
 
-Asynchronous programs (semantics in :mod:`node.engine.rounds`): each phase's inbox
+Asynchronous programs (semantics in :mod:`starling.node.engine.rounds`): each phase's inbox
 holds, for each expected sender, the latest message received from it (any round, reused
 until replaced), stamped with the round it was sent in. With a staleness bound the round
 loop first waits (:meth:`Inbox.wait_latest`) until every expected sender's latest message
@@ -28,8 +28,8 @@ import threading
 import time
 from collections.abc import Iterable
 
-from node.messages import Message
-from node.runtime.stats import StatsBook
+from starling.node.messages import Message
+from starling.node.runtime.stats import StatsBook
 
 __all__ = ["WITHHELD", "Inbox"]
 

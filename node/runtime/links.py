@@ -4,7 +4,7 @@ The round loop never blocks on the network. It hands each message to its link's 
 moves on; the link's thread applies the live delay, converts the message to protobuf and
 pushes it into the one client stream it keeps open to the receiver. A receiver that is
 down costs the round loop nothing: the link thread keeps reconnecting with bounded backoff
-(gRPC's channel backoff, see :mod:`node.runtime.transport`) and *holds* what the round loop
+(gRPC's channel backoff, see :mod:`starling.node.runtime.transport`) and *holds* what the round loop
 queued meanwhile, in order, for up to one round deadline — the longest any receiver waits
 for a message — then discards it, counted ``dropped``. Messages handed to a stream that then
 breaks may have died with it (a peer killed mid-stream is noticed only after the next few
@@ -17,11 +17,11 @@ deadline's worth of messages in memory.
 
 Link state lives here, at the sender ([DESIGN] principle 4): up/down, a drop probability
 (decided with the link's own generator, never the sampler's) and a delay. A message an
-emulated fault takes out — scheduled (decided by the round engine, :mod:`node.engine.rounds`,
-which calls :meth:`Links.withhold`) or live — is replaced by a *withheld notice* (an Iterate
-with ``withheld=true`` and no tensors), so the receiver knows at once that nothing is coming
-for that round instead of waiting for its deadline. A real fault (the peer or the network
-dies) sends no notice, of course. Neither does a diverged sampler put NaN or Inf on the
+emulated fault takes out — scheduled (decided by the round engine,
+:mod:`starling.node.engine.rounds`, which calls :meth:`Links.withhold`) or live — is replaced by a
+*withheld notice* (an Iterate with ``withheld=true`` and no tensors), so the receiver knows at once
+that nothing is coming for that round instead of waiting for its deadline. A real fault (the peer or
+the network dies) sends no notice, of course. Neither does a diverged sampler put NaN or Inf on the
 wire, which every receiver rejects: its message goes out as a withheld notice too, counted
 ``withheld`` and, saying why, as a ``send_errors``.
 """
@@ -42,13 +42,13 @@ from typing import TypedDict
 import grpc
 import numpy as np
 
-from node.faults import stable_id
-from node.messages import Message
-from node.protocol import convert
-from node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
-from node.runtime.stats import StatsBook
-from node.runtime.transport import ChannelSettings
-from node.spec import NodeSpec
+from starling.node.faults import stable_id
+from starling.node.messages import Message
+from starling.node.protocol import convert
+from starling.node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
+from starling.node.runtime.stats import StatsBook
+from starling.node.runtime.transport import ChannelSettings
+from starling.node.spec import NodeSpec
 
 __all__ = ["LinkState", "OutboundLink"]
 

@@ -1,8 +1,8 @@
 """A node's Prometheus endpoint: ``starling node serve --metrics HOST:PORT``.
 
 Nothing here counts: a custom collector reads, at scrape time, the counters the node keeps
-anyway — the per-link books (:class:`node.runtime.stats.StatsBook`, also behind
-``Status``), the round and checkpoint tallies (:mod:`node.runtime.timing`), the store's
+anyway — the per-link books (:class:`starling.node.runtime.stats.StatsBook`, also behind
+``Status``), the round and checkpoint tallies (:mod:`starling.node.runtime.timing`), the store's
 length, the faults applied through Control — so the round loop is no slower with metrics
 on than off. Each node has its own :class:`~prometheus_client.CollectorRegistry` (never the
 process-global one), so several nodes in one process (tests, benchmarks) do not mix.
@@ -29,13 +29,13 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from node.protocol.contract import LinkCounters
-from node.runtime.state import NodeState
-from node.runtime.timing import TallySnapshot
+from starling.node.protocol.contract import LinkCounters
+from starling.node.runtime.state import NodeState
+from starling.node.runtime.timing import TallySnapshot
 
 if TYPE_CHECKING:  # the server imports this module, not the other way round
-    from node.runtime.gate import Gate
-    from node.runtime.runtime import NodeRuntime
+    from starling.node.runtime.gate import Gate
+    from starling.node.runtime.runtime import NodeRuntime
 
 __all__ = ["LINK_COUNTERS", "NodeCollector", "histogram", "node_registry"]
 

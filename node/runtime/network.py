@@ -1,10 +1,10 @@
 """The network transport: a node's outbound links and its inbox, as the round engine sees them.
 
-:class:`NetworkTransport` implements :class:`node.engine.transport.Transport` for a gRPC
-node: ``send``/``withhold`` go to the receiver's outbound link (:mod:`node.runtime.links`,
+:class:`NetworkTransport` implements :class:`starling.node.engine.transport.Transport` for a gRPC
+node: ``send``/``withhold`` go to the receiver's outbound link (:mod:`starling.node.runtime.links`,
 which never blocks the round loop), ``gather`` waits on the inbox
-(:mod:`node.runtime.inbox`) with real clocks. The round itself, and every decision a
-fault schedule makes, is the engine's (:mod:`node.engine.rounds`).
+(:mod:`starling.node.runtime.inbox`) with real clocks. The round itself, and every decision a
+fault schedule makes, is the engine's (:mod:`starling.node.engine.rounds`).
 """
 
 from __future__ import annotations
@@ -12,19 +12,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
-from node.engine.transport import Gather
-from node.messages import Message
-from node.runtime.inbox import Inbox
-from node.runtime.links import LinkState, OutboundLink
-from node.runtime.stats import StatsBook
-from node.runtime.transport import ChannelSettings
-from node.spec import NodeSpec
+from starling.node.engine.transport import Gather
+from starling.node.messages import Message
+from starling.node.runtime.inbox import Inbox
+from starling.node.runtime.links import LinkState, OutboundLink
+from starling.node.runtime.stats import StatsBook
+from starling.node.runtime.transport import ChannelSettings
+from starling.node.spec import NodeSpec
 
 __all__ = ["Links", "NetworkTransport", "in_peers", "out_peers"]
 
 
 class NetworkTransport:
-    """One gRPC node's end of the network (a :class:`~node.engine.transport.Transport`)."""
+    """One gRPC node's end of the network (a :class:`~starling.node.engine.transport.Transport`)."""
 
     def __init__(self, links: Links, inbox: Inbox):
         self.links = links

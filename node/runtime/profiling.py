@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from node.runtime.run import Run
+from starling.node.runtime.run import Run
 
 __all__ = ["PROFILE_ENV", "run_loop"]
 

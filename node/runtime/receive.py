@@ -1,9 +1,9 @@
 """The peer door of a configured run: one incoming iterate checked, filed, counted.
 
-``Peer.Exchange`` (:mod:`node.runtime.servicers`) hands every iterate to
-:meth:`NodeRuntime.receive <node.runtime.runtime.NodeRuntime.receive>`, which files it here:
-checked against the spec and the program (:func:`node.runtime.checks.check_iterate`), put in
-the inbox the round engine gathers from, and counted on the sender's inbound link. A bad
+``Peer.Exchange`` (:mod:`starling.node.runtime.servicers`) hands every iterate to
+:meth:`NodeRuntime.receive <starling.node.runtime.runtime.NodeRuntime.receive>`, which files it
+here: checked against the spec and the program (:func:`starling.node.runtime.checks.check_iterate`),
+put in the inbox the round engine gathers from, and counted on the sender's inbound link. A bad
 message is rejected and counted, never fatal to the stream.
 """
 
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 
-from node.protocol.starling.v1 import peer_pb2
-from node.runtime.checks import Rejected, check_iterate
-from node.runtime.inbox import WITHHELD
-from node.runtime.run import Run
+from starling.node.protocol.starling.v1 import peer_pb2
+from starling.node.runtime.checks import Rejected, check_iterate
+from starling.node.runtime.inbox import WITHHELD
+from starling.node.runtime.run import Run
 
 __all__ = ["file_iterate"]
 

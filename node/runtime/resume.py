@@ -10,11 +10,11 @@ state array's name, dtype and shape) followed by the arrays' bytes. One ``pwrite
 whole record puts it in the operating system's hands: a process killed at any moment (the
 crash tests' SIGKILL) leaves the other slot whole, and a torn slot fails its CRC. No
 ``fsync``, no rename: against a power loss the node relies on the durable checkpoint
-(:mod:`node.runtime.checkpoint`), written every ``checkpoint_every`` rounds or after a
-second at most (group commit, :mod:`node.runtime.runtime`).
+(:mod:`starling.node.runtime.checkpoint`), written every ``checkpoint_every`` rounds or after a
+second at most (group commit, :mod:`starling.node.runtime.runtime`).
 
 On resume the newest slot that is whole, and whose sample count the store still holds,
-wins over an older durable checkpoint (:func:`node.runtime.run.open_run`).
+wins over an older durable checkpoint (:func:`starling.node.runtime.run.open_run`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from node.runtime.checkpoint import Checkpoint
+from starling.node.runtime.checkpoint import Checkpoint
 
 __all__ = ["SLOT_FILES", "ResumeSlots", "read_slot"]
 

@@ -1,8 +1,8 @@
 """One configured run of a node: everything ``configure`` builds, in one object.
 
 A :class:`Run` holds the spec, the program and its generator, the sample store, the durable
-checkpoint and the per-round resume slots (:mod:`node.runtime.resume`), the network transport
-(links, inbox, their counters) and where the round loop stands. ``NodeRuntime.configure``
+checkpoint and the per-round resume slots (:mod:`starling.node.runtime.resume`), the network
+transport (links, inbox, their counters) and where the round loop stands. ``NodeRuntime.configure``
 builds a new one with :func:`open_run` — resuming from the newest resume point whose spec
 fingerprint matches — and drops the old one; the runtime itself keeps only the lifecycle.
 """
@@ -19,20 +19,20 @@ from pathlib import Path
 
 import numpy as np
 
-from node.assemble import build_program, node_rng
-from node.faults import ScheduledFaults
-from node.params import ConfigError
-from node.runtime.archive import run_directory
-from node.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
-from node.runtime.inbox import Inbox
-from node.runtime.network import Links, NetworkTransport, in_peers
-from node.runtime.resume import SLOT_FILES, ResumeSlots, read_slot
-from node.runtime.stats import StatsBook
-from node.runtime.store import SampleStore
-from node.runtime.timing import CHECKPOINT_BUCKETS, ROUND_BUCKETS, Tally
-from node.runtime.transport import ChannelSettings
-from node.samplers.base import NodeProgram
-from node.spec import NodeSpec
+from starling.node.assemble import build_program, node_rng
+from starling.node.faults import ScheduledFaults
+from starling.node.params import ConfigError
+from starling.node.runtime.archive import run_directory
+from starling.node.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from starling.node.runtime.inbox import Inbox
+from starling.node.runtime.network import Links, NetworkTransport, in_peers
+from starling.node.runtime.resume import SLOT_FILES, ResumeSlots, read_slot
+from starling.node.runtime.stats import StatsBook
+from starling.node.runtime.store import SampleStore
+from starling.node.runtime.timing import CHECKPOINT_BUCKETS, ROUND_BUCKETS, Tally
+from starling.node.runtime.transport import ChannelSettings
+from starling.node.samplers.base import NodeProgram
+from starling.node.spec import NodeSpec
 
 __all__ = [
     "CHECKPOINT_FILE",

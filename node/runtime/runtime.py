@@ -1,19 +1,19 @@
 """One node's runtime: the lifecycle of its runs, their samples and their checkpoints.
 
-The servicers (:mod:`node.runtime.servicers`) translate protobuf to the plain calls here;
+The servicers (:mod:`starling.node.runtime.servicers`) translate protobuf to the plain calls here;
 nothing in this module touches protobuf except the incoming iterates it validates.
-``configure`` builds one :class:`~node.runtime.run.Run` (program, store, links, inbox ...);
+``configure`` builds one :class:`~starling.node.runtime.run.Run` (program, store, links, inbox ...);
 ``start`` runs its rounds on a thread, each round by the round engine
-(:func:`node.engine.rounds.run_round`) over the network transport
-(:mod:`node.runtime.network`) — the same round the simulator runs in memory.
+(:func:`starling.node.engine.rounds.run_round`) over the network transport
+(:mod:`starling.node.runtime.network`) — the same round the simulator runs in memory.
 
 After the last phase of a round the sample (if any) is appended to the store (flushed to
 the OS), then the resume point — program state, RNG state, next round — is written to a
-resume slot (:mod:`node.runtime.resume`, no ``fsync``), so a node whose process is killed
+resume slot (:mod:`starling.node.runtime.resume`, no ``fsync``), so a node whose process is killed
 and configured again with the same spec resumes exactly there and loses no stored sample.
 Durability against a power loss is group-committed: every ``checkpoint_every`` rounds, and
-at least every :data:`~node.runtime.run.DURABLE_SECONDS`, the samples are fsynced and a
-durable checkpoint is written (:mod:`node.runtime.checkpoint`).
+at least every :data:`~starling.node.runtime.run.DURABLE_SECONDS`, the samples are fsynced and a
+durable checkpoint is written (:mod:`starling.node.runtime.checkpoint`).
 """
 
 from __future__ import annotations
@@ -25,23 +25,23 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from node.config import NODE_SOURCE, HomeData, home_data
-from node.engine.rounds import run_round
-from node.logs import redact, set_context
-from node.params import ConfigError
-from node.protocol.starling.v1 import peer_pb2
-from node.runtime.checks import ROUND_WINDOW, check_spec
-from node.runtime.profiling import run_loop
-from node.runtime.receive import file_iterate
-from node.runtime.run import SAMPLES_FILE, Run, build, open_run, spec_fingerprint
-from node.runtime.state import NodeState
-from node.runtime.stats import FaultTally
-from node.runtime.status import ConfigureResult, PreconditionError, RuntimeStatus
-from node.runtime.store import SampleStore
-from node.runtime.streaming import Batch, stream_samples
-from node.runtime.transport import ChannelSettings
-from node.security import check_data_path
-from node.spec import NodeSpec
+from starling.node.config import NODE_SOURCE, HomeData, home_data
+from starling.node.engine.rounds import run_round
+from starling.node.logs import redact, set_context
+from starling.node.params import ConfigError
+from starling.node.protocol.starling.v1 import peer_pb2
+from starling.node.runtime.checks import ROUND_WINDOW, check_spec
+from starling.node.runtime.profiling import run_loop
+from starling.node.runtime.receive import file_iterate
+from starling.node.runtime.run import SAMPLES_FILE, Run, build, open_run, spec_fingerprint
+from starling.node.runtime.state import NodeState
+from starling.node.runtime.stats import FaultTally
+from starling.node.runtime.status import ConfigureResult, PreconditionError, RuntimeStatus
+from starling.node.runtime.store import SampleStore
+from starling.node.runtime.streaming import Batch, stream_samples
+from starling.node.runtime.transport import ChannelSettings
+from starling.node.security import check_data_path
+from starling.node.spec import NodeSpec
 
 __all__ = [
     "ConfigureResult",
@@ -115,7 +115,7 @@ class NodeRuntime:
     ) -> ConfigureResult:
         """Build the spec's program; resume from this experiment's checkpoint when it
         matches, unless ``fresh`` (a new run on a node that outlives runs). Streams carry
-        the experiment's ``peer_secret`` both ways (:mod:`node.runtime.gate`)."""
+        the experiment's ``peer_secret`` both ways (:mod:`starling.node.runtime.gate`)."""
         if not peer_secret and self._channel.credentials is None:
             raise ConfigError("peer_secret: required without TLS (the orchestrator's, per run)")
         if self._own_id and spec.node_id != self._own_id:

@@ -1,5 +1,6 @@
-"""The node's gRPC server: Control, Peer, health and reflection (:mod:`node.runtime.standard`),
-an optional Prometheus endpoint (:mod:`node.runtime.metrics`), and one shutdown path."""
+"""The node's gRPC server: Control, Peer, health and reflection
+(:mod:`starling.node.runtime.standard`), an optional Prometheus endpoint
+(:mod:`starling.node.runtime.metrics`), and one shutdown path."""
 
 from __future__ import annotations
 
@@ -7,21 +8,21 @@ import logging
 import threading
 from pathlib import Path
 
-from node.config import HomeData
-from node.exporter import MetricsServer
-from node.protocol import MAX_MESSAGE_BYTES
-from node.protocol.starling.v1 import control_pb2_grpc, peer_pb2_grpc
-from node.runtime.gate import Gate
-from node.runtime.runtime import NodeRuntime
-from node.runtime.servicers import ControlServicer, PeerServicer
-from node.runtime.standard import NodeHealth, enable_reflection
-from node.runtime.transport import (
+from starling.node.config import HomeData
+from starling.node.exporter import MetricsServer
+from starling.node.protocol import MAX_MESSAGE_BYTES
+from starling.node.protocol.starling.v1 import control_pb2_grpc, peer_pb2_grpc
+from starling.node.runtime.gate import Gate
+from starling.node.runtime.runtime import NodeRuntime
+from starling.node.runtime.servicers import ControlServicer, PeerServicer
+from starling.node.runtime.standard import NodeHealth, enable_reflection
+from starling.node.runtime.transport import (
     DEFAULT_MAX_PEER_STREAMS,
     ChannelSettings,
     create_server,
     server_threads,
 )
-from node.security import TlsFiles, channel_credentials, server_credentials
+from starling.node.security import TlsFiles, channel_credentials, server_credentials
 
 __all__ = ["NodeServer", "SHUTDOWN_GRACE"]
 
@@ -83,7 +84,9 @@ class NodeServer:
         self.metrics: MetricsServer | None = None
         self._collector = None
         if metrics:
-            from node.runtime.metrics import NodeCollector  # prometheus_client only if asked
+            from starling.node.runtime.metrics import (
+                NodeCollector,  # prometheus_client only if asked
+            )
 
             self._collector = NodeCollector(self.runtime, node_id, gate)
             self._collector.open_streams = peers.open_streams
@@ -95,8 +98,8 @@ class NodeServer:
         self._server.start()
         self._health.start(self.runtime.state)
         if self._collector is not None:
-            from node.exporter import serve_metrics
-            from node.runtime.metrics import node_registry
+            from starling.node.exporter import serve_metrics
+            from starling.node.runtime.metrics import node_registry
 
             try:
                 self.metrics = serve_metrics(self._metrics_address, node_registry(self._collector))

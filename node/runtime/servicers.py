@@ -15,15 +15,20 @@ from typing import TypeVar
 
 import grpc
 
-from node.params import ConfigError
-from node.protocol import convert
-from node.protocol.contract import link_books_to_proto, state_to_proto
-from node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2, peer_pb2_grpc
-from node.runtime.archive import NoStoredRun, read_batches, run_directory
-from node.runtime.gate import Gate
-from node.runtime.run import SAMPLES_FILE
-from node.runtime.runtime import NodeRuntime, PreconditionError
-from node.runtime.streaming import Batch
+from starling.node.params import ConfigError
+from starling.node.protocol import convert
+from starling.node.protocol.contract import link_books_to_proto, state_to_proto
+from starling.node.protocol.starling.v1 import (
+    control_pb2,
+    control_pb2_grpc,
+    peer_pb2,
+    peer_pb2_grpc,
+)
+from starling.node.runtime.archive import NoStoredRun, read_batches, run_directory
+from starling.node.runtime.gate import Gate
+from starling.node.runtime.run import SAMPLES_FILE
+from starling.node.runtime.runtime import NodeRuntime, PreconditionError
+from starling.node.runtime.streaming import Batch
 
 __all__ = ["ControlServicer", "PeerServicer"]
 
@@ -185,7 +190,7 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
     """Inbound links. Each ``Exchange`` stream holds a server thread for its life, so at
     most ``max_streams`` run at once; one more is refused with RESOURCE_EXHAUSTED (and
     counted) instead of taking a thread that Control and Health need. The server's pool is
-    larger than this limit (:func:`node.runtime.transport.server_threads`)."""
+    larger than this limit (:func:`starling.node.runtime.transport.server_threads`)."""
 
     def __init__(self, runtime: NodeRuntime, max_streams: int, gate: Gate | None = None) -> None:
         self.runtime = runtime

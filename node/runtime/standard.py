@@ -15,7 +15,7 @@ At shutdown every service turns NOT_SERVING first (graceful shutdown).
 ``grpcio-reflection``) lets ``grpcurl`` or a GUI client list the node's services and call
 them without the .proto files. On by default; ``--no-reflection`` (``reflection: false``)
 leaves it out on locked-down devices. It describes the API, never data: every call still
-passes the node's access checks (:mod:`node.runtime.gate`).
+passes the node's access checks (:mod:`starling.node.runtime.gate`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from __future__ import annotations
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from node.protocol.starling.v1 import control_pb2, peer_pb2
-from node.runtime.state import NodeState
+from starling.node.protocol.starling.v1 import control_pb2, peer_pb2
+from starling.node.runtime.state import NodeState
 
 __all__ = ["CONTROL", "PEER", "NodeHealth", "enable_reflection"]
 

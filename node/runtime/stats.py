@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from node.protocol.contract import LinkCounters
+from starling.node.protocol.contract import LinkCounters
 
 __all__ = ["FaultTally", "LinkCounters", "StatsBook"]
 

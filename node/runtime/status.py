@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from node.protocol.contract import LinkCounters
-from node.runtime.state import NodeState
-from node.spec import DataSpec
+from starling.node.protocol.contract import LinkCounters
+from starling.node.runtime.state import NodeState
+from starling.node.spec import DataSpec
 
 __all__ = ["ConfigureResult", "PreconditionError", "RuntimeStatus"]
 

@@ -1,6 +1,6 @@
 """Streaming a node's samples out of its store, in batches, following a run until it ends.
 
-``StreamSamples`` (:mod:`node.runtime.servicers`) reads through here: from any offset,
+``StreamSamples`` (:mod:`starling.node.runtime.servicers`) reads through here: from any offset,
 once or following the run — a follower ends when the run is over and every sample was
 sent, never earlier.
 """
@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from node.runtime.state import NodeState
-from node.runtime.store import SampleStore
+from starling.node.runtime.state import NodeState
+from starling.node.runtime.store import SampleStore
 
 __all__ = ["SAMPLE_BATCH_BYTES", "Batch", "stream_samples"]
 

@@ -3,7 +3,7 @@ round loop.
 
 The round loop and the checkpoint writer each own one :class:`Tally` and call
 :meth:`Tally.observe` once per round or checkpoint: a ``bisect`` and two additions, no lock
-(one writer per tally). Readers — the metrics endpoint (:mod:`node.runtime.metrics`) —
+(one writer per tally). Readers — the metrics endpoint (:mod:`starling.node.runtime.metrics`) —
 copy it with :meth:`Tally.snapshot`; a reading taken while a round ends may miss that
 round, never a torn number. Nothing here imports a metrics library: a node started without
 ``--metrics`` pays for a few integers, not for an exporter.

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from node.protocol import MAX_MESSAGE_BYTES
-from node.security import SECRET_KEY, SENDER_KEY, target_override
+from starling.node.protocol import MAX_MESSAGE_BYTES
+from starling.node.security import SECRET_KEY, SENDER_KEY, target_override
 
 __all__ = [
     "ChannelSettings",
@@ -110,7 +110,7 @@ def open_channel(
 @dataclass(frozen=True)
 class ChannelSettings:
     """How a node opens channels to its peers (its outbound links), and what its streams
-    say about who sends them (:mod:`node.security`)."""
+    say about who sends them (:mod:`starling.node.security`)."""
 
     credentials: grpc.ChannelCredentials | None = None
     max_message_bytes: int = MAX_MESSAGE_BYTES

@@ -1,17 +1,18 @@
-"""Samplers from the five papers, as per-node programs. See :mod:`node.samplers.base`.
+"""Samplers from the five papers, as per-node programs. See :mod:`starling.node.samplers.base`.
 
 Each algorithm module in this package exposes ``ALGORITHMS``, a tuple of
-:class:`~node.samplers.registry.AlgorithmInfo`; :func:`~node.samplers.registry.discover`
-collects them here, so adding a sampler means adding one module. The package does no IO:
-:mod:`node.assemble` loads a node's data and builds its program.
+:class:`~starling.node.samplers.registry.AlgorithmInfo`;
+:func:`~starling.node.samplers.registry.discover` collects them here, so adding a sampler means
+adding one module. The package does no IO: :mod:`starling.node.assemble` loads a node's data and
+builds its program.
 """
 
 from __future__ import annotations
 
-from node.params import ConfigError
-from node.samplers.base import NodeProgram
-from node.samplers.registry import AlgorithmInfo, discover
-from node.spec import NodeSpec
+from starling.node.params import ConfigError
+from starling.node.samplers.base import NodeProgram
+from starling.node.samplers.registry import AlgorithmInfo, discover
+from starling.node.spec import NodeSpec
 
 __all__ = ["ALGORITHMS", "AlgorithmInfo", "algorithm_info", "program_class"]
 

@@ -34,10 +34,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from node.messages import Message
-from node.models.base import LocalPotential
-from node.samplers.base import Inbox, NodeContext, Program, broadcast
-from node.samplers.registry import AlgorithmInfo
+from starling.node.messages import Message
+from starling.node.models.base import LocalPotential
+from starling.node.samplers.base import Inbox, NodeContext, Program, broadcast
+from starling.node.samplers.registry import AlgorithmInfo
 
 __all__ = ["ADMM", "ALGORITHMS", "ADMMSParams", "ADMMSState", "DADMMS"]
 

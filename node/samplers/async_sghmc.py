@@ -20,10 +20,10 @@ One round, two phases::
               server:   p ← p − ε Σ_i g̃_i − ε V M⁻¹ p + N(0, 2εV)
                         θ ← θ + ε M⁻¹ p
 
-With fresh gradients (g̃ = ∇U(θ)) this is exactly :class:`~node.samplers.centralised.SGHMC`
+With fresh gradients (g̃ = ∇U(θ)) this is exactly :class:`~starling.node.samplers.centralised.SGHMC`
 (p updated before θ, which relabels its momentum and leaves the θ-chain's law unchanged),
 noise 2εV matched to friction V. In the simulator's lockstep model
-(:mod:`node.engine.rounds`: a message is used from the round after it was sent) θ sent
+(:mod:`starling.node.engine.rounds`: a message is used from the round after it was sent) θ sent
 at round q reaches the workers at q + 1, their gradients reach the server at q + 2: the
 gradient used at round r was taken at the θ sent 2 … s + 1 rounds earlier. The server
 reports that age as ``gradient_staleness`` (and ``message_staleness``, the age of the
@@ -47,12 +47,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from node.messages import Message
-from node.samplers.base import Inbox, NodeContext, Program, broadcast
-from node.samplers.centralised import SGHMCParams
-from node.samplers.kernels import sghmc_momentum, sghmc_position
-from node.samplers.registry import AlgorithmInfo
-from node.samplers.staleness import new_tally, tally, tally_metrics
+from starling.node.messages import Message
+from starling.node.samplers.base import Inbox, NodeContext, Program, broadcast
+from starling.node.samplers.centralised import SGHMCParams
+from starling.node.samplers.kernels import sghmc_momentum, sghmc_position
+from starling.node.samplers.registry import AlgorithmInfo
+from starling.node.samplers.staleness import new_tally, tally, tally_metrics
 
 __all__ = [
     "ALGORITHMS",
@@ -102,7 +102,7 @@ class AsyncWorkerState(NamedTuple):
     grad: np.ndarray
     """∇f_i(θ̃), (chains, d)."""
     staleness: np.ndarray
-    """Tally of θ̃'s age (:mod:`node.samplers.staleness`)."""
+    """Tally of θ̃'s age (:mod:`starling.node.samplers.staleness`)."""
 
 
 class AsyncServer(Program[AsyncServerState]):

@@ -13,7 +13,7 @@ get the latest message each peer has sent instead, possibly stale.
 
 Programs are pure numpy: no IO, no grpc, and the random generator is passed in. A program
 is a thin adapter: it turns its inbox into a starting point and a force and hands them to a
-kernel of :mod:`node.samplers.kernels`. Everything a restart needs lives in one typed state
+kernel of :mod:`starling.node.samplers.kernels`. Everything a restart needs lives in one typed state
 value, ``program.current`` (a NamedTuple of arrays), which checkpoints by value.
 """
 
@@ -26,10 +26,10 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from node.messages import Message
-from node.models.base import LocalPotential
-from node.params import ConfigError
-from node.spec import Neighbourhood, NodeSpec
+from starling.node.messages import Message
+from starling.node.models.base import LocalPotential
+from starling.node.params import ConfigError
+from starling.node.spec import Neighbourhood, NodeSpec
 
 __all__ = ["Inbox", "NodeContext", "NodeProgram", "Program", "ProgramState", "ordered_inbox"]
 
@@ -116,7 +116,7 @@ class NodeProgram(ABC):
         """Asynchronous programs: how many rounds old each expected sender's latest message
         may be before the runtime waits for a fresher one (up to the round deadline).
         None: no bound. The simulator's lockstep model of asynchrony and this bound are
-        described in :mod:`node.engine.rounds`."""
+        described in :mod:`starling.node.engine.rounds`."""
         return None
 
     def message_shapes(self, kind: str) -> dict[str, tuple[int, ...]]:

@@ -23,12 +23,12 @@ from typing import NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
-from node.messages import Message
-from node.params import ConfigError
-from node.samplers.base import Inbox, NodeContext, Program, ProgramState
-from node.samplers.kernels import langevin_step, mala_step, sghmc_momentum, sghmc_position
-from node.samplers.registry import AlgorithmInfo
-from node.samplers.schedules import PolynomialDecay
+from starling.node.messages import Message
+from starling.node.params import ConfigError
+from starling.node.samplers.base import Inbox, NodeContext, Program, ProgramState
+from starling.node.samplers.kernels import langevin_step, mala_step, sghmc_momentum, sghmc_position
+from starling.node.samplers.registry import AlgorithmInfo
+from starling.node.samplers.schedules import PolynomialDecay
 
 __all__ = [
     "ALGORITHMS",
@@ -61,7 +61,7 @@ class ULAParams:
     decay: float = 0.0
     """Exponent of the step decay; 0 keeps the step constant (and a bias of order eta)."""
     k0: int = 0
-    """Offset of the decaying schedule (see :mod:`node.samplers.dula`)."""
+    """Offset of the decaying schedule (see :mod:`starling.node.samplers.dula`)."""
 
     def validate(self) -> None:
         _check_step_schedule(self.eta, self.decay, self.k0)
@@ -231,7 +231,7 @@ class SGHMC(_SingleNode[SGHMCState]):
 
 class MALA(_SingleNode[MALAState]):
     """Metropolis-adjusted Langevin (Roberts & Tweedie 1996), every chain on its own
-    (:func:`~node.samplers.kernels.mala_step`). The counts of accepted moves per chain and
+    (:func:`~starling.node.samplers.kernels.mala_step`). The counts of accepted moves per chain and
     of proposals are part of the state, so the acceptance rate survives a restart.
     """
 

@@ -71,11 +71,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from node.messages import Message
-from node.models.base import LocalPotential
-from node.params import ConfigError
-from node.samplers.base import Inbox, NodeContext, Program
-from node.samplers.dglmc_plan import (
+from starling.node.messages import Message
+from starling.node.models.base import LocalPotential
+from starling.node.params import ConfigError
+from starling.node.samplers.base import Inbox, NodeContext, Program
+from starling.node.samplers.dglmc_plan import (
     GUIDELINE,
     LOCAL_STEPS,
     PROFILE_SIZE,
@@ -85,8 +85,8 @@ from node.samplers.dglmc_plan import (
     plan_local_steps,
     worker_constants,
 )
-from node.samplers.kernels import langevin_step
-from node.samplers.registry import AlgorithmInfo
+from starling.node.samplers.kernels import langevin_step
+from starling.node.samplers.registry import AlgorithmInfo
 
 __all__ = [
     "ALGORITHMS",

@@ -1,6 +1,6 @@
 """DG-LMC's hyperparameter rules ([003] §3.2): each worker's ρ_i, γ_i, and the plan of N_i.
 
-Split from :mod:`node.samplers.dglmc` (which documents the rules in full); pure functions.
+Split from :mod:`starling.node.samplers.dglmc` (which documents the rules in full); pure functions.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from node.models.base import LocalPotential
-from node.params import ConfigError
+from starling.node.models.base import LocalPotential
+from starling.node.params import ConfigError
 
 if TYPE_CHECKING:
-    from node.samplers.dglmc import DGLMCParams
+    from starling.node.samplers.dglmc import DGLMCParams
 
 __all__ = [
     "GUIDELINE",

@@ -8,7 +8,7 @@ arrived:
 
 S is doubly stochastic (Metropolis–Hastings weights from the topology). A neighbour whose
 message did not arrive this round is treated as absent from that round's graph: its weight
-moves to the node's own iterate (:func:`node.samplers.gossip.mix`), as in D-SGLD.
+moves to the node's own iterate (:func:`starling.node.samplers.gossip.mix`), as in D-SGLD.
 
 Defaults η = 0.1, γ = 7 are those of [000] §6.2 (taken from Gürbüzbalaban et al.).
 Initialisation: ``x_i ~ N(0, I)`` and ``v_i ~ N(0, I)`` — the velocity's law under the
@@ -22,11 +22,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from node.messages import Message
-from node.samplers.base import Inbox, NodeContext, Program, broadcast
-from node.samplers.gossip import mix
-from node.samplers.kernels import friction_velocity, sghmc_position
-from node.samplers.registry import AlgorithmInfo
+from starling.node.messages import Message
+from starling.node.samplers.base import Inbox, NodeContext, Program, broadcast
+from starling.node.samplers.gossip import mix
+from starling.node.samplers.kernels import friction_velocity, sghmc_position
+from starling.node.samplers.registry import AlgorithmInfo
 
 __all__ = ["ALGORITHMS", "DSGHMC", "DSGHMCParams", "DSGHMCState"]
 

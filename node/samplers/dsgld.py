@@ -13,11 +13,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from node.messages import Message
-from node.samplers.base import Inbox, NodeContext, Program, broadcast
-from node.samplers.gossip import mix
-from node.samplers.kernels import langevin_step
-from node.samplers.registry import AlgorithmInfo
+from starling.node.messages import Message
+from starling.node.samplers.base import Inbox, NodeContext, Program, broadcast
+from starling.node.samplers.gossip import mix
+from starling.node.samplers.kernels import langevin_step
+from starling.node.samplers.registry import AlgorithmInfo
 
 __all__ = ["ALGORITHMS", "DSGLD", "DSGLDParams", "DSGLDState"]
 

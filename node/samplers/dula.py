@@ -37,12 +37,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from node.messages import Message
-from node.samplers.base import Inbox, NodeContext, Program, broadcast
-from node.samplers.gossip import disagreement
-from node.samplers.kernels import langevin_step
-from node.samplers.registry import AlgorithmInfo
-from node.samplers.schedules import PolynomialDecay
+from starling.node.messages import Message
+from starling.node.samplers.base import Inbox, NodeContext, Program, broadcast
+from starling.node.samplers.gossip import disagreement
+from starling.node.samplers.kernels import langevin_step
+from starling.node.samplers.registry import AlgorithmInfo
+from starling.node.samplers.schedules import PolynomialDecay
 
 __all__ = ["ALGORITHMS", "DULA", "DULAParams", "DULAState"]
 

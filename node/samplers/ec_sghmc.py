@@ -2,7 +2,7 @@
 
 K workers each run an SGHMC chain ``(θ^i, p^i)``; a centre node holds a centre variable
 ``(c, r)`` to which every worker is tied by a spring of stiffness α. One round is one step
-of every node, in this order (symplectic Euler, the order of :class:`~node.samplers.
+of every node, in this order (symplectic Euler, the order of :class:`~starling.node.samplers.
 centralised.SGHMC`: the forces act at the freshly moved position)::
 
     worker i:  θ^i ← θ^i + ε M⁻¹ p^i
@@ -12,7 +12,7 @@ centralised.SGHMC`: the forces act at the freshly moved position)::
 
 ``c̃`` is the worker's latest copy of c and ``θ̃^i`` the centre's latest copy of θ^i: the
 nodes run asynchronously (``synchronous = False``, semantics in
-:mod:`node.engine.rounds`) and exchange every ``sync_period`` s rounds — a worker
+:mod:`starling.node.engine.rounds`) and exchange every ``sync_period`` s rounds — a worker
 sends θ^i and the centre sends c at rounds r ≡ 0 (mod s). Before a worker has heard from
 the centre it feels no spring; the centre averages over the workers it has heard from.
 Both keep their copies (and the round they were sent in) in the checkpointed state.
@@ -67,12 +67,12 @@ from typing import NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
-from node.messages import Message
-from node.samplers.base import Inbox, NodeContext, Program, ProgramState, broadcast
-from node.samplers.centralised import check_friction
-from node.samplers.kernels import sghmc_momentum, sghmc_position
-from node.samplers.registry import AlgorithmInfo
-from node.samplers.staleness import new_tally, tally
+from starling.node.messages import Message
+from starling.node.samplers.base import Inbox, NodeContext, Program, ProgramState, broadcast
+from starling.node.samplers.centralised import check_friction
+from starling.node.samplers.kernels import sghmc_momentum, sghmc_position
+from starling.node.samplers.registry import AlgorithmInfo
+from starling.node.samplers.staleness import new_tally, tally
 
 __all__ = [
     "ALGORITHMS",
@@ -147,7 +147,7 @@ class ECWorkerState(NamedTuple):
     c_round: np.ndarray
     """The round c̃ was sent in (a scalar array); -1: nothing heard from the centre yet."""
     staleness: np.ndarray
-    """Tally of c̃'s age (:mod:`node.samplers.staleness`)."""
+    """Tally of c̃'s age (:mod:`starling.node.samplers.staleness`)."""
 
 
 class ECCentreState(NamedTuple):
@@ -160,7 +160,7 @@ class ECCentreState(NamedTuple):
     theta_round: np.ndarray
     """The round each θ̃^i was sent in, (workers,); -1: not heard from yet."""
     staleness: np.ndarray
-    """Tally of the θ̃^i's age (:mod:`node.samplers.staleness`)."""
+    """Tally of the θ̃^i's age (:mod:`starling.node.samplers.staleness`)."""
 
 
 class _Tallied(ProgramState, Protocol):

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from node.messages import Message
+from starling.node.messages import Message
 
 __all__ = ["disagreement", "mix"]
 

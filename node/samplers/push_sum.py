@@ -43,12 +43,12 @@ from typing import NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
-from node.messages import Message
-from node.models.base import LocalPotential
-from node.samplers.base import Inbox, NodeContext, Program, ProgramState, broadcast
-from node.samplers.kernels import langevin_step
-from node.samplers.registry import AlgorithmInfo
-from node.samplers.schedules import PolynomialDecay
+from starling.node.messages import Message
+from starling.node.models.base import LocalPotential
+from starling.node.samplers.base import Inbox, NodeContext, Program, ProgramState, broadcast
+from starling.node.samplers.kernels import langevin_step
+from starling.node.samplers.registry import AlgorithmInfo
+from starling.node.samplers.schedules import PolynomialDecay
 
 __all__ = [
     "ALGORITHMS",

@@ -1,7 +1,7 @@
 """Where nodes run. ``backend.kind`` in the experiment names a module of this package.
 
 A new backend is one module here, named after its kind (``local.py`` is ``kind: local``),
-holding a class that implements :class:`~orchestrator.backends.base.Backend` with that
+holding a class that implements :class:`~starling.orchestrator.backends.base.Backend` with that
 ``kind`` and a ``for_experiment(experiment, workdir)`` constructor. Nothing else is edited:
 the kinds are the package's module names (found without importing them, so the experiment
 parser, which must not load grpc, can check ``backend.kind``), and a backend's module is
@@ -16,11 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from node.params import ConfigError
-from orchestrator.backends.base import Backend, BackendError
+from starling.node.params import ConfigError
+from starling.orchestrator.backends.base import Backend, BackendError
 
 if TYPE_CHECKING:
-    from orchestrator.experiment import Experiment
+    from starling.orchestrator.experiment import Experiment
 
 __all__ = [
     "SUPPORT_MODULES",

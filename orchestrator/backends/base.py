@@ -4,7 +4,8 @@ A backend provisions node services and reports where they listen; everything els
 start, status, samples — goes to the nodes over gRPC, never through the backend. The local
 backend starts processes on loopback, the inventory backend drives nodes that already run
 (devices, a compose testbed), the docker backend creates containers. A new backend is one
-module, ``backends/<kind>.py``, implementing this protocol (see :mod:`orchestrator.backends`).
+module, ``backends/<kind>.py``, implementing this protocol (see
+:mod:`starling.orchestrator.backends`).
 """
 
 from __future__ import annotations

@@ -21,13 +21,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from node.params import ConfigError
-from orchestrator.backends.base import BackendError
-from orchestrator.backends.inventory import wait_serving
-from orchestrator.backends.netfault import NETFAULT_IMAGE, KernelFaultsMixin
+from starling.node.params import ConfigError
+from starling.orchestrator.backends.base import BackendError
+from starling.orchestrator.backends.inventory import wait_serving
+from starling.orchestrator.backends.netfault import NETFAULT_IMAGE, KernelFaultsMixin
 
 if TYPE_CHECKING:
-    from orchestrator.experiment import Experiment
+    from starling.orchestrator.experiment import Experiment
 
 __all__ = ["DEFAULT_IMAGE", "LABEL_NODE", "LABEL_RUN", "DockerBackend", "cleanup", "docker_client"]
 
@@ -57,7 +57,8 @@ def docker_client() -> Any:
 
 
 class DockerBackend(KernelFaultsMixin):
-    """:class:`~orchestrator.backends.base.Backend` on containers; see the module docstring."""
+    """:class:`~starling.orchestrator.backends.base.Backend` on containers; see the module
+    docstring."""
 
     kind = "docker"
 

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from node.params import ConfigError
-from orchestrator.backends.base import BackendError
+from starling.node.params import ConfigError
+from starling.orchestrator.backends.base import BackendError
 
 if TYPE_CHECKING:
-    from orchestrator.experiment import Experiment
+    from starling.orchestrator.experiment import Experiment
 
 __all__ = ["InventoryBackend", "load_inventory", "with_inventory"]
 
@@ -95,7 +95,7 @@ class InventoryBackend:
         self.inventory = {str(k): _check_address(str(k), v) for k, v in inventory.items()}
         self.ready_timeout = float(ready_timeout)
         self.access = access
-        """The run's :class:`~orchestrator.access.Access` for health checks (TLS)."""
+        """The run's :class:`~starling.orchestrator.access.Access` for health checks (TLS)."""
         self._addresses: dict[str, str] = {}
 
     @classmethod
@@ -107,7 +107,7 @@ class InventoryBackend:
                 f"faults: node {fault.node!r} cannot be killed by the inventory backend "
                 "(the node runs outside Starling); schedule link faults instead"
             )
-        from orchestrator.access import access_from_section  # loads grpc: not at import
+        from starling.orchestrator.access import access_from_section  # loads grpc: not at import
 
         access = access_from_section(experiment.backend)
         return cls(dict(experiment.backend.nodes), experiment.backend.ready_timeout, access)
@@ -170,7 +170,7 @@ def wait_serving(addresses: Mapping[str, str], timeout: float, access: Any = Non
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    from orchestrator.access import Access
+    from starling.orchestrator.access import Access
 
     access = access or Access()
     channels = {node: access.channel(address, node) for node, address in addresses.items()}

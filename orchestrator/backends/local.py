@@ -1,6 +1,6 @@
 """Nodes as local processes on loopback: the default backend and the one tests use.
 
-Each node is ``python -m node serve --listen HOST:PORT --state-dir DIR``. With port 0 the
+Each node is ``python -m starling.node serve --listen HOST:PORT --state-dir DIR``. With port 0 the
 node binds a free port itself and reports it on its first stdout line, so there is no race
 for ports. A node keeps its state dir across a kill and restart, so it resumes from its
 checkpoint. Every process this backend starts is stopped when the backend closes, and (on
@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from orchestrator.experiment import Experiment
+    from starling.orchestrator.experiment import Experiment
 
-from node.params import ConfigError
-from node.protocol.contract import READY_PREFIX
+from starling.node.params import ConfigError
+from starling.node.protocol.contract import READY_PREFIX
 
 __all__ = ["LocalBackend", "NodeProcess", "state_dir"]
 
@@ -42,10 +42,10 @@ if sys.platform.startswith("linux"):
     if os.getppid() != parent:
         sys.exit("the orchestrator that started this node is gone")
 sys.argv[0] = "node"
-runpy.run_module("node", run_name="__main__", alter_sys=True)
+runpy.run_module("starling.node", run_name="__main__", alter_sys=True)
 """
 """How a node process starts: it asks (on Linux) for SIGTERM when the orchestrator dies,
-then runs ``python -m node``. This happens in the child after ``exec``, not in a
+then runs ``python -m starling.node``. This happens in the child after ``exec``, not in a
 ``preexec_fn``: a ``preexec_fn`` makes Python ``fork()`` the orchestrator, whose gRPC threads'
 fork handlers can then kill the child before it ever execs (seen as a restart that fails with
 no output). Without one, the child is spawned with ``vfork``, which runs no fork handlers."""
@@ -84,7 +84,8 @@ class NodeProcess:
 
 
 class LocalBackend:
-    """:class:`~orchestrator.backends.base.Backend` on local processes (``kind: local``)."""
+    """:class:`~starling.orchestrator.backends.base.Backend` on local processes (``kind:
+    local``)."""
 
     kind = "local"
 
@@ -108,7 +109,7 @@ class LocalBackend:
     @classmethod
     def for_experiment(cls, experiment: Experiment, workdir: Path) -> LocalBackend:
         """The registry's factory: ``backend.host`` and ``backend.base_port`` of the file."""
-        from orchestrator.data_plan import data_specs
+        from starling.orchestrator.data_plan import data_specs
 
         folders = {
             str(Path(d.path).resolve().parent)
@@ -174,7 +175,7 @@ class LocalBackend:
         ]  # fmt: skip
         if self.data_dir:
             command += ["--data-dir", self.data_dir]
-        from orchestrator.output import current_format  # `starling run --log-format`
+        from starling.orchestrator.output import current_format  # `starling run --log-format`
 
         command += ["--log-format", current_format()]
         proc.process = subprocess.Popen(

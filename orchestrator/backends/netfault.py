@@ -1,4 +1,4 @@
-"""Kernel faults on the docker backend's containers (:mod:`orchestrator.kernel_faults`).
+"""Kernel faults on the docker backend's containers (:mod:`starling.orchestrator.kernel_faults`).
 
 Node faults go through the engine: ``pause`` freezes the container's processes (cgroup
 freezer; its sockets stay open, so peers see silence, then timeouts), ``disconnect`` takes
@@ -26,10 +26,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.backends.base import BackendError
+from starling.orchestrator.backends.base import BackendError
 
 if TYPE_CHECKING:
-    from orchestrator.kernel_faults import KernelFault
+    from starling.orchestrator.kernel_faults import KernelFault
 
 __all__ = ["NETFAULT_IMAGE", "KernelFaultsMixin"]
 
@@ -46,7 +46,7 @@ _BUILD_HINT = (
 class KernelFaultsMixin:
     """Methods the docker backend gains for kernel faults; needs ``client``,
     ``container(node)``, ``network``, ``_address(node)``, ``_labels`` and ``_addresses`` of
-    :class:`~orchestrator.backends.docker.DockerBackend`."""
+    :class:`~starling.orchestrator.backends.docker.DockerBackend`."""
 
     _drops: dict[str, dict[str, float]]
     """Sender -> receiver -> percent of its packets dropped (100: a cut)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from node.params import ConfigError
+from starling.node.params import ConfigError
 
 __all__ = ["add_command", "is_study_folder", "with_report", "write_report"]
 
@@ -30,7 +30,7 @@ def write_report(folder: str | Path) -> Path:
     if not folder.is_dir():
         raise ConfigError(f"report: {folder} is not a folder")
     if is_study_folder(folder):
-        from orchestrator.report.study_page import write_study_report
+        from starling.orchestrator.report.study_page import write_study_report
 
         return write_study_report(folder)
     if not (folder / "metrics.json").is_file():
@@ -38,7 +38,7 @@ def write_report(folder: str | Path) -> Path:
             f"report: {folder} has no metrics.json; a run's or a study's results folder is "
             "needed (for a run whose orchestrator died: starling collect first)"
         )
-    from orchestrator.report.run_page import write_run_report
+    from starling.orchestrator.report.run_page import write_run_report
 
     return write_run_report(folder)
 

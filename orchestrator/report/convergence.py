@@ -2,7 +2,7 @@
 
 Every ``*_curve.csv`` of the folder becomes one figure (so a metric the evaluation adds
 shows up without a change here): left, each node with its ±1 sd band over chains (see
-:mod:`orchestrator.report.samples`); right, the network-average iterate ([000]'s "avg"
+:mod:`starling.orchestrator.report.samples`); right, the network-average iterate ([000]'s "avg"
 curve) beside the mean over nodes ± 1 sd across nodes.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from orchestrator.report.loading import Curve, Truth
-from orchestrator.report.plotting import colour, data_uri, pyplot
-from orchestrator.report.samples import AVERAGE, RESAMPLES, SampleSummary
+from starling.orchestrator.report.loading import Curve, Truth
+from starling.orchestrator.report.plotting import colour, data_uri, pyplot
+from starling.orchestrator.report.samples import AVERAGE, RESAMPLES, SampleSummary
 
 __all__ = ["LABELS", "curve_figure"]
 

@@ -4,7 +4,7 @@ messages, and the outcome fractions of the links as bars.
 A link's messages end as ``delivered`` (in time for their round), ``late`` (after the
 receiver's deadline), ``withheld`` (by an emulated fault, scheduled or live) or
 ``dropped`` (the receiver could not be reached); fractions are of ``sent + withheld``,
-every message the sender had for that link (:mod:`orchestrator.results`). Nodes are placed
+every message the sender had for that link (:mod:`starling.orchestrator.results`). Nodes are placed
 on a circle (a star's hub in the middle, a grid as its lattice): no layout library needed.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from orchestrator.report.loading import RunData
-from orchestrator.report.plotting import data_uri, pyplot
+from starling.orchestrator.report.loading import RunData
+from starling.orchestrator.report.plotting import data_uri, pyplot
 
 __all__ = ["OUTCOMES", "link_fractions", "network_figure"]
 
@@ -41,7 +41,7 @@ def _graph(data: RunData) -> tuple[list[str], list[tuple[str, str]], str, str | 
     """Nodes, directed edges, the topology kind, the hub and the raw topology section."""
     raw = data.experiment.get("topology") or {}
     try:
-        from orchestrator.experiment import parse_experiment
+        from starling.orchestrator.experiment import parse_experiment
 
         experiment = parse_experiment(data.experiment)
         graph = experiment.graph

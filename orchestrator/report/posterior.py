@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from orchestrator.report.loading import MAX_POINTS, Truth
-from orchestrator.report.plotting import colour, data_uri, pyplot
-from orchestrator.report.samples import AVERAGE, SampleSummary
+from starling.orchestrator.report.loading import MAX_POINTS, Truth
+from starling.orchestrator.report.plotting import colour, data_uri, pyplot
+from starling.orchestrator.report.samples import AVERAGE, SampleSummary
 
 __all__ = ["posterior_figure"]
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from orchestrator.report.convergence import curve_figure
-from orchestrator.report.loading import load_run, truth_of
-from orchestrator.report.network import network_figure
-from orchestrator.report.page import Section, figure_html, page
-from orchestrator.report.plotting import pyplot
-from orchestrator.report.posterior import posterior_figure
-from orchestrator.report.samples import summarise
-from orchestrator.report.tables import account_block, links_table, node_table, run_table
-from orchestrator.report.timeline import down_nodes, timeline_figure
+from starling.orchestrator.report.convergence import curve_figure
+from starling.orchestrator.report.loading import load_run, truth_of
+from starling.orchestrator.report.network import network_figure
+from starling.orchestrator.report.page import Section, figure_html, page
+from starling.orchestrator.report.plotting import pyplot
+from starling.orchestrator.report.posterior import posterior_figure
+from starling.orchestrator.report.samples import summarise
+from starling.orchestrator.report.tables import account_block, links_table, node_table, run_table
+from starling.orchestrator.report.timeline import down_nodes, timeline_figure
 
 __all__ = ["write_run_report"]
 

@@ -1,6 +1,6 @@
 """One pass over a run's samples for every figure that needs them, memory bounded.
 
-Each node's samples are read once (:func:`~orchestrator.report.loading.node_samples`) and
+Each node's samples are read once (:func:`~starling.orchestrator.report.loading.node_samples`) and
 reduced before the next is read: its pooled last window, subsampled for the posterior
 figure, and the ±1 sd band of its W2 curve over chains. The band is a bootstrap over
 chains ([000] §6.2.3 fits one Gaussian to the chains at each round, so a round has one W2;
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from orchestrator.metrics import GaussianTarget
-from orchestrator.report.loading import RunData, Truth, node_samples, subsample
+from starling.orchestrator.metrics import GaussianTarget
+from starling.orchestrator.report.loading import RunData, Truth, node_samples, subsample
 
 __all__ = ["AVERAGE", "SampleSummary", "summarise"]
 

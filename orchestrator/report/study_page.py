@@ -1,5 +1,5 @@
 """The report of a study: one page comparing all cells (``report.html`` in the study's
-folder), from the files the study wrote (:mod:`orchestrator.study_report`).
+folder), from the files the study wrote (:mod:`starling.orchestrator.study_report`).
 
 Every metric column of ``curves.csv`` is drawn against round, one row of panels per cell,
 one line per variant; where a (cell, variant) has several curves (replicates over seeds:
@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from orchestrator.report.page import Section, figure_html, page
-from orchestrator.report.plotting import colour, data_uri, pyplot
-from orchestrator.report.tables import table
+from starling.orchestrator.report.page import Section, figure_html, page
+from starling.orchestrator.report.plotting import colour, data_uri, pyplot
+from starling.orchestrator.report.tables import table
 
 __all__ = ["write_study_report"]
 

@@ -13,7 +13,7 @@ import html
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from orchestrator.report.network import link_fractions
+from starling.orchestrator.report.network import link_fractions
 
 __all__ = ["account_block", "links_table", "node_table", "run_table", "table"]
 

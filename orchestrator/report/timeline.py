@@ -1,7 +1,7 @@
 """What happened when, on a timeline of rounds: node kills, restarts and other node
 events, scheduled and live link faults, and faults made in the kernel.
 
-Read from ``metrics.json``'s ``faults`` section (:mod:`orchestrator.account`): rows are
+Read from ``metrics.json``'s ``faults`` section (:mod:`starling.orchestrator.account`): rows are
 the nodes and links anything happened to, spans are the rounds a fault lasted.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from orchestrator.report.plotting import data_uri, pyplot
+from starling.orchestrator.report.plotting import data_uri, pyplot
 
 __all__ = ["down_nodes", "timeline_figure"]
 

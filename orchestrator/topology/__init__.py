@@ -41,11 +41,11 @@ always accepted because it is asked for by name; any other disconnected graph is
 unless ``allow_disconnected: true`` says it is meant.
 """
 
-from orchestrator.topology.check import check_topology, hub_role
-from orchestrator.topology.graph import Graph
-from orchestrator.topology.kinds import KINDS, TOPOLOGIES, build_graph
-from orchestrator.topology.schedule import Topology, node_count, parse_topology
-from orchestrator.topology.weights import metropolis_weights, neighbourhoods
+from starling.orchestrator.topology.check import check_topology, hub_role
+from starling.orchestrator.topology.graph import Graph
+from starling.orchestrator.topology.kinds import KINDS, TOPOLOGIES, build_graph
+from starling.orchestrator.topology.schedule import Topology, node_count, parse_topology
+from starling.orchestrator.topology.weights import metropolis_weights, neighbourhoods
 
 __all__ = [
     "KINDS",

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from node.params import ConfigError
-from orchestrator.topology.graph import Graph
+from starling.node.params import ConfigError
+from starling.orchestrator.topology.graph import Graph
 
 
 def _undirected(nodes: Sequence[str], pairs: Iterable[tuple[str, str]]) -> Graph:

@@ -6,11 +6,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from node.params import ConfigError
-from orchestrator.topology.graph import Graph
-from orchestrator.topology.kinds import KINDS
-from orchestrator.topology.schedule import Topology
-from orchestrator.topology.weights import TOLERANCE, Matrix
+from starling.node.params import ConfigError
+from starling.orchestrator.topology.graph import Graph
+from starling.orchestrator.topology.kinds import KINDS
+from starling.orchestrator.topology.schedule import Topology
+from starling.orchestrator.topology.weights import TOLERANCE, Matrix
 
 __all__ = ["check_topology", "hub_role"]
 

@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from node.params import ConfigError
-from orchestrator.topology.builders import (
+from starling.node.params import ConfigError
+from starling.orchestrator.topology.builders import (
     directed_ring,
     edge_list,
     erdos_renyi,
@@ -20,7 +20,7 @@ from orchestrator.topology.builders import (
     ring,
     star,
 )
-from orchestrator.topology.graph import Graph
+from starling.orchestrator.topology.graph import Graph
 
 __all__ = ["KINDS", "TOPOLOGIES", "Kind", "build_graph"]
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from node.params import ConfigError
-from node.spec import Neighbourhood
-from orchestrator.topology.graph import Graph
-from orchestrator.topology.kinds import _count, _flag, _kind, build_graph
-from orchestrator.topology.weights import Matrix, neighbourhoods, parse_weights
+from starling.node.params import ConfigError
+from starling.node.spec import Neighbourhood
+from starling.orchestrator.topology.graph import Graph
+from starling.orchestrator.topology.kinds import _count, _flag, _kind, build_graph
+from starling.orchestrator.topology.weights import Matrix, neighbourhoods, parse_weights
 
 __all__ = ["Topology", "node_count", "parse_topology"]
 

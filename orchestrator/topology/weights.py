@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from node.params import ConfigError
-from node.spec import Neighbourhood
-from orchestrator.topology.graph import Graph
+from starling.node.params import ConfigError
+from starling.node.spec import Neighbourhood
+from starling.orchestrator.topology.graph import Graph
 
 __all__ = ["TOLERANCE", "Matrix", "metropolis_weights", "neighbourhoods", "parse_weights"]
 

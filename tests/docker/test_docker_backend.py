@@ -71,7 +71,7 @@ def test_docker_backend_kill_pause_disconnect_and_cut_then_nothing_left(tmp_path
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     out = tmp_path / "out"
     run = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(path), "--out", str(out)],
+        [sys.executable, "-m", "starling.orchestrator.cli", "run", str(path), "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -140,7 +140,7 @@ def test_real_loss_on_a_link_and_a_rate_limited_node_are_accounted(tmp_path):
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     out = tmp_path / "out"
     run = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(path), "--out", str(out)],
+        [sys.executable, "-m", "starling.orchestrator.cli", "run", str(path), "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -187,7 +187,7 @@ def test_link_faults_without_the_helper_image_are_refused_before_any_container(t
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     before = set(_labelled("container"))
     run = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(path), "--out",
+        [sys.executable, "-m", "starling.orchestrator.cli", "run", str(path), "--out",
          str(tmp_path / "out")],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -218,7 +218,7 @@ def test_delay_needs_netem_or_says_why(tmp_path):
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     run = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(path), "--out",
+        [sys.executable, "-m", "starling.orchestrator.cli", "run", str(path), "--out",
          str(tmp_path / "out")],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -244,7 +244,7 @@ def test_cleanup_removes_what_a_crashed_run_left(tmp_path):
     subprocess.run(["docker", "create", "--label", label, "--name", f"starling-{run_id}-a",
                     "starling-node:latest"], check=True, capture_output=True)  # fmt: skip
     done = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "docker", "cleanup", "--run", run_id,
+        [sys.executable, "-m", "starling.orchestrator.cli", "docker", "cleanup", "--run", run_id,
          "--format", "json"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
@@ -286,7 +286,7 @@ def test_ctrl_c_mid_run_removes_everything_and_live_pause_works(tmp_path):
     out = tmp_path / "out"
     env = {**os.environ, "STARLING_HOME": str(tmp_path / "home")}
     run = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(path), "--out", str(out)],
+        [sys.executable, "-m", "starling.orchestrator.cli", "run", str(path), "--out", str(out)],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -297,7 +297,7 @@ def test_ctrl_c_mid_run_removes_everything_and_live_pause_works(tmp_path):
             time.sleep(0.1)
         for action in ("pause", "unpause"):
             done = subprocess.run(
-                [sys.executable, "-m", "orchestrator.cli", "nodes", action, "1", "--run",
+                [sys.executable, "-m", "starling.orchestrator.cli", "nodes", action, "1", "--run",
                  str(out)],
                 cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
             )  # fmt: skip
@@ -311,14 +311,15 @@ def test_ctrl_c_mid_run_removes_everything_and_live_pause_works(tmp_path):
             if argv[0] == "restore":
                 time.sleep(3)  # a few rounds under loss
             done = subprocess.run(
-                [sys.executable, "-m", "orchestrator.cli", "links", *argv, "--run", str(out)],
+                [sys.executable, "-m", "starling.orchestrator.cli", "links", *argv,
+                 "--run", str(out)],
                 cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
             )  # fmt: skip
             assert done.returncode == 0, done.stderr
             assert said in done.stdout, done.stdout
         refused = subprocess.run(
-            [sys.executable, "-m", "orchestrator.cli", "links", "restore", "0", "2", "--kernel",
-             "--run", str(out)],
+            [sys.executable, "-m", "starling.orchestrator.cli", "links", "restore", "0", "2",
+             "--kernel", "--run", str(out)],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert refused.returncode == 2, refused.stdout + refused.stderr

@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from node.builtin_data import BUILTIN, builtin_bytes, verified
-from node.data import load_file, load_shard, read_libsvm, read_table
-from node.models.gaussian_mixture import GaussianMixture
-from node.models.logistic_regression import LogisticRegression
-from node.models.mlp import MLP
-from node.params import ConfigError
-from node.spec import DataSpec
+from starling.node.builtin_data import BUILTIN, builtin_bytes, verified
+from starling.node.data import load_file, load_shard, read_libsvm, read_table
+from starling.node.models.gaussian_mixture import GaussianMixture
+from starling.node.models.logistic_regression import LogisticRegression
+from starling.node.models.mlp import MLP
+from starling.node.params import ConfigError
+from starling.node.spec import DataSpec
 
 LIBSVM_TEXT = """\
 +1 1:1 3:0.5 \n\

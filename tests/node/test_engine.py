@@ -1,9 +1,9 @@
 """The round engine over its in-memory lockstep transport: the semantics it documents.
 
-:mod:`node.engine.rounds` states what a synchronous and an asynchronous receiver get in
+:mod:`starling.node.engine.rounds` states what a synchronous and an asynchronous receiver get in
 each round; these tests drive two small real programs through :func:`round_steps` and the
 :class:`LockstepNetwork` the simulator uses, and check exactly that — including what a
-scheduled link fault (decided once, by :class:`node.faults.ScheduledFaults`) takes out.
+scheduled link fault (decided once, by :class:`starling.node.faults.ScheduledFaults`) takes out.
 The network transport is held to the same round by the run ≡ simulate tests
 (``tests/node/test_runtime.py``, ``tests/test_faults_e2e.py``).
 """
@@ -16,11 +16,11 @@ import sys
 import numpy as np
 import pytest
 
-from node.engine import LockstepNetwork, round_steps, run_round
-from node.faults import ScheduledFaults
-from node.messages import Message
-from node.samplers.base import NodeProgram
-from node.spec import LinkFault
+from starling.node.engine import LockstepNetwork, round_steps, run_round
+from starling.node.faults import ScheduledFaults
+from starling.node.messages import Message
+from starling.node.samplers.base import NodeProgram
+from starling.node.spec import LinkFault
 
 
 class Stamp(NodeProgram):
@@ -108,7 +108,7 @@ def test_a_message_to_an_unknown_peer_names_both_nodes():
 @pytest.mark.e2e
 def test_the_simulator_imports_no_grpc():
     code = (
-        "import sys, node.engine; "
+        "import sys, starling.node.engine; "
         "bad = [m for m in sys.modules if m.startswith(('grpc', 'orchestrator'))]; "
         "assert not bad, bad"
     )

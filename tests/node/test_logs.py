@@ -9,10 +9,10 @@ import logging
 
 import pytest
 
-from node import logs
-from node.config import load_settings
-from node.exporter import parse_metrics_address
-from node.params import ConfigError
+from starling.node import logs
+from starling.node.config import load_settings
+from starling.node.exporter import parse_metrics_address
+from starling.node.params import ConfigError
 
 
 @pytest.fixture

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from node.config import HomeData, load_settings, override
-from node.data import load_shard
-from node.models import build_model
-from node.params import ConfigError
-from orchestrator.experiment import parse_experiment
-from orchestrator.node_specs import node_specs
+from starling.node.config import HomeData, load_settings, override
+from starling.node.data import load_shard
+from starling.node.models import build_model
+from starling.node.params import ConfigError
+from starling.orchestrator.experiment import parse_experiment
+from starling.orchestrator.node_specs import node_specs
 from tests.conftest import ROOT
 from tests.node.test_runtime_harness import Cluster, wait_until
 
@@ -71,7 +71,7 @@ def test_bad_settings_are_one_line_naming_the_field(tmp_path, text, message):
 def test_serve_reports_a_bad_settings_file_in_one_line(tmp_path):
     path = _write(tmp_path, "data: {source: synthetic, shard: -2}\n")
     done = subprocess.run(
-        [sys.executable, "-m", "node", "serve", "--config", str(path)],
+        [sys.executable, "-m", "starling.node", "serve", "--config", str(path)],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 2
@@ -127,7 +127,7 @@ def test_node_uses_its_own_data_and_reports_only_the_recipe(tmp_path):
                    "done")  # fmt: skip
         # The node's shard is the one --shard/--data-seed name: the same program on the
         # same spec with that shard, in-process, gives the same samples bit for bit.
-        from node.engine import simulate
+        from starling.node.engine import simulate
 
         resolved = [dataclasses.replace(s, data=replies[s.node_id].data, peers={}) for s in specs]
         expected = simulate(resolved)
@@ -184,7 +184,7 @@ def test_health_command_exit_codes(tmp_path):
 
         def health(address: str):
             return subprocess.run(
-                [sys.executable, "-m", "orchestrator.cli", "node", "health", address,
+                [sys.executable, "-m", "starling.orchestrator.cli", "node", "health", address,
                  "--timeout", "2"],
                 cwd=ROOT, capture_output=True, text=True, timeout=60,
             )  # fmt: skip

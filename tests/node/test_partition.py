@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from node.params import ConfigError
-from node.partition import default_sizes, shard_rows
+from starling.node.params import ConfigError
+from starling.node.partition import default_sizes, shard_rows
 
 N_ROWS = 103  # not a multiple of the shard count, so shares differ by one
 

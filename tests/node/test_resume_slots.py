@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from node.runtime.checkpoint import Checkpoint, save_checkpoint
-from node.runtime.resume import SLOT_FILES, ResumeSlots, read_slot
-from node.runtime.run import CHECKPOINT_FILE, resume_points
+from starling.node.runtime.checkpoint import Checkpoint, save_checkpoint
+from starling.node.runtime.resume import SLOT_FILES, ResumeSlots, read_slot
+from starling.node.runtime.run import CHECKPOINT_FILE, resume_points
 
 
 def _point(next_round: int, samples: int | None = None) -> Checkpoint:

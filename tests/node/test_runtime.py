@@ -1,6 +1,6 @@
 """The node runtime over real gRPC: equal to the simulator, strict with bad peers, clean exits.
 
-Node processes are real (``python -m node serve`` on 127.0.0.1), so are the channels; the
+Node processes are real (``python -m starling.node serve`` on 127.0.0.1), so are the channels; the
 only in-process checks are the pure conversions and the sample store.
 """
 
@@ -16,18 +16,18 @@ import grpc
 import numpy as np
 import pytest
 
-from node.engine import simulate
-from node.messages import Message
-from node.params import ConfigError
-from node.protocol import convert
-from node.protocol.starling.v1 import control_pb2, peer_pb2, peer_pb2_grpc
-from node.runtime.inbox import WITHHELD, Inbox
-from node.runtime.stats import StatsBook
-from node.runtime.store import SampleStore
-from node.runtime.transport import open_channel
-from orchestrator.client import NodeClient, NodeRejected, NodeUnavailable
-from orchestrator.experiment import load_experiment
-from orchestrator.node_specs import node_specs
+from starling.node.engine import simulate
+from starling.node.messages import Message
+from starling.node.params import ConfigError
+from starling.node.protocol import convert
+from starling.node.protocol.starling.v1 import control_pb2, peer_pb2, peer_pb2_grpc
+from starling.node.runtime.inbox import WITHHELD, Inbox
+from starling.node.runtime.stats import StatsBook
+from starling.node.runtime.store import SampleStore
+from starling.node.runtime.transport import open_channel
+from starling.orchestrator.client import NodeClient, NodeRejected, NodeUnavailable
+from starling.orchestrator.experiment import load_experiment
+from starling.orchestrator.node_specs import node_specs
 from tests.node.test_runtime_harness import ROOT, Cluster, as_peer, ring_experiment, wait_until
 
 

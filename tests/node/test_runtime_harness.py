@@ -1,4 +1,4 @@
-"""Real node processes for the runtime tests: ``python -m node serve`` on 127.0.0.1.
+"""Real node processes for the runtime tests: ``python -m starling.node serve`` on 127.0.0.1.
 
 Not a test module itself (it holds no tests); the runtime test files import it. Every
 process started through a :class:`Cluster` is killed when the cluster closes, whatever
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from node.protocol.contract import READY_PREFIX
-from orchestrator.client import NodeClient
-from orchestrator.experiment import Experiment, parse_experiment
+from starling.node.protocol.contract import READY_PREFIX
+from starling.orchestrator.client import NodeClient
+from starling.orchestrator.experiment import Experiment, parse_experiment
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,7 +76,7 @@ class Cluster:
         command = [
             sys.executable,
             "-m",
-            "node",
+            "starling.node",
             "serve",
             "--listen",
             listen,

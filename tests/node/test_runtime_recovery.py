@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from orchestrator.node_specs import node_specs
+from starling.orchestrator.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster, ring_experiment
 from tests.waiting import holds_for, wait_until
 

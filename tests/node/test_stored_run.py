@@ -9,11 +9,11 @@ import signal
 import numpy as np
 import pytest
 
-from node.params import ConfigError
-from node.runtime.archive import run_directory
-from node.runtime.runtime import SAMPLES_FILE
-from orchestrator.client import NodeUnavailable
-from orchestrator.node_specs import node_specs
+from starling.node.params import ConfigError
+from starling.node.runtime.archive import run_directory
+from starling.node.runtime.runtime import SAMPLES_FILE
+from starling.orchestrator.client import NodeUnavailable
+from starling.orchestrator.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster, ring_experiment, wait_until
 
 pytestmark = pytest.mark.e2e

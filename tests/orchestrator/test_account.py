@@ -8,19 +8,19 @@ import json
 import numpy as np
 import pytest
 
-from node.params import ConfigError
-from orchestrator import live
-from orchestrator.collector import Collector
-from orchestrator.evaluation import evaluate
-from orchestrator.experiment import parse_experiment
-from orchestrator.fault_account import (
+from starling.node.params import ConfigError
+from starling.orchestrator import live
+from starling.orchestrator.collector import Collector
+from starling.orchestrator.evaluation import evaluate
+from starling.orchestrator.experiment import parse_experiment
+from starling.orchestrator.fault_account import (
     describe_link_faults,
     describe_node_faults,
     scheduled_link_counts,
 )
-from orchestrator.node_specs import node_specs
-from orchestrator.results import link_account, link_summary, summary_table
-from orchestrator.simulation import simulate_experiment
+from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.results import link_account, link_summary, summary_table
+from starling.orchestrator.simulation import simulate_experiment
 
 
 def _raw(**fields):

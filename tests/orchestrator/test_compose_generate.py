@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from node.params import ConfigError
-from orchestrator.compose import generate, node_ids
-from orchestrator.experiment import parse_experiment
+from starling.node.params import ConfigError
+from starling.orchestrator.compose import generate, node_ids
+from starling.orchestrator.experiment import parse_experiment
 from tests.conftest import ROOT, run_cli
 
 

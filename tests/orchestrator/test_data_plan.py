@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from node.data import load_shard
-from node.models import build_model
-from node.params import ConfigError
-from node.protocol.convert import config_to_spec, spec_to_config
-from orchestrator.data_plan import data_specs
-from orchestrator.evaluation import reference_data
-from orchestrator.experiment import parse_experiment
-from orchestrator.node_specs import node_specs
+from starling.node.data import load_shard
+from starling.node.models import build_model
+from starling.node.params import ConfigError
+from starling.node.protocol.convert import config_to_spec, spec_to_config
+from starling.orchestrator.data_plan import data_specs
+from starling.orchestrator.evaluation import reference_data
+from starling.orchestrator.experiment import parse_experiment
+from starling.orchestrator.node_specs import node_specs
 
 MODEL = {"name": "logistic_regression", "params": {"features": 2}}
 
@@ -168,7 +168,7 @@ def test_one_synthetic_data_set_dealt_to_any_number_of_nodes():
 def test_held_out_rows_are_in_no_shard(tmp_path, partition):
     """A seeded test split (evaluation.test.split) and any partition: the orchestrator's
     test rows and the nodes' shards are disjoint and together the whole file."""
-    from orchestrator.heldout import held_out_data
+    from starling.orchestrator.heldout import held_out_data
 
     experiment = _experiment(
         data={"source": "file", "path": _file(tmp_path, 200), "partition": partition, "seed": 6},
@@ -196,8 +196,8 @@ def test_held_out_rows_are_in_no_shard(tmp_path, partition):
 def test_real_nodes_hold_the_planned_rows(tmp_path, starling_home):
     """Over gRPC each node loads exactly its planned rows: a run with a random partition,
     heterogeneous sizes and a node's own file gives the samples ``simulate`` gives."""
-    from node.engine import simulate
-    from orchestrator.runner import run_experiment
+    from starling.node.engine import simulate
+    from starling.orchestrator.runner import run_experiment
 
     (tmp_path / "own").mkdir()
     own = tmp_path / "own" / "c.csv"

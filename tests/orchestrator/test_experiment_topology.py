@@ -16,17 +16,17 @@ import numpy as np
 import pytest
 import yaml
 
-import node.samplers
-from node.assemble import build_program, node_rng
-from node.engine import simulate
-from node.faults import withheld_by_schedule
-from node.messages import Message
-from node.params import ConfigError
-from node.samplers.dsgld import DSGLD, DSGLDParams
-from node.samplers.registry import AlgorithmInfo
-from orchestrator.experiment import load_experiment, parse_experiment
-from orchestrator.faults import NodeFault
-from orchestrator.node_specs import node_specs
+import starling.node.samplers
+from starling.node.assemble import build_program, node_rng
+from starling.node.engine import simulate
+from starling.node.faults import withheld_by_schedule
+from starling.node.messages import Message
+from starling.node.params import ConfigError
+from starling.node.samplers.dsgld import DSGLD, DSGLDParams
+from starling.node.samplers.registry import AlgorithmInfo
+from starling.orchestrator.experiment import load_experiment, parse_experiment
+from starling.orchestrator.faults import NodeFault
+from starling.orchestrator.node_specs import node_specs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -160,7 +160,7 @@ STAR = AlgorithmInfo(
 
 @pytest.fixture
 def star_algorithm(monkeypatch):
-    monkeypatch.setitem(node.samplers.ALGORITHMS, STAR.name, STAR)
+    monkeypatch.setitem(starling.node.samplers.ALGORITHMS, STAR.name, STAR)
     return STAR.name
 
 

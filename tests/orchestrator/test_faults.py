@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from node.faults import withheld_by_schedule
-from node.params import ConfigError
-from node.spec import LinkFault
-from orchestrator.faults import FOREVER, NodeFault, parse_faults, rounds_covering
-from orchestrator.topology import build_graph
+from starling.node.faults import withheld_by_schedule
+from starling.node.params import ConfigError
+from starling.node.spec import LinkFault
+from starling.orchestrator.faults import FOREVER, NodeFault, parse_faults, rounds_covering
+from starling.orchestrator.topology import build_graph
 
 NODES = [str(k) for k in range(6)]
 RING = build_graph("ring", NODES, {})

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from scipy.stats import chi2
 
-from node.data import shard_rng
-from node.models.conjugate_gaussian import ConjugateGaussian
-from node.models.linear_regression import LinearRegression
-from orchestrator.hpd import hpd_section, true_level
+from starling.node.data import shard_rng
+from starling.node.models.conjugate_gaussian import ConjugateGaussian
+from starling.node.models.linear_regression import LinearRegression
+from starling.orchestrator.hpd import hpd_section, true_level
 
 
 def _setup(model, shards=3, size=40):

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from node.params import ConfigError
-from orchestrator.backends import backend_factory, backend_kinds, make_backend
-from orchestrator.backends.base import Backend
-from orchestrator.experiment import parse_experiment
+from starling.node.params import ConfigError
+from starling.orchestrator.backends import backend_factory, backend_kinds, make_backend
+from starling.orchestrator.backends.base import Backend
+from starling.orchestrator.experiment import parse_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 ORCHESTRATOR = ROOT / "orchestrator"
@@ -25,7 +25,7 @@ def test_simulate_runs_without_importing_grpc(tmp_path):
     """``starling simulate`` end to end in a fresh interpreter; grpc is never imported."""
     script = (
         "import sys\n"
-        "from orchestrator.cli import main\n"
+        "from starling.orchestrator.cli import main\n"
         f"code = main(['simulate', 'examples/quickstart.yaml', '--out', {str(tmp_path)!r}])\n"
         "assert code == 0, code\n"
         "loaded = sorted(m for m in sys.modules if m == 'grpc' or m.startswith('grpc.'))\n"
@@ -53,7 +53,11 @@ def _imports(path: Path) -> set[str]:
 
 def test_no_orchestrator_module_reads_node_files_directly():
     """Nodes are reached over gRPC only: no import of the node's store or state layout."""
-    forbidden = ("node.runtime.store", "node.runtime.archive", "node.runtime.checkpoint")
+    forbidden = (
+        "starling.node.runtime.store",
+        "starling.node.runtime.archive",
+        "starling.node.runtime.checkpoint",
+    )
     offenders = {
         str(path.relative_to(ROOT)): sorted(
             name for name in _imports(path) if name.startswith(forbidden)

@@ -6,18 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from node.data import load_shard
-from node.models import build_model
-from node.models.classification import log_loss, roc_auc
-from node.params import ConfigError
-from node.protocol import convert
-from node.protocol.starling.v1 import control_pb2
-from node.spec import ModelSpec
-from node.split import held_out, training_rows
-from orchestrator.experiment import parse_experiment
-from orchestrator.heldout import held_out_data
-from orchestrator.node_specs import node_specs
-from orchestrator.predictive import curve_rounds, score_samples
+from starling.node.data import load_shard
+from starling.node.models import build_model
+from starling.node.models.classification import log_loss, roc_auc
+from starling.node.params import ConfigError
+from starling.node.protocol import convert
+from starling.node.protocol.starling.v1 import control_pb2
+from starling.node.spec import ModelSpec
+from starling.node.split import held_out, training_rows
+from starling.orchestrator.experiment import parse_experiment
+from starling.orchestrator.heldout import held_out_data
+from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.predictive import curve_rounds, score_samples
 
 
 def test_auc_of_a_fixed_score_vector_is_the_hand_count():

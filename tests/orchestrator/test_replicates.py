@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from node.params import ConfigError
-from orchestrator.replicates import first_iteration_below, interval, iteration_value
-from orchestrator.study import load_study, run_study
+from starling.node.params import ConfigError
+from starling.orchestrator.replicates import first_iteration_below, interval, iteration_value
+from starling.orchestrator.study import load_study, run_study
 
 
 def test_t_interval_of_a_fixed_vector():

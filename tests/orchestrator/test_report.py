@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import yaml
 
-from orchestrator.cli import main
-from orchestrator.report import write_report
+from starling.orchestrator.cli import main
+from starling.orchestrator.report import write_report
 
 pytest.importorskip("matplotlib")
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from orchestrator.client import NodeClient
+from starling.orchestrator.client import NodeClient
 from tests.conftest import ROOT
 from tests.waiting import wait_until
 
@@ -28,7 +28,7 @@ def test_ctrl_c_leaves_no_process_and_writes_partial_results(tmp_path, starling_
     out = tmp_path / "out"
     env = {**os.environ, "STARLING_HOME": str(starling_home)}
     orchestrator = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(path), "--out", str(out)],
+        [sys.executable, "-m", "starling.orchestrator.cli", "run", str(path), "--out", str(out)],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

@@ -10,8 +10,8 @@ import zipfile
 
 import pytest
 
-from orchestrator.cli import main
-from orchestrator.shipped import copy_examples, example_path, list_examples
+from starling.orchestrator.cli import main
+from starling.orchestrator.shipped import copy_examples, example_path, list_examples
 from tests.conftest import ROOT
 
 
@@ -69,7 +69,7 @@ def test_the_wheel_carries_the_examples_and_finds_them_installed(tmp_path):
     assert inside == {f"orchestrator/examples/{p.name}" for p in (ROOT / "examples").glob("*.yaml")}
     # Imported from the unpacked wheel (no checkout around it), the examples are its own.
     found = subprocess.run(
-        [sys.executable, "-c", "from orchestrator.shipped import example_path; "
+        [sys.executable, "-c", "from starling.orchestrator.shipped import example_path; "
          "print(example_path('quickstart'))"],
         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path / "site")},
         capture_output=True, text=True, timeout=120,
@@ -79,7 +79,7 @@ def test_the_wheel_carries_the_examples_and_finds_them_installed(tmp_path):
     assert found.stdout.strip() == str(expected.resolve())
     # The a9a the examples name loads from the unpacked wheel, its checksum verified.
     a9a = subprocess.run(
-        [sys.executable, "-c", "import node.builtin_data as b; print(b.__file__, "
+        [sys.executable, "-c", "import starling.node.builtin_data as b; print(b.__file__, "
          "len(b.load_builtin('a9a.t', 123)))"],
         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path / "site")},
         capture_output=True, text=True, timeout=120,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from orchestrator.backends.local import state_dir
-from orchestrator.store_release import release_local_stores
+from starling.orchestrator.backends.local import state_dir
+from starling.orchestrator.store_release import release_local_stores
 
 
 def _folder(tmp_path, samples, rounds, written):

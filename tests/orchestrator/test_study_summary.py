@@ -6,8 +6,8 @@ import csv
 
 import pytest
 
-from node.params import ConfigError
-from orchestrator.study import load_study, run_study
+from starling.node.params import ConfigError
+from starling.orchestrator.study import load_study, run_study
 
 
 def _raw(summary: str | None) -> dict:

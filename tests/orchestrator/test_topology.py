@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from node.params import ConfigError
-from node.samplers import algorithm_info
-from node.samplers.dsgld import DSGLD, DSGLDParams
-from node.samplers.registry import AlgorithmInfo
-from orchestrator.topology import (
+from starling.node.params import ConfigError
+from starling.node.samplers import algorithm_info
+from starling.node.samplers.dsgld import DSGLD, DSGLDParams
+from starling.node.samplers.registry import AlgorithmInfo
+from starling.orchestrator.topology import (
     KINDS,
     Graph,
     Topology,

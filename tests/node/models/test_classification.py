@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from node.models.classification import accuracy, binary_labels, log_loss, roc_auc
-from node.params import ConfigError
+from starling.node.models.classification import accuracy, binary_labels, log_loss, roc_auc
+from starling.node.params import ConfigError
 
 
 def test_roc_auc_equals_the_pairwise_count():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from node.data import shard_rng
-from node.models.conjugate_gaussian import ConjugateGaussian
+from starling.node.data import shard_rng
+from starling.node.models.conjugate_gaussian import ConjugateGaussian
 
 
 def _shards(model, nodes=10, size=2000, seed=0):

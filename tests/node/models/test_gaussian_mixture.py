@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import integrate
 
-from node.data import shard_rng
-from node.models.gaussian_mixture import GaussianMixture
+from starling.node.data import shard_rng
+from starling.node.models.gaussian_mixture import GaussianMixture
 
 
 def _shards(model, nodes=5, size=20, seed=0):

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from node.data import load_file
-from node.models.base import Dataset
-from node.models.classification import classification_scores
-from node.models.logistic_regression import LogisticRegression
-from node.models.prox import subproblem_residual
-from node.params import ConfigError
+from starling.node.data import load_file
+from starling.node.models.base import Dataset
+from starling.node.models.classification import classification_scores
+from starling.node.models.logistic_regression import LogisticRegression
+from starling.node.models.prox import subproblem_residual
+from starling.node.params import ConfigError
 
 A9A = Path("/work/shared/data/a9a.gz")
 A9A_TEST = Path("/work/shared/data/a9a.t.gz")

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from scipy.special import softmax
 
-from node.data import read_table
-from node.models.base import Dataset
-from node.models.classification import classification_scores
-from node.models.mlp import MLP
-from node.params import ConfigError
+from starling.node.data import read_table
+from starling.node.models.base import Dataset
+from starling.node.models.classification import classification_scores
+from starling.node.models.mlp import MLP
+from starling.node.params import ConfigError
 
 
 def _reference_logits(model: MLP, x: np.ndarray, Z: np.ndarray) -> np.ndarray:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from node.models import MODELS, build_model
-from node.models.base import LocalPotential
-from node.models.prox import subproblem_residual
-from node.params import ConfigError
-from node.spec import ModelSpec
+from starling.node.models import MODELS, build_model
+from starling.node.models.base import LocalPotential
+from starling.node.models.prox import subproblem_residual
+from starling.node.params import ConfigError
+from starling.node.spec import ModelSpec
 
 # Small instances so that finite differences over every coordinate stay fast.
 SMALL = {

@@ -1,11 +1,12 @@
 """Exact laws of the undirected samplers on a Gaussian target, from the same specs they run on.
 
 With a quadratic potential ``f_i(x) = ½ xᵀA_i x − b_iᵀx`` every update in
-:mod:`node.samplers.dsgld`, :mod:`~node.samplers.dsghmc`, :mod:`~node.samplers.dula` and
-:mod:`~node.samplers.admms` is affine in the stacked state of all nodes plus Gaussian noise,
-``z ← M z + c + G w``. This module writes ``M, c, G`` down for each sampler (the derivation
-is in each function's docstring); :func:`tests.stats.stationary_gaussian` then gives the exact
-stationary law, and :func:`tests.stats.propagate_gaussian` the exact law at any round.
+:mod:`starling.node.samplers.dsgld`, :mod:`~starling.node.samplers.dsghmc`,
+:mod:`~starling.node.samplers.dula` and :mod:`~starling.node.samplers.admms` is affine in the
+stacked state of all nodes plus Gaussian noise, ``z ← M z + c + G w``. This module writes ``M, c,
+G`` down for each sampler (the derivation is in each function's docstring);
+:func:`tests.stats.stationary_gaussian` then gives the exact stationary law, and
+:func:`tests.stats.propagate_gaussian` the exact law at any round.
 
 ``A_i`` and ``b_i`` are read off the node's own potential (``∇f_i(x) = A_i x − b_i``), and
 :func:`Network.posterior` is checked against the model's conjugate posterior, so a wrong
@@ -19,12 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from node.data import load_shard
-from node.engine import simulate
-from node.models import build_model
-from node.spec import NodeSpec
-from orchestrator.experiment import parse_experiment
-from orchestrator.node_specs import node_specs
+from starling.node.data import load_shard
+from starling.node.engine import simulate
+from starling.node.models import build_model
+from starling.node.spec import NodeSpec
+from starling.orchestrator.experiment import parse_experiment
+from starling.orchestrator.node_specs import node_specs
 
 __all__ = [
     "LinearRecursion",
@@ -134,7 +135,7 @@ class Network:
 
     def without_link(self, sender: str, receiver: str) -> Network:
         """The network when ``receiver`` never hears ``sender``: the lost mixing weight goes
-        to the receiver itself (:func:`node.samplers.dsgld.mix`) and the edge leaves its
+        to the receiver itself (:func:`starling.node.samplers.dsgld.mix`) and the edge leaves its
         Laplacian row."""
         i, j = self.ids.index(receiver), self.ids.index(sender)
         S = self.S.copy()
@@ -202,7 +203,7 @@ class Network:
             P' = P + ρ L X
             X' = H⁻¹ (b − P' + ρ (D + Adj) X − √2 D W) = H⁻¹ (b − P + 2ρ Adj X − √2 D W)
 
-        (the prox of :mod:`node.samplers.admms` solved in closed form; the √2 D W term is
+        (the prox of :mod:`starling.node.samplers.admms` solved in closed form; the √2 D W term is
         ``2ρ deg_i · (√2/(2ρ)) w_i``). Σ_i p_i stays 0 (1ᵀL = 0), an eigenvalue 1 the noise
         never excites, so the dual is written in the basis U of 1^⊥: ``P = (U⊗I) q``,
         ``q' = q + ρ (UᵀL⊗I) X``. The state is z = (X, q).

@@ -1,7 +1,7 @@
 """Async SGHMC ([001] §2, approach I) against the exact law of its stale-gradient recursion.
 
 A parameter server runs SGHMC on ``Σ_i ∇f_i(θ̃_i)``, the workers' latest gradients at their
-stale copies θ̃_i of θ, which it sends every s rounds (:mod:`node.samplers.async_sghmc`).
+stale copies θ̃_i of θ, which it sends every s rounds (:mod:`starling.node.samplers.async_sghmc`).
 On Bayesian linear regression (d = 2, 4 workers × 16 private synthetic points) and in the
 simulator's lockstep model (a message is used from the round after it was sent) the state
 
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from node.params import ConfigError
+from starling.node.params import ConfigError
 from tests.node.samplers.test_ec_sghmc import (
     BASE_POINTS,
     Blocks,

@@ -20,10 +20,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from node.assemble import build_program, node_rng
-from node.data import load_shard
-from node.models import build_model
-from node.params import ConfigError
+from starling.node.assemble import build_program, node_rng
+from starling.node.data import load_shard
+from starling.node.models import build_model
+from starling.node.params import ConfigError
 from tests.node.samplers.linear_gaussian import (
     network_from_specs,
     run_linear_regression,

@@ -30,18 +30,18 @@ import math
 import numpy as np
 import pytest
 
-from node.assemble import build_program, node_rng
-from node.data import load_shard
-from node.engine import simulate
-from node.faults import withheld_by_schedule
-from node.messages import Message
-from node.models import build_model
-from node.params import ConfigError
-from node.samplers.dglmc import plan_local_steps
-from node.spec import NodeSpec
-from orchestrator.experiment import parse_experiment
-from orchestrator.metrics import gaussian_w2
-from orchestrator.node_specs import node_specs
+from starling.node.assemble import build_program, node_rng
+from starling.node.data import load_shard
+from starling.node.engine import simulate
+from starling.node.faults import withheld_by_schedule
+from starling.node.messages import Message
+from starling.node.models import build_model
+from starling.node.params import ConfigError
+from starling.node.samplers.dglmc import plan_local_steps
+from starling.node.spec import NodeSpec
+from starling.orchestrator.experiment import parse_experiment
+from starling.orchestrator.metrics import gaussian_w2
+from starling.orchestrator.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster, start_run, wait_done
 from tests.stats import assert_mean_cov_close, stationary_gaussian
 
@@ -379,7 +379,7 @@ def test_random_drops_are_counted_one_for_one():
 
 @pytest.mark.e2e
 def test_real_processes_equal_the_simulator_bit_for_bit(tmp_path):
-    """A master and two workers as ``python -m node serve`` processes, with worker 1's link
+    """A master and two workers as ``python -m starling.node serve`` processes, with worker 1's link
     to the master down in rounds 5..8: the master's samples equal the simulation's byte for
     byte, and its status reports the same 4 stale inputs."""
     experiment = parse_experiment(

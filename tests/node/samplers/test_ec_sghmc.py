@@ -1,9 +1,9 @@
 """EC-SGHMC ([001] eq. 5-6) against the exact law of its asynchronous recursion.
 
 Target: Bayesian linear regression (d = 2, [000] §6.2 model) — a Gaussian posterior. In the
-simulator's lockstep model of asynchrony (:mod:`node.engine.rounds`: a message sent in
+simulator's lockstep model of asynchrony (:mod:`starling.node.engine.rounds`: a message sent in
 round r is used from round r + 1 on; worker and centre exchange at rounds ≡ 0 mod s) every
-update of :mod:`node.samplers.ec_sghmc` is affine in the state
+update of :mod:`starling.node.samplers.ec_sghmc` is affine in the state
 
     z = (θ^1..θ^K, p^1..p^K, c, r, c̃^1..c̃^K, θ̃^1..θ̃^K)
 
@@ -43,15 +43,15 @@ import numpy as np
 import pytest
 from scipy import linalg
 
-from node.assemble import build_program, node_rng
-from node.data import load_shard
-from node.engine import simulate
-from node.models import build_model
-from node.models.linear_regression import LinearRegression
-from node.params import ConfigError
-from node.spec import NodeSpec
-from orchestrator.experiment import parse_experiment
-from orchestrator.node_specs import node_specs
+from starling.node.assemble import build_program, node_rng
+from starling.node.data import load_shard
+from starling.node.engine import simulate
+from starling.node.models import build_model
+from starling.node.models.linear_regression import LinearRegression
+from starling.node.params import ConfigError
+from starling.node.spec import NodeSpec
+from starling.orchestrator.experiment import parse_experiment
+from starling.orchestrator.node_specs import node_specs
 from tests.stats import (
     assert_mean_cov_close,
     compare_mean_cov,

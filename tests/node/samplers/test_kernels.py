@@ -1,4 +1,5 @@
-"""The integrators of node.samplers.kernels: their formulas, their draw order, their inputs.
+"""The integrators of starling.node.samplers.kernels: their formulas, their draw order, their
+inputs.
 
 The laws these kernels sample are checked per sampler (the exact-law tests next to this
 file); here each kernel is checked against its equation written out with the same draws,
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from node.samplers import kernels
+from starling.node.samplers import kernels
 
 SHAPE = (3, 2)
 

@@ -21,14 +21,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from node.data import load_shard
-from node.engine import simulate
-from node.faults import withheld_by_schedule
-from node.models import build_model
-from node.samplers.push_sum import PushSumParams
-from node.spec import NodeSpec
-from orchestrator.experiment import parse_experiment
-from orchestrator.node_specs import node_specs
+from starling.node.data import load_shard
+from starling.node.engine import simulate
+from starling.node.faults import withheld_by_schedule
+from starling.node.models import build_model
+from starling.node.samplers.push_sum import PushSumParams
+from starling.node.spec import NodeSpec
+from starling.orchestrator.experiment import parse_experiment
+from starling.orchestrator.node_specs import node_specs
 from tests.stats import assert_mean_cov_close, compare_mean_cov
 
 NODES = [str(k) for k in range(5)]

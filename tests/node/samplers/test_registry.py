@@ -14,16 +14,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import node.samplers
-from node.assemble import build_program, node_rng
-from node.samplers import ALGORITHMS
-from node.samplers.dsgld import DSGLD, DSGLDParams
-from node.samplers.registry import AlgorithmInfo, discover
-from orchestrator.experiment import parse_experiment
-from orchestrator.node_specs import node_specs
-from orchestrator.topology import hub_role
+import starling.node.samplers
+from starling.node.assemble import build_program, node_rng
+from starling.node.samplers import ALGORITHMS
+from starling.node.samplers.dsgld import DSGLD, DSGLDParams
+from starling.node.samplers.registry import AlgorithmInfo, discover
+from starling.orchestrator.experiment import parse_experiment
+from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.topology import hub_role
 
-FOLDER = Path(node.samplers.__file__).parent
+FOLDER = Path(starling.node.samplers.__file__).parent
 
 
 def test_the_catalogue_is_every_module_s_algorithms():
@@ -32,7 +32,7 @@ def test_the_catalogue_is_every_module_s_algorithms():
     for path in sorted(FOLDER.glob("*.py")):
         if path.stem == "__init__":
             continue
-        module = importlib.import_module(f"node.samplers.{path.stem}")
+        module = importlib.import_module(f"starling.node.samplers.{path.stem}")
         for info in getattr(module, "ALGORITHMS", ()):
             assert info.name not in declared, info.name
             declared[info.name] = info
@@ -43,8 +43,8 @@ def test_the_catalogue_is_every_module_s_algorithms():
 
 
 TOY = """
-from node.samplers.dsgld import DSGLD, DSGLDParams
-from node.samplers.registry import AlgorithmInfo
+from starling.node.samplers.dsgld import DSGLD, DSGLDParams
+from starling.node.samplers.registry import AlgorithmInfo
 
 ALGORITHMS = (
     AlgorithmInfo(name="toy", summary="", source="", graph="undirected",

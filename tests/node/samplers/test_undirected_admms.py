@@ -63,10 +63,10 @@ def test_admm_without_noise_converges_to_the_map():
 
 
 def _lossy_ring(isolated_round: str, drop: float) -> dict:
-    from node.engine import simulate
-    from orchestrator.evaluation import evaluate
-    from orchestrator.experiment import parse_experiment
-    from orchestrator.node_specs import node_specs
+    from starling.node.engine import simulate
+    from starling.orchestrator.evaluation import evaluate
+    from starling.orchestrator.experiment import parse_experiment
+    from starling.orchestrator.node_specs import node_specs
 
     experiment = parse_experiment(
         {

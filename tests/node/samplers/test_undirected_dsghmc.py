@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pytest
 
-from node.params import ConfigError
+from starling.node.params import ConfigError
 from tests.node.samplers.linear_gaussian import (
     network_from_specs,
     run_linear_regression,
@@ -30,7 +30,7 @@ ETA, GAMMA = 0.1, 7.0  # [000] §6.2
 
 
 def test_dsghmc_defaults_are_the_papers():
-    from node.samplers.dsghmc import DSGHMCParams
+    from starling.node.samplers.dsghmc import DSGHMCParams
 
     assert (DSGHMCParams().eta, DSGHMCParams().gamma) == (ETA, GAMMA)
 

@@ -20,10 +20,10 @@ import math
 import numpy as np
 import pytest
 
-from node.params import ConfigError, parse_params
-from node.samplers.dula import DULAParams
-from node.samplers.schedules import Constant, PolynomialDecay
-from orchestrator.metrics import empirical_w2
+from starling.node.params import ConfigError, parse_params
+from starling.node.samplers.dula import DULAParams
+from starling.node.samplers.schedules import Constant, PolynomialDecay
+from starling.orchestrator.metrics import empirical_w2
 from tests.node.samplers.linear_gaussian import (
     network_from_specs,
     run_linear_regression,

@@ -1,8 +1,8 @@
 """D-SGHMC, D-ULA and a centralised reference on real node processes equal the simulator.
 
 The samplers are pure programs driven identically by the simulator and the gRPC runtime
-(DESIGN principle 1); this runs each on real ``python -m node serve`` processes and compares
-the collected samples byte for byte with :func:`node.engine.simulate`.
+(DESIGN principle 1); this runs each on real ``python -m starling.node serve`` processes and
+compares the collected samples byte for byte with :func:`starling.node.engine.simulate`.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from node.engine import simulate
-from orchestrator.experiment import parse_experiment
-from orchestrator.node_specs import node_specs
+from starling.node.engine import simulate
+from starling.orchestrator.experiment import parse_experiment
+from starling.orchestrator.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster, start_run, wait_done
 
 

@@ -1,4 +1,4 @@
-from node.protocol.starling.v1 import tensor_pb2 as _tensor_pb2
+from starling.node.protocol.starling.v1 import tensor_pb2 as _tensor_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
