@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import yaml
@@ -30,6 +31,8 @@ from starling.orchestrator.account import Account, account_divergence
 from starling.orchestrator.evaluation import Evaluation, evaluate
 from starling.orchestrator.experiment import Experiment
 from starling.orchestrator.summary_lines import scoring_lines
+
+T = TypeVar("T")
 
 __all__ = [
     "LINK_COUNTERS",
@@ -253,6 +256,12 @@ def summary_table(metrics: Mapping) -> str:
     return "\n".join(lines)
 
 
+def in_node_order(by_node: Mapping[str, T], node_ids: Sequence[str]) -> dict[str, T]:
+    """``by_node`` reordered as ``node_ids`` lists the nodes (any others last, by id)."""
+    rank = {node: k for k, node in enumerate(node_ids)}
+    return dict(sorted(by_node.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))
+
+
 def close_run(
     experiment: Experiment,
     out_dir: Path,
@@ -270,6 +279,10 @@ def close_run(
     ``simulate`` both end here, so their folders have the same keys. ``node_data``: what
     nodes holding their own data reported (see
     :func:`starling.orchestrator.evaluation.evaluate`)."""
+    # In the experiment's node order, whatever order the nodes were collected in: means over
+    # nodes are float sums, and ``run`` must score to the last bit what ``simulate`` scores.
+    samples = in_node_order(samples, experiment.node_ids)
+    rounds = in_node_order(rounds, experiment.node_ids)
     evaluation = evaluate(experiment, samples, node_data)
     for line in link_account(links):
         account.plain(line)

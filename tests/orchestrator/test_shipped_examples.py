@@ -61,12 +61,14 @@ def test_the_wheel_carries_the_examples_and_finds_them_installed(tmp_path):
     assert built.returncode == 0, built.stderr
     (wheel,) = tmp_path.glob("*.whl")
     with zipfile.ZipFile(wheel) as archive:
-        inside = {n for n in archive.namelist() if n.startswith("orchestrator/examples/")}
-        data = {n for n in archive.namelist() if n.startswith("node/models/datasets/")}
+        inside = {n for n in archive.namelist() if n.startswith("starling/orchestrator/examples/")}
+        data = {n for n in archive.namelist() if n.startswith("starling/node/models/datasets/")}
         archive.extractall(tmp_path / "site")
-    assert {"node/models/datasets/a9a.gz", "node/models/datasets/a9a.t.gz",
-            "node/models/datasets/README.md"} <= data  # fmt: skip
-    assert inside == {f"orchestrator/examples/{p.name}" for p in (ROOT / "examples").glob("*.yaml")}
+    assert {"starling/node/models/datasets/a9a.gz", "starling/node/models/datasets/a9a.t.gz",
+            "starling/node/models/datasets/README.md"} <= data  # fmt: skip
+    assert inside == {
+        f"starling/orchestrator/examples/{p.name}" for p in (ROOT / "examples").glob("*.yaml")
+    }
     # Imported from the unpacked wheel (no checkout around it), the examples are its own.
     found = subprocess.run(
         [sys.executable, "-c", "from starling.orchestrator.shipped import example_path; "
@@ -75,7 +77,7 @@ def test_the_wheel_carries_the_examples_and_finds_them_installed(tmp_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert found.returncode == 0, found.stderr
-    expected = tmp_path / "site" / "orchestrator" / "examples" / "quickstart.yaml"
+    expected = tmp_path / "site" / "starling" / "orchestrator" / "examples" / "quickstart.yaml"
     assert found.stdout.strip() == str(expected.resolve())
     # The a9a the examples name loads from the unpacked wheel, its checksum verified.
     a9a = subprocess.run(
