@@ -47,6 +47,19 @@ def test_results_folder_contract(quickstart):
             assert np.array_equal(data["rounds"], np.arange(100))
 
 
+def test_a_fault_free_run_reports_no_link_trouble(quickstart):
+    """Nodes are configured one after another, so early links find peers not configured
+    yet; that wait costs nothing and must not be reported as errors or lost messages."""
+    run, out, _, _ = quickstart
+    links = json.loads((out / "metrics.json").read_text())["links"]
+    assert len(links) == 10
+    for name, counts in links.items():
+        assert counts["sent"] == counts["delivered"] == 100, name
+        troubles = ("withheld", "dropped", "late", "rejected", "send_errors", "overruns")
+        assert all(counts[key] == 0 for key in troubles), (name, counts)
+    assert "lost messages" not in run.stdout
+
+
 def test_samples_are_stored_once(quickstart):
     """A complete local run keeps its samples in samples/ only: the nodes' stores (and
     their checkpoints) under nodes/state/ are removed once samples/ reads back equal

@@ -24,6 +24,11 @@ __all__ = [
     "state_to_proto",
 ]
 
+NOT_CONFIGURED = "node is not configured yet"
+"""The details of the UNAVAILABLE a node answers a Peer stream with before it is configured
+(peers configured before it, or a restarted process waiting for the orchestrator). The
+sender keeps its messages and opens the stream again: a wait, not a send error."""
+
 READY_PREFIX = "starling-node listening on "
 """The line ``starling node serve`` prints on stdout, followed by its host:port, once its
 gRPC server is up; a backend that started the process waits for it."""

@@ -12,6 +12,7 @@ import threading
 
 import grpc
 
+from starling.node.protocol.contract import NOT_CONFIGURED
 from starling.node.runtime.runtime import NodeRuntime
 from starling.node.security import (
     ORCHESTRATOR_ID,
@@ -63,7 +64,7 @@ class Gate:
             # would let it speak once the node is configured without ever showing the
             # secret. Retriable, and not a refusal to count: a genuine sender that is early
             # keeps its messages and opens the stream again.
-            context.abort(grpc.StatusCode.UNAVAILABLE, "node is not configured yet")
+            context.abort(grpc.StatusCode.UNAVAILABLE, NOT_CONFIGURED)
             raise AssertionError("unreachable: context.abort raises")
         senders, secret = terms
         if secret and not same_secret(given.get(SECRET_KEY), secret):

@@ -45,6 +45,7 @@ import numpy as np
 from starling.node.faults import stable_id
 from starling.node.messages import Message
 from starling.node.protocol import convert
+from starling.node.protocol.contract import NOT_CONFIGURED
 from starling.node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
 from starling.node.runtime.stats import StatsBook
 from starling.node.runtime.transport import ChannelSettings
@@ -325,6 +326,11 @@ class OutboundLink:
             call.result(timeout=0)
             detail = "stream ended"
         except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAVAILABLE and exc.details() == NOT_CONFIGURED:
+                # The receiver is up but not configured yet: what was sent is held and
+                # sent again, so nothing is lost and nothing is counted.
+                log.debug("link to %s: receiver not configured yet; retrying", self.receiver)
+                return
             detail = f"{exc.code().name}: {exc.details()}"
         except Exception as exc:  # noqa: BLE001 - only for the message
             detail = str(exc) or type(exc).__name__

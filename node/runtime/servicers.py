@@ -17,7 +17,7 @@ import grpc
 
 from starling.node.params import ConfigError
 from starling.node.protocol import convert
-from starling.node.protocol.contract import link_books_to_proto, state_to_proto
+from starling.node.protocol.contract import NOT_CONFIGURED, link_books_to_proto, state_to_proto
 from starling.node.protocol.starling.v1 import (
     control_pb2,
     control_pb2_grpc,
@@ -238,7 +238,7 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
                     # A restarted process is serving before the orchestrator configured it:
                     # refuse the stream as retriable, so the sender keeps its messages and
                     # sends them again once this node can use them.
-                    context.abort(grpc.StatusCode.UNAVAILABLE, "node is not configured yet")
+                    context.abort(grpc.StatusCode.UNAVAILABLE, NOT_CONFIGURED)
                 if self.runtime.receive(iterate, sender) == "rejected":
                     rejected += 1
                 else:
