@@ -3,7 +3,7 @@ and ESS / R-hat (what :mod:`starling.orchestrator.scoring` put in ``metrics.json
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 __all__ = ["scoring_lines"]
 
@@ -14,6 +14,19 @@ def _num(value, spec: str = ".4f") -> str:
         width = spec.split(".")[0]
         return format("-", f">{width}") if width else "-"
     return format(value, spec)
+
+
+def _node_rows(rows: list, cells: Callable[[Mapping], str]) -> list[str]:
+    """One line per (name, figures) row: ``cells(figures)`` after the name; a missing
+    network average is left out, a missing node's figures read ``diverged``."""
+    lines = []
+    for name, figures in rows:
+        if figures is None:
+            if name != "average":
+                lines.append(f"{name:>10}  diverged")
+            continue
+        lines.append(f"{name:>10}  {cells(figures)}")
+    return lines
 
 
 def scoring_lines(metrics: Mapping) -> list[str]:
@@ -28,18 +41,15 @@ def scoring_lines(metrics: Mapping) -> list[str]:
         lines.append(f"{'node':>10}  {'accuracy':>8}  {'AUC':>8}  {'log-loss':>8}  "
                      f"{'per-sample accuracy':>8}")  # fmt: skip
         rows = [("average", predictive.get("average")), *predictive["per_node"].items()]
-        for name, s in rows:
-            if name == "average" and s is None:
-                continue
-            if s is None:
-                lines.append(f"{name:>10}  diverged")
-                continue
-            lines.append(
-                f"{name:>10}  {_num(s.get('predictive_accuracy'), '8.4f')}  "
+        lines += _node_rows(
+            rows,
+            lambda s: (
+                f"{_num(s.get('predictive_accuracy'), '8.4f')}  "
                 f"{_num(s.get('predictive_auc'), '8.4f')}  "
                 f"{_num(s.get('predictive_log_loss'), '8.4f')}  "
                 f"{_num(s.get('sample_accuracy'), '8.4f')}"
-            )
+            ),
+        )
     distances = metrics.get("distances")
     if distances:
         ref = distances.get("reference", {})
@@ -54,15 +64,9 @@ def scoring_lines(metrics: Mapping) -> list[str]:
         rows = [("average", distances.get("average")), *distances["per_node"].items()]
         if distances.get("reference_floor"):
             rows.append(("floor", distances["reference_floor"]))
-        for name, s in rows:
-            if name == "average" and s is None:
-                continue
-            if s is None:
-                lines.append(f"{name:>10}  diverged")
-                continue
-            lines.append(
-                f"{name:>10}  {_num(s.get('sinkhorn'), '8.4f')}  {_num(s.get('sliced_w2'), '9.4f')}"
-            )
+        lines += _node_rows(
+            rows, lambda s: f"{_num(s.get('sinkhorn'), '8.4f')}  {_num(s.get('sliced_w2'), '9.4f')}"
+        )
     diagnostics = metrics.get("diagnostics")
     if diagnostics and diagnostics.get("per_node"):
         lines.append(
