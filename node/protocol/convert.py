@@ -9,6 +9,7 @@ declared, and an int too large for a double to hold exactly is refused here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -81,7 +82,7 @@ def array_from_tensor(tensor: tensor_pb2.Tensor) -> np.ndarray:
     shape = tuple(int(n) for n in tensor.shape)
     if any(n < 0 for n in shape):
         raise TensorError(f"tensor {tensor.name!r}: negative dimension in shape {shape}")
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    expected = math.prod(shape) * dtype.itemsize
     data = tensor.data  # each access copies the field out of protobuf: read it once
     if len(data) != expected:
         raise TensorError(

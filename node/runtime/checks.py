@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from starling.node.messages import Message, check_message
 from starling.node.params import ConfigError
 from starling.node.protocol import convert
@@ -124,7 +122,7 @@ def check_iterate(
             f"peer {sender!r}: unexpected message kind {iterate.kind!r} ({exc})"
         ) from None
     # Refuse an oversized message before allocating arrays for it.
-    limit = sum(int(np.prod(shape, dtype=np.int64)) for shape in expected.values()) * 8
+    limit = sum(math.prod(shape) for shape in expected.values()) * 8
     size = sum(len(t.data) for t in iterate.tensors)
     if size > limit:
         raise Rejected(

@@ -59,6 +59,9 @@ class Inbox:
         self._latest: dict[str, Message] = {}
         self._down: set[str] = set()
         self._interrupted = False
+        # What a synchronous gather waits for, if one does: (round, phase), senders. A
+        # delivery wakes it only once that set has answered, not at every arrival.
+        self._awaited: tuple[Key, tuple[str, ...]] | None = None
 
     def deliver(
         self,
@@ -96,8 +99,18 @@ class Inbox:
                     return "duplicate"
                 box[sender] = item
                 outcome = "withheld" if item is WITHHELD else "received"
-            self._cond.notify_all()
+            if self._awaited is None or not self._missing(*self._awaited):
+                self._cond.notify_all()
         return outcome
+
+    def _missing(self, key: Key, expected: tuple[str, ...]) -> list[str]:
+        """The expected senders that have not answered for ``key`` (lock held)."""
+        box = self._pending.get(key, {})
+        return [
+            s for s in expected
+            if s not in box and s not in self._down
+            and self._last_seen.get(s, (-1, -1)) <= key
+        ]  # fmt: skip
 
     def wait(
         self, round_index: int, phase: int, expected: Iterable[str], deadline: float
@@ -107,19 +120,13 @@ class Inbox:
         key = (round_index, phase)
         expected = tuple(expected)
         with self._cond:
-            while not self._interrupted:
-                box = self._pending.get(key, {})
-                missing = [
-                    s for s in expected
-                    if s not in box and s not in self._down
-                    and self._last_seen.get(s, (-1, -1)) <= key
-                ]  # fmt: skip
-                if not missing:
-                    break
+            self._awaited = (key, expected)
+            while not self._interrupted and self._missing(key, expected):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
                 self._cond.wait(remaining)
+            self._awaited = None
             box = self._pending.pop(key, {})
             self._closed = max(self._closed, key)
             for stale in [k for k in self._pending if k <= key]:
