@@ -1,40 +1,33 @@
-"""Turn loose mappings (YAML, protobuf Struct) into typed values, with pydantic v2.
+"""Turn loose mappings (YAML, protobuf Struct) into a parameter dataclass, field by field.
 
-One tool validates every configuration that a user writes: the orchestrator's experiment
-schema (``orchestrator/schema.py``) is built from the scalar types below, and the node
-validates the hyperparameters and model parameters of its spec through
-:func:`parse_params`, which runs a sampler's or model's plain ``Params`` dataclass through
-a pydantic model made from its fields. Either way a mistake becomes one
-:class:`ConfigError` line that starts with the dotted field path
-(``hyperparameters.rho: expected a number, got 'five'``).
+A sampler's hyperparameters and a model's parameters are plain ``Params`` dataclasses whose
+fields are scalars (``int``, ``float``, ``bool``, ``str``), tuples of them and optional
+(``| None``) versions of those. :func:`parse_params` checks a mapping against such a class
+and builds it; a mistake becomes one :class:`ConfigError` line that starts with the dotted
+field path (``hyperparameters.rho: expected a number, got 'five'``).
 
-The scalar types are strict where YAML would otherwise be guessed at: a string is never a
-number, a number never a boolean, and no number may be infinite or NaN. protobuf's Struct
-carries every number as a float, so a whole float is accepted where an int is declared.
+The checks are strict where YAML would otherwise be guessed at: a string is never a number, a
+number never a boolean, and no number may be infinite or NaN. protobuf's Struct carries every
+number as a float, so a whole float is accepted where an int is declared; an int given for a
+float becomes a float.
+
+This is hand-written rather than pydantic (which the orchestrator's experiment schema uses,
+``orchestrator/validation.py``, with the same rules and the same messages): building pydantic
+models of the parameter classes cost a node 7 MB of its 70 MB (issue 15), for a job this
+small. The orchestrator checks an experiment's hyperparameters with this same function.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 import types
 import typing
-from collections.abc import Mapping
-from typing import Annotated, Any, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
 
-import pydantic
-from pydantic import BeforeValidator, ConfigDict, Strict, ValidationError
-
-__all__ = [
-    "Bool",
-    "ConfigError",
-    "Float",
-    "Int",
-    "STRICT",
-    "Str",
-    "config_error",
-    "describe_params",
-    "parse_params",
-]
+__all__ = ["ConfigError", "describe_params", "parse_params"]
 
 T = TypeVar("T")
 
@@ -43,74 +36,44 @@ class ConfigError(ValueError):
     """A configuration value is missing or wrong; the message names the field."""
 
 
-def _no_text_or_flag(value: Any) -> Any:
-    # Lax int would read "3" and True as 3 and 1; a user who wrote them meant something else.
-    if isinstance(value, (str, bool, bytes)):
-        raise ValueError("not an integer")
-    return value
+class _Invalid(Exception):
+    """One field's value is wrong: ``path`` below the field (``[1]``), and the message."""
 
-
-Int = Annotated[int, BeforeValidator(_no_text_or_flag)]
-"""An integer; a whole float (from a protobuf Struct) counts, a string or boolean does not."""
-Float = Annotated[float, Strict()]
-"""A finite number (an int is fine); never a string or boolean."""
-Bool = Annotated[bool, Strict()]
-Str = Annotated[str, Strict()]
-
-STRICT = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
-"""The model config of every schema: unknown keys and non-finite numbers are refused."""
-
-_SCALARS: dict[Any, Any] = {int: Int, float: Float, bool: Bool, str: Str}
-
-
-def _strict(annotation: Any) -> Any:
-    """``annotation`` with its scalars replaced by the strict ones above."""
-    if annotation in _SCALARS:
-        return _SCALARS[annotation]
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return typing.Union[tuple(_strict(a) for a in args)]  # noqa: UP007
-    if origin is tuple and args:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple[_strict(args[0]), ...]  # type: ignore[misc]
-        return tuple[tuple(_strict(a) for a in args)]  # type: ignore[misc]
-    return annotation
-
-
-_SCHEMAS: dict[type, type[pydantic.BaseModel]] = {}
-
-
-def _schema_of(cls: type) -> type[pydantic.BaseModel]:
-    """A pydantic model with the fields of the dataclass ``cls`` (defaults left to ``cls``),
-    made once per class."""
-    if cls in _SCHEMAS:
-        return _SCHEMAS[cls]
-    hints = typing.get_type_hints(cls)
-    fields: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        fields[f.name] = (_strict(hints[f.name]), ... if required else None)
-    schema = pydantic.create_model(cls.__name__, __config__=STRICT, **fields)
-    _SCHEMAS[cls] = schema
-    return schema
+    def __init__(self, path: str, message: str):
+        super().__init__(message)
+        self.path = path
+        self.message = message
 
 
 def parse_params(cls: type[T], values: Mapping[str, Any] | None, where: str) -> T:
     """Build ``cls`` (a dataclass) from ``values``; unknown or mistyped keys raise ConfigError.
 
-    After the types, ``cls``'s own ``__post_init__`` and ``validate()`` check the values
-    together (a ``ValueError`` from ``validate`` starts with the field's name).
+    Fields are checked in the order ``cls`` declares them (the first wrong or missing one is
+    reported), then unknown keys. A field left out keeps ``cls``'s default. After the types,
+    ``cls``'s own ``__post_init__`` and ``validate()`` check the values together (a
+    ``ValueError`` from ``validate`` starts with the field's name).
     """
     if values is not None and not isinstance(values, Mapping):
         raise ConfigError(f"{where}: expected a mapping, got {values!r}")
     values = dict(values or {})
-    schema = _schema_of(cls)
-    try:
-        checked = schema.model_validate(values)
-    except ValidationError as exc:
-        raise config_error(exc, where, schema) from None
-    kwargs = {name: getattr(checked, name) for name in values}
+    for key in values:
+        if not isinstance(key, str):
+            raise ConfigError(f"{where}: field names must be strings, got {key!r}")
+    fields = _fields_of(cls)
+    kwargs: dict[str, Any] = {}
+    for name, (annotation, required) in fields.items():
+        if name not in values:
+            if required:
+                raise ConfigError(f"{where}.{name}: required field is missing")
+            continue
+        try:
+            kwargs[name] = _check(annotation, values[name])
+        except _Invalid as bad:
+            raise ConfigError(f"{where}.{name}{bad.path}: {bad.message}") from None
+    for key in values:
+        if key not in fields:
+            known = ", ".join(sorted(fields)) or "none"
+            raise ConfigError(f"{where}.{key}: unknown field (known: {known})")
     try:
         result = cls(**kwargs)
     except (TypeError, ValueError) as exc:
@@ -124,123 +87,123 @@ def parse_params(cls: type[T], values: Mapping[str, Any] | None, where: str) -> 
     return result
 
 
-# ---------------------------------------------------------------------------------------
-# pydantic's errors as one line.
-
-_WORDS = {
-    "int_type": "expected an integer",
-    "int_parsing": "expected an integer",
-    "int_from_float": "expected an integer",
-    "value_error": "expected an integer",
-    "float_type": "expected a number",
-    "float_parsing": "expected a number",
-    "finite_number": "expected a finite number",
-    "bool_type": "expected true or false",
-    "bool_parsing": "expected true or false",
-    "string_type": "expected a string",
-    "list_type": "expected a list",
-    "tuple_type": "expected a list",
-    "dict_type": "expected a mapping",
-    "mapping_type": "expected a mapping",
-    "model_type": "expected a mapping",
-    "model_attributes_type": "expected a mapping",
-    "dataclass_type": "expected a mapping",
-    "missing": "required field is missing",
-}
+_FIELDS: dict[type, dict[str, tuple[Any, bool]]] = {}
 
 
-def _path(where: str, loc: tuple[Any, ...]) -> str:
-    out = where
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif not out:
-            out = str(part)
-        else:
-            out += f".{part}"
-    return out or "experiment"
+def _fields_of(cls: type) -> dict[str, tuple[Any, bool]]:
+    """Name -> (annotation, required) of the dataclass ``cls``'s init fields, made once per
+    class; an annotation :func:`_check` cannot check is refused here, on first use."""
+    if cls in _FIELDS:
+        return _FIELDS[cls]
+    hints = typing.get_type_hints(cls)
+    fields: dict[str, tuple[Any, bool]] = {}
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        _supported(hints[f.name], f"{cls.__name__}.{f.name}")
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        fields[f.name] = (hints[f.name], required)
+    _FIELDS[cls] = fields
+    return fields
 
 
-def _container(schema: Any, loc: tuple[Any, ...]) -> Any:
-    """The model that holds the field at ``loc``, following nested models, lists, unions."""
-    current = schema
-    for part in loc[:-1]:
-        current = _step(current, part)
-        if current is None:
+def _supported(annotation: Any, field: str) -> None:
+    if annotation in _SCALARS or annotation is type(None):
+        return
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType) or (origin is tuple and args):
+        for arg in args:
+            if arg is not Ellipsis:
+                _supported(arg, field)
+        return
+    raise TypeError(f"{field}: parse_params cannot check the type {annotation!r}")
+
+
+def _check(annotation: Any, value: Any) -> Any:
+    """``value`` as ``annotation`` (the types :func:`_supported` allows), or raise _Invalid."""
+    scalar = _SCALARS.get(annotation)
+    if scalar is not None:
+        return scalar(value)
+    if annotation is type(None):
+        if value is None:
             return None
-    return current
+        raise _Invalid("", f"expected nothing (null), got {value!r}")
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is tuple:
+        return _tuple(args, value)
+    # A union: None picks the optional member; otherwise the first member that takes the value,
+    # or the first member's complaint (the one that names what was meant).
+    members = [a for a in args if a is not type(None)]
+    if value is None and len(members) < len(args):
+        return None
+    first: _Invalid | None = None
+    for member in members:
+        try:
+            return _check(member, value)
+        except _Invalid as bad:
+            first = first or bad
+    assert first is not None
+    raise first
 
 
-def _step(annotation: Any, part: Any) -> Any:
-    for candidate in _unwrap(annotation):
-        if isinstance(part, int):
-            if typing.get_origin(candidate) in (list, tuple) and typing.get_args(candidate):
-                return typing.get_args(candidate)[0]
-        elif isinstance(candidate, type) and issubclass(candidate, pydantic.BaseModel):
-            field = candidate.model_fields.get(part)
-            if field is not None:
-                return field.annotation
-    return None
+def _tuple(args: tuple[Any, ...], value: Any) -> tuple[Any, ...]:
+    if isinstance(value, (str, bytes, Mapping, set, frozenset)) or not isinstance(value, Iterable):
+        raise _Invalid("", f"expected a list, got {value!r}")
+    items = list(value)
+    if len(args) == 2 and args[1] is Ellipsis:
+        kinds = [args[0]] * len(items)
+    elif len(items) != len(args):
+        raise _Invalid("", f"expected a list of {len(args)} items, got {value!r}")
+    else:
+        kinds = list(args)
+    out = []
+    for index, (kind, item) in enumerate(zip(kinds, items, strict=True)):
+        try:
+            out.append(_check(kind, item))
+        except _Invalid as bad:
+            raise _Invalid(f"[{index}]{bad.path}", bad.message) from None
+    return tuple(out)
 
 
-def _unwrap(annotation: Any) -> list[Any]:
-    if typing.get_origin(annotation) is Annotated:
-        return _unwrap(typing.get_args(annotation)[0])
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        return [a for arg in typing.get_args(annotation) for a in _unwrap(arg)]
-    return [annotation]
+def _int(value: Any) -> int:
+    # A string or a boolean is never read as a number: a user who wrote "3" or true meant
+    # something else. A whole float is fine (protobuf's Struct has no integers).
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        number = float(value)
+        if not math.isfinite(number):
+            raise _Invalid("", f"expected a finite number, got {value!r}")
+        if number.is_integer() and abs(number) < 2.0**63:
+            return int(number)
+    raise _Invalid("", f"expected an integer, got {value!r}")
 
 
-def _known(schema: Any, loc: tuple[Any, ...]) -> str:
-    for holder in _unwrap(_container(schema, loc)):
-        if isinstance(holder, type) and issubclass(holder, pydantic.BaseModel):
-            names = sorted(f.alias or name for name, f in holder.model_fields.items())
-            return f" (known: {', '.join(names) or 'none'})"
-    return ""
+def _float(value: Any) -> float:
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # an int too large for a float
+            number = math.inf
+        if math.isfinite(number):
+            return number
+        raise _Invalid("", f"expected a finite number, got {value!r}")
+    raise _Invalid("", f"expected a number, got {value!r}")
 
 
-def config_error(exc: ValidationError, where: str, schema: Any) -> ConfigError:
-    """The first of pydantic's errors as a ConfigError naming the dotted field path.
-
-    Locations that pydantic adds for union members or validators (``function-after[...]``,
-    ``int``) are dropped, so the path is the one the user wrote.
-    """
-    error = exc.errors(include_url=False)[0]
-    *inner, last = error["loc"] or ("",)
-    loc = tuple(p for p in inner if isinstance(p, int) or _is_field_name(p))
-    if error["type"] == "extra_forbidden" or isinstance(last, int) or _is_field_name(last):
-        loc += (last,)  # an unknown key is named as written, even if not an identifier
-    field = _path(where, loc)
-    kind = error["type"]
-    value = error.get("input")
-    if kind == "extra_forbidden":
-        return ConfigError(f"{field}: unknown field{_known(schema, loc)}")
-    if kind == "missing":
-        return ConfigError(f"{field}: required field is missing")
-    if kind == "value_error" and isinstance(error.get("ctx", {}).get("error"), ConfigError):
-        return ConfigError(f"{field}: {error['ctx']['error']}")
-    if kind == "value_error":
-        message = str(error["ctx"]["error"]) if "ctx" in error else error["msg"]
-        if message == "not an integer":
-            return ConfigError(f"{field}: expected an integer, got {value!r}")
-        return ConfigError(f"{field}: {message}")
-    bounds = error.get("ctx", {})
-    if kind == "greater_than_equal":
-        return ConfigError(f"{field}: must be at least {bounds['ge']}, got {value!r}")
-    if kind == "greater_than":
-        return ConfigError(f"{field}: must be more than {bounds['gt']}, got {value!r}")
-    if kind == "less_than_equal":
-        return ConfigError(f"{field}: must be at most {bounds['le']}, got {value!r}")
-    if kind == "too_short":
-        return ConfigError(f"{field}: expected a non-empty list, got {value!r}")
-    words = _WORDS.get(kind)
-    if words is None:
-        words = error["msg"][0].lower() + error["msg"][1:]
-    return ConfigError(f"{field}: {words}, got {value!r}")
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise _Invalid("", f"expected true or false, got {value!r}")
 
 
-def _is_field_name(part: str) -> bool:
-    return part.isidentifier() and part not in {"int", "float", "str", "bool", "none"}
+def _str(value: Any) -> str:
+    if isinstance(value, str):
+        return str(value)
+    raise _Invalid("", f"expected a string, got {value!r}")
+
+
+_SCALARS: dict[Any, Any] = {int: _int, float: _float, bool: _bool, str: _str}
 
 
 # ---------------------------------------------------------------------------------------

@@ -41,9 +41,10 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import AfterValidator, BaseModel, ValidationError
 
-from starling.node.params import STRICT, Bool, ConfigError, config_error
+from starling.node.params import ConfigError
 from starling.node.spec import LinkFault
 from starling.orchestrator.topology import Graph, Topology
+from starling.orchestrator.validation import STRICT, Bool, config_error
 
 __all__ = [
     "FOREVER",

@@ -1,9 +1,9 @@
 """The experiment file's schema: what each section may hold, checked once by pydantic v2.
 
-Every model forbids unknown keys and non-finite numbers (``starling.node.params.STRICT``). The
-shape and the types of every field live here; what depends on several fields at once
-(a fault's round against ``rounds``, a link against the topology, hyperparameters against
-the algorithm's own ``Params``) is checked by
+Every model forbids unknown keys and non-finite numbers
+(``starling.orchestrator.validation.STRICT``). The shape and the types of every field live
+here; what depends on several fields at once (a fault's round against ``rounds``, a link
+against the topology, hyperparameters against the algorithm's own ``Params``) is checked by
 :func:`starling.orchestrator.experiment.parse_experiment` right after, from these typed values.
 Either way an error is one line naming the field.
 """
@@ -16,8 +16,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError
 
-from starling.node.params import STRICT, Float, Int, Str, config_error
 from starling.orchestrator.backends import backend_kinds
+from starling.orchestrator.validation import STRICT, Float, Int, Str, config_error
 
 __all__ = [
     "BackendSection",

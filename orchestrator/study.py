@@ -39,12 +39,13 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from starling.node.params import STRICT, ConfigError, Float, Str
+from starling.node.params import ConfigError
 from starling.orchestrator.experiment import Experiment, parse_experiment
 from starling.orchestrator.progress import Progress
 from starling.orchestrator.schema import validate
 from starling.orchestrator.study_figures import Curve, headline, read_curves, run_row, summarise
 from starling.orchestrator.study_report import plot_against_x, plot_curves, slug, write_tables
+from starling.orchestrator.validation import STRICT, Float, Str
 
 __all__ = ["Study", "is_study", "load_study", "run_study"]
 
