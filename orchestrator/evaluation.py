@@ -26,7 +26,7 @@ NaN or an overflow.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,8 +37,9 @@ from starling.node.models import build_model
 from starling.node.models.base import Dataset, GaussianPosterior
 from starling.node.spec import DataSpec
 from starling.orchestrator.experiment import Experiment
-from starling.orchestrator.metrics import GaussianTarget, target_curve
+from starling.orchestrator.metrics import GaussianTarget
 from starling.orchestrator.scoring import score_beyond_w2
+from starling.orchestrator.w2_scores import w2_scores
 
 __all__ = [
     "Evaluation",
@@ -64,15 +65,18 @@ class Evaluation:
 
 
 def ground_truth(
-    experiment: Experiment, node_data: Mapping[str, DataSpec] | None = None
+    experiment: Experiment,
+    node_data: Mapping[str, DataSpec] | None = None,
+    data: Callable[[], list[Dataset]] | None = None,
 ) -> GaussianPosterior | None:
     """The exact posterior given every node's data, or None if the model has no exact form
-    (or no node holds data). See the module docstring for where the data comes from."""
+    (or no node holds data). See the module docstring for where the data comes from;
+    ``data``: that data already at hand (asked only if the model has an exact form)."""
     model = build_model(experiment.model)
     if not hasattr(model, "exact_posterior"):
         return None
-    data = reference_data(experiment, model, node_data)
-    return model.exact_posterior(data) if data else None
+    shards = data() if data is not None else reference_data(experiment, model, node_data)
+    return model.exact_posterior(shards) if shards else None
 
 
 def reference_data(
@@ -103,11 +107,14 @@ def _sane(values: np.ndarray) -> np.ndarray:
         return np.all(flat < _HUGE, axis=1)  # NaN compares False
 
 
-def diverged_rounds(samples: Mapping[str, np.ndarray]) -> dict[str, int]:
-    """Node -> the first round whose sample is not finite (or beyond 1e150), if any."""
+def diverged_rounds(
+    samples: Mapping[str, np.ndarray], sane: Mapping[str, np.ndarray] | None = None
+) -> dict[str, int]:
+    """Node -> the first round whose sample is not finite (or beyond 1e150), if any;
+    ``sane``: :func:`_sane` of each node's samples, if already computed."""
     out = {}
     for node, values in samples.items():
-        bad = np.flatnonzero(~_sane(values))
+        bad = np.flatnonzero(~(sane[node] if sane is not None else _sane(values)))
         if bad.size:
             out[node] = int(bad[0])
     return out
@@ -133,27 +140,19 @@ def _finite(value: float) -> float | None:
     return value if np.isfinite(value) else None
 
 
-def _pooled(samples: np.ndarray, window: int) -> np.ndarray:
-    return samples[-window:].reshape(-1, samples.shape[-1])
-
-
-def _w2(points: np.ndarray, truth: GaussianTarget) -> float | None:
-    """W2 of the Gaussian fitted to ``points``; None if they diverged."""
-    if not _sane(points.reshape(1, -1))[0]:
+def _average(complete: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    """The network-average iterate ``Σ_i x_i / N`` over the nodes in sorted order, summed
+    one node at a time (the same floats as ``np.mean`` of them stacked, without the copy
+    of every node's samples that stacking makes)."""
+    if not complete:
         return None
-    return _finite(float(truth.w2(points[None])[0]))
-
-
-def _curve(samples: np.ndarray, truth: GaussianTarget) -> np.ndarray:
-    """W2 at every round; NaN from the round the chains diverged."""
-    sane = _sane(samples)
-    if sane.all():
-        return target_curve(samples, truth)
-    curve = np.full(samples.shape[0], np.nan)
-    good = np.flatnonzero(sane)
-    if good.size:
-        curve[good] = target_curve(samples[good], truth)
-    return curve
+    names = sorted(complete)
+    with np.errstate(over="ignore", invalid="ignore"):  # a diverged node: see _sane
+        total = np.array(complete[names[0]], dtype=float)
+        for name in names[1:]:
+            total += complete[name]
+        total /= len(names)
+    return total
 
 
 def evaluate(
@@ -172,7 +171,8 @@ def evaluate(
         "samples_per_node": {node: int(s.shape[0]) for node, s in samples.items()},
     }
     curves: dict[str, np.ndarray] = {}
-    diverged = diverged_rounds(samples)
+    sane = {node: _sane(values) for node, values in samples.items()}
+    diverged = diverged_rounds(samples, sane)
     if diverged:
         metrics["diverged"] = diverged
     consensus = consensus_error(samples, experiment.rounds, experiment.evaluation.window)
@@ -180,26 +180,30 @@ def evaluate(
         metrics["consensus_error"] = consensus
     window = experiment.evaluation.window
     complete = {n: s for n, s in samples.items() if s.shape[0] == experiment.rounds}
-    average = None
-    if complete:
-        with np.errstate(over="ignore", invalid="ignore"):  # a diverged node: see _sane
-            average = np.mean([complete[n] for n in sorted(complete)], axis=0)
+    average = _average(complete)
+    series = {**({"average": average} if average is not None else {}), **samples}
+    model = build_model(experiment.model)
+    known_data: list[list[Dataset]] = []
+
+    def data() -> list[Dataset]:  # the nodes' data, regenerated or read once
+        if not known_data:
+            known_data.append(reference_data(experiment, model, node_data))
+        return known_data[0]
+
     tables: dict[str, list[dict]] = {}
     if samples:
-        series = {**({"average": average} if average is not None else {}), **samples}
-        model = build_model(experiment.model)
-        score_beyond_w2(
-            experiment, series, metrics, tables,
-            lambda: reference_data(experiment, model, node_data),
-        )  # fmt: skip
-    posterior = ground_truth(experiment, node_data)
+        score_beyond_w2(experiment, series, metrics, tables, data)
+    posterior = ground_truth(experiment, node_data, data)
     if posterior is None or not samples:
         return Evaluation(metrics, curves, tables)
     truth = GaussianTarget(posterior.mean, posterior.cov)  # its square root: once
-    per_node = {n: _w2(_pooled(s, window), truth) for n, s in samples.items()}
+    if average is not None:
+        sane["average"] = _sane(average)
+    final, scored = w2_scores(truth, samples, sane, sorted(complete), average, window)
+    per_node = {n: final[n] for n in samples}
     known = [v for v in per_node.values() if v is not None]
     metrics["w2"] = {
-        "average": _w2(_pooled(average, window), truth) if average is not None else None,
+        "average": final.get("average"),
         "per_node": per_node,
         "node_mean": float(np.mean(known)) if len(known) == len(per_node) else None,
         "window": window,
@@ -208,17 +212,11 @@ def evaluate(
         "mean": truth.mean.tolist(),
         "std": np.sqrt(np.diag(truth.cov)).tolist(),
     }
-    if average is not None:
-        curves["average"] = _curve(average, truth)
-    for node, s in samples.items():
-        curves[node] = _curve(s, truth)
+    curves = {name: scored[name] for name in series}
     if experiment.evaluation.hpd is not None:
         from starling.orchestrator.hpd import hpd_section
 
-        model = build_model(experiment.model)
-        series = {**({"average": average} if average is not None else {}), **samples}
-        data = reference_data(experiment, model, node_data)
         metrics["hpd"] = hpd_section(
-            model, data, posterior, series, window, experiment.evaluation.hpd
+            model, data(), posterior, series, window, experiment.evaluation.hpd
         )
     return Evaluation(metrics, curves, tables)
