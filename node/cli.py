@@ -25,7 +25,7 @@ import signal
 import socket
 import sys
 import tempfile
-import threading
+import time
 from dataclasses import replace
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 EXIT_USAGE = 2
+SIGNAL_POLL_SECONDS = 0.2
+"""How often the main thread looks for a SIGTERM/SIGINT the handler noted."""
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
@@ -246,16 +248,17 @@ def serve(args: argparse.Namespace) -> int:
             shutil.rmtree(state_dir, ignore_errors=True)
         return _fail(str(exc))
 
-    stop = threading.Event()
     received: list[int] = []
     # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see where a live
     # node is waiting without stopping it.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
 
     # Not covered in-process: the tests' node subprocesses exercise it.
+    # The handler takes no lock: it runs in the main thread between two bytecodes, maybe
+    # while that thread holds a lock it would wait for (an Event's, inside Event.wait) —
+    # a node killed that way hung for ever. The main thread polls the list instead.
     def on_signal(signum: int, frame: FrameType | None) -> None:  # pragma: no cover
         received.append(signum)
-        stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
@@ -267,8 +270,8 @@ def serve(args: argparse.Namespace) -> int:
         logging.getLogger("starling.node").info(
             "state dir %s; %s", state_dir, _access_line(settings, token is not None)
         )
-        while not stop.wait(0.5):
-            pass
+        while not received:
+            time.sleep(SIGNAL_POLL_SECONDS)
         logging.getLogger("starling.node").info(
             "signal %s: shutting down", signal.Signals(received[0]).name
         )

@@ -111,14 +111,24 @@ def run_round(
     faults: ScheduledFaults,
     round_deadline: float | None = None,
     stopped: Callable[[], bool] | None = None,
+    after_first_sends: Callable[[], None] | None = None,
 ) -> bool:
-    """One node's round straight through (:func:`round_steps` without pauses)."""
+    """One node's round straight through (:func:`round_steps` without pauses).
+
+    ``after_first_sends`` runs once, when the first phase's messages are handed to the
+    transport and before anything is gathered: work that needs no message (the gRPC
+    runtime stores the previous round there) overlaps with the messages' flight.
+    """
     steps = round_steps(program, round_index, transport, rng, faults, round_deadline, stopped)
+    first = True
     while True:
         try:
             next(steps)
         except StopIteration as done:
             return bool(done.value)
+        if first and after_first_sends is not None:
+            after_first_sends()
+        first = False
 
 
 def _deadline(seconds: float | None) -> float | None:

@@ -37,7 +37,9 @@ _HEADER = struct.Struct("<4sQI")
 _LENGTH = struct.Struct("<I")
 
 
-def _encode(checkpoint: Checkpoint) -> bytes:
+def _encode(checkpoint: Checkpoint) -> list[bytes | memoryview]:
+    """The record as a list of buffers (the state arrays' own bytes, not copies), to be
+    written together by one ``pwritev``."""
     arrays = {name: np.asarray(v) for name, v in checkpoint.program_state.items()}
     for name, array in arrays.items():
         if array.dtype.hasobject:
@@ -50,9 +52,19 @@ def _encode(checkpoint: Checkpoint) -> bytes:
         "arrays": [[name, a.dtype.str, list(a.shape)] for name, a in arrays.items()],
     }
     head = json.dumps(meta).encode()
-    parts = [_LENGTH.pack(len(head)), head, *(a.tobytes(order="C") for a in arrays.values())]
-    payload = b"".join(parts)
-    return _HEADER.pack(_MAGIC, len(payload), zlib.crc32(payload)) + payload
+    parts: list[bytes | memoryview] = [_LENGTH.pack(len(head)), head]
+    parts += [_raw_bytes(a) for a in arrays.values() if a.size]
+    length = sum(len(part) for part in parts)
+    crc = 0
+    for part in parts:
+        crc = zlib.crc32(part, crc)
+    return [_HEADER.pack(_MAGIC, length, crc), *parts]
+
+
+def _raw_bytes(array: np.ndarray) -> memoryview:
+    """The bytes of ``array`` in C order: its own buffer when it is C-contiguous."""
+    flat = np.ascontiguousarray(array).reshape(-1)
+    return memoryview(flat).cast("B")
 
 
 def _decode(payload: bytes) -> Checkpoint:
@@ -106,11 +118,15 @@ class ResumeSlots:
 
     def write(self, checkpoint: Checkpoint) -> None:
         """Write ``checkpoint`` over the older slot: one ``pwrite``, no ``fsync``."""
-        record = _encode(checkpoint)
+        parts = _encode(checkpoint)
         fd = self._fds[self._next]
-        written = os.pwrite(fd, record, 0)
-        while written < len(record):  # a short write (rare, large records): the rest
-            written += os.pwrite(fd, record[written:], written)
+        total = sum(len(part) for part in parts)
+        written = os.pwritev(fd, parts, 0)
+        if written < total:  # a short write (rare, large records): the rest, in one piece
+            rest = b"".join(parts)[written:]
+            while rest:
+                done = os.pwrite(fd, rest, total - len(rest))
+                rest = rest[done:]
         self._next = 1 - self._next
 
     def sync(self) -> None:

@@ -9,6 +9,7 @@ fingerprint matches — and drops the old one; the runtime itself keeps only the
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -116,6 +117,9 @@ class Run:
     """Seconds of each round this process ran (the metrics endpoint reads it)."""
     checkpoint_times: Tally = field(default_factory=lambda: Tally(CHECKPOINT_BUCKETS))
     """Seconds of each checkpoint written, store sync included."""
+    finished: tuple[int, np.ndarray | None, Checkpoint] | None = None
+    """The last finished round's sample and resume point, until written
+    (:meth:`finish_round`, :meth:`persist_finished`)."""
 
     @property
     def links(self) -> Links:
@@ -138,12 +142,30 @@ class Run:
             fingerprint=self.fingerprint,
         )
 
-    def write_resume_point(self) -> None:
-        """After every round: where the run stands, handed to the OS (no ``fsync``). The
-        round's sample was appended (and flushed) before, so a process killed at any
-        moment resumes from here or the round before, never past a missing sample."""
+    def finish_round(self, round_index: int, sample: np.ndarray | None) -> None:
+        """Round ``round_index`` is complete (``next_round`` already past it): take its
+        sample and resume point (copies) now, and leave writing them to
+        :meth:`persist_finished`, which the round loop calls once the next round's messages
+        are on their way, so the disk works while the network does."""
+        self.persist_finished()  # normally done already, during this round
+        here = self._here()
+        if sample is not None:
+            here = dataclasses.replace(here, samples=here.samples + 1)
+            sample = np.array(sample, dtype=np.float64, copy=True)
+        self.finished = (round_index, sample, here)
+
+    def persist_finished(self) -> None:
+        """Write the finished round's sample (flushed to the OS), then its resume point (no
+        ``fsync``): after a process crash the run resumes from that round, or from the
+        one before it if the crash came first; never past a sample that is not stored."""
+        if self.finished is None:
+            return
+        round_index, sample, here = self.finished
+        self.finished = None
+        if sample is not None:
+            self.store.append(round_index, sample)
         if self.slots is not None:
-            self.slots.write(self._here())
+            self.slots.write(here)
 
     def durable_due(self) -> bool:
         """Whether the group-commit budget (:data:`DURABLE_SECONDS`) has run out."""
@@ -154,6 +176,7 @@ class Run:
         a sample that is not on disk; then the checkpoint file, atomically (fsync, rename,
         fsync of the folder)."""
         started = time.perf_counter()
+        self.persist_finished()
         self.store.sync()
         save_checkpoint(self.directory / CHECKPOINT_FILE, self._here())
         self.last_checkpoint = self.next_round
@@ -162,6 +185,7 @@ class Run:
 
     def close(self) -> None:
         """Close the links (delivering what is queued), the store and the resume slots."""
+        self.persist_finished()
         self.links.close()
         self.store.close()
         if self.slots is not None:

@@ -7,10 +7,14 @@ nothing in this module touches protobuf except the incoming iterates it validate
 (:func:`starling.node.engine.rounds.run_round`) over the network transport
 (:mod:`starling.node.runtime.network`) — the same round the simulator runs in memory.
 
-After the last phase of a round the sample (if any) is appended to the store (flushed to
-the OS), then the resume point — program state, RNG state, next round — is written to a
-resume slot (:mod:`starling.node.runtime.resume`, no ``fsync``), so a node whose process is killed
-and configured again with the same spec resumes exactly there and loses no stored sample.
+After the last phase of a round its sample (if any) and its resume point — program state,
+RNG state, next round — are taken (copies); they are written once the next round's first
+messages are handed to the links, so the disk works while the messages fly: the sample is
+appended to the store (flushed to the OS), then the resume point goes to a resume slot
+(:mod:`starling.node.runtime.resume`, no ``fsync``). A node whose process is killed and is
+configured again with the same spec resumes from the last resume point written — at most
+two rounds back — and loses no stored sample; the rounds it runs again reproduce the same
+numbers, since the resume point holds the generators' states.
 Durability against a power loss is group-committed: every ``checkpoint_every`` rounds, and
 at least every :data:`~starling.node.runtime.run.DURABLE_SECONDS`, the samples are fsynced and a
 durable checkpoint is written (:mod:`starling.node.runtime.checkpoint`).
@@ -281,13 +285,15 @@ class NodeRuntime:
         log.info("hold: %s", "released" if round_index is None else f"before round {round_index}",
                  extra={"event": "hold", "round": round_index})  # fmt: skip
 
-    def _wait_while_held(self, round_index: int) -> None:
+    def _wait_while_held(self, run: Run, round_index: int) -> None:
         with self._lock:
             while (
                 self._hold_at is not None
                 and round_index >= self._hold_at
                 and not self._stop.is_set()
             ):
+                if not self._holding:
+                    run.persist_finished()  # a held node has stored every round before it
                 self._holding = True
                 self._hold_changed.wait(0.5)
             self._holding = False
@@ -346,30 +352,27 @@ class NodeRuntime:
         try:
             while round_index < spec.rounds:
                 run.round = round_index
-                self._wait_while_held(round_index)
+                self._wait_while_held(run, round_index)
                 if self._stop.is_set():
                     break
                 run.consistent = False
                 started = time.perf_counter()
                 if not run_round(
                     program, round_index, run.transport, run.rng, run.faults,
-                    spec.round_deadline, self._stop.is_set,
+                    spec.round_deadline, self._stop.is_set, run.persist_finished,
                 ):  # fmt: skip
                     break  # stopped half way through the round
                 run.consistent = True
-                value = program.sample()
-                if value is not None:
-                    store.append(round_index, value)
                 run.round_times.observe(time.perf_counter() - started)
-                round_index += 1
                 with self._lock:
-                    run.next_round = round_index
+                    run.next_round = round_index + 1
+                    run.finish_round(round_index, program.sample())
+                    round_index += 1
                     due = round_index % spec.checkpoint_every == 0 or round_index == spec.rounds
                     if due or run.durable_due() or self._checkpoint_wanted.is_set():
                         self._write_checkpoint(run)
-                    else:
-                        run.write_resume_point()
             with self._lock:
+                run.persist_finished()
                 run.round = round_index
                 if round_index >= spec.rounds:
                     self._state = NodeState.DONE
@@ -385,6 +388,10 @@ class NodeRuntime:
                           extra={"event": "round_loop_failed", "round": round_index})  # fmt: skip
         finally:
             with self._lock:
+                try:
+                    run.persist_finished()  # the last finished round, whatever happened after
+                except Exception:  # noqa: BLE001 - reported, and the node keeps serving
+                    log.exception("could not store the last finished round")
                 self._checkpoint_wanted.clear()
                 self._checkpoint_done.notify_all()
             store.sync()

@@ -81,16 +81,17 @@ class SampleStore:
         array = np.ascontiguousarray(value, dtype=_FLOAT)
         if array.ndim != 2:
             raise ValueError(f"a sample must have shape (chains, d), got {array.shape}")
-        payload = array.tobytes()
+        payload = memoryview(array).cast("B")  # the array's own bytes: no copy
         header = _HEADER.pack(
             _MAGIC, round_index, array.shape[0], array.shape[1], zlib.crc32(payload)
         )
         with self._lock:
-            self._file.write(header + payload)
+            self._file.write(header)
+            self._file.write(payload)
             self._file.flush()
             self._offsets.append(self._end)
             self._rounds.append(int(round_index))
-            self._end += len(header) + len(payload)
+            self._end += len(header) + payload.nbytes
             self._lock.notify_all()
             return len(self._offsets) - 1
 
