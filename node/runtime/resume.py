@@ -64,7 +64,7 @@ def _encode(checkpoint: Checkpoint) -> list[bytes | memoryview]:
 def _raw_bytes(array: np.ndarray) -> memoryview:
     """The bytes of ``array`` in C order: its own buffer when it is C-contiguous."""
     flat = np.ascontiguousarray(array).reshape(-1)
-    return memoryview(flat).cast("B")
+    return flat.data.cast("B")
 
 
 def _decode(payload: bytes) -> Checkpoint:

@@ -81,7 +81,7 @@ class SampleStore:
         array = np.ascontiguousarray(value, dtype=_FLOAT)
         if array.ndim != 2:
             raise ValueError(f"a sample must have shape (chains, d), got {array.shape}")
-        payload = memoryview(array).cast("B")  # the array's own bytes: no copy
+        payload = array.data.cast("B")  # the array's own bytes: no copy
         header = _HEADER.pack(
             _MAGIC, round_index, array.shape[0], array.shape[1], zlib.crc32(payload)
         )
