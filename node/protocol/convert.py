@@ -71,8 +71,13 @@ def _fill_tensor(tensor: tensor_pb2.Tensor, array: np.ndarray, name: str) -> Non
     tensor.data = wire.tobytes()
 
 
-def array_from_tensor(tensor: tensor_pb2.Tensor) -> np.ndarray:
-    """A fresh, writable, native-order array; raises TensorError if the bytes do not fit."""
+def array_from_tensor(tensor: tensor_pb2.Tensor, writable: bool = True) -> np.ndarray:
+    """A native-order array of the tensor; raises TensorError if the bytes do not fit.
+
+    Writable (a fresh copy) by default; with ``writable=False`` a read-only view of the bytes
+    read out of the message when they are already in native order, one copy of the payload
+    fewer (what a received iterate gets: samplers never write into their inputs).
+    """
     dtype = DTYPES.get(tensor.dtype)
     if dtype is None:
         raise TensorError(
@@ -89,7 +94,10 @@ def array_from_tensor(tensor: tensor_pb2.Tensor) -> np.ndarray:
             f"tensor {tensor.name!r}: {len(data)} bytes for shape {shape} "
             f"of {tensor.dtype} (expected {expected})"
         )
-    return np.frombuffer(data, dtype=dtype).reshape(shape).astype(dtype.newbyteorder("="))
+    array = np.frombuffer(data, dtype=dtype).reshape(shape)
+    if writable or not dtype.isnative:
+        return array.astype(dtype.newbyteorder("="))
+    return array
 
 
 # --------------------------------------------------------------------------- messages
@@ -127,12 +135,12 @@ def withheld_iterate(
 
 
 def iterate_to_message(iterate: peer_pb2.Iterate) -> Message:
-    """The sampler-level message, stamped with the round it was sent in."""
+    """The sampler-level message (read-only arrays), stamped with the round it was sent in."""
     tensors: dict[str, np.ndarray] = {}
     for tensor in iterate.tensors:
         if tensor.name in tensors:
             raise TensorError(f"tensor {tensor.name!r} appears twice")
-        tensors[tensor.name] = array_from_tensor(tensor)
+        tensors[tensor.name] = array_from_tensor(tensor, writable=False)
     return Message(kind=iterate.kind, tensors=tensors, round=int(iterate.round))
 
 

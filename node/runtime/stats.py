@@ -42,9 +42,12 @@ class StatsBook:
             self._entry(peer)
 
     def _entry(self, peer: str) -> LinkCounters:
-        if peer not in self._links and len(self._links) >= self.MAX_PEERS:
-            peer = "<other>"
-        return self._links.setdefault(peer, LinkCounters())
+        counters = self._links.get(peer)
+        if counters is None:
+            if len(self._links) >= self.MAX_PEERS:
+                peer = "<other>"
+            counters = self._links.setdefault(peer, LinkCounters())
+        return counters
 
     def snapshot(self) -> dict[str, LinkCounters]:
         with self._lock:

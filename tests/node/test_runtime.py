@@ -65,6 +65,9 @@ def test_tensors_are_bit_exact_and_checked():
         assert back.dtype == value.dtype and back.shape == value.shape
         assert back.tobytes() == value.tobytes()
         assert back.flags.writeable
+        view = convert.array_from_tensor(convert.tensor_from_array(value, "x"), writable=False)
+        assert view.dtype == value.dtype and view.tobytes() == value.tobytes()
+        assert not view.flags.writeable  # a received iterate: no copy, and none can write it
     short = convert.tensor_from_array(np.ones((2, 2)), "x")
     short.data = short.data[:-8]
     with pytest.raises(convert.TensorError, match="24 bytes for shape"):
