@@ -102,15 +102,19 @@ def scheduled_link_counts(specs) -> dict[str, dict[str, int]]:
     """
     counts: dict[str, dict[str, int]] = {}
     for spec in specs:
+        tallies: dict[str, list[int]] = {}  # receiver -> [sent, withheld], first-seen order
+        faults = spec.link_faults
         for round_index in range(spec.rounds):
             for receiver in spec.neighbourhood(round_index).out_peers:
-                entry = counts.setdefault(
-                    f"{spec.node_id}->{receiver}",
-                    {"sent": 0, "delivered": 0, "withheld": 0, "dropped": 0, "late": 0},
+                tally = tallies.get(receiver)
+                if tally is None:
+                    tally = tallies[receiver] = [0, 0]
+                out = bool(faults) and withheld_by_schedule(
+                    faults, spec.node_id, receiver, round_index
                 )
-                if withheld_by_schedule(spec.link_faults, spec.node_id, receiver, round_index):
-                    entry["withheld"] += 1
-                else:
-                    entry["sent"] += 1
-                    entry["delivered"] += 1
+                tally[out] += 1
+        for receiver, (sent, withheld) in tallies.items():
+            counts[f"{spec.node_id}->{receiver}"] = {
+                "sent": sent, "delivered": sent, "withheld": withheld, "dropped": 0, "late": 0,
+            }  # fmt: skip
     return dict(sorted(counts.items()))

@@ -56,6 +56,12 @@ class GaussianTarget:
         out = dtrmm(1.0, self.root.T, flat.T, side=0, lower=0, trans_a=0).T
         return out.reshape(points.shape)
 
+    def projects(self, count: int) -> bool:
+        """Whether :meth:`w2` of sets of ``count`` points uses their projections: with
+        fewer centred points than dimensions (``count − 1 < d``); otherwise the ``d × d``
+        ``Lᵀ S1 L`` is the smaller matrix and the points are not projected."""
+        return count - 1 < self.mean.shape[0]
+
     def w2(self, points: np.ndarray, projected: np.ndarray | None = None) -> np.ndarray:
         """W2 from the Gaussian fitted to each point set to this target, batched.
 
@@ -64,9 +70,9 @@ class GaussianTarget:
         ``tr (S2^½ S1 S2^½)^½`` is the sum of the square roots of the eigenvalues of
         ``YᵀY`` with ``Y = X L / √(n − 1)`` (``L`` any factor with ``L Lᵀ = S2``: ``Lᵀ S1 L``
         is similar to ``S2^½ S1 S2^½``) — equally those of the smaller Gram ``YYᵀ``
-        when there are fewer points than dimensions. One stacked ``eigvalsh`` per call,
-        never a ``d × d`` square root per set. ``projected``: :meth:`project` of ``points``
-        if already computed.
+        when there are fewer points than dimensions (:meth:`projects`). One stacked
+        ``eigvalsh`` per call, never a ``d × d`` square root per set. ``projected``:
+        :meth:`project` of ``points`` if already computed (used when :meth:`projects`).
 
         Centring is done in the projected coordinates by the Householder reflection that
         takes ``1/√n`` to the first basis vector (:func:`_centred_rows`): its other ``n − 1``
@@ -84,10 +90,15 @@ class GaussianTarget:
             squared = gap + self.trace
             return np.sqrt(np.maximum(squared, 0.0)).reshape(batch)
         scaled = (points - means[:, None, :]) / np.sqrt(count - 1)
-        fitted_trace = np.einsum("bnd,bnd->b", scaled, scaled)
-        z = self.project(points) if projected is None else np.asarray(projected, dtype=float)
-        y = _centred_rows(z.reshape(points.shape)) / np.sqrt(count - 1)
-        gram = y @ y.transpose(0, 2, 1) if count - 1 < d else y.transpose(0, 2, 1) @ y
+        if self.projects(count):
+            fitted_trace = np.einsum("bnd,bnd->b", scaled, scaled)
+            z = self.project(points) if projected is None else np.asarray(projected, dtype=float)
+            y = _centred_rows(z.reshape(points.shape)) / np.sqrt(count - 1)
+            gram = y @ y.transpose(0, 2, 1)
+        else:  # S1 itself is the smaller matrix: Lᵀ S1 L, no projection of the points
+            fitted = scaled.transpose(0, 2, 1) @ scaled
+            fitted_trace = np.trace(fitted, axis1=1, axis2=2)
+            gram = self.root.T @ fitted @ self.root
         gram = (gram + gram.transpose(0, 2, 1)) / 2.0
         cross = np.sum(np.sqrt(np.clip(np.linalg.eigvalsh(gram), 0.0, None)), axis=-1)
         trace = np.maximum(fitted_trace + self.trace - 2.0 * cross, 0.0)

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -197,7 +198,7 @@ def _strict(value):
     """The same structure with every NaN or infinity as None: metrics.json is strict JSON
     (a program's own figure can be NaN after it diverged)."""
     if isinstance(value, float | np.floating):
-        return float(value) if np.isfinite(value) else None
+        return float(value) if math.isfinite(value) else None
     if isinstance(value, np.ndarray):
         return _strict(value.tolist())
     if isinstance(value, dict):

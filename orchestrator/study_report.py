@@ -261,10 +261,8 @@ def plot_curves(out: Path, study: Study, curves: list[Curve]) -> list[Path]:
                 if len(mine) > 1:
                     ax.fill_between(x, low, high, color=color, alpha=0.15, linewidth=0)
         seeds = f" (mean of {study.seeds} seeds)" if study.seeds > 1 else ""
-        # y given: the title sits where matplotlib would put it (nothing is drawn above
-        # these axes) without measuring every tick label to check (a third of the drawing).
-        axes[0].set_title(f"{cell}: agent {study.agent}{seeds}", y=1.0)
-        axes[1].set_title(f"{cell}: agent average{seeds}", y=1.0)
+        axes[0].set_title(f"{cell}: agent {study.agent}{seeds}")
+        axes[1].set_title(f"{cell}: agent average{seeds}")
         for ax in axes:
             ax.set_xlabel("iteration (updates)")
             ax.grid(True, which="both", alpha=0.3)

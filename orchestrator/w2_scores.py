@@ -31,14 +31,16 @@ AVERAGE = "average"
 def _scored(
     target: GaussianTarget, x: np.ndarray, sane: np.ndarray, z: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """W2 of every round of the block ``x`` (b, C, d) with its projections (NaN where not
-    ``sane``), and the projections (None unless every round is sane)."""
+    """W2 of every round of the block ``x`` (b, C, d) (NaN where not ``sane``) and the
+    projections it used (None unless every round is sane and the target projects C points,
+    :meth:`~starling.orchestrator.metrics.GaussianTarget.projects`)."""
     if sane.all():
-        z = target.project(x) if z is None else z
+        if z is None and target.projects(x.shape[1]):
+            z = target.project(x)
         return target.w2(x, z), z
     values = np.full(x.shape[0], np.nan)
     if sane.any():
-        values[sane] = target.w2(x[sane], target.project(x[sane]))
+        values[sane] = target.w2(x[sane])
     return values, None
 
 
@@ -57,9 +59,11 @@ def _final(
         value = float(curve[-1])
     else:
         d, last = x.shape[-1], x[-window:]
-        # z is None when a round earlier in the block diverged: project the window alone.
-        z = target.project(last) if z is None else z[-window:]
-        value = float(target.w2(last.reshape(1, -1, d), z.reshape(1, -1, d))[0])
+        pooled = last.reshape(1, -1, d)
+        # Without z (a round earlier in the block diverged, or no projection needed), w2
+        # works from the points alone.
+        z = None if z is None else z[-window:].reshape(1, -1, d)
+        value = float(target.w2(pooled, z)[0])
     return value if np.isfinite(value) else None
 
 
@@ -93,7 +97,8 @@ def w2_scores(
         step = max(window, _BATCH_BYTES // max(first[0].nbytes if rounds else 1, 1), 1)
         for stop in range(rounds, 0, -step):  # from the last round back: see the module
             start = max(0, stop - step)
-            total, whole = None, True
+            total: np.ndarray | None = None
+            whole = True  # every node's projections of the block are at hand
             for node in group:
                 x, ok = samples[node][start:stop], sane[node][start:stop]
                 values, z = _scored(target, x, ok)
@@ -101,9 +106,9 @@ def w2_scores(
                 if stop == rounds:
                     final[node] = _final(target, (x, z, values), ok, window)
                 if with_average:
-                    if z is None:
-                        whole = False
-                    elif whole:
+                    whole = whole and z is not None
+                    if whole:
+                        assert z is not None
                         total = z.copy() if total is None else np.add(total, z, out=total)
             if with_average:
                 assert average is not None
