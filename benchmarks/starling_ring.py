@@ -4,13 +4,15 @@ One call starts ``nodes`` nodes with :class:`~starling.orchestrator.backends.loc
 (exactly what ``starling run`` does), configures them for a ring experiment, starts them and
 polls their status until every node is done. Each phase is timed on its own, so a figure
 never mixes them: ``startup_s`` (processes launched until every node answers its health
-check), ``configure_s``, ``loop_s`` (Start sent to every node done: the round loop) and, if
-asked, ``evaluate_s`` (the orchestrator's evaluation of the collected samples). Peak RSS
-is read from ``/proc`` before the nodes stop.
+check), ``configure_s``, ``loop_s`` (Start sent to every node done: the round loop),
+``cpu_s`` (the CPU time every node process used during the loop) and, if asked,
+``evaluate_s`` (the orchestrator's evaluation of the collected samples). Peak RSS is read
+from ``/proc`` before the nodes stop.
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -65,6 +67,19 @@ def _peak_rss_mb(pid: int | None) -> float:
     return 0.0
 
 
+def _cpu_seconds(pids: list[int | None]) -> float:
+    """User plus system CPU time the processes have used so far (all their threads)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / ticks
+
+
 def starling_ring(experiment, evaluate: bool = False) -> dict:
     """Run ``experiment`` on local node processes; returns the timed phases (see module)."""
     from starling.orchestrator.backends.local import LocalBackend
@@ -89,6 +104,8 @@ def starling_ring(experiment, evaluate: bool = False) -> dict:
                 for node, client in clients.items():
                     client.configure(specs[node], fresh=True)
                 out["configure_s"] = time.perf_counter() - began
+                pids = list(backend.pids().values())
+                cpu_began = _cpu_seconds(pids)
                 began = time.perf_counter()
                 for client in clients.values():
                     client.start()
@@ -106,6 +123,7 @@ def starling_ring(experiment, evaluate: bool = False) -> dict:
                     else:
                         time.sleep(POLL_S)
                 out["loop_s"] = time.perf_counter() - began
+                out["cpu_s"] = _cpu_seconds(pids) - cpu_began
                 rss = [_peak_rss_mb(pid) for pid in backend.pids().values()]
                 out["peak_rss_mb_max"] = max(rss)
                 out["peak_rss_mb_sum"] = sum(rss)
