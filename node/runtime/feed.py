@@ -1,0 +1,108 @@
+"""The request side of one outbound ``Peer.Exchange`` stream, and what it keeps for resends.
+
+A :class:`StreamFeed` is the request iterator gRPC's sending thread pulls from: each request
+comes from the link's ``take`` function (:meth:`OutboundLink._next_request
+<starling.node.runtime.links.OutboundLink._next_request>`: the next queued message, delayed
+and encoded), so a message goes from the round loop to the wire with one thread hand-off.
+What the feed handed over within the last hold time — and at most :data:`RESEND_BYTES` of
+payload — is kept: if the stream breaks, those messages may have died with it, and the link
+sends them again on the next stream.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from starling.node.messages import Message
+from starling.node.protocol.starling.v1 import peer_pb2
+
+__all__ = ["CLOSED", "RESEND_BYTES", "Closed", "Outgoing", "Request", "StreamFeed"]
+
+RESEND_BYTES = 64 * 1024 * 1024
+"""At most this much iterate payload (and never less than the last message) is kept per
+stream for sending again after it breaks: bounded memory however long the round deadline."""
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One message a link was asked to send (None: a withheld notice), due at ``due``."""
+
+    due: float
+    round: int
+    phase: int
+    message: Message | None
+    resent: bool = False
+
+
+@dataclass(frozen=True)
+class Request:
+    """An outgoing message, encoded: what the feed yields, and its payload bytes."""
+
+    item: Outgoing
+    iterate: peer_pb2.Iterate
+    payload: int
+
+
+class Closed(enum.Enum):
+    """The link's close request: the feed ends the stream with a half-close."""
+
+    CLOSED = "closed"
+
+
+CLOSED = Closed.CLOSED
+
+
+class StreamFeed:
+    """The request iterator of one stream; ``take(ended)`` gives each request (see module)."""
+
+    def __init__(
+        self, take: Callable[[threading.Event], Request | Closed | None], hold_seconds: float
+    ):
+        self._take = take
+        self._hold_seconds = hold_seconds
+        self.ended = threading.Event()
+        """The call is over (set by its done callback)."""
+        self.closed = False
+        """The link's close request ended the stream (a half-close, not a break)."""
+        # Held from taking a message to handing it over, so the link never touches its held
+        # queue while a message is between the two.
+        self._busy = threading.Lock()
+        self._recent: collections.deque[tuple[Outgoing, int]] = collections.deque()
+        self._recent_bytes = 0
+
+    def requests(self) -> Iterator[peer_pb2.Iterate]:
+        while True:
+            with self._busy:
+                got = self._take(self.ended)
+                if got is None:
+                    return
+                if got is CLOSED:
+                    self.closed = True
+                    return
+                assert isinstance(got, Request)
+                self.remember(got.item, got.payload)
+            yield got.iterate
+
+    def remember(self, item: Outgoing, payload: int) -> None:
+        """Keep ``item`` for a resend, dropping what is older than the hold time or beyond
+        :data:`RESEND_BYTES` (oldest first; the newest item always stays)."""
+        recent = self._recent
+        recent.append((item, payload))
+        self._recent_bytes += payload
+        expired = time.monotonic() - self._hold_seconds
+        while len(recent) > 1 and (recent[0][0].due < expired or self._recent_bytes > RESEND_BYTES):
+            self._recent_bytes -= recent.popleft()[1]
+
+    def take_recent(self) -> list[Outgoing]:
+        """What this stream sent lately (oldest first), once it has ended: the messages
+        that may have died with it."""
+        with self._busy:
+            items = [item for item, _ in self._recent]
+            self._recent.clear()
+            self._recent_bytes = 0
+        return items
