@@ -1,15 +1,17 @@
-"""Outbound links: one persistent ``Peer.Exchange`` stream per receiver, fed by a thread.
+"""Outbound links: one persistent ``Peer.Exchange`` stream per receiver.
 
 The round loop never blocks on the network. It hands each message to its link's queue and
-moves on; the link's thread applies the live delay, converts the message to protobuf and
-pushes it into the one client stream it keeps open to the receiver. A receiver that is
-down costs the round loop nothing: the link thread keeps reconnecting with bounded backoff
-(gRPC's channel backoff, see :mod:`starling.node.runtime.transport`) and *holds* what the round loop
-queued meanwhile, in order, for up to one round deadline — the longest any receiver waits
-for a message — then discards it, counted ``dropped``. Messages handed to a stream that then
-breaks may have died with it (a peer killed mid-stream is noticed only after the next few
-sends), so the link also keeps what it sent on the current stream during the last deadline
-and sends it again, marked ``resent``, on the next stream; the receiver ignores a resend it
+moves on; gRPC's sending thread of the link's one open client stream takes it from there
+(:mod:`starling.node.runtime.feed`), applies the live delay, converts it to protobuf and
+sends it — one thread hand-off, as in a plain grpcio client. The link's own thread only
+supervises: a receiver that is down costs the round loop nothing, the link thread keeps
+reconnecting with bounded backoff (gRPC's channel backoff, see
+:mod:`starling.node.runtime.transport`) and *holds* what the round loop queued meanwhile, in
+order, for up to one round deadline — the longest any receiver waits for a message — then
+discards it, counted ``dropped``. Messages handed to a stream that then breaks may have died
+with it (a peer killed mid-stream is noticed only after the next few sends), so the stream
+keeps what it sent during the last deadline (at most 64 MiB of payload) and the link sends
+it again, marked ``resent``, on the next stream; the receiver ignores a resend it
 already has or no longer needs. A peer that restarts within a deadline (a crashed node
 resuming from its checkpoint) thus gets every message sent to it while it was down, and
 rejoins as if it had only been slow; one that stays away costs its senders at most a
@@ -118,7 +120,7 @@ class OutboundLink:
         self._drop_rng = np.random.default_rng(
             [spec.seed, stable_id(spec.node_id), stable_id(receiver), 0x11FE]
         )
-        # Messages to send; None wakes the link thread (a stream broke), _CLOSE ends it.
+        # Messages to send; None wakes a waiting feed (its stream ended), _CLOSE ends the link.
         self._queue: queue.Queue[Outgoing | _Close | None] = queue.Queue()
         # Taken from the queue while the peer was unreachable; sent first once it is back.
         self._held: collections.deque[Outgoing] = collections.deque()
@@ -159,7 +161,7 @@ class OutboundLink:
         self._queue.put(None)  # wake a feed still waiting for a message
         self._thread.join(1.0)
 
-    # ------------------------------------------------------------ link thread
+    # ------------------------------------------------------------ the link's thread and its streams
 
     def _iterate(self, item: Outgoing) -> peer_pb2.Iterate:
         common = _Header(

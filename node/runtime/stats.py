@@ -1,4 +1,5 @@
-"""Per-link counters, updated by link threads and servicer threads, read by ``Status``."""
+"""Per-link counters, updated by the links' sending threads and the servicers, read by
+``Status``."""
 
 from __future__ import annotations
 
