@@ -1,6 +1,6 @@
 """The batched W2 (one projection per point set, a chains × chains Gram when chains < dim,
-the triangular product from dim 64 on) equals the direct formula of Givens & Shortt,
-``‖m1 − m2‖² + tr(S1 + S2 − 2 (S2^½ S1 S2^½)^½)`` with ``d × d`` square roots.
+the factor's zero triangle skipped from dim 129 on) equals the direct formula of Givens &
+Shortt, ``‖m1 − m2‖² + tr(S1 + S2 − 2 (S2^½ S1 S2^½)^½)`` with ``d × d`` square roots.
 
 Tolerances. Both sides are exact in real arithmetic. With a full-rank fitted covariance
 (chains > dim) they agree to 1e-9 relative: the trace term cancels (W2² is a small
@@ -61,7 +61,7 @@ def _target(rng: np.random.Generator, d: int, rank: int | None = None):
 
 @pytest.mark.parametrize(
     ("d", "chains"),
-    [(2, 100), (3, 1), (3, 2), (40, 10), (80, 30), (80, 200), (120, 120)],
+    [(2, 100), (3, 1), (3, 2), (40, 10), (80, 30), (80, 200), (120, 120), (257, 40), (300, 90)],
 )
 def test_batched_w2_equals_the_direct_formula(d, chains):
     rng = np.random.default_rng([d, chains])
@@ -85,9 +85,9 @@ def test_semidefinite_target_uses_the_symmetric_root():
 
 def test_projection_is_the_product_with_the_factor():
     rng = np.random.default_rng(6)
-    mean, cov = _target(rng, 90)
+    mean, cov = _target(rng, 301)  # halves 150 / 151, then 75 / 75 and 75 / 76: odd splits
     target = GaussianTarget(mean, cov)
-    points = rng.standard_normal((2, 7, 90))
+    points = rng.standard_normal((2, 7, 301))
     np.testing.assert_allclose(target.project(points), points @ target.root, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(target.root @ target.root.T, cov, rtol=1e-10, atol=1e-12)
 
