@@ -83,11 +83,13 @@ class GaussianTarget:
         if count < 2:  # one point: the fitted covariance is zero
             squared = gap + self.trace
             return np.sqrt(np.maximum(squared, 0.0)).reshape(batch)
-        scaled = (points - means[:, None, :]) / np.sqrt(count - 1)
+        scaled = points - means[:, None, :]
+        scaled /= np.sqrt(count - 1)  # in place: one temporary of the block's size, not two
         if self.projects(count):
             fitted_trace = np.einsum("bnd,bnd->b", scaled, scaled)
             z = self.project(points) if projected is None else np.asarray(projected, dtype=float)
-            y = _centred_rows(z.reshape(points.shape)) / np.sqrt(count - 1)
+            y = _centred_rows(z.reshape(points.shape))
+            y /= np.sqrt(count - 1)
             gram = y @ y.transpose(0, 2, 1)
         else:  # S1 itself is the smaller matrix: Lᵀ S1 L, no projection of the points
             fitted = scaled.transpose(0, 2, 1) @ scaled
@@ -108,7 +110,9 @@ def _centred_rows(z: np.ndarray) -> np.ndarray:
     z = z - z.mean(axis=1, keepdims=True)  # first: then s is ~z_0, not a large difference
     root = np.sqrt(z.shape[1])
     s = z[:, 0, :] - z.sum(axis=1) / root
-    return z[:, 1:, :] + (s / (root - 1.0))[:, None, :]
+    rows = z[:, 1:, :]
+    rows += (s / (root - 1.0))[:, None, :]  # in the centred copy: no second temporary
+    return rows
 
 
 _LEAF = 128

@@ -6,7 +6,7 @@ target's factor (``n d²``; everything else is ``n² d`` or less, ``n`` chains <
 It is linear, so it is done once per (node, round) and reused: the round's curve point,
 the final window pooled (the pooled projections), and the average iterate
 (``(Σ_i X_i / N) L = Σ_i (X_i L) / N``). Rounds are scored in blocks of at most
-:data:`~starling.orchestrator.metrics._BATCH_BYTES` of one node's samples, aligned on the
+:data:`_BLOCK_BYTES` of one node's samples, aligned on the
 last round so the final window lies in one block: memory holds one block of samples and
 its projections at a time, whatever the run's length.
 
@@ -21,11 +21,15 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from starling.orchestrator.metrics import _BATCH_BYTES, GaussianTarget
+from starling.orchestrator.metrics import GaussianTarget
 
 __all__ = ["w2_scores"]
 
 AVERAGE = "average"
+_BLOCK_BYTES = 16 * 1024 * 1024
+"""A block holds at most this many bytes of one node's samples (at least ``window``
+rounds); its projections, their running sum for the average and W2's temporaries take
+about five times as much."""
 
 
 def _scored(
@@ -94,7 +98,7 @@ def w2_scores(
         with_average = average is not None and group is together
         names = [*group, *([AVERAGE] if with_average else [])]
         pieces: dict[str, list[np.ndarray]] = {n: [] for n in names}
-        step = max(window, _BATCH_BYTES // max(first[0].nbytes if rounds else 1, 1), 1)
+        step = max(window, _BLOCK_BYTES // max(first[0].nbytes if rounds else 1, 1), 1)
         for stop in range(rounds, 0, -step):  # from the last round back: see the module
             start = max(0, stop - step)
             total: np.ndarray | None = None
