@@ -37,6 +37,25 @@ def _marginal(rounds: tuple[int, int], seconds: tuple[float, float]) -> float:
     return (rounds[1] - rounds[0]) / extra if extra > 0 else float("nan")
 
 
+def _per_node_round(runs: list[dict], extra_node_rounds: int) -> dict:
+    """Marginal CPU (ms) and context switches (voluntary, involuntary) per node and round,
+    from the two run lengths' ``cpu_s`` and ``switches``."""
+    return {
+        "cpu_ms": 1e3 * (runs[1]["cpu_s"] - runs[0]["cpu_s"]) / extra_node_rounds,
+        "switches": [
+            (runs[1]["switches"][k] - runs[0]["switches"][k]) / extra_node_rounds for k in (0, 1)
+        ],
+    }
+
+
+def _in_process_ms(experiments: list, extra_node_rounds: int) -> float:
+    """Marginal CPU (ms) per node and round of the same experiments run in-process."""
+    from benchmarks.in_process import sampler_cpu
+
+    short, long = (sampler_cpu(e) for e in experiments)
+    return 1e3 * (long - short) / extra_node_rounds
+
+
 def ring_rate(quick: bool) -> dict:
     """5-node ring, dim 2, one chain (16-byte iterates): marginal rounds per second with the
     defaults (a resume point every round, a durable checkpoint every 1000 rounds or second);
@@ -52,11 +71,20 @@ def ring_rate(quick: bool) -> dict:
         every.append(starling_ring(ring_experiment(5, rounds, chains=1, dim=2, checkpoint_every=1)))
         raw.append(ring_stats(5, rounds, 16))
     extra_node_rounds = 5 * (lengths[1] - lengths[0])
+    _say("ring rate: the same rounds in-process (simulate), for the samplers' own CPU")
+    in_process = _in_process_ms(
+        [ring_experiment(5, rounds, chains=1, dim=2) for rounds in lengths], extra_node_rounds
+    )
+    starling_costs = _per_node_round(starling, extra_node_rounds)
+    raw_costs = _per_node_round(raw, extra_node_rounds)
     return {
         # CPU per node and round, marginal like the rates: what the machine's load does not
         # change much, unlike the rates (a busy machine slows both sides, unequally).
-        "starling_cpu_ms": 1e3 * (starling[1]["cpu_s"] - starling[0]["cpu_s"]) / extra_node_rounds,
-        "raw_cpu_ms": 1e3 * (raw[1]["cpu_s"] - raw[0]["cpu_s"]) / extra_node_rounds,
+        "starling_cpu_ms": starling_costs["cpu_ms"],
+        "raw_cpu_ms": raw_costs["cpu_ms"],
+        "in_process_cpu_ms": in_process,
+        "starling_switches": starling_costs["switches"],
+        "raw_switches": raw_costs["switches"],
         "starling_durable_every_round": _marginal(lengths, tuple(r["loop_s"] for r in every)),
         "rounds": list(lengths),
         "starling_loop_s": [r["loop_s"] for r in starling],
@@ -89,7 +117,16 @@ def large_iterates(quick: bool) -> dict:
         raw.append(ring_stats(5, rounds, payload))
     sent_mb = 2 * payload / 1e6  # per node per round: one payload to each neighbour
     extra_node_rounds = 5 * (lengths[1] - lengths[0])
+    _say("large iterates: the same rounds in-process (simulate), for the sampler's own CPU")
+    in_process = _in_process_ms(
+        [
+            ring_experiment(5, r, chains, dim, algorithm="d-sgld", hyperparameters={"eta": 1e-4})
+            for r in lengths
+        ],
+        extra_node_rounds,
+    )
     return {
+        "in_process_cpu_ms": in_process,
         "chains": chains,
         "dim": dim,
         "payload_mb": payload / 1e6,
@@ -118,6 +155,8 @@ def quickstart_rss() -> dict:
     return {
         "starling": starling["peak_rss_mb_max"],
         "raw": raw["peak_rss_mb"],
+        "starling_anon": starling["anon_rss_mb_max"],
+        "raw_anon": raw["anon_rss_mb"],
         "quickstart_loop_s": starling["loop_s"],
     }
 
@@ -190,6 +229,10 @@ def studies(names: list[str]) -> dict:
     return out
 
 
+def _switch_pair(switches: list[float]) -> str:
+    return f"{switches[0]:.0f} + {switches[1]:.0f}"
+
+
 def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b and a == a and b == b else "-"
 
@@ -204,6 +247,16 @@ def table(report: dict) -> str:
     rows.append(("  CPU per node and round (all threads, marginal)",
                  f"{r['starling_cpu_ms']:.2f} ms", f"{r['raw_cpu_ms']:.2f} ms",
                  _ratio(r["starling_cpu_ms"], r["raw_cpu_ms"]), "-"))  # fmt: skip
+    rows.append(("    of which the sampler's own rounds (simulate, in-process)",
+                 f"{r['in_process_cpu_ms']:.2f} ms", "-", "-", "-"))  # fmt: skip
+    rows.append(("    beyond them: the network and the disk",
+                 f"{r['starling_cpu_ms'] - r['in_process_cpu_ms']:.2f} ms",
+                 f"{r['raw_cpu_ms']:.2f} ms",
+                 _ratio(r["starling_cpu_ms"] - r["in_process_cpu_ms"], r["raw_cpu_ms"]),
+                 "-"))  # fmt: skip
+    rows.append(("  context switches per node and round (voluntary + involuntary)",
+                 _switch_pair(r["starling_switches"]), _switch_pair(r["raw_switches"]),
+                 _ratio(sum(r["starling_switches"]), sum(r["raw_switches"])), "-"))  # fmt: skip
     rows.append(("  the same, checkpoint_every: 1 (3 fsyncs every round)",
                  f"{r['starling_durable_every_round']:.0f} r/s", f"{r['raw']:.0f} r/s",
                  _ratio(r["starling_durable_every_round"], r["raw"]), "-"))  # fmt: skip
@@ -215,6 +268,13 @@ def table(report: dict) -> str:
     rows.append(("  CPU per node and round (all threads, marginal)",
                  f"{li['starling_cpu_ms']:.1f} ms", f"{li['raw_cpu_ms']:.1f} ms",
                  _ratio(li["starling_cpu_ms"], li["raw_cpu_ms"]), "-"))  # fmt: skip
+    rows.append(("    of which the sampler's own rounds (simulate, in-process)",
+                 f"{li['in_process_cpu_ms']:.1f} ms", "-", "-", "-"))  # fmt: skip
+    rows.append(("    beyond them: the network and the disk",
+                 f"{li['starling_cpu_ms'] - li['in_process_cpu_ms']:.1f} ms",
+                 f"{li['raw_cpu_ms']:.1f} ms",
+                 _ratio(li["starling_cpu_ms"] - li["in_process_cpu_ms"], li["raw_cpu_ms"]),
+                 "-"))  # fmt: skip
     rows.append(("start-up, 5 nodes (processes launched to all serving)",
                  f"{r['startup5_starling_s']:.2f} s", f"{r['startup5_raw_s']:.2f} s",
                  _ratio(r["startup5_starling_s"], r["startup5_raw_s"]), "-"))  # fmt: skip
@@ -233,6 +293,9 @@ def table(report: dict) -> str:
     q = report["rss"]
     rows.append(("one node process, peak RSS (quickstart model)", f"{q['starling']:.0f} MB",
                  f"{q['raw']:.0f} MB", _ratio(q["starling"], q["raw"]), "<= 64 MB"))  # fmt: skip
+    rows.append(("  of which its own (RssAnon: no shared-library pages)",
+                 f"{q['starling_anon']:.0f} MB", f"{q['raw_anon']:.0f} MB",
+                 _ratio(q["starling_anon"], q["raw_anon"]), "-"))  # fmt: skip
     s = report["simulate"]
     names = ", ".join(s["studies"])
     rows.append((f"simulate [000] studies, one seed each ({names})",

@@ -13,6 +13,7 @@ import argparse
 import json
 import multiprocessing as mp
 import queue
+import resource
 import struct
 import threading
 import time
@@ -81,28 +82,32 @@ def _node(index: int, nodes: int, rounds: int, payload: int, pipe) -> None:
     pipe.send("ready")
     pipe.recv()  # go
     started, cpu_started = time.perf_counter(), time.process_time()
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # all threads of this process
     for round_index in range(rounds):
         message = _HEADER.pack(round_index, index) + body
         for box in outboxes.values():
             box.put(message)
         arrivals.wait(neighbours, round_index)
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    end = resource.getrusage(resource.RUSAGE_SELF)
+    switches = (end.ru_nvcsw - usage.ru_nvcsw, end.ru_nivcsw - usage.ru_nivcsw)
     for box in outboxes.values():
         box.put(None)
     for call in calls:
         call.result(timeout=30)
-    peak_kb = _peak_kb()
-    pipe.send((elapsed, peak_kb, cpu))
+    memory_kb = (_status_kb("VmHWM"), _status_kb("RssAnon"))
+    pipe.send((elapsed, memory_kb, cpu, switches))
     pipe.recv()  # everyone finished: safe to stop serving
     server.stop(0)
 
 
-def _peak_kb() -> int:
-    """This process's peak RSS (VmHWM). Not ``ru_maxrss``: Linux carries that across the
-    ``exec`` of a spawned child, so it would report the (large) parent's."""
+def _status_kb(field: str) -> int:
+    """A memory field of this process's ``/proc/self/status`` in kB: ``VmHWM``, the peak
+    RSS (not ``ru_maxrss``: Linux carries that across the ``exec`` of a spawned child, so it
+    would report the large parent's), or ``RssAnon``, its private resident memory."""
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1])
     return 0
 
@@ -115,7 +120,9 @@ def ring_time(nodes: int, rounds: int, payload: int) -> float:
 def ring_stats(nodes: int, rounds: int, payload: int) -> dict:
     """:func:`ring_time` with the start-up: ``seconds`` of rounds (slowest node),
     ``startup_s`` from spawning the processes to every one serving, ``peak_rss_mb`` of
-    the largest node process and ``cpu_s``, the CPU time all nodes spent in their rounds."""
+    the largest node process (``anon_rss_mb``: its private part), ``cpu_s``, the CPU time
+    all nodes spent in their rounds, and ``switches``, their context switches meanwhile
+    (voluntary, involuntary)."""
     context = mp.get_context("spawn")
     pipes, processes = [], []
     spawned = time.perf_counter()
@@ -145,8 +152,10 @@ def ring_stats(nodes: int, rounds: int, payload: int) -> dict:
     return {
         "seconds": max(r[0] for r in reports),
         "startup_s": startup,
-        "peak_rss_mb": max(r[1] for r in reports) / 1024.0,
+        "peak_rss_mb": max(r[1][0] for r in reports) / 1024.0,
+        "anon_rss_mb": max(r[1][1] for r in reports) / 1024.0,
         "cpu_s": sum(r[2] for r in reports),
+        "switches": [sum(r[3][k] for r in reports) for k in (0, 1)],
     }
 
 

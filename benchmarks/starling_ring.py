@@ -5,9 +5,10 @@ One call starts ``nodes`` nodes with :class:`~starling.orchestrator.backends.loc
 polls their status until every node is done. Each phase is timed on its own, so a figure
 never mixes them: ``startup_s`` (processes launched until every node answers its health
 check), ``configure_s``, ``loop_s`` (Start sent to every node done: the round loop),
-``cpu_s`` (the CPU time every node process used during the loop) and, if asked,
+``cpu_s`` (the CPU time every node process used during the loop), ``switches`` (the
+context switches of all their threads during the loop: voluntary, involuntary) and, if asked,
 ``evaluate_s`` (the orchestrator's evaluation of the collected samples). Peak RSS is read
-from ``/proc`` before the nodes stop.
+from ``/proc`` before the nodes stop, with the private part of the resident set beside it.
 """
 
 from __future__ import annotations
@@ -56,11 +57,14 @@ def ring_experiment(
     return parse_experiment(raw, default_name=raw["name"])
 
 
-def _peak_rss_mb(pid: int | None) -> float:
-    """VmHWM (peak resident set) of a live process, in MB; 0 if it cannot be read."""
+def _status_mb(pid: int | None, field: str) -> float:
+    """A ``/proc/PID/status`` memory field of a live process, in MB; 0 if it cannot be read.
+    ``VmHWM``: the peak resident set; ``RssAnon``: the resident memory of its own (heap,
+    stacks, arrays), without the file-backed pages of shared libraries, whose resident
+    share depends on how the page cache holds the library files (README, Performance)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024.0
     except (OSError, ValueError, IndexError):
         pass
@@ -78,6 +82,27 @@ def _cpu_seconds(pids: list[int | None]) -> float:
             continue
         total += int(fields[11]) + int(fields[12])  # utime, stime
     return total / ticks
+
+
+def _switches(pids: list[int | None]) -> tuple[int, int]:
+    """Context switches (voluntary, involuntary) of the processes' live threads so far."""
+    voluntary = involuntary = 0
+    for pid in pids:
+        try:
+            tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                status = (task / "status").read_text()
+            except OSError:
+                continue  # the thread ended meanwhile
+            for line in status.splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    voluntary += int(line.split()[1])
+                elif line.startswith("nonvoluntary_ctxt_switches:"):
+                    involuntary += int(line.split()[1])
+    return voluntary, involuntary
 
 
 def starling_ring(experiment, evaluate: bool = False) -> dict:
@@ -105,7 +130,7 @@ def starling_ring(experiment, evaluate: bool = False) -> dict:
                     client.configure(specs[node], fresh=True)
                 out["configure_s"] = time.perf_counter() - began
                 pids = list(backend.pids().values())
-                cpu_began = _cpu_seconds(pids)
+                cpu_began, switches_began = _cpu_seconds(pids), _switches(pids)
                 began = time.perf_counter()
                 for client in clients.values():
                     client.start()
@@ -124,9 +149,15 @@ def starling_ring(experiment, evaluate: bool = False) -> dict:
                         time.sleep(POLL_S)
                 out["loop_s"] = time.perf_counter() - began
                 out["cpu_s"] = _cpu_seconds(pids) - cpu_began
-                rss = [_peak_rss_mb(pid) for pid in backend.pids().values()]
+                out["switches"] = [
+                    end - began for end, began in zip(_switches(pids), switches_began, strict=True)
+                ]
+                rss = [_status_mb(pid, "VmHWM") for pid in backend.pids().values()]
                 out["peak_rss_mb_max"] = max(rss)
                 out["peak_rss_mb_sum"] = sum(rss)
+                out["anon_rss_mb_max"] = max(
+                    _status_mb(pid, "RssAnon") for pid in backend.pids().values()
+                )
                 if evaluate:
                     collector = Collector()
                     for node, client in clients.items():
