@@ -237,6 +237,20 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b and a == a and b == b else "-"
 
 
+def _cpu_rows(figures: dict, digits: int) -> list[tuple[str, ...]]:
+    """CPU per node and round beside raw grpcio's, split into the samplers' own rounds
+    (in-process) and what the network and the disk cost beyond them."""
+    own, total, raw = (figures[k] for k in ("in_process_cpu_ms", "starling_cpu_ms", "raw_cpu_ms"))
+    return [
+        ("  CPU per node and round (all threads, marginal)",
+         f"{total:.{digits}f} ms", f"{raw:.{digits}f} ms", _ratio(total, raw), "-"),
+        ("    of which the sampler's own rounds (simulate, in-process)",
+         f"{own:.{digits}f} ms", "-", "-", "-"),
+        ("    beyond them: the network and the disk",
+         f"{total - own:.{digits}f} ms", f"{raw:.{digits}f} ms", _ratio(total - own, raw), "-"),
+    ]  # fmt: skip
+
+
 def table(report: dict) -> str:
     """The one table: what, Starling, raw grpcio, ratio, the issue's goal."""
     rows = []
@@ -244,16 +258,7 @@ def table(report: dict) -> str:
     rows.append(("5-node ring, dim 2, 1 chain: marginal rounds/s (default checkpoints)",
                  f"{r['starling']:.0f} r/s", f"{r['raw']:.0f} r/s",
                  _ratio(r["starling"], r["raw"]), ">= 0.5x"))  # fmt: skip
-    rows.append(("  CPU per node and round (all threads, marginal)",
-                 f"{r['starling_cpu_ms']:.2f} ms", f"{r['raw_cpu_ms']:.2f} ms",
-                 _ratio(r["starling_cpu_ms"], r["raw_cpu_ms"]), "-"))  # fmt: skip
-    rows.append(("    of which the sampler's own rounds (simulate, in-process)",
-                 f"{r['in_process_cpu_ms']:.2f} ms", "-", "-", "-"))  # fmt: skip
-    rows.append(("    beyond them: the network and the disk",
-                 f"{r['starling_cpu_ms'] - r['in_process_cpu_ms']:.2f} ms",
-                 f"{r['raw_cpu_ms']:.2f} ms",
-                 _ratio(r["starling_cpu_ms"] - r["in_process_cpu_ms"], r["raw_cpu_ms"]),
-                 "-"))  # fmt: skip
+    rows += _cpu_rows(r, digits=2)
     rows.append(("  context switches per node and round (voluntary + involuntary)",
                  _switch_pair(r["starling_switches"]), _switch_pair(r["raw_switches"]),
                  _ratio(sum(r["starling_switches"]), sum(r["raw_switches"])), "-"))  # fmt: skip
@@ -265,16 +270,7 @@ def table(report: dict) -> str:
                  f"({li['payload_mb']:.0f} MB iterates): MB/s sent per node",
                  f"{li['starling']:.0f} MB/s", f"{li['raw']:.0f} MB/s",
                  _ratio(li["starling"], li["raw"]), ">= 0.5x"))  # fmt: skip
-    rows.append(("  CPU per node and round (all threads, marginal)",
-                 f"{li['starling_cpu_ms']:.1f} ms", f"{li['raw_cpu_ms']:.1f} ms",
-                 _ratio(li["starling_cpu_ms"], li["raw_cpu_ms"]), "-"))  # fmt: skip
-    rows.append(("    of which the sampler's own rounds (simulate, in-process)",
-                 f"{li['in_process_cpu_ms']:.1f} ms", "-", "-", "-"))  # fmt: skip
-    rows.append(("    beyond them: the network and the disk",
-                 f"{li['starling_cpu_ms'] - li['in_process_cpu_ms']:.1f} ms",
-                 f"{li['raw_cpu_ms']:.1f} ms",
-                 _ratio(li["starling_cpu_ms"] - li["in_process_cpu_ms"], li["raw_cpu_ms"]),
-                 "-"))  # fmt: skip
+    rows += _cpu_rows(li, digits=1)
     rows.append(("start-up, 5 nodes (processes launched to all serving)",
                  f"{r['startup5_starling_s']:.2f} s", f"{r['startup5_raw_s']:.2f} s",
                  _ratio(r["startup5_starling_s"], r["startup5_raw_s"]), "-"))  # fmt: skip
