@@ -1,4 +1,5 @@
-"""An outbound stream's memory for resends is bounded, whatever the round deadline."""
+"""An outbound stream's memory for resends is bounded, whatever the round deadline: in bytes
+of payload and in messages."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import time
 import numpy as np
 
 from starling.node.messages import Message
-from starling.node.runtime.feed import RESEND_BYTES, Outgoing, StreamFeed
+from starling.node.runtime.feed import RESEND_BYTES, RESEND_MESSAGES, Outgoing, StreamFeed
 
 
 def _never(_ended):
@@ -28,6 +29,17 @@ def test_a_stream_keeps_at_most_resend_bytes_for_sending_again():
     # A message larger than the bound on its own is still kept (the last one sent).
     feed.remember(Outgoing(time.monotonic(), 100, 0, message), 2 * RESEND_BYTES)
     assert [item.round for item in feed.take_recent()] == [100]
+
+
+def test_a_stream_keeps_at_most_resend_messages_of_small_iterates():
+    # Tiny payloads never reach the byte bound: the count bounds them, newest kept.
+    feed = StreamFeed(_never, hold_seconds=3600.0)
+    message = Message("x", {"x": np.zeros(2)})
+    sent = 3 * RESEND_MESSAGES
+    for round_index in range(sent):
+        feed.remember(Outgoing(time.monotonic(), round_index, 0, message), 16)
+    kept = feed.take_recent()
+    assert [item.round for item in kept] == list(range(sent - RESEND_MESSAGES, sent))
 
 
 def test_the_hold_time_bounds_what_is_kept_too():
