@@ -60,16 +60,19 @@ def ring_rate(quick: bool) -> dict:
     """5-node ring, dim 2, one chain (16-byte iterates): marginal rounds per second with the
     defaults (a resume point every round, a durable checkpoint every 1000 rounds or second);
     also with ``checkpoint_every: 1``, a durable checkpoint (3 fsyncs) every round."""
+    from benchmarks.raw_aio_ring import aio_ring_stats
     from benchmarks.raw_ring import ring_stats
     from benchmarks.starling_ring import ring_experiment, starling_ring
 
     lengths = (30, 130) if quick else (100, 500)
-    starling, every, raw = [], [], []
+    starling, every, raw, aio = [], [], [], []
     for rounds in lengths:
-        _say(f"ring rate: {rounds} rounds, Starling (defaults, checkpoint_every 1), raw grpcio")
+        _say(f"ring rate: {rounds} rounds, Starling (defaults, checkpoint_every 1), raw grpcio"
+             " (threads, then grpc.aio)")  # fmt: skip
         starling.append(starling_ring(ring_experiment(5, rounds, chains=1, dim=2)))
         every.append(starling_ring(ring_experiment(5, rounds, chains=1, dim=2, checkpoint_every=1)))
         raw.append(ring_stats(5, rounds, 16))
+        aio.append(aio_ring_stats(5, rounds, 16))
     extra_node_rounds = 5 * (lengths[1] - lengths[0])
     _say("ring rate: the same rounds in-process (simulate), for the samplers' own CPU")
     in_process = _in_process_ms(
@@ -91,6 +94,8 @@ def ring_rate(quick: bool) -> dict:
         "raw_loop_s": [r["seconds"] for r in raw],
         "starling": _marginal(lengths, tuple(r["loop_s"] for r in starling)),
         "raw": _marginal(lengths, tuple(r["seconds"] for r in raw)),
+        "raw_aio": _marginal(lengths, tuple(r["seconds"] for r in aio)),
+        "raw_aio_cpu_ms": _per_node_round(aio, extra_node_rounds)["cpu_ms"],
         "startup5_starling_s": starling[0]["startup_s"],
         "startup5_raw_s": raw[0]["startup_s"],
     }
@@ -262,6 +267,12 @@ def table(report: dict) -> str:
     rows.append(("  context switches per node and round (voluntary + involuntary)",
                  _switch_pair(r["starling_switches"]), _switch_pair(r["raw_switches"]),
                  _ratio(sum(r["starling_switches"]), sum(r["raw_switches"])), "-"))  # fmt: skip
+    rows.append(("  reference: the raw ring on grpc.aio (one event loop a process)",
+                 f"{r['starling']:.0f} r/s", f"{r['raw_aio']:.0f} r/s",
+                 _ratio(r["starling"], r["raw_aio"]), "-"))  # fmt: skip
+    rows.append(("    its CPU per node and round",
+                 f"{r['starling_cpu_ms']:.2f} ms", f"{r['raw_aio_cpu_ms']:.2f} ms",
+                 _ratio(r["starling_cpu_ms"], r["raw_aio_cpu_ms"]), "-"))  # fmt: skip
     rows.append(("  the same, checkpoint_every: 1 (3 fsyncs every round)",
                  f"{r['starling_durable_every_round']:.0f} r/s", f"{r['raw']:.0f} r/s",
                  _ratio(r["starling_durable_every_round"], r["raw"]), "-"))  # fmt: skip

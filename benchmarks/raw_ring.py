@@ -17,6 +17,7 @@ import resource
 import struct
 import threading
 import time
+from collections.abc import Callable
 from concurrent import futures
 
 import grpc
@@ -117,18 +118,19 @@ def ring_time(nodes: int, rounds: int, payload: int) -> float:
     return ring_stats(nodes, rounds, payload)["seconds"]
 
 
-def ring_stats(nodes: int, rounds: int, payload: int) -> dict:
+def ring_stats(nodes: int, rounds: int, payload: int, node: Callable = _node) -> dict:
     """:func:`ring_time` with the start-up: ``seconds`` of rounds (slowest node),
     ``startup_s`` from spawning the processes to every one serving, ``peak_rss_mb`` of
     the largest node process (``anon_rss_mb``: its private part), ``cpu_s``, the CPU time
     all nodes spent in their rounds, and ``switches``, their context switches meanwhile
-    (voluntary, involuntary)."""
+    (voluntary, involuntary). ``node``: the function each process runs (a module-level
+    one, for ``spawn``), :func:`benchmarks.raw_aio_ring.aio_ring_stats`'s for the other."""
     context = mp.get_context("spawn")
     pipes, processes = [], []
     spawned = time.perf_counter()
     for index in range(nodes):
         parent, child = context.Pipe()
-        process = context.Process(target=_node, args=(index, nodes, rounds, payload, child))
+        process = context.Process(target=node, args=(index, nodes, rounds, payload, child))
         process.start()
         pipes.append(parent)
         processes.append(process)
