@@ -166,6 +166,19 @@ def quickstart_rss() -> dict:
     }
 
 
+def one_node_start(launches: int = 3) -> dict:
+    """One node's start-up, launched alone (the best of ``launches``), beside one raw
+    grpcio server's."""
+    from benchmarks.raw_ring import start_time
+    from benchmarks.starling_ring import node_ready_seconds
+
+    _say(f"start-up of one node, {launches} launches each: Starling then raw grpcio")
+    return {
+        "starling": min(node_ready_seconds() for _ in range(launches)),
+        "raw": min(start_time(1) for _ in range(launches)),
+    }
+
+
 def big_ring(nodes: int, rounds: int) -> dict:
     """An ``nodes``-node ring (dim 2, one chain): start-up, rounds per second, RSS in all."""
     from benchmarks.raw_ring import ring_stats
@@ -282,6 +295,10 @@ def table(report: dict) -> str:
                  f"{li['starling']:.0f} MB/s", f"{li['raw']:.0f} MB/s",
                  _ratio(li["starling"], li["raw"]), ">= 0.5x"))  # fmt: skip
     rows += _cpu_rows(li, digits=1)
+    one = report["one_node_start"]
+    rows.append(("start-up, one node (launched to serving; best of 3)",
+                 f"{one['starling']:.2f} s", f"{one['raw']:.2f} s",
+                 _ratio(one["starling"], one["raw"]), "<= 0.5 s"))  # fmt: skip
     rows.append(("start-up, 5 nodes (processes launched to all serving)",
                  f"{r['startup5_starling_s']:.2f} s", f"{r['startup5_raw_s']:.2f} s",
                  _ratio(r["startup5_starling_s"], r["startup5_raw_s"]), "-"))  # fmt: skip
@@ -345,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     report["ring_rate"] = ring_rate(args.quick)
     report["large_iterates"] = large_iterates(args.quick)
+    report["one_node_start"] = one_node_start()
     report["rss"] = quickstart_rss()
     report["big_rings"] = [big_ring(20, 50 if args.quick else 200)]
     if not args.quick:

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["ring_experiment", "starling_ring"]
+__all__ = ["node_ready_seconds", "ring_experiment", "starling_ring"]
 
 POLL_S = 0.01
 
@@ -170,3 +170,21 @@ def starling_ring(experiment, evaluate: bool = False) -> dict:
                 for client in clients.values():
                     client.close()
     return out
+
+
+def node_ready_seconds() -> float:
+    """Seconds from launching one node process (the local backend, as ``starling run``) to
+    its health check answering: a node's own start-up, imports included."""
+    from starling.orchestrator.backends.local import LocalBackend
+    from starling.orchestrator.client import NodeClient
+
+    with tempfile.TemporaryDirectory(prefix="starling-bench-") as tmp:
+        with LocalBackend("127.0.0.1", 0, Path(tmp), ready_timeout=600.0) as backend:
+            began = time.perf_counter()
+            address = backend.start(["0"])["0"]
+            client = NodeClient(address)
+            try:
+                client.wait_ready(timeout=600.0)
+                return time.perf_counter() - began
+            finally:
+                client.close()
