@@ -255,71 +255,66 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b and a == a and b == b else "-"
 
 
-def _cpu_rows(figures: dict, digits: int) -> list[tuple[str, ...]]:
+def _pair(what: str, starling: float, raw: float, form: str, goal: str = "-") -> tuple:
+    """A row of a Starling figure beside raw grpcio's (``form`` formats both) and their
+    ratio."""
+    return (what, form.format(starling), form.format(raw), _ratio(starling, raw), goal)
+
+
+def _cpu_rows(figures: dict, form: str) -> list[tuple]:
     """CPU per node and round beside raw grpcio's, split into the samplers' own rounds
     (in-process) and what the network and the disk cost beyond them."""
     own, total, raw = (figures[k] for k in ("in_process_cpu_ms", "starling_cpu_ms", "raw_cpu_ms"))
     return [
-        ("  CPU per node and round (all threads, marginal)",
-         f"{total:.{digits}f} ms", f"{raw:.{digits}f} ms", _ratio(total, raw), "-"),
+        _pair("  CPU per node and round (all threads, marginal)", total, raw, form),
         ("    of which the sampler's own rounds (simulate, in-process)",
-         f"{own:.{digits}f} ms", "-", "-", "-"),
-        ("    beyond them: the network and the disk",
-         f"{total - own:.{digits}f} ms", f"{raw:.{digits}f} ms", _ratio(total - own, raw), "-"),
+         form.format(own), "-", "-", "-"),
+        _pair("    beyond them: the network and the disk", total - own, raw, form),
     ]  # fmt: skip
 
 
 def table(report: dict) -> str:
     """The one table: what, Starling, raw grpcio, ratio, the issue's goal."""
-    rows = []
     r = report["ring_rate"]
-    rows.append(("5-node ring, dim 2, 1 chain: marginal rounds/s (default checkpoints)",
-                 f"{r['starling']:.0f} r/s", f"{r['raw']:.0f} r/s",
-                 _ratio(r["starling"], r["raw"]), ">= 0.5x"))  # fmt: skip
-    rows += _cpu_rows(r, digits=2)
-    rows.append(("  context switches per node and round (voluntary + involuntary)",
-                 _switch_pair(r["starling_switches"]), _switch_pair(r["raw_switches"]),
-                 _ratio(sum(r["starling_switches"]), sum(r["raw_switches"])), "-"))  # fmt: skip
-    rows.append(("  reference: the raw ring on grpc.aio (one event loop a process)",
-                 f"{r['starling']:.0f} r/s", f"{r['raw_aio']:.0f} r/s",
-                 _ratio(r["starling"], r["raw_aio"]), "-"))  # fmt: skip
-    rows.append(("    its CPU per node and round",
-                 f"{r['starling_cpu_ms']:.2f} ms", f"{r['raw_aio_cpu_ms']:.2f} ms",
-                 _ratio(r["starling_cpu_ms"], r["raw_aio_cpu_ms"]), "-"))  # fmt: skip
-    rows.append(("  the same, checkpoint_every: 1 (3 fsyncs every round)",
-                 f"{r['starling_durable_every_round']:.0f} r/s", f"{r['raw']:.0f} r/s",
-                 _ratio(r["starling_durable_every_round"], r["raw"]), "-"))  # fmt: skip
+    rows = [
+        _pair("5-node ring, dim 2, 1 chain: marginal rounds/s (default checkpoints)",
+              r["starling"], r["raw"], "{:.0f} r/s", ">= 0.5x"),
+        *_cpu_rows(r, "{:.2f} ms"),
+        ("  context switches per node and round (voluntary + involuntary)",
+         _switch_pair(r["starling_switches"]), _switch_pair(r["raw_switches"]),
+         _ratio(sum(r["starling_switches"]), sum(r["raw_switches"])), "-"),
+        _pair("  reference: the raw ring on grpc.aio (one event loop a process)",
+              r["starling"], r["raw_aio"], "{:.0f} r/s"),
+        _pair("    its CPU per node and round",
+              r["starling_cpu_ms"], r["raw_aio_cpu_ms"], "{:.2f} ms"),
+        _pair("  the same, checkpoint_every: 1 (3 fsyncs every round)",
+              r["starling_durable_every_round"], r["raw"], "{:.0f} r/s"),
+    ]  # fmt: skip
     li = report["large_iterates"]
-    rows.append((f"5-node ring, {li['chains']} chains x dim {li['dim']} "
-                 f"({li['payload_mb']:.0f} MB iterates): MB/s sent per node",
-                 f"{li['starling']:.0f} MB/s", f"{li['raw']:.0f} MB/s",
-                 _ratio(li["starling"], li["raw"]), ">= 0.5x"))  # fmt: skip
-    rows += _cpu_rows(li, digits=1)
+    rows.append(_pair(f"5-node ring, {li['chains']} chains x dim {li['dim']} "
+                      f"({li['payload_mb']:.0f} MB iterates): MB/s sent per node",
+                      li["starling"], li["raw"], "{:.0f} MB/s", ">= 0.5x"))  # fmt: skip
+    rows += _cpu_rows(li, "{:.1f} ms")
     one = report["one_node_start"]
-    rows.append(("start-up, one node (launched to serving; best of 3)",
-                 f"{one['starling']:.2f} s", f"{one['raw']:.2f} s",
-                 _ratio(one["starling"], one["raw"]), "<= 0.5 s"))  # fmt: skip
-    rows.append(("start-up, 5 nodes (processes launched to all serving)",
-                 f"{r['startup5_starling_s']:.2f} s", f"{r['startup5_raw_s']:.2f} s",
-                 _ratio(r["startup5_starling_s"], r["startup5_raw_s"]), "-"))  # fmt: skip
+    rows.append(_pair("start-up, one node (launched to serving; best of 3)",
+                      one["starling"], one["raw"], "{:.2f} s", "<= 0.5 s"))  # fmt: skip
+    rows.append(_pair("start-up, 5 nodes (processes launched to all serving)",
+                      r["startup5_starling_s"], r["startup5_raw_s"], "{:.2f} s"))  # fmt: skip
     for ring in report.get("big_rings", []):
         n = ring["nodes"]
         goal = {20: "<= 10 s", 100: "<= 30 s"}.get(n, "-")
-        rows.append((f"start-up, {n} nodes", f"{ring['startup_starling_s']:.2f} s",
-                     f"{ring['startup_raw_s']:.2f} s",
-                     _ratio(ring["startup_starling_s"], ring["startup_raw_s"]), goal))  # fmt: skip
-        rows.append((f"{n}-node ring, {ring['rounds']} rounds: rounds/s",
-                     f"{ring['starling']:.1f} r/s", f"{ring['raw']:.1f} r/s",
-                     _ratio(ring["starling"], ring["raw"]),
-                     ">= 0.5x" if n == 100 else "-"))  # fmt: skip
+        rows.append(_pair(f"start-up, {n} nodes", ring["startup_starling_s"],
+                          ring["startup_raw_s"], "{:.2f} s", goal))  # fmt: skip
+        rows.append(_pair(f"{n}-node ring, {ring['rounds']} rounds: rounds/s",
+                          ring["starling"], ring["raw"], "{:.1f} r/s",
+                          ">= 0.5x" if n == 100 else "-"))  # fmt: skip
         rows.append((f"{n}-node ring: peak RSS of all nodes", f"{ring['rss_sum_mb']:.0f} MB",
                      "-", "-", "-"))  # fmt: skip
     q = report["rss"]
-    rows.append(("one node process, peak RSS (quickstart model)", f"{q['starling']:.0f} MB",
-                 f"{q['raw']:.0f} MB", _ratio(q["starling"], q["raw"]), "<= 64 MB"))  # fmt: skip
-    rows.append(("  of which its own (RssAnon: no shared-library pages)",
-                 f"{q['starling_anon']:.0f} MB", f"{q['raw_anon']:.0f} MB",
-                 _ratio(q["starling_anon"], q["raw_anon"]), "-"))  # fmt: skip
+    rows.append(_pair("one node process, peak RSS (quickstart model)",
+                      q["starling"], q["raw"], "{:.0f} MB", "<= 64 MB"))  # fmt: skip
+    rows.append(_pair("  of which its own (RssAnon: no shared-library pages)",
+                      q["starling_anon"], q["raw_anon"], "{:.0f} MB"))  # fmt: skip
     s = report["simulate"]
     names = ", ".join(s["studies"])
     rows.append((f"simulate [000] studies, one seed each ({names})",
