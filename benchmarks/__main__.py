@@ -48,18 +48,11 @@ def _per_node_round(runs: list[dict], extra_node_rounds: int) -> dict:
     }
 
 
-def _in_process_ms(experiments: list, extra_node_rounds: int) -> float:
-    """Marginal CPU (ms) per node and round of the same experiments run in-process."""
-    from benchmarks.in_process import sampler_cpu
-
-    short, long = (sampler_cpu(e) for e in experiments)
-    return 1e3 * (long - short) / extra_node_rounds
-
-
 def ring_rate(quick: bool) -> dict:
     """5-node ring, dim 2, one chain (16-byte iterates): marginal rounds per second with the
     defaults (a resume point every round, a durable checkpoint every 1000 rounds or second);
     also with ``checkpoint_every: 1``, a durable checkpoint (3 fsyncs) every round."""
+    from benchmarks.in_process import sampler_ms
     from benchmarks.raw_aio_ring import aio_ring_stats
     from benchmarks.raw_ring import ring_stats
     from benchmarks.starling_ring import ring_experiment, starling_ring
@@ -75,9 +68,7 @@ def ring_rate(quick: bool) -> dict:
         aio.append(aio_ring_stats(5, rounds, 16))
     extra_node_rounds = 5 * (lengths[1] - lengths[0])
     _say("ring rate: the same rounds in-process (simulate), for the samplers' own CPU")
-    in_process = _in_process_ms(
-        [ring_experiment(5, rounds, chains=1, dim=2) for rounds in lengths], extra_node_rounds
-    )
+    in_process = sampler_ms(ring_experiment(5, lengths[1], chains=1, dim=2))
     starling_costs = _per_node_round(starling, extra_node_rounds)
     raw_costs = _per_node_round(raw, extra_node_rounds)
     return {
@@ -106,6 +97,7 @@ def large_iterates(quick: bool) -> dict:
     float64 iterates: MB/s of iterate payload each node sends, marginal over two lengths,
     default checkpoints; and the orchestrator's evaluation of the shorter run's samples at
     dim 1000."""
+    from benchmarks.in_process import sampler_ms
     from benchmarks.raw_ring import ring_stats
     from benchmarks.starling_ring import ring_experiment, starling_ring
 
@@ -123,12 +115,10 @@ def large_iterates(quick: bool) -> dict:
     sent_mb = 2 * payload / 1e6  # per node per round: one payload to each neighbour
     extra_node_rounds = 5 * (lengths[1] - lengths[0])
     _say("large iterates: the same rounds in-process (simulate), for the sampler's own CPU")
-    in_process = _in_process_ms(
-        [
-            ring_experiment(5, r, chains, dim, algorithm="d-sgld", hyperparameters={"eta": 1e-4})
-            for r in lengths
-        ],
-        extra_node_rounds,
+    in_process = sampler_ms(
+        ring_experiment(
+            5, lengths[1], chains, dim, algorithm="d-sgld", hyperparameters={"eta": 1e-4}
+        )
     )
     return {
         "in_process_cpu_ms": in_process,
