@@ -12,12 +12,10 @@ measured against :mod:`benchmarks.raw_ring`.
 from __future__ import annotations
 
 import asyncio
-import resource
-import time
 
 import grpc
 
-from benchmarks.raw_ring import _HEADER, _METHOD, _OPTIONS, _status_kb, ring_stats
+from benchmarks.raw_ring import _HEADER, _METHOD, _OPTIONS, RoundMeter, node_report, ring_stats
 
 __all__ = ["aio_ring_stats"]
 
@@ -66,21 +64,17 @@ async def _serve_and_ring(index: int, nodes: int, rounds: int, payload: int, pip
     body = bytes(payload)
     pipe.send("ready")
     await loop.run_in_executor(None, pipe.recv)  # go
-    started, cpu_started = time.perf_counter(), time.process_time()
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+    meter = RoundMeter()
     for round_index in range(rounds):
         message = _HEADER.pack(round_index, index) + body
         for call in calls:
             await call.write(message)
         await event(round_index).wait()
         del complete[round_index], arrived[round_index]
-    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-    end = resource.getrusage(resource.RUSAGE_SELF)
-    switches = (end.ru_nvcsw - usage.ru_nvcsw, end.ru_nivcsw - usage.ru_nivcsw)
+    measured = meter.stop()
     for call in calls:
         await call.done_writing()
         await asyncio.wait_for(call, 30)
-    memory_kb = (_status_kb("VmHWM"), _status_kb("RssAnon"))
-    pipe.send((elapsed, memory_kb, cpu, switches))
+    pipe.send(node_report(measured))
     await loop.run_in_executor(None, pipe.recv)  # everyone finished: safe to stop serving
     await server.stop(0)

@@ -82,34 +82,59 @@ def _node(index: int, nodes: int, rounds: int, payload: int, pipe) -> None:
     body = bytes(payload)
     pipe.send("ready")
     pipe.recv()  # go
-    started, cpu_started = time.perf_counter(), time.process_time()
-    usage = resource.getrusage(resource.RUSAGE_SELF)  # all threads of this process
+    meter = RoundMeter()
     for round_index in range(rounds):
         message = _HEADER.pack(round_index, index) + body
         for box in outboxes.values():
             box.put(message)
         arrivals.wait(neighbours, round_index)
-    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-    end = resource.getrusage(resource.RUSAGE_SELF)
-    switches = (end.ru_nvcsw - usage.ru_nvcsw, end.ru_nivcsw - usage.ru_nivcsw)
+    measured = meter.stop()
     for box in outboxes.values():
         box.put(None)
     for call in calls:
         call.result(timeout=30)
-    memory_kb = (_status_kb("VmHWM"), _status_kb("RssAnon"))
-    pipe.send((elapsed, memory_kb, cpu, switches))
+    pipe.send(node_report(measured))
     pipe.recv()  # everyone finished: safe to stop serving
     server.stop(0)
 
 
-def _status_kb(field: str) -> int:
-    """A memory field of this process's ``/proc/self/status`` in kB: ``VmHWM``, the peak
-    RSS (not ``ru_maxrss``: Linux carries that across the ``exec`` of a spawned child, so it
-    would report the large parent's), or ``RssAnon``, its private resident memory."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(f"{field}:"):
-                return int(line.split()[1])
+class RoundMeter:
+    """Times a node process's rounds, from its construction to :meth:`stop`."""
+
+    def __init__(self) -> None:
+        self._started, self._cpu = time.perf_counter(), time.process_time()
+        self._usage = resource.getrusage(resource.RUSAGE_SELF)  # all threads of the process
+
+    def stop(self) -> tuple[float, float, tuple[int, int]]:
+        """Seconds, CPU seconds and context switches (voluntary, involuntary) so far."""
+        end = resource.getrusage(resource.RUSAGE_SELF)
+        return (
+            time.perf_counter() - self._started,
+            time.process_time() - self._cpu,
+            (end.ru_nvcsw - self._usage.ru_nvcsw, end.ru_nivcsw - self._usage.ru_nivcsw),
+        )
+
+
+def node_report(measured: tuple[float, float, tuple[int, int]]) -> tuple:
+    """What a node process sends :func:`ring_stats`: :meth:`RoundMeter.stop`'s figures
+    and its memory (peak and private), read now."""
+    elapsed, cpu, switches = measured
+    return elapsed, (status_kb("VmHWM"), status_kb("RssAnon")), cpu, switches
+
+
+def status_kb(field: str, pid: int | str = "self") -> int:
+    """A memory field of ``/proc/PID/status`` in kB; 0 if it cannot be read. ``VmHWM``: the
+    peak RSS (not ``ru_maxrss``: Linux carries that across the ``exec`` of a spawned child,
+    so it would report the large parent's); ``RssAnon``: the private resident memory (heap,
+    stacks, arrays), without the file-backed pages of shared libraries, whose resident share
+    depends on how the page cache holds the library files (README, Performance)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
     return 0
 
 

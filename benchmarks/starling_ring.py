@@ -58,17 +58,10 @@ def ring_experiment(
 
 
 def _status_mb(pid: int | None, field: str) -> float:
-    """A ``/proc/PID/status`` memory field of a live process, in MB; 0 if it cannot be read.
-    ``VmHWM``: the peak resident set; ``RssAnon``: the resident memory of its own (heap,
-    stacks, arrays), without the file-backed pages of shared libraries, whose resident
-    share depends on how the page cache holds the library files (README, Performance)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(f"{field}:"):
-                return int(line.split()[1]) / 1024.0
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0.0
+    """:func:`benchmarks.raw_ring.status_kb` of a node process, in MB (0 without a pid)."""
+    from benchmarks.raw_ring import status_kb
+
+    return 0.0 if pid is None else status_kb(field, pid) / 1024.0
 
 
 def _cpu_seconds(pids: list[int | None]) -> float:
@@ -150,14 +143,12 @@ def starling_ring(experiment, evaluate: bool = False) -> dict:
                 out["loop_s"] = time.perf_counter() - began
                 out["cpu_s"] = _cpu_seconds(pids) - cpu_began
                 out["switches"] = [
-                    end - began for end, began in zip(_switches(pids), switches_began, strict=True)
+                    now - then for now, then in zip(_switches(pids), switches_began, strict=True)
                 ]
-                rss = [_status_mb(pid, "VmHWM") for pid in backend.pids().values()]
+                rss = [_status_mb(pid, "VmHWM") for pid in pids]
                 out["peak_rss_mb_max"] = max(rss)
                 out["peak_rss_mb_sum"] = sum(rss)
-                out["anon_rss_mb_max"] = max(
-                    _status_mb(pid, "RssAnon") for pid in backend.pids().values()
-                )
+                out["anon_rss_mb_max"] = max(_status_mb(pid, "RssAnon") for pid in pids)
                 if evaluate:
                     collector = Collector()
                     for node, client in clients.items():
