@@ -7,8 +7,9 @@
 # Idempotent and cached: each base image (starling-base:bookworm with python3, and
 # starling-netfault-base:bookworm with nftables and iproute2 for the kernel-fault helper)
 # is built only when it is missing (delete it with `docker image rm` to rebuild), wheels
-# already in docker/wheels/ are not fetched again, and docker's layer cache skips unchanged steps. Needs root (or
-# sudo) for debootstrap, a running Docker engine, and python3 with pip on the host.
+# already in docker/wheels/ are not fetched again (docker/wheelhouse.sh), and docker's layer
+# cache skips unchanged steps. Needs root (or sudo) for debootstrap, a running Docker
+# engine, and python3 with pip on the host.
 #
 # Environment: STARLING_BASE_IMAGE (default starling-base:bookworm), STARLING_NETFAULT_BASE
 # (default starling-netfault-base:bookworm), DEBIAN_MIRROR (default: debootstrap's),
@@ -19,7 +20,6 @@ cd "$(dirname "$0")/.."
 BASE_IMAGE="${STARLING_BASE_IMAGE:-starling-base:bookworm}"
 NETFAULT_BASE="${STARLING_NETFAULT_BASE:-starling-netfault-base:bookworm}"
 SUITE=bookworm
-PY_VERSION=3.11  # bookworm's python3; the wheelhouse must match it
 TAG="${STARLING_IMAGE_TAG:-latest}"
 PYTHON="${PYTHON:-python3}"  # needs pip; .ci/run passes the project venv
 
@@ -59,18 +59,7 @@ make_base "$BASE_IMAGE" python3,python3-venv
 # The kernel-fault helper (docker/netfault.Dockerfile) needs only nft and tc.
 make_base "$NETFAULT_BASE" nftables,iproute2
 
-case "$(uname -m)" in
-    x86_64) arch=x86_64 ;;
-    aarch64 | arm64) arch=aarch64 ;;
-    *) die "no wheels for machine $(uname -m)" ;;
-esac
-say "wheelhouse docker/wheels/ for CPython $PY_VERSION on $arch"
-"$PYTHON" -m pip download --quiet --disable-pip-version-check --dest docker/wheels \
-    --only-binary=:all: --python-version "$PY_VERSION" --implementation cp \
-    --abi "cp${PY_VERSION/./}" --abi abi3 --abi none \
-    --platform "manylinux_2_28_$arch" --platform "manylinux_2_17_$arch" \
-    --platform "manylinux2014_$arch" --platform any \
-    ".[orchestrator]" "setuptools>=77"
+PYTHON="$PYTHON" docker/wheelhouse.sh
 
 log="$(mktemp /tmp/starling-build.XXXXXX)"
 for target in node orchestrator; do
