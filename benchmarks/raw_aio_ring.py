@@ -15,7 +15,16 @@ import asyncio
 
 import grpc
 
-from benchmarks.raw_ring import _HEADER, _METHOD, _OPTIONS, RoundMeter, node_report, ring_stats
+from benchmarks.raw_ring import (
+    _HEADER,
+    _METHOD,
+    _OPTIONS,
+    NO_WORK,
+    RoundMeter,
+    Work,
+    node_report,
+    ring_stats,
+)
 
 __all__ = ["aio_ring_stats"]
 
@@ -25,11 +34,13 @@ def aio_ring_stats(nodes: int, rounds: int, payload: int) -> dict:
     return ring_stats(nodes, rounds, payload, node=_node)
 
 
-def _node(index: int, nodes: int, rounds: int, payload: int, pipe) -> None:
-    asyncio.run(_serve_and_ring(index, nodes, rounds, payload, pipe))
+def _node(index: int, nodes: int, rounds: int, payload: int, pipe, work: Work = NO_WORK) -> None:
+    asyncio.run(_serve_and_ring(index, nodes, rounds, payload, pipe, work))
 
 
-async def _serve_and_ring(index: int, nodes: int, rounds: int, payload: int, pipe) -> None:
+async def _serve_and_ring(
+    index: int, nodes: int, rounds: int, payload: int, pipe, work: Work
+) -> None:
     loop = asyncio.get_running_loop()
     neighbours: list[int] = []
     arrived: dict[int, int] = {}  # round -> how many neighbours' payloads are here
@@ -40,6 +51,8 @@ async def _serve_and_ring(index: int, nodes: int, rounds: int, payload: int, pip
 
     async def push(request_iterator, context):
         async for data in request_iterator:
+            if work.message_us:
+                work.message()
             round_index, _sender = _HEADER.unpack_from(data)
             arrived[round_index] = arrived.get(round_index, 0) + 1
             if arrived[round_index] == len(neighbours):
@@ -66,8 +79,12 @@ async def _serve_and_ring(index: int, nodes: int, rounds: int, payload: int, pip
     await loop.run_in_executor(None, pipe.recv)  # go
     meter = RoundMeter()
     for round_index in range(rounds):
+        if work.round_us:
+            work.round()
         message = _HEADER.pack(round_index, index) + body
         for call in calls:
+            if work.message_us:
+                work.message()
             await call.write(message)
         await event(round_index).wait()
         del complete[round_index], arrived[round_index]

@@ -17,12 +17,13 @@ import resource
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent import futures
+from dataclasses import dataclass
 
 import grpc
 
-__all__ = ["ring_stats", "ring_time", "start_time"]
+__all__ = ["NO_WORK", "Work", "ring_stats", "ring_time", "start_time"]
 
 _METHOD = "/bench.Ring/Push"
 _HEADER = struct.Struct("<qI")  # round, sender index
@@ -30,6 +31,42 @@ _OPTIONS = [
     ("grpc.max_send_message_length", 512 * 1024 * 1024),
     ("grpc.max_receive_message_length", 512 * 1024 * 1024),
 ]
+
+
+@dataclass(frozen=True)
+class Work:
+    """Pure Python CPU a ring node spends besides gRPC's own, for :mod:`benchmarks.designs`:
+    ``round_us`` in its round loop before each round's sends, ``message_us`` on each message
+    it sends and on each it receives, in the thread that handles the message. The baseline
+    rings run with :data:`NO_WORK`."""
+
+    round_us: float = 0.0
+    message_us: float = 0.0
+
+    def round(self) -> None:
+        _spin(self.round_us)
+
+    def message(self) -> None:
+        _spin(self.message_us)
+
+
+NO_WORK = Work()
+
+
+def _spin(microseconds: float) -> None:
+    """Run Python for ``microseconds`` of this thread's CPU time (not wall time: a thread
+    waiting for the interpreter lock is not working)."""
+    if microseconds <= 0:
+        return
+    end = time.thread_time() + microseconds / 1e6
+    while time.thread_time() < end:
+        pass
+
+
+def _worked(requests: Iterator[bytes], work: Work) -> Iterator[bytes]:
+    for request in requests:
+        work.message()
+        yield request
 
 
 class _Arrivals:
@@ -51,11 +88,13 @@ class _Arrivals:
                 self._seen.discard((s, round_index))
 
 
-def _node(index: int, nodes: int, rounds: int, payload: int, pipe) -> None:
+def _node(index: int, nodes: int, rounds: int, payload: int, pipe, work: Work = NO_WORK) -> None:
     arrivals = _Arrivals()
 
     def push(request_iterator, context):
         for data in request_iterator:
+            if work.message_us:
+                work.message()
             round_index, sender = _HEADER.unpack_from(data)
             arrivals.add(sender, round_index)
         return b""
@@ -78,12 +117,15 @@ def _node(index: int, nodes: int, rounds: int, payload: int, pipe) -> None:
         box: queue.Queue = queue.Queue()
         outboxes[peer] = box
         stream = channel.stream_unary(_METHOD)
-        calls.append(stream.future(iter(box.get, None)))
+        requests = iter(box.get, None)
+        calls.append(stream.future(_worked(requests, work) if work.message_us else requests))
     body = bytes(payload)
     pipe.send("ready")
     pipe.recv()  # go
     meter = RoundMeter()
     for round_index in range(rounds):
+        if work.round_us:
+            work.round()
         message = _HEADER.pack(round_index, index) + body
         for box in outboxes.values():
             box.put(message)
