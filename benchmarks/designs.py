@@ -35,6 +35,7 @@ from benchmarks.raw_ring import (
     _HEADER,
     _METHOD,
     _OPTIONS,
+    NO_WORK,
     RoundMeter,
     Work,
     _Arrivals,
@@ -47,7 +48,7 @@ __all__ = ["design_stats"]
 
 
 def _hybrid_node(
-    index: int, nodes: int, rounds: int, payload: int, pipe, work: Work = Work()
+    index: int, nodes: int, rounds: int, payload: int, pipe, work: Work = NO_WORK
 ) -> None:
     """A ring node whose streams run on an event loop thread, its round loop on this one."""
     loop = asyncio.new_event_loop()
@@ -157,9 +158,10 @@ def main(argv: list[str] | None = None) -> None:
             for design in DESIGNS:
                 row = design_stats(design, work, rounds=args.rounds)
                 rows.append(row)
+                voluntary, involuntary = row["switches"]
                 print(f"| {design} | {work.round_us:.0f} + 4 × {work.message_us:.0f} µs "
                       f"| {row['rounds_per_s']:.0f} | {row['cpu_ms']:.3f} ms "
-                      f"| {row['switches'][0]:.1f} + {row['switches'][1]:.1f} |", flush=True)  # fmt: skip
+                      f"| {voluntary:.1f} + {involuntary:.1f} |", flush=True)  # fmt: skip
     print(json.dumps(rows))
 
 
