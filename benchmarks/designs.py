@@ -36,11 +36,11 @@ from benchmarks.raw_ring import (
     _METHOD,
     _OPTIONS,
     NO_WORK,
-    RoundMeter,
     Work,
     _Arrivals,
     node_report,
     ring_stats,
+    round_loop,
 )
 from benchmarks.raw_ring import _node as _threads_node
 
@@ -101,18 +101,14 @@ def _hybrid_node(
         asyncio.run_coroutine_threadsafe(link(f"127.0.0.1:{ports[peer]}", box), loop)
         for peer, box in zip(neighbours, boxes, strict=True)
     ]
-    body = bytes(payload)
-    pipe.send("ready")
-    pipe.recv()  # go
-    meter = RoundMeter()
-    for round_index in range(rounds):
-        if work.round_us:
-            work.round()
-        message = _HEADER.pack(round_index, index) + body
+
+    def send(message: bytes) -> None:
         for box in boxes:
             loop.call_soon_threadsafe(box.put_nowait, message)
-        arrivals.wait(neighbours, round_index)
-    measured = meter.stop()
+
+    measured = round_loop(
+        index, rounds, payload, pipe, work, send, lambda r: arrivals.wait(neighbours, r)
+    )
     for box in boxes:
         loop.call_soon_threadsafe(box.put_nowait, None)
     for done in links:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import grpc
 
-__all__ = ["NO_WORK", "Work", "ring_stats", "ring_time", "start_time"]
+__all__ = ["NO_WORK", "Work", "ring_stats", "ring_time", "round_loop", "start_time"]
 
 _METHOD = "/bench.Ring/Push"
 _HEADER = struct.Struct("<qI")  # round, sender index
@@ -119,18 +119,14 @@ def _node(index: int, nodes: int, rounds: int, payload: int, pipe, work: Work = 
         stream = channel.stream_unary(_METHOD)
         requests = iter(box.get, None)
         calls.append(stream.future(_worked(requests, work) if work.message_us else requests))
-    body = bytes(payload)
-    pipe.send("ready")
-    pipe.recv()  # go
-    meter = RoundMeter()
-    for round_index in range(rounds):
-        if work.round_us:
-            work.round()
-        message = _HEADER.pack(round_index, index) + body
+
+    def send(message: bytes) -> None:
         for box in outboxes.values():
             box.put(message)
-        arrivals.wait(neighbours, round_index)
-    measured = meter.stop()
+
+    measured = round_loop(
+        index, rounds, payload, pipe, work, send, lambda r: arrivals.wait(neighbours, r)
+    )
     for box in outboxes.values():
         box.put(None)
     for call in calls:
@@ -138,6 +134,30 @@ def _node(index: int, nodes: int, rounds: int, payload: int, pipe, work: Work = 
     pipe.send(node_report(measured))
     pipe.recv()  # everyone finished: safe to stop serving
     server.stop(0)
+
+
+def round_loop(
+    index: int,
+    rounds: int,
+    payload: int,
+    pipe,
+    work: Work,
+    send: Callable[[bytes], None],
+    wait: Callable[[int], None],
+) -> tuple[float, float, tuple[int, int]]:
+    """A threaded ring node's rounds, once its streams are open: says ready, waits for go,
+    then each round spends ``work``, hands the round's payload to ``send`` and waits for
+    the neighbours' (``wait(round)``); :meth:`RoundMeter.stop`'s figures."""
+    body = bytes(payload)
+    pipe.send("ready")
+    pipe.recv()  # go
+    meter = RoundMeter()
+    for round_index in range(rounds):
+        if work.round_us:
+            work.round()
+        send(_HEADER.pack(round_index, index) + body)
+        wait(round_index)
+    return meter.stop()
 
 
 class RoundMeter:
