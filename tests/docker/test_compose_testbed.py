@@ -31,24 +31,27 @@ NODES = {"a": "0", "b": "1", "c": "2", "d": "3", "e": "4"}
 
 
 def _base_image() -> str | None:
-    """The offline base when it exists here (no registry in CI), else the file's default.
-    Offline, the build installs from the wheelhouse docker/wheels/, which lives in the
+    """The offline base when it exists here (no registry in CI), else the file's default."""
+    if os.environ.get("STARLING_BASE_IMAGE"):
+        return os.environ["STARLING_BASE_IMAGE"]
+    found = subprocess.run(
+        ["docker", "image", "inspect", "starling-base:bookworm"], capture_output=True
+    )
+    return "starling-base:bookworm" if found.returncode == 0 else None
+
+
+def _fetch_wheelhouse() -> None:
+    """Offline, the build installs from the wheelhouse docker/wheels/, which lives in the
     checkout: a fresh clone on a machine that has the base fetches it first (on the host,
     which can reach the package index where the build cannot)."""
-    base = os.environ.get("STARLING_BASE_IMAGE")
-    if not base:
-        found = subprocess.run(
-            ["docker", "image", "inspect", "starling-base:bookworm"], capture_output=True
-        )
-        base = "starling-base:bookworm" if found.returncode == 0 else None
-    if base and not any((ROOT / "docker" / "wheels").glob("*.whl")):
-        fetched = subprocess.run(
-            ["bash", str(ROOT / "docker" / "wheelhouse.sh")],
-            env={**os.environ, "PYTHON": sys.executable},
-            capture_output=True, text=True, timeout=1200,
-        )  # fmt: skip
-        assert fetched.returncode == 0, fetched.stderr[-4000:]
-    return base
+    if any((ROOT / "docker" / "wheels").glob("*.whl")):
+        return
+    fetched = subprocess.run(
+        ["bash", str(ROOT / "docker" / "wheelhouse.sh")],
+        env={**os.environ, "PYTHON": sys.executable},
+        capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    assert fetched.returncode == 0, fetched.stderr[-4000:]
 
 
 def test_compose_up_runs_the_quickstart_on_five_containers(tmp_path):
@@ -58,6 +61,7 @@ def test_compose_up_runs_the_quickstart_on_five_containers(tmp_path):
     env = {**os.environ, "STARLING_RESULTS": str(results)}
     base = _base_image()
     if base:
+        _fetch_wheelhouse()
         env["STARLING_BASE_IMAGE"] = base
     compose = ["docker", "compose", "--project-name", project, "--file",
                str(ROOT / "docker-compose.yml")]  # fmt: skip
