@@ -13,12 +13,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "MAX_SECONDS",
     "DataSpec",
     "LinkFault",
     "ModelSpec",
     "Neighbourhood",
     "NodeSpec",
 ]
+
+MAX_SECONDS = 1_000_000.0
+"""The longest time a setting may give (a round deadline, a grace period): about 11.6
+days, which already means "wait for ever" to a run, while the clocks' waits stay far within
+what the platform can represent (a wait of 10^10 s overflows ``time_t``)."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError
 
+from starling.node.spec import MAX_SECONDS
 from starling.orchestrator.backends import backend_kinds
 from starling.orchestrator.validation import STRICT, Float, Int, Str, config_error
 
@@ -69,8 +70,10 @@ def delay_ms(value: Any) -> float:
 
 def _positive_seconds(value: Any) -> float:
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not number or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"expected a positive number of seconds, got {value!r}")
+    if not number or not math.isfinite(value) or not 0 < value <= MAX_SECONDS:
+        raise ValueError(
+            f"expected a positive number of seconds up to {MAX_SECONDS:g}, got {value!r}"
+        )
     return float(value)
 
 

@@ -23,6 +23,7 @@ from starling.node.spec import DataSpec, LinkFault, ModelSpec, Neighbourhood, No
 
 __all__ = [
     "DTYPES",
+    "MAX_DIMENSIONS",
     "TensorError",
     "array_from_tensor",
     "data_from_proto",
@@ -41,6 +42,10 @@ DTYPES = {
     name: np.dtype(name).newbyteorder("<") for name in ("float64", "float32", "int64", "int32")
 }
 """The dtypes allowed on the wire, each in its little-endian form."""
+
+MAX_DIMENSIONS = 32
+"""The most dimensions a tensor may have on the wire (numpy's own limit is 64; iterates
+have two)."""
 
 _EXACT_INT = 2**53  # beyond this a double cannot hold every integer
 
@@ -84,6 +89,10 @@ def array_from_tensor(tensor: tensor_pb2.Tensor, writable: bool = True) -> np.nd
             f"tensor {tensor.name!r}: unsupported dtype {tensor.dtype!r} "
             f"(allowed: {', '.join(DTYPES)})"
         )
+    if len(tensor.shape) > MAX_DIMENSIONS:
+        raise TensorError(
+            f"tensor {tensor.name!r}: {len(tensor.shape)} dimensions (at most {MAX_DIMENSIONS})"
+        )
     shape = tuple(int(n) for n in tensor.shape)
     if any(n < 0 for n in shape):
         raise TensorError(f"tensor {tensor.name!r}: negative dimension in shape {shape}")
@@ -94,7 +103,10 @@ def array_from_tensor(tensor: tensor_pb2.Tensor, writable: bool = True) -> np.nd
             f"tensor {tensor.name!r}: {len(data)} bytes for shape {shape} "
             f"of {tensor.dtype} (expected {expected})"
         )
-    array = np.frombuffer(data, dtype=dtype).reshape(shape)
+    try:
+        array = np.frombuffer(data, dtype=dtype).reshape(shape)
+    except ValueError as exc:  # an empty tensor of an impossible shape, (0, 2**62, 2**62)
+        raise TensorError(f"tensor {tensor.name!r}: shape {shape}: {exc}") from None
     if writable or not dtype.isnative:
         return array.astype(dtype.newbyteorder("="))
     return array

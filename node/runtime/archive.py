@@ -18,21 +18,26 @@ from starling.node.runtime.state import NodeState
 from starling.node.runtime.store import SampleStore
 from starling.node.runtime.streaming import Batch, stream_samples
 
-__all__ = ["NoStoredRun", "read_batches", "run_directory"]
+__all__ = ["MAX_NAME_LENGTH", "NoStoredRun", "read_batches", "run_directory", "safe_name"]
+
+MAX_NAME_LENGTH = 200
+"""The longest an experiment name or node id may be once quoted for a file name: a path
+component holds 255 bytes, and the run's folder may get a suffix when set aside."""
 
 
 class NoStoredRun(LookupError):
     """The state dir holds no samples of the (experiment, node) asked for."""
 
 
-def _safe_name(name: str) -> str:
+def safe_name(name: str) -> str:
+    """``name`` as one path component: percent-quoted, never ``.`` or ``..``."""
     quoted = urllib.parse.quote(name, safe="")
     return quoted if quoted not in (".", "..") else quoted.replace(".", "%2E")
 
 
 def run_directory(state_dir: str | Path, experiment: str, node_id: str) -> Path:
     """Where the run of ``node_id`` in ``experiment`` keeps its store and checkpoints."""
-    return Path(state_dir) / _safe_name(experiment) / _safe_name(node_id)
+    return Path(state_dir) / safe_name(experiment) / safe_name(node_id)
 
 
 def read_batches(path: Path, offset: int, active: Callable[[], bool]) -> Iterator[Batch]:

@@ -12,8 +12,9 @@ from starling.node.messages import Message, check_message
 from starling.node.params import ConfigError
 from starling.node.protocol import convert
 from starling.node.protocol.starling.v1 import peer_pb2
+from starling.node.runtime.archive import MAX_NAME_LENGTH, safe_name
 from starling.node.samplers.base import NodeProgram
-from starling.node.spec import NodeSpec
+from starling.node.spec import MAX_SECONDS, NodeSpec
 
 __all__ = ["Rejected", "check_iterate", "check_spec"]
 
@@ -40,6 +41,13 @@ def check_spec(spec: NodeSpec) -> None:
     for name in ("experiment", "node_id", "algorithm", "role"):
         if not getattr(spec, name):
             raise ConfigError(f"{name}: must not be empty")
+    for name in ("experiment", "node_id"):
+        length = len(safe_name(getattr(spec, name)))
+        if length > MAX_NAME_LENGTH:
+            raise ConfigError(
+                f"{name}: too long for a file name ({length} characters once quoted, "
+                f"at most {MAX_NAME_LENGTH})"
+            )
     _positive_int(spec.node_index, "node_index", 0)
     _positive_int(spec.rounds, "rounds")
     _positive_int(spec.chains, "chains")
@@ -47,9 +55,10 @@ def check_spec(spec: NodeSpec) -> None:
     _positive_int(spec.num_nodes, "num_nodes", 0)
     _positive_int(spec.schedule_period, "schedule_period")
     _positive_int(spec.checkpoint_every, "checkpoint_every")
-    if not math.isfinite(spec.round_deadline) or spec.round_deadline <= 0:
+    if not math.isfinite(spec.round_deadline) or not 0 < spec.round_deadline <= MAX_SECONDS:
         raise ConfigError(
-            f"round_deadline: must be a positive number of seconds, got {spec.round_deadline!r}"
+            f"round_deadline: must be a positive number of seconds up to {MAX_SECONDS:g}, "
+            f"got {spec.round_deadline!r}"
         )
     if not 0.0 <= spec.prior_share <= 1.0:
         raise ConfigError(f"prior_share: must be in [0, 1], got {spec.prior_share!r}")

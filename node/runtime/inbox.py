@@ -17,6 +17,11 @@ is at most that many rounds old, or the sender answered for such a round with a 
 notice, or the deadline passes; each sender still short at the deadline is an *overrun*,
 counted ``late`` on its inbound link. Without a bound nothing is waited for.
 
+What one sender may have waiting for rounds the loop has not reached is bounded
+(:data:`PENDING_MESSAGES`, :data:`PENDING_BYTES`, what a sender's link itself keeps for a
+resend): past it a message is refused (``"overflow"``), so a peer racing ahead, or one
+flooding valid messages for future rounds, cannot fill the receiver's memory.
+
 A sender the orchestrator declared down (:meth:`Inbox.set_down`: crashed for good, stopped,
 unreachable past its grace period) is not waited for by either kind of gather, at once —
 a waiting gather wakes up — until it is marked up again; what it did deliver is still used.
@@ -31,7 +36,14 @@ from collections.abc import Iterable
 from starling.node.messages import Message
 from starling.node.runtime.stats import StatsBook
 
-__all__ = ["WITHHELD", "Inbox"]
+__all__ = ["PENDING_BYTES", "PENDING_MESSAGES", "WITHHELD", "Inbox"]
+
+PENDING_MESSAGES = 1024
+"""At most this many messages of one sender wait for their rounds (a synchronous program)."""
+
+PENDING_BYTES = 64 * 1024 * 1024
+"""At most this much tensor payload of one sender waits for its rounds; a single message
+is always taken, however large (the transport's size limit bounds it)."""
 
 Key = tuple[int, int]
 
@@ -62,6 +74,8 @@ class Inbox:
         # What a synchronous gather waits for, if one does: (round, phase), senders. A
         # delivery wakes it only once that set has answered, not at every arrival.
         self._awaited: tuple[Key, tuple[str, ...]] | None = None
+        # Per sender: messages and payload bytes in _pending.
+        self._load: dict[str, list[int]] = {}
 
     def deliver(
         self,
@@ -73,7 +87,8 @@ class Inbox:
     ) -> str:
         """File an arrival: ``"received"``, ``"withheld"``, ``"late"`` or ``"duplicate"``;
         ``"stale resend"`` for a resent one that is already here or past (not an error:
-        the link could not know it had arrived)."""
+        the link could not know it had arrived); ``"overflow"`` for one refused because
+        its sender has too much waiting already (module docstring)."""
         key = (round_index, phase)
         with self._cond:
             if (
@@ -97,11 +112,26 @@ class Inbox:
                 box = self._pending.setdefault(key, {})
                 if sender in box:
                     return "duplicate"
+                size = _payload(item)
+                load = self._load.setdefault(sender, [0, 0])
+                if load[0] and (load[0] >= PENDING_MESSAGES or load[1] + size > PENDING_BYTES):
+                    if not box:
+                        del self._pending[key]
+                    return "overflow"
+                load[0] += 1
+                load[1] += size
                 box[sender] = item
                 outcome = "withheld" if item is WITHHELD else "received"
             if self._awaited is None or not self._missing(*self._awaited):
                 self._cond.notify_all()
         return outcome
+
+    def _unload(self, box: dict[str, Message | _Withheld]) -> None:
+        """Take a closed (round, phase)'s messages off their senders' loads (lock held)."""
+        for sender, item in box.items():
+            load = self._load[sender]
+            load[0] -= 1
+            load[1] -= _payload(item)
 
     def _missing(self, key: Key, expected: tuple[str, ...]) -> list[str]:
         """The expected senders that have not answered for ``key`` (lock held)."""
@@ -128,9 +158,10 @@ class Inbox:
                 self._cond.wait(remaining)
             self._awaited = None
             box = self._pending.pop(key, {})
+            self._unload(box)
             self._closed = max(self._closed, key)
             for stale in [k for k in self._pending if k <= key]:
-                del self._pending[stale]
+                self._unload(self._pending.pop(stale))
         return {s: m for s, m in box.items() if isinstance(m, Message)}
 
     def latest(self, expected: Iterable[str], round_index: int) -> dict[str, Message]:
@@ -189,3 +220,10 @@ class Inbox:
         with self._cond:
             self._interrupted = True
             self._cond.notify_all()
+
+
+def _payload(item: Message | _Withheld) -> int:
+    """The tensor bytes an arrival holds (a withheld notice holds none)."""
+    if not isinstance(item, Message):
+        return 0
+    return sum(value.nbytes for value in item.tensors.values())

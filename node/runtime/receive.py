@@ -4,7 +4,9 @@
 :meth:`NodeRuntime.receive <starling.node.runtime.runtime.NodeRuntime.receive>`, which files it
 here: checked against the spec and the program (:func:`starling.node.runtime.checks.check_iterate`),
 put in the inbox the round engine gathers from, and counted on the sender's inbound link. A bad
-message is rejected and counted, never fatal to the stream.
+message is rejected and counted, never fatal to the stream — whatever is wrong with it. Counts
+go to the sender the stream was admitted for, whoever a message claims to be: a peer cannot
+book rejections on an innocent one, nor add links to the node's status by inventing names.
 """
 
 from __future__ import annotations
@@ -13,12 +15,19 @@ import logging
 
 from starling.node.protocol.starling.v1 import peer_pb2
 from starling.node.runtime.checks import Rejected, check_iterate
-from starling.node.runtime.inbox import WITHHELD
+from starling.node.runtime.inbox import PENDING_BYTES, PENDING_MESSAGES, WITHHELD
 from starling.node.runtime.run import Run
 
 __all__ = ["file_iterate"]
 
 log = logging.getLogger("starling.node")
+
+_REFUSALS = {
+    "duplicate": "a second message for it",
+    "overflow": f"too much of this sender waits for later rounds already (at most "
+    f"{PENDING_MESSAGES} messages, {PENDING_BYTES // 2**20} MiB)",
+}
+"""Inbox outcomes that refuse a well-formed message, and why (counted ``rejected``)."""
 
 
 def file_iterate(
@@ -27,12 +36,15 @@ def file_iterate(
     """File ``iterate`` in ``run``; returns the outcome (``received``, ``late``, ``rejected``
     ...). ``window``: how many rounds past its own a message may be (``ROUND_WINDOW``).
     ``stream_sender``: who the stream was admitted for; it speaks for no one else."""
-    sender = iterate.sender or "<anonymous>"
+    claimed = iterate.sender or "<anonymous>"
+    sender = claimed if stream_sender is None else stream_sender
     try:
         if stream_sender is not None and iterate.sender != stream_sender:
-            raise Rejected(f"stream of {stream_sender!r}: a message claims {sender!r}")
+            raise Rejected(f"stream of {stream_sender!r}: a message claims {claimed!r}")
         message = check_iterate(iterate, run.spec, run.program, run.senders, run.round + window)
-    except Rejected as exc:
+    except Exception as exc:  # noqa: BLE001 - no message may end the stream it came on
+        if not isinstance(exc, Rejected):
+            exc = Rejected(f"peer {sender!r}: unreadable message ({type(exc).__name__}: {exc})")
         count = run.inbound.add(sender, "rejected", error=str(exc))
         if count <= 10 or count % 1000 == 0:  # a flood of bad messages must not flood logs
             log.warning(
@@ -49,11 +61,11 @@ def file_iterate(
     )
     if outcome == "stale resend":
         return outcome
-    if outcome == "duplicate":
+    if outcome in _REFUSALS:
         run.inbound.add(
             sender, "rejected",
-            error=f"peer {sender!r}: second message for round {iterate.round} "
-            f"phase {iterate.phase}",
+            error=f"peer {sender!r}: round {iterate.round} phase {iterate.phase}: "
+            + _REFUSALS[outcome],
         )  # fmt: skip
         return "rejected"
     nbytes = 0 if message is None else sum(v.nbytes for v in message.tensors.values())

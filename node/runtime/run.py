@@ -38,6 +38,7 @@ from starling.node.spec import NodeSpec
 __all__ = [
     "CHECKPOINT_FILE",
     "DURABLE_SECONDS",
+    "EARLIER_SUFFIX",
     "SAMPLES_FILE",
     "Run",
     "build",
@@ -192,6 +193,10 @@ class Run:
             self.slots.close()
 
 
+EARLIER_SUFFIX = ".earlier"
+"""What a fresh run's folder keeps the previous run's state under, one run back."""
+
+
 def open_run(
     spec: NodeSpec,
     program: NodeProgram,
@@ -202,15 +207,18 @@ def open_run(
 ) -> Run:
     """The run of ``spec`` under ``state_dir``, resumed from its checkpoint if that was
     written for the same spec (one for another spec is moved aside, never deleted) —
-    unless ``fresh``: then an earlier run's state is removed and the run starts at 0."""
+    unless ``fresh``: then the run starts at 0, and an earlier run's state is set aside
+    as ``<folder>.earlier`` (replacing an older one there), so a repeated start never
+    deletes samples of the run before it that were perhaps not collected."""
     directory = run_directory(state_dir, spec.experiment, spec.node_id)
     fingerprint = spec_fingerprint(spec)
     found = resume_points(directory)
     if fresh and directory.exists():
-        # A new run of an experiment this node served before: its collected samples went
-        # to that run's results; nothing of it is resumed.
-        log.info("starting %s afresh: an earlier run's state is removed", directory)
-        shutil.rmtree(directory)
+        earlier = directory.with_name(directory.name + EARLIER_SUFFIX)
+        log.info("starting %s afresh: the earlier run's state is kept in %s", directory, earlier)
+        if earlier.exists():
+            shutil.rmtree(earlier)
+        directory.rename(earlier)
         found = []
     if any(point.fingerprint != fingerprint for point in found):
         aside = directory.with_name(f"{directory.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")

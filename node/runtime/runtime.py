@@ -96,6 +96,9 @@ class NodeRuntime:
         self._holding = False
         self._hold_changed = threading.Condition(self._lock)
         self.faults_applied = FaultTally()
+        self.generation = 0
+        """Counts successful configurations: a peer stream admitted under an earlier one
+        must pass the gate again (a new run may have a new secret and other in-peers)."""
 
     @property
     def _state(self) -> NodeState:
@@ -140,9 +143,16 @@ class NodeRuntime:
                 )
             program, rng = build(spec)
             self._release()
+            self._run = None  # released: not configured until the new run is open
             channel = replace(self._channel, sender=spec.node_id, peer_secret=peer_secret)
-            run = open_run(spec, program, rng, self.state_dir, channel, fresh)
+            try:
+                run = open_run(spec, program, rng, self.state_dir, channel, fresh)
+            except Exception as exc:
+                self._state = NodeState.IDLE
+                self._error = f"configure failed: {type(exc).__name__}: {exc}"
+                raise
             self._run = run
+            self.generation += 1
             self._peer_secret = peer_secret
             self._hold_at, self._holding = None, False
             self._stop.clear()

@@ -29,10 +29,14 @@ from starling.node.runtime.gate import Gate
 from starling.node.runtime.run import SAMPLES_FILE
 from starling.node.runtime.runtime import NodeRuntime, PreconditionError
 from starling.node.runtime.streaming import Batch
+from starling.node.runtime.transport import CONTROL_THREADS
 
 __all__ = ["ControlServicer", "PeerServicer"]
 
 log = logging.getLogger("starling.node")
+
+MAX_SAMPLE_STREAMS = CONTROL_THREADS // 2
+"""Sample streams a node serves at once: half the threads kept for Control and Health."""
 
 _Request = TypeVar("_Request")
 _Reply = TypeVar("_Reply")
@@ -61,9 +65,22 @@ def _mapped(method: _Method[_Request, _Reply]) -> _Method[_Request, _Reply]:
 
 
 class ControlServicer(control_pb2_grpc.ControlServicer):
-    def __init__(self, runtime: NodeRuntime, gate: Gate | None = None) -> None:
+    """Control calls. A ``StreamSamples`` call holds a server thread for as long as it
+    streams (a follower: until the run ends), so at most ``max_sample_streams`` run at once;
+    one more is refused with RESOURCE_EXHAUSTED, and the rest of the threads the server keeps
+    beyond the peer streams' (:data:`~starling.node.runtime.transport.CONTROL_THREADS`)
+    stay free for Status, Health and the other unary calls."""
+
+    def __init__(
+        self,
+        runtime: NodeRuntime,
+        gate: Gate | None = None,
+        max_sample_streams: int = MAX_SAMPLE_STREAMS,
+    ) -> None:
         self.runtime = runtime
         self.gate = gate or Gate(runtime)
+        self.max_sample_streams = max_sample_streams
+        self._sample_slots = threading.BoundedSemaphore(max_sample_streams)
 
     @_mapped
     def Configure(
@@ -121,6 +138,19 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
         self, request: control_pb2.SamplesRequest, context: grpc.ServicerContext
     ) -> Iterator[control_pb2.SampleBatch]:
         self.gate.control(context)
+        if not self._sample_slots.acquire(blocking=False):
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"node serves its limit of {self.max_sample_streams} sample streams at once",
+            )
+        try:
+            yield from self._stream_samples(request, context)
+        finally:
+            self._sample_slots.release()
+
+    def _stream_samples(
+        self, request: control_pb2.SamplesRequest, context: grpc.ServicerContext
+    ) -> Iterator[control_pb2.SampleBatch]:
         batches = self.runtime.samples(request.offset, request.follow, context.is_active)
         if request.experiment or request.node_id:
             status = self.runtime.status()
@@ -207,6 +237,7 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
     def Exchange(
         self, request_iterator: Iterator[peer_pb2.Iterate], context: grpc.ServicerContext
     ) -> peer_pb2.ExchangeSummary:
+        generation = self.runtime.generation  # read first: a Configure after it is seen
         sender = self.gate.peer(context)
         if not self._slots.acquire(blocking=False):
             self.runtime.note_refused_stream()
@@ -217,7 +248,7 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
         with self._open_lock:
             self._open += 1
         try:
-            return self._exchange(request_iterator, context, sender)
+            return self._exchange(request_iterator, context, sender, generation)
         finally:
             with self._open_lock:
                 self._open -= 1
@@ -228,6 +259,7 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
         request_iterator: Iterator[peer_pb2.Iterate],
         context: grpc.ServicerContext,
         sender: str,
+        generation: int,
     ) -> peer_pb2.ExchangeSummary:
         # A bad message is rejected and counted, never fatal to the stream: the sender's
         # well-formed messages keep flowing.
@@ -239,6 +271,12 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
                     # refuse the stream as retriable, so the sender keeps its messages and
                     # sends them again once this node can use them.
                     context.abort(grpc.StatusCode.UNAVAILABLE, NOT_CONFIGURED)
+                if self.runtime.generation != generation:
+                    # The node was configured again since the stream was admitted: a new
+                    # run, perhaps with another secret and other in-peers. The stream
+                    # speaks on only if its metadata passes the gate under the new terms.
+                    generation = self.runtime.generation
+                    self.gate.peer(context)
                 if self.runtime.receive(iterate, sender) == "rejected":
                     rejected += 1
                 else:

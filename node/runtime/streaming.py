@@ -2,7 +2,8 @@
 
 ``StreamSamples`` (:mod:`starling.node.runtime.servicers`) reads through here: from any offset,
 once or following the run — a follower ends when the run is over and every sample was
-sent, never earlier.
+sent, never earlier; or when the node is configured for another run (whose samples would
+otherwise continue the stream as if they were the first run's: samples carry no run name).
 """
 
 from __future__ import annotations
@@ -33,17 +34,22 @@ def stream_samples(
     """Batches from ``offset``; with ``follow``, until the run is finished and all is sent.
 
     ``current()`` gives the configured run's store (None before a Configure) and the node's
-    state, read together; it is asked again on every pass, so a reconfigured node streams
-    its new run.
+    state, read together; it is asked again on every pass. A stream belongs to the first
+    store it sees: once the node is configured again (another store, or none while it
+    reconfigures), the stream ends.
     """
     index = max(offset, 0)
+    streamed: SampleStore | None = None
     while active():
         store, state = current()
+        if streamed is not None and store is not streamed:
+            return  # configured again since: that is another run's stream
         if store is None:
             if not follow:
                 return
             time.sleep(0.2)
             continue
+        streamed = store
         batch = _read_batch(store, index)
         if batch:
             index += len(batch)

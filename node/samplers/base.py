@@ -119,8 +119,15 @@ class NodeProgram(ABC):
         described in :mod:`starling.node.engine.rounds`."""
         return None
 
+    message_kind = "x"
+    """The one kind of message the default :meth:`message_shapes` accepts: an iterate,
+    carried in a tensor of the same name (the undirected samplers' ``x``)."""
+
     def message_shapes(self, kind: str) -> dict[str, tuple[int, ...]]:
-        """Tensor shapes expected in an incoming message of ``kind`` (checked on arrival)."""
+        """Tensor shapes expected in an incoming message of ``kind`` (checked on arrival);
+        ValueError for a kind this program never receives."""
+        if kind != self.message_kind:
+            raise ValueError(f"expected {self.message_kind!r}")
         return {kind: (self.ctx.chains, self.ctx.dim)}
 
     def sample(self) -> np.ndarray | None:

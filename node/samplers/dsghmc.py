@@ -24,7 +24,7 @@ import numpy as np
 
 from starling.node.messages import Message
 from starling.node.samplers.base import Inbox, NodeContext, Program, broadcast
-from starling.node.samplers.gossip import mix
+from starling.node.samplers.gossip import check_mixing_weights, mix
 from starling.node.samplers.kernels import friction_velocity, sghmc_position
 from starling.node.samplers.registry import AlgorithmInfo
 
@@ -65,6 +65,7 @@ class DSGHMCState(NamedTuple):
 class DSGHMC(Program[DSGHMCState]):
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
+        check_mixing_weights(ctx.spec)
         self.params: DSGHMCParams = ctx.hyper
         x = rng.standard_normal((ctx.chains, ctx.dim))
         self.current = DSGHMCState(x, rng.standard_normal((ctx.chains, ctx.dim)))

@@ -15,7 +15,7 @@ import numpy as np
 
 from starling.node.messages import Message
 from starling.node.samplers.base import Inbox, NodeContext, Program, broadcast
-from starling.node.samplers.gossip import mix
+from starling.node.samplers.gossip import check_mixing_weights, mix
 from starling.node.samplers.kernels import langevin_step
 from starling.node.samplers.registry import AlgorithmInfo
 
@@ -44,6 +44,7 @@ class DSGLDState(NamedTuple):
 class DSGLD(Program[DSGLDState]):
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
+        check_mixing_weights(ctx.spec)
         self.params: DSGLDParams = ctx.hyper
         self.current = DSGLDState(rng.standard_normal((ctx.chains, ctx.dim)))
 

@@ -12,8 +12,33 @@ from collections.abc import Mapping
 import numpy as np
 
 from starling.node.messages import Message
+from starling.node.params import ConfigError
+from starling.node.spec import NodeSpec
 
-__all__ = ["disagreement", "mix"]
+__all__ = ["check_mixing_weights", "disagreement", "mix"]
+
+_ROUNDING = 1e-9
+
+
+def check_mixing_weights(spec: NodeSpec) -> None:
+    """Refuse, naming the field, a schedule whose weights cannot be a row of a doubly
+    stochastic S: an in-peer without a weight (its message could not be mixed), a weight
+    outside [0, 1], or in-peer weights summing past 1 (the node's own weight would be
+    negative)."""
+    for k, hood in enumerate(spec.schedule):
+        for peer in hood.in_peers:
+            if peer not in hood.weights:
+                raise ConfigError(f"schedule[{k}].weights: no weight for in-peer {peer!r}")
+        for peer, weight in hood.weights.items():
+            if not 0.0 <= weight <= 1.0:
+                raise ConfigError(
+                    f"schedule[{k}].weights.{peer}: must be in [0, 1], got {weight!r}"
+                )
+        total = sum(hood.weights[peer] for peer in hood.in_peers)
+        if total > 1.0 + _ROUNDING:
+            raise ConfigError(
+                f"schedule[{k}].weights: the in-peers' weights sum to {total}, more than 1"
+            )
 
 
 def mix(

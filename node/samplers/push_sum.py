@@ -183,6 +183,8 @@ class PushSum(_PushSumBase[PushSumState]):
         self.current = self._start
 
     def message_shapes(self, kind: str) -> dict[str, tuple[int, ...]]:
+        if kind != "share":
+            raise ValueError("expected 'share'")
         return {"x": (self.ctx.chains, self.ctx.dim), "y": (self.ctx.chains, 1)}
 
     def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
@@ -217,6 +219,8 @@ class PushSumRunningSums(_PushSumBase[RunningSumsState]):
         )
 
     def message_shapes(self, kind: str) -> dict[str, tuple[int, ...]]:
+        if kind != "sums":
+            raise ValueError("expected 'sums'")
         return {"sigma": (self.ctx.chains, self.ctx.dim), "tau": (self.ctx.chains, 1)}
 
     def _sums(self, round_index: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:

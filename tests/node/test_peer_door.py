@@ -1,0 +1,301 @@
+"""The node's doors under misuse: what a peer or a client sends that it should not, and
+configurations that cannot work. Each case once stopped a node or leaked through it; each
+must now be refused, named and counted, with the node running on."""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+
+import grpc
+import numpy as np
+import pytest
+
+from starling.node.messages import Message
+from starling.node.params import ConfigError
+from starling.node.protocol import convert
+from starling.node.protocol.starling.v1 import (
+    control_pb2,
+    control_pb2_grpc,
+    peer_pb2,
+    peer_pb2_grpc,
+)
+from starling.node.runtime.checks import Rejected, check_iterate, check_spec
+from starling.node.runtime.inbox import PENDING_BYTES, PENDING_MESSAGES, Inbox
+from starling.node.runtime.run import EARLIER_SUFFIX, SAMPLES_FILE, build
+from starling.node.runtime.runtime import NodeRuntime
+from starling.node.runtime.servicers import MAX_SAMPLE_STREAMS
+from starling.node.runtime.state import NodeState
+from starling.node.runtime.stats import StatsBook
+from starling.node.runtime.store import SampleStore
+from starling.node.runtime.streaming import stream_samples
+from starling.node.runtime.transport import open_channel
+from starling.node.spec import MAX_SECONDS
+from starling.orchestrator.access import Access
+from starling.orchestrator.client import NodeClient
+from starling.orchestrator.experiment import parse_experiment
+from starling.orchestrator.node_specs import node_specs
+from tests.node.test_runtime_harness import Cluster, as_peer, ring_experiment, wait_until
+
+NOWHERE = {"0": "127.0.0.1:1", "1": "127.0.0.1:2", "2": "127.0.0.1:3"}
+
+
+def _spec(name: str = "door", **overrides):
+    return node_specs(ring_experiment(name, rounds=20, deadline=0.2, **overrides), NOWHERE)[0]
+
+
+def _iterate(tensors: dict[str, np.ndarray], kind: str = "x", **fields) -> peer_pb2.Iterate:
+    header = dict(experiment="door", sender="1", receiver="0", round=0, phase=0, kind=kind)
+    header.update(fields)
+    iterate = peer_pb2.Iterate(**header)
+    for name, value in tensors.items():
+        iterate.tensors.append(convert.tensor_from_array(value, name))
+    return iterate
+
+
+# ----------------------------------------------------------------- checks, no process
+
+
+def test_a_message_of_a_kind_the_program_never_receives_is_rejected():
+    spec = _spec()
+    program, _ = build(spec)
+    senders = frozenset({"1", "2"})
+    good = _iterate({"x": np.zeros((3, 2))})
+    assert check_iterate(good, spec, program, senders) is not None
+    # Well-formed in every other way: a tensor named after its kind, of the right shape.
+    # Accepted, it would reach the sampler, which reads its "x" and fails the round loop.
+    with pytest.raises(Rejected, match="unexpected message kind 'foo'"):
+        check_iterate(_iterate({"foo": np.zeros((3, 2))}, kind="foo"), spec, program, senders)
+
+
+def test_push_sum_refuses_the_other_variants_kind():
+    raw = {
+        "name": "door-ps", "algorithm": "push-sum-rs",
+        "model": {"name": "linear_regression", "params": {"dim": 2}},
+        "data": {"source": "synthetic", "size": 20, "seed": 5},
+        "topology": {"kind": "directed_ring", "nodes": 3}, "rounds": 5, "chains": 3,
+    }  # fmt: skip
+    spec = node_specs(parse_experiment(raw), NOWHERE)[0]
+    program, _ = build(spec)
+    (sender,) = spec.schedule[0].in_peers
+    sums = {"sigma": np.zeros((3, 2)), "tau": np.ones((3, 1))}
+    for kind, accepted in (("sums", True), ("share", False)):
+        iterate = _iterate(sums, kind=kind, experiment="door-ps", sender=sender)
+        if accepted:
+            assert check_iterate(iterate, spec, program, frozenset({sender})) is not None
+        else:
+            with pytest.raises(Rejected, match=f"unexpected message kind {kind!r}"):
+                check_iterate(iterate, spec, program, frozenset({sender}))
+
+
+@pytest.mark.parametrize(
+    ("weights", "reason"),
+    [
+        ({"0": 0.5, "1": 0.25}, r"schedule\[0\]\.weights: no weight for in-peer '2'"),
+        ({"0": 0.5, "1": -0.25, "2": 0.75}, r"schedule\[0\]\.weights\.1: must be in \[0, 1\]"),
+        ({"0": 0.0, "1": 0.75, "2": 0.75}, r"weights sum to 1\.5, more than 1"),
+    ],
+)
+def test_mixing_weights_that_cannot_be_a_stochastic_row_are_refused(weights, reason):
+    spec = _spec()
+    hood = dataclasses.replace(spec.schedule[0], weights=weights)
+    with pytest.raises(ConfigError, match=reason):
+        build(dataclasses.replace(spec, schedule=(hood,)))
+
+
+def test_a_round_deadline_beyond_what_clocks_hold_is_refused_on_both_sides():
+    spec = _spec()
+    check_spec(dataclasses.replace(spec, round_deadline=MAX_SECONDS))
+    with pytest.raises(ConfigError, match=r"^round_deadline: .* up to 1e\+06, got 10000000000\.0"):
+        check_spec(dataclasses.replace(spec, round_deadline=1e10))
+    with pytest.raises(ConfigError, match="round_deadline"):
+        ring_experiment("door", rounds=5, deadline=1e10)
+
+
+def test_names_too_long_for_a_file_are_refused_before_anything_is_released():
+    with pytest.raises(ConfigError, match=r"^experiment: too long for a file name \(300"):
+        check_spec(dataclasses.replace(_spec(), experiment="e" * 300))
+    # Quoting counts: 70 three-byte characters are 630 characters in a file name.
+    with pytest.raises(ConfigError, match=r"^node_id: too long"):
+        check_spec(dataclasses.replace(_spec(), node_id="é" * 70))
+
+
+@pytest.mark.parametrize("shape", [[1] * 40, [0, 2**62, 2**62]])
+def test_impossible_tensor_shapes_are_tensor_errors(shape):
+    tensor = convert.tensor_from_array(np.zeros(0), "x")
+    del tensor.shape[:]
+    tensor.shape.extend(shape)
+    with pytest.raises(convert.TensorError, match="tensor 'x'"):
+        convert.array_from_tensor(tensor)
+
+
+def test_what_one_sender_has_waiting_is_bounded():
+    inbox = Inbox(StatsBook())
+    small = Message("x", {"x": np.zeros((1, 2))})
+    outcomes = [inbox.deliver("1", r, 0, small) for r in range(PENDING_MESSAGES + 5)]
+    assert outcomes.count("received") == PENDING_MESSAGES
+    assert outcomes[-5:] == ["overflow"] * 5
+    assert inbox.deliver("2", 0, 0, small) == "received"  # another sender is not affected
+    # Closing rounds frees their share: the sender may send again.
+    inbox.wait(0, 0, ("1", "2"), deadline=0.0)
+    assert inbox.deliver("1", PENDING_MESSAGES + 10, 0, small) == "received"
+    # Bytes bound it too, but a single message is always taken, however large.
+    big = Message("x", {"x": np.zeros(PENDING_BYTES // 8 + 1)})
+    fresh = Inbox(StatsBook())
+    assert fresh.deliver("1", 0, 0, big) == "received"
+    assert fresh.deliver("1", 1, 0, small) == "overflow"
+
+
+def test_a_follow_stream_ends_when_the_node_is_configured_for_another_run(tmp_path):
+    first, second = SampleStore(tmp_path / "a.bin"), SampleStore(tmp_path / "b.bin")
+    for r in range(3):
+        first.append(r, np.full((1, 2), r))
+        second.append(r, np.full((1, 2), 10 + r))
+    now = {"store": first}
+    batches = stream_samples(lambda: (now["store"], NodeState.RUNNING), 0, True, lambda: True)
+    try:
+        assert [index for index, _, _ in next(batches)] == [0, 1, 2]
+        now["store"] = second  # reconfigured: the follower must not go on with run B's samples
+        assert list(batches) == []
+    finally:
+        first.close()
+        second.close()
+
+
+# ----------------------------------------------------------------- the runtime, in process
+
+
+def test_a_configure_that_fails_half_way_leaves_the_node_unconfigured(tmp_path):
+    runtime = NodeRuntime(tmp_path / "state")
+    try:
+        runtime.configure(_spec("first"), peer_secret="s")
+        # The second run's folder cannot be made: a file stands where its folder goes.
+        (tmp_path / "state" / "second").write_text("in the way")
+        with pytest.raises(OSError):
+            runtime.configure(_spec("second"), peer_secret="s")
+        status = runtime.status()
+        assert (status.state, runtime.configured) == (NodeState.IDLE, False)
+        assert "configure failed" in status.error
+        with pytest.raises(Exception, match="cannot start"):
+            runtime.start()
+        runtime.configure(_spec("first"), peer_secret="s")  # and it can be configured again
+        assert runtime.status().state == NodeState.CONFIGURED
+    finally:
+        runtime.shutdown()
+
+
+def test_a_fresh_start_keeps_the_earlier_runs_samples_one_run_back(tmp_path):
+    runtime = NodeRuntime(tmp_path / "state")
+    spec = _spec()
+    try:
+        for value in (1.0, 2.0, 3.0):
+            runtime.configure(spec, fresh=True, peer_secret="s")
+            runtime.current_run.store.append(0, np.full((3, 2), value))
+    finally:
+        runtime.shutdown()
+    folder = tmp_path / "state" / "door" / "0"
+    earlier = folder.with_name("0" + EARLIER_SUFFIX)
+    for where, value in ((folder, 3.0), (earlier, 2.0)):
+        store = SampleStore(where / SAMPLES_FILE)
+        assert [v[0, 0] for _, _, v in store.read(0, 5)] == [value]
+        store.close()
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["0", "0" + EARLIER_SUFFIX]
+
+
+# ----------------------------------------------------------------- a real node process
+
+
+@pytest.fixture
+def node(tmp_path):
+    with Cluster(tmp_path) as cluster:
+        (proc,) = cluster.start_nodes(["0"]).values()
+        client = proc.client()
+        client.wait_ready()
+        yield proc, client
+
+
+@pytest.mark.e2e
+def test_an_open_stream_does_not_outlive_its_runs_secret(node):
+    proc, client = node
+    client.configure(_spec())
+    secret_a = as_peer(client, "1")
+    outgoing: queue.Queue = queue.Queue()
+    channel = open_channel(proc.address)
+    try:
+        stub = peer_pb2_grpc.PeerStub(channel)
+        call = stub.Exchange.future(iter(outgoing.get, None), metadata=secret_a, timeout=30)
+        outgoing.put(_iterate({"x": np.zeros((3, 2))}))
+        wait_until(lambda: client.status().inbound["1"].received == 1, 10, "first message")
+        # A new run, by an orchestrator with a secret of its own.
+        run_b = NodeClient(proc.address, access=Access())
+        proc.clients.append(run_b)
+        run_b.configure(_spec("door-b"))
+        assert as_peer(run_b, "1") != secret_a
+        outgoing.put(_iterate({"x": np.full((3, 2), 123.0)}, experiment="door-b"))
+        with pytest.raises(grpc.RpcError) as ended:
+            call.result(timeout=10)
+        assert ended.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        status = client.status()
+        assert (status.experiment, status.inbound["1"].received) == ("door-b", 0)
+        assert status.denied_peer_streams == 1
+        outgoing.put(None)
+    finally:
+        channel.close()
+
+
+@pytest.mark.e2e
+def test_sample_streams_are_limited_and_control_keeps_answering(node):
+    proc, client = node
+    client.configure(_spec())
+    channel = grpc.insecure_channel(proc.address)
+    stub = control_pb2_grpc.ControlStub(channel)
+    followers = [
+        stub.StreamSamples(control_pb2.SamplesRequest(follow=True), timeout=60)
+        for _ in range(MAX_SAMPLE_STREAMS)
+    ]
+    try:
+        # Each follower holds a server thread for as long as the run lasts.
+        for follower in followers:
+            threading.Thread(target=_drain, args=(follower,), daemon=True).start()
+        wait_until(lambda: _refused(stub) is not None, 20, "one stream past the limit refused")
+        assert f"limit of {MAX_SAMPLE_STREAMS} sample streams" in (_refused(stub) or "")
+        assert client.status().state == "configured"  # Control still answers
+        for follower in followers:
+            follower.cancel()
+        # The slots come back once the followers are gone.
+        wait_until(lambda: _refused(stub) is None, 20, "slots released")
+    finally:
+        for follower in followers:
+            follower.cancel()
+        channel.close()
+
+
+def _drain(stream) -> None:
+    try:
+        for _ in stream:
+            pass
+    except grpc.RpcError:
+        pass  # cancelled
+
+
+def _refused(stub: control_pb2_grpc.ControlStub) -> str | None:
+    """The refusal of one more (non-follow) sample stream, or None if it was served."""
+    try:
+        list(stub.StreamSamples(control_pb2.SamplesRequest(), timeout=10))
+    except grpc.RpcError as exc:
+        if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            return exc.details()
+        raise
+    return None
+
+
+@pytest.mark.parametrize("kind", ["ring", "path", "star", "full", "grid"])
+def test_the_orchestrators_weights_pass_the_nodes_check(kind):
+    topology = {"kind": kind, "nodes": 4}
+    if kind == "grid":
+        topology.update(rows=2, cols=2)
+    experiment = ring_experiment("door", rounds=5, deadline=1.0, topology=topology)
+    addresses = {str(k): f"127.0.0.1:{k + 1}" for k in range(4)}
+    for spec in node_specs(experiment, addresses):
+        build(spec)
