@@ -70,7 +70,14 @@ class NodeFaultPlan:
         return any(p.action == "restart" and p.node == node for p in self.pending)
 
     def drop_restart(self, node: str) -> None:
-        self.pending = [p for p in self.pending if not (p.action == "restart" and p.node == node)]
+        """Forget the scheduled restart of ``node``'s present outage (a manual restart
+        replaces it); restarts of its later scheduled faults stay."""
+        killing = [p for p in self.pending if p.action == "kill"]
+        self.pending = [
+            p for p in self.pending
+            if not (p.action == "restart" and p.node == node
+                    and not any(self._same_outage(k, p) for k in killing))
+        ]  # fmt: skip
 
     def fire_due(self, rounds: dict[str, int], supervisor: Supervisor) -> None:
         """Carry out, through ``supervisor``, every fault whose moment has come."""
@@ -94,8 +101,10 @@ class NodeFaultPlan:
                     and self._quiet(supervisor, item.node, item.at_round, rounds)
                 )
                 if state.finished:
-                    self.pending.remove(item)
-                    self.drop_restart(item.node)
+                    self.pending = [
+                        p for p in self.pending
+                        if p is not item and not (p.action == "restart" and p.node == item.node)
+                    ]  # fmt: skip
                     supervisor.account.node(
                         item.node, "kill_skipped",
                         f"finished before its kill scheduled at {item.scheduled}",
@@ -106,7 +115,7 @@ class NodeFaultPlan:
                     supervisor.kill(item.node, f"scheduled at {item.scheduled}",
                                     rounds.get(item.node), item.fault)  # fmt: skip
                 continue
-            if any(p.action == "kill" and p.node == item.node for p in self.pending):
+            if any(p.action == "kill" and self._same_outage(p, item) for p in self.pending):
                 continue  # its kill has not happened yet
             others = [r for n, r in rounds.items() if n != item.node and not nodes[n].finished]
             alive = [n for n, s in nodes.items() if n != item.node and not s.finished]
@@ -124,6 +133,15 @@ class NodeFaultPlan:
                     supervisor.restart(item.node, f"scheduled at {item.scheduled}")
                 except RESTART_ERRORS:
                     pass  # in the account; the node is given up on after the patience
+
+    @staticmethod
+    def _same_outage(kill: _Pending, restart: _Pending) -> bool:
+        """Whether ``kill`` is the kill that ``restart`` ends: of the same scheduled fault
+        (a node may be killed and restarted several times; a later kill must not hold up
+        the restart of an earlier one, which it could never follow)."""
+        if restart.fault is not None:
+            return kill.fault is restart.fault
+        return kill.node == restart.node
 
     @staticmethod
     def _quiet(supervisor: Supervisor, node: str, at_round: int, rounds: dict[str, int]) -> bool:
