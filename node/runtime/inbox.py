@@ -15,7 +15,7 @@ until replaced), stamped with the round it was sent in. With a staleness bound t
 loop first waits (:meth:`Inbox.wait_latest`) until every expected sender's latest message
 is at most that many rounds old, or the sender answered for such a round with a withheld
 notice, or the deadline passes; each sender still short at the deadline is an *overrun*,
-counted ``late`` on its inbound link. Without a bound nothing is waited for.
+counted in ``overruns`` on its inbound link. Without a bound nothing is waited for.
 
 What one sender may have waiting for rounds the loop has not reached is bounded
 (:data:`PENDING_MESSAGES`, :data:`PENDING_BYTES`, what a sender's link itself keeps for a
@@ -91,10 +91,10 @@ class Inbox:
         its sender has too much waiting already (module docstring)."""
         key = (round_index, phase)
         with self._cond:
-            if (
-                resent
-                and self._synchronous
-                and (key <= self._closed or sender in self._pending.get(key, {}))
+            if resent and (
+                (key <= self._last_seen.get(sender, (-1, -1)))
+                if not self._synchronous
+                else (key <= self._closed or sender in self._pending.get(key, {}))
             ):
                 return "stale resend"
             if isinstance(item, Message):
@@ -178,8 +178,8 @@ class Inbox:
         """Bounded staleness (stale synchronous parallel, Ho et al. 2013): wait until each
         expected sender has answered for round ``round_index − max_staleness`` or later —
         a message or a withheld notice of such a round is here — or until ``deadline``;
-        then return :meth:`latest`. A sender still short at the deadline is counted
-        ``late`` (an overrun). Rounds before 0 need no answer: while ``round_index <
+        then return :meth:`latest`. A sender still short at the deadline is counted in
+        ``overruns`` on its inbound link. Rounds before 0 need no answer: while ``round_index <
         max_staleness`` nothing is waited for."""
         expected = tuple(expected)
         needed = round_index - max_staleness

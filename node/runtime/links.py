@@ -224,7 +224,10 @@ class OutboundLink:
                 self._held.append(item)
         expired = time.monotonic() - self._hold_seconds
         while self._held and (closing or self._held[0].due < expired):
-            if self._held.popleft().message is not None:
+            item = self._held.popleft()
+            # A resend that expires was sent once already and counted ``sent``; whether it
+            # arrived, the receiver's counts say. Only a message never sent is ``dropped``.
+            if item.message is not None and not item.resent:
                 self._stats.add(
                     self.receiver, "dropped", error=f"peer unreachable at {self.address}"
                 )

@@ -1,5 +1,5 @@
 """An outbound stream's memory for resends is bounded, whatever the round deadline: in bytes
-of payload and in messages."""
+of payload and in messages; and what a link lets go of is counted once."""
 
 from __future__ import annotations
 
@@ -9,6 +9,10 @@ import numpy as np
 
 from starling.node.messages import Message
 from starling.node.runtime.feed import RESEND_BYTES, RESEND_MESSAGES, Outgoing, StreamFeed
+from starling.node.runtime.links import OutboundLink
+from starling.node.runtime.stats import StatsBook
+from starling.orchestrator.node_specs import node_specs
+from tests.node.test_runtime_harness import ring_experiment
 
 
 def _never(_ended):
@@ -51,3 +55,26 @@ def test_the_hold_time_bounds_what_is_kept_too():
     feed.remember(Outgoing(time.monotonic(), 5, 0, message), 16)
     assert [item.round for item in feed.take_recent()] == [5]
     assert feed.take_recent() == []  # taken once
+
+
+def test_an_expired_resend_is_not_counted_dropped():
+    """A message put back for a resend was sent once and counted ``sent``; if the peer stays
+    away past the hold time it is let go, but not counted ``dropped`` a second time (only a
+    message that was never sent is): sent + withheld + dropped stays the messages emitted."""
+    experiment = ring_experiment("links", rounds=5, deadline=0.2)
+    spec = node_specs(experiment, {"0": "127.0.0.1:1", "1": "127.0.0.1:1", "2": "127.0.0.1:1"})[0]
+    stats = StatsBook()
+    link = OutboundLink(spec, "1", "127.0.0.1:1", stats)
+    try:
+        message = Message("x", {"x": np.zeros(2)})
+        long_ago = time.monotonic() - 60.0
+        link._held.extend(
+            [Outgoing(long_ago, 0, 0, message, resent=True),
+             Outgoing(long_ago, 1, 0, message, resent=True),
+             Outgoing(long_ago, 2, 0, message)]
+        )  # fmt: skip
+        link._hold_while_unreachable()
+        assert not link._held
+        assert stats.snapshot()["1"].dropped == 1
+    finally:
+        link.close(wait=0.1)

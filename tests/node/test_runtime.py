@@ -122,6 +122,17 @@ def test_inbox_waits_for_answers_then_the_deadline_and_no_longer():
     assert 0.3 <= time.monotonic() - started < 2.0
 
 
+def test_asynchronous_inbox_ignores_a_resend_it_already_has():
+    # A link resends what may have died with a broken stream; an asynchronous receiver that
+    # had it (or a later one) must not count it received again.
+    inbox = Inbox(StatsBook(), synchronous=False)
+    assert inbox.deliver("1", 3, 0, _msg(3)) == "received"
+    assert inbox.deliver("1", 2, 0, _msg(2), resent=True) == "stale resend"
+    assert inbox.deliver("1", 3, 0, _msg(3), resent=True) == "stale resend"
+    assert inbox.deliver("1", 4, 0, _msg(4), resent=True) == "received"  # never had it
+    assert inbox.latest(["1"], 5)["1"].round == 4
+
+
 def test_asynchronous_inbox_keeps_the_latest_message_per_sender():
     stats = StatsBook()
     inbox = Inbox(stats, synchronous=False)
