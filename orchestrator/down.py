@@ -51,7 +51,10 @@ class DownNotices:
         self.declared[node] = why
         told, later = self._tell(node, True)
         text = f"declared down ({why}); "
-        text += f"{', '.join(told)} no longer wait for it" if told else "nobody waits for it"
+        if told:
+            text += f"{', '.join(told)} {'no longer waits' if len(told) == 1 else 'no longer wait'} for it"
+        else:
+            text += "nobody waits for it"
         if later:
             text += f"; {', '.join(later)} will be told when they answer"
         self._supervisor.account.node(node, "declared_down", text, why=why, told=told,

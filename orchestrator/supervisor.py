@@ -342,11 +342,10 @@ class Supervisor:
             self.account.plain(f"node {node}: its stored samples could not be collected ({exc})")
             return
         last = self.collector.rounds.get(node, [])
+        held = f"{len(last)} samples (rounds {last[0]}..{last[-1]})" if last else "no samples"
         self.account.plain(
-            f"node {node}: down at the end; {len(last)} samples (rounds "
-            f"{last[0] if last else '-'}..{last[-1] if last else '-'}) collected, {got} of "
-            f"them (from index {before}) streamed by its process started again idle on its "
-            "state dir"
+            f"node {node}: down at the end; {held} collected, {got} of them (from index "
+            f"{before}) streamed by its process started again idle on its state dir"
         )
 
     def link_stats(self) -> dict:
