@@ -27,7 +27,7 @@ import yaml
 
 from starling.node.params import ConfigError
 from starling.node.spec import NodeSpec
-from starling.orchestrator.account import Account
+from starling.orchestrator.account import Account, account_schedule
 from starling.orchestrator.experiment import Experiment, parse_experiment, read_yaml_file
 from starling.orchestrator.outdir import RUNNING, ResultsFolder
 
@@ -67,6 +67,7 @@ def write_start(out_dir: Path, experiment: Experiment, specs: Mapping[str, NodeS
 
 def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
     """Recover the results of the crashed run in ``out``; returns the metrics written."""
+    from starling.orchestrator.live_requests import Journal
     from starling.orchestrator.results import close_run
 
     out = Path(out)
@@ -95,6 +96,11 @@ def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
     account = Account(say)
     account.plain("the orchestrator stopped before writing results; `starling collect` "
                   "recovered what the nodes stored")  # fmt: skip
+    # What the run was meant to go through, and the live link changes made during it: the
+    # schedule is the experiment's, the changes are in the run's journal. (Node events and
+    # link counters lived in the dead orchestrator; they are not recovered.)
+    account_schedule(account, experiment)
+    Journal(str(out.resolve()), account).read()
     started = time.monotonic()
     samples, rounds = _gather(out, start, account, experiment.backend)
     metrics = close_run(

@@ -60,9 +60,11 @@ def _gone(pid: int) -> bool:
 def test_collect_recovers_every_stored_sample_after_the_orchestrator_is_killed(
     tmp_path, starling_home
 ):
-    raw = _ring("crash", rounds=100_000, chains=3, round_deadline=1.0)
+    raw = _ring("crash", rounds=100_000, chains=3, round_deadline=1.0,
+                faults=[{"link": [1, 2], "rounds": [50_000, 50_010]}])  # fmt: skip
     with LiveRun(tmp_path, starling_home, raw) as run:
         run.wait_started(min_round=5)
+        run.cli("links", "set", "0", "1", "--drop", "0.25")  # a live change, in the journal
         # `starling status | head -3`: the reader goes away; status says nothing and exits 0.
         read_end, write_end = os.pipe()
         os.close(read_end)
@@ -90,6 +92,10 @@ def test_collect_recovers_every_stored_sample_after_the_orchestrator_is_killed(
     assert "Traceback" not in done.stderr
     metrics = json.loads((run.out / "metrics.json").read_text())
     assert metrics["status"] == "partial" and metrics["recovered"] is True
+    # The account still tells what the run went through: its schedule (from the experiment)
+    # and the live link changes (from the run's journal).
+    assert metrics["faults"]["scheduled_links"], metrics["faults"]
+    assert any("drop 0.25" in line for line in metrics["account"]), metrics["account"]
     assert (run.out / "summary.txt").read_text().splitlines()[0] == "status: partial"
     assert set(stored) == set(start["nodes"]) == {"0", "1", "2", "3"}
     for node, (rounds, values) in stored.items():
