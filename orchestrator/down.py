@@ -52,7 +52,8 @@ class DownNotices:
         told, later = self._tell(node, True)
         text = f"declared down ({why}); "
         if told:
-            text += f"{', '.join(told)} {'no longer waits' if len(told) == 1 else 'no longer wait'} for it"
+            verb = "waits" if len(told) == 1 else "wait"
+            text += f"{', '.join(told)} no longer {verb} for it"
         else:
             text += "nobody waits for it"
         if later:
