@@ -151,8 +151,10 @@ def bearer(token: str) -> tuple[tuple[str, str], ...]:
 
 
 def token_given(context: grpc.ServicerContext) -> str:
-    value = metadata(context).get(TOKEN_KEY, "")
-    return value.removeprefix("Bearer ").strip()
+    """The token of an ``authorization: Bearer <token>`` header (the scheme in any case, as
+    HTTP has it); empty for a header of another scheme or none."""
+    scheme, _, token = metadata(context).get(TOKEN_KEY, "").strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
 
 
 def check_data_path(data: DataSpec | None, data_dir: Path | None, own: HomeData | None) -> None:

@@ -235,9 +235,14 @@ def test_control_needs_the_token_and_the_run_with_it_is_unharmed(tmp_path, starl
             (),
             (("authorization", "Bearer wrong"),),
             (("authorization", "Bearer " + token[:-1]),),
+            (("authorization", token),),  # no scheme: not a bearer token
+            (("authorization", "Basic " + token),),
         ):
             stop = functools.partial(stub.Stop, control_pb2.StopRequest(), timeout=3)
             assert _code(functools.partial(stop, metadata=metadata)) == "UNAUTHENTICATED"
+        # The scheme is case-insensitive (RFC 9110): lower case is the same token.
+        status = functools.partial(stub.Status, control_pb2.StatusRequest(), timeout=3)
+        assert status(metadata=(("authorization", "bearer " + token),)).node_id == ""
         channel.close()
         inventory = _write(
             tmp_path / "nodes.yaml", {"nodes": addresses, "token_file": str(tmp_path / "token")}
@@ -256,7 +261,7 @@ def test_control_needs_the_token_and_the_run_with_it_is_unharmed(tmp_path, starl
         )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         with NodeClient(addresses["a"], access=Access(token=token)) as client:
-            assert client.status().denied_control_calls == 3
+            assert client.status().denied_control_calls == 5
         for proc in procs.values():
             assert token not in proc.log()
     _assert_same_samples(out, _simulated(tmp_path, starling_home, 30))

@@ -7,6 +7,7 @@ INTERNAL with its message (the node keeps serving).
 
 from __future__ import annotations
 
+import collections
 import functools
 import logging
 import threading
@@ -34,6 +35,11 @@ from starling.node.runtime.transport import CONTROL_THREADS
 __all__ = ["ControlServicer", "PeerServicer"]
 
 log = logging.getLogger("starling.node")
+
+STREAMS_PER_SENDER = 8
+"""Peer streams one sender may hold open to a node at once. A sender keeps one per link;
+a restarted one opens the next before the node has seen its old one die (keepalive takes
+up to 15 s), so a few may overlap, never many."""
 
 MAX_SAMPLE_STREAMS = CONTROL_THREADS // 2
 """Sample streams a node serves at once: half the threads kept for Control and Health."""
@@ -220,7 +226,9 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
     """Inbound links. Each ``Exchange`` stream holds a server thread for its life, so at
     most ``max_streams`` run at once; one more is refused with RESOURCE_EXHAUSTED (and
     counted) instead of taking a thread that Control and Health need. The server's pool is
-    larger than this limit (:func:`starling.node.runtime.transport.server_threads`)."""
+    larger than this limit (:func:`starling.node.runtime.transport.server_threads`). One
+    sender may hold at most :data:`STREAMS_PER_SENDER` of them, so that no peer can take
+    the slots of the others."""
 
     def __init__(self, runtime: NodeRuntime, max_streams: int, gate: Gate | None = None) -> None:
         self.runtime = runtime
@@ -229,6 +237,7 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
         self._slots = threading.BoundedSemaphore(max_streams)
         self._open_lock = threading.Lock()
         self._open = 0
+        self._open_by: collections.Counter[str] = collections.Counter()
 
     def open_streams(self) -> int:
         """Inbound streams being served now (the metrics endpoint reads it)."""
@@ -246,12 +255,25 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
                 f"node holds its limit of {self.max_streams} inbound peer streams",
             )
         with self._open_lock:
-            self._open += 1
+            crowded = self._open_by[sender] >= STREAMS_PER_SENDER
+            if not crowded:
+                self._open += 1
+                self._open_by[sender] += 1
+        if crowded:
+            self._slots.release()
+            self.runtime.note_refused_stream()
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"peer {sender!r} holds its limit of {STREAMS_PER_SENDER} streams to this node",
+            )
         try:
             return self._exchange(request_iterator, context, sender, generation)
         finally:
             with self._open_lock:
                 self._open -= 1
+                self._open_by[sender] -= 1
+                if not self._open_by[sender]:
+                    del self._open_by[sender]
             self._slots.release()
 
     def _exchange(

@@ -15,6 +15,7 @@ import pytest
 from starling.node.params import ConfigError
 from starling.node.protocol import convert
 from starling.node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
+from starling.node.runtime.servicers import STREAMS_PER_SENDER
 from starling.node.runtime.transport import open_channel
 from starling.orchestrator.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster, as_peer, ring_experiment
@@ -154,3 +155,39 @@ def test_a_peer_declared_down_is_not_waited_for_until_it_is_back(cluster):
     holds_for(lambda: client.status().round - first <= 3, 2.0, "one round per deadline")
     assert client.status().peers_down == ("2",)
     client.stop()
+
+
+def test_one_sender_cannot_take_every_stream_slot(cluster):
+    """Sender 1 opens 20 idle streams: it gets STREAMS_PER_SENDER of them, the rest are
+    refused and counted, and sender 2 still finds a slot."""
+    proc, client = _lonely_node(cluster, "crowd", rounds=5, deadline=0.2)
+    release = threading.Event()
+
+    def idle():
+        release.wait(60)
+        return
+        yield  # pragma: no cover - makes this a generator
+
+    channel = open_channel(proc.address)
+    try:
+        stub = peer_pb2_grpc.PeerStub(channel)
+        calls = [
+            stub.Exchange.future(idle(), timeout=60, metadata=as_peer(client, "1"))
+            for _ in range(20)
+        ]
+        wait_until(lambda: sum(c.done() for c in calls) >= 20 - STREAMS_PER_SENDER, 30, "refusals")
+        refused = [c for c in calls if c.done()]
+        assert len(refused) == 20 - STREAMS_PER_SENDER
+        for call in refused:
+            assert call.exception().code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert f"'1' holds its limit of {STREAMS_PER_SENDER} streams" in (
+                call.exception().details()
+            )
+        assert client.status().refused_streams == 20 - STREAMS_PER_SENDER
+        summary = stub.Exchange(
+            iter([_iterate("crowd", "2", 0)]), timeout=10, metadata=as_peer(client, "2")
+        )
+        assert summary.received == 1
+    finally:
+        release.set()
+        channel.close()
