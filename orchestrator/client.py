@@ -291,7 +291,7 @@ class NodeClient:
         if code == grpc.StatusCode.INVALID_ARGUMENT:
             # The node's message starts with the field it names; keep it first.
             return ConfigError(f"{details} (node at {self.address})")
-        if code == grpc.StatusCode.FAILED_PRECONDITION:
+        if code in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.RESOURCE_EXHAUSTED):
             return NodeRejected(f"node at {self.address}: {what}: {details}")
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             return NodeUnavailable(f"node at {self.address} is unreachable ({what}: {details})")

@@ -44,7 +44,11 @@ def read_batches(path: Path, offset: int, active: Callable[[], bool]) -> Iterato
     """Batches of the store file ``path`` from ``offset``, as ``StreamSamples`` sends a
     finished run's. Opening the store cuts a torn last record, as a restart would. Raises
     :class:`NoStoredRun` (before the first batch) when there is no such file."""
-    if not path.is_file():
+    try:
+        stored = path.is_file()
+    except OSError:  # a name no file can have (too long): nothing stored under it either
+        stored = False
+    if not stored:
         raise NoStoredRun(f"no stored samples at {path.parent.name!r}")
     store = SampleStore(path)
     try:

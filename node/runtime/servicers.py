@@ -1,8 +1,8 @@
 """Thin gRPC servicers: protobuf in, a call on :class:`NodeRuntime`, protobuf out.
 
 Domain errors become status codes here and nowhere else: ConfigError → INVALID_ARGUMENT,
-PreconditionError → FAILED_PRECONDITION. Any other exception is a bug and surfaces as
-INTERNAL with its message (the node keeps serving).
+PreconditionError → FAILED_PRECONDITION, MemoryError → RESOURCE_EXHAUSTED. Any other
+exception is a bug and surfaces as INTERNAL with its message (the node keeps serving).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from starling.node.runtime.archive import NoStoredRun, read_batches, run_directo
 from starling.node.runtime.gate import Gate
 from starling.node.runtime.run import SAMPLES_FILE
 from starling.node.runtime.runtime import NodeRuntime, PreconditionError
+from starling.node.runtime.store import StoreError
 from starling.node.runtime.streaming import Batch
 from starling.node.runtime.transport import CONTROL_THREADS
 
@@ -62,6 +63,12 @@ def _mapped(method: _Method[_Request, _Reply]) -> _Method[_Request, _Reply]:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except PreconditionError as exc:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        except MemoryError:
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{method.__name__}: the node lacks the memory for it "
+                "(chains × dim, or the data)",
+            )
         except Exception as exc:  # noqa: BLE001 - reported to the caller, node keeps serving
             log.exception("%s failed", method.__name__)
             context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
@@ -168,14 +175,16 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
                     )
                 path = run_directory(self.runtime.state_dir, request.experiment, request.node_id)
                 batches = read_batches(path / SAMPLES_FILE, request.offset, context.is_active)
+        which = f"experiment {request.experiment!r} for node {request.node_id!r}"
         try:
             yield from self._sample_batches(batches)
         except NoStoredRun:
-            context.abort(
-                grpc.StatusCode.NOT_FOUND,
-                f"node holds no stored samples of experiment {request.experiment!r} "
-                f"for node {request.node_id!r}",
-            )
+            context.abort(grpc.StatusCode.NOT_FOUND, f"node holds no stored samples of {which}")
+        except (StoreError, OSError) as exc:
+            # Said without the node's own paths: the caller needs what, not where.
+            log.error("StreamSamples of %s: %s", which, exc)
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "damaged"
+            context.abort(grpc.StatusCode.DATA_LOSS, f"stored samples of {which}: {reason}")
 
     @staticmethod
     def _sample_batches(batches: Iterable[Batch]) -> Iterator[control_pb2.SampleBatch]:

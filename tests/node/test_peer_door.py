@@ -33,7 +33,7 @@ from starling.node.runtime.streaming import stream_samples
 from starling.node.runtime.transport import open_channel
 from starling.node.spec import MAX_SECONDS
 from starling.orchestrator.access import Access
-from starling.orchestrator.client import NodeClient
+from starling.orchestrator.client import NodeClient, NodeRejected
 from starling.orchestrator.experiment import parse_experiment
 from starling.orchestrator.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster, as_peer, ring_experiment, wait_until
@@ -242,6 +242,18 @@ def test_an_open_stream_does_not_outlive_its_runs_secret(node):
         outgoing.put(None)
     finally:
         channel.close()
+
+
+@pytest.mark.e2e
+def test_a_run_too_big_for_the_nodes_memory_is_refused_and_the_node_serves_on(node):
+    _, client = node
+    client.configure(_spec())
+    huge = dataclasses.replace(_spec("door-huge"), chains=10**6, model=dataclasses.replace(
+        _spec().model, params={"dim": 100_000}))  # fmt: skip
+    with pytest.raises(NodeRejected, match="Configure: the node lacks the memory for it"):
+        client.configure(huge)
+    status = client.status()
+    assert (status.experiment, status.state) == ("door", "configured")  # the run it had
 
 
 @pytest.mark.e2e

@@ -63,6 +63,15 @@ def test_a_killed_node_started_idle_streams_its_stored_run(cluster):
 
     with pytest.raises(NodeUnavailable, match="NOT_FOUND.*'other'"):
         list(client.samples(stored_run=("other", "1")))
+    with pytest.raises(NodeUnavailable, match="NOT_FOUND"):  # no file can have that name
+        list(client.samples(stored_run=("x" * 300, "1")))
+    # A store damaged beyond a torn end is data lost, said without the node's paths.
+    damaged = run_directory(victim.state_dir, "damaged", "1")
+    damaged.mkdir(parents=True)
+    (damaged / SAMPLES_FILE).write_bytes(b"garbage" * 100)
+    with pytest.raises(NodeUnavailable, match="DATA_LOSS.*'damaged'.*: damaged") as lost:
+        list(client.samples(stored_run=("damaged", "1")))
+    assert str(victim.state_dir) not in str(lost.value)
     with pytest.raises(ConfigError, match="follow"):
         list(client.samples(follow=True, stored_run=("stored-run", "1")))
 
