@@ -66,8 +66,7 @@ def _mapped(method: _Method[_Request, _Reply]) -> _Method[_Request, _Reply]:
         except MemoryError:
             context.abort(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"{method.__name__}: the node lacks the memory for it "
-                "(chains × dim, or the data)",
+                f"{method.__name__}: the node lacks the memory for it (chains × dim, or the data)",
             )
         except Exception as exc:  # noqa: BLE001 - reported to the caller, node keeps serving
             log.exception("%s failed", method.__name__)
