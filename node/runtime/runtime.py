@@ -137,11 +137,12 @@ class NodeRuntime:
         check_spec(spec)
         check_data_path(spec.data, self.data_dir, self._own_data)
         with self._lock:
-            if self._state == NodeState.RUNNING and self._run is not None:
-                raise PreconditionError(
-                    f"node {self._run.spec.node_id!r} is running; stop it before configuring"
-                )
-            program, rng = build(spec)
+            self._refuse_while_running()
+        # Built outside the lock: loading a large shard takes seconds, and Status must
+        # answer meanwhile.
+        program, rng = build(spec)
+        with self._lock:
+            self._refuse_while_running()
             self._release()
             self._run = None  # released: not configured until the new run is open
             channel = replace(self._channel, sender=spec.node_id, peer_secret=peer_secret)
@@ -166,6 +167,12 @@ class NodeRuntime:
                 extra={"event": "configured", "round": run.next_round},
             )  # fmt: skip
             return ConfigureResult(run.next_round, run.resumed, len(run.store), own)
+
+    def _refuse_while_running(self) -> None:
+        if self._state == NodeState.RUNNING and self._run is not None:
+            raise PreconditionError(
+                f"node {self._run.spec.node_id!r} is running; stop it before configuring"
+            )
 
     def start(self) -> None:
         with self._lock:
