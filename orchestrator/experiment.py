@@ -30,6 +30,7 @@ from starling.orchestrator.schema import (
     LimitsSection,
     NodeData,
     delay_ms,
+    name_from,
     validate,
 )
 from starling.orchestrator.topology import (
@@ -199,7 +200,7 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
             f"{spec.backend.kind!r}); use faults for emulated ones"
         )
     experiment = Experiment(
-        name=spec.name or default_name,
+        name=spec.name or name_from(default_name),
         algorithm=info.name,
         hyperparameters=dict(spec.hyperparameters),
         model=model,

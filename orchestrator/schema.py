@@ -50,7 +50,32 @@ def _node_id(value: Any) -> Any:
     return value
 
 
-NodeId = Annotated[str, BeforeValidator(_node_id), Field(strict=True)]
+MAX_NAME = 100
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def plain_name(value: str) -> str:
+    """A name that is also a file name, a folder name and a container's: letters, digits,
+    ``-``, ``_`` and ``.`` (not first), at most :data:`MAX_NAME` characters. Experiment,
+    study and node names end up in paths (``results/NAME/``, ``samples/node-ID.npz``): a
+    ``/``, a ``..`` or an empty name would put files anywhere, or nowhere."""
+    if not _NAME.fullmatch(value) or len(value) > MAX_NAME:
+        shown = value if len(value) <= 40 else value[:40] + "..."
+        raise ValueError(
+            "expected a name of letters, digits, '-', '_' and '.' (not first), at most "
+            f"{MAX_NAME} characters, got {shown!r}"
+        )
+    return value
+
+
+def name_from(text: str) -> str:
+    """:func:`plain_name` made of ``text`` (a file's stem): other characters become ``-``."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "-", text).lstrip("._-")[:MAX_NAME]
+    return cleaned or "experiment"
+
+
+NodeId = Annotated[str, BeforeValidator(_node_id), Field(strict=True), AfterValidator(plain_name)]
+Name = Annotated[str, Field(strict=True), AfterValidator(plain_name)]
 Count = Annotated[Int, Field(ge=1)]
 Natural = Annotated[Int, Field(ge=0)]
 
@@ -300,7 +325,7 @@ class ExperimentFile(BaseModel):
     """One experiment file, as written (see README "Experiment files")."""
 
     model_config = STRICT
-    name: Str | None = None
+    name: Name | None = None
     description: Str = ""
     algorithm: Str
     hyperparameters: dict[str, Any] = Field(default_factory=dict)

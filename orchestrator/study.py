@@ -42,7 +42,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from starling.node.params import ConfigError
 from starling.orchestrator.experiment import Experiment, parse_experiment
 from starling.orchestrator.progress import Progress
-from starling.orchestrator.schema import validate
+from starling.orchestrator.schema import Name, validate
 from starling.orchestrator.study_figures import Curve, headline, read_curves, run_row, summarise
 from starling.orchestrator.study_report import plot_against_x, plot_curves, slug, write_tables
 from starling.orchestrator.validation import STRICT, Float, Str
@@ -58,6 +58,11 @@ def _summary(value: Any) -> str:
     return value
 
 
+def _number_as_name(value: Any) -> Any:
+    """``study: 3`` names the study "3"; anything else is checked as a name."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 class _Labelled(BaseModel):
     """A cell or a variant: a label, then experiment fields merged over ``base``."""
 
@@ -71,7 +76,7 @@ class StudyFile(BaseModel):
     checked by the experiment schema, run by run)."""
 
     model_config = STRICT
-    study: Annotated[str, BeforeValidator(str)]
+    study: Annotated[Name, BeforeValidator(_number_as_name)]
     description: Str = ""
     base: dict[str, Any] = Field(default_factory=dict)
     variants: Annotated[list[_Labelled], Field(min_length=1)]

@@ -7,16 +7,20 @@ so the orchestrator can show one clear line.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from pathlib import Path
 
+from starling.node.config import NODE_SOURCE, HomeData, home_data
 from starling.node.messages import Message, check_message
 from starling.node.params import ConfigError
 from starling.node.protocol import convert
 from starling.node.protocol.starling.v1 import peer_pb2
 from starling.node.runtime.archive import MAX_NAME_LENGTH, safe_name
 from starling.node.samplers.base import NodeProgram
-from starling.node.spec import MAX_SECONDS, NodeSpec
+from starling.node.security import check_data_path
+from starling.node.spec import MAX_SECONDS, DataSpec, NodeSpec
 
-__all__ = ["Rejected", "check_iterate", "check_spec"]
+__all__ = ["Rejected", "admit_spec", "check_iterate", "check_spec"]
 
 
 ROUND_WINDOW = 10_000
@@ -84,6 +88,33 @@ def check_spec(spec: NodeSpec) -> None:
             raise ConfigError(f"{where}[{k}].drop: must be in [0, 1], got {fault.drop!r}")
     if spec.data is not None and spec.data.num_shards < 1:
         raise ConfigError("data.num_shards: must be at least 1")
+
+
+def admit_spec(
+    spec: NodeSpec,
+    *,
+    own_id: str,
+    own_data: HomeData | None,
+    data_dir: Path | None,
+    secret_needed: bool,
+) -> tuple[NodeSpec, DataSpec | None]:
+    """The spec a Configure brings, checked against the node it reaches: its id (``--id``),
+    its own data (``data.source: node`` resolves to it; returned second, else None), its
+    data directory, and a peer secret where no TLS carries identities."""
+    if secret_needed:
+        raise ConfigError("peer_secret: required without TLS (the orchestrator's, per run)")
+    if own_id and spec.node_id != own_id:
+        raise ConfigError(
+            f"node {own_id!r}: asked to run as node {spec.node_id!r}; check the "
+            "inventory's addresses"
+        )
+    own = None
+    if spec.data is not None and spec.data.source == NODE_SOURCE:
+        spec = replace(spec, data=home_data(spec.data, own_data, spec.node_id))
+        own = spec.data
+    check_spec(spec)
+    check_data_path(spec.data, data_dir, own_data)
+    return spec, own
 
 
 def check_iterate(

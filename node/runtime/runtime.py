@@ -29,22 +29,26 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from starling.node.config import NODE_SOURCE, HomeData, home_data
+from starling.node.config import HomeData
 from starling.node.engine.rounds import run_round
 from starling.node.logs import redact, set_context
 from starling.node.params import ConfigError
 from starling.node.protocol.starling.v1 import peer_pb2
-from starling.node.runtime.checks import ROUND_WINDOW, check_spec
+from starling.node.runtime.checks import ROUND_WINDOW, admit_spec
 from starling.node.runtime.profiling import run_loop
 from starling.node.runtime.receive import file_iterate
 from starling.node.runtime.run import SAMPLES_FILE, Run, build, open_run, spec_fingerprint
 from starling.node.runtime.state import NodeState
 from starling.node.runtime.stats import FaultTally
-from starling.node.runtime.status import ConfigureResult, PreconditionError, RuntimeStatus
+from starling.node.runtime.status import (
+    ConfigureResult,
+    PreconditionError,
+    RuntimeStatus,
+    run_status,
+)
 from starling.node.runtime.store import SampleStore
 from starling.node.runtime.streaming import Batch, stream_samples
 from starling.node.runtime.transport import ChannelSettings
-from starling.node.security import check_data_path
 from starling.node.spec import NodeSpec
 
 __all__ = [
@@ -123,19 +127,13 @@ class NodeRuntime:
         """Build the spec's program; resume from this experiment's checkpoint when it
         matches, unless ``fresh`` (a new run on a node that outlives runs). Streams carry
         the experiment's ``peer_secret`` both ways (:mod:`starling.node.runtime.gate`)."""
-        if not peer_secret and self._channel.credentials is None:
-            raise ConfigError("peer_secret: required without TLS (the orchestrator's, per run)")
-        if self._own_id and spec.node_id != self._own_id:
-            raise ConfigError(
-                f"node {self._own_id!r}: asked to run as node {spec.node_id!r}; check the "
-                "inventory's addresses"
-            )
-        own = None
-        if spec.data is not None and spec.data.source == NODE_SOURCE:
-            spec = replace(spec, data=home_data(spec.data, self._own_data, spec.node_id))
-            own = spec.data
-        check_spec(spec)
-        check_data_path(spec.data, self.data_dir, self._own_data)
+        spec, own = admit_spec(
+            spec,
+            own_id=self._own_id,
+            own_data=self._own_data,
+            data_dir=self.data_dir,
+            secret_needed=not peer_secret and self._channel.credentials is None,
+        )
         with self._lock:
             self._refuse_while_running()
         # Built outside the lock: loading a large shard takes seconds, and Status must
@@ -222,23 +220,8 @@ class NodeRuntime:
 
     def status(self) -> RuntimeStatus:
         with self._lock:
-            run = self._run
-            if run is None:
-                return RuntimeStatus("", "", self._state, 0, self._error, 0, {}, {}, {},
-                                     refused_streams=self._refused_streams)  # fmt: skip
-            return RuntimeStatus(
-                node_id=run.spec.node_id,
-                experiment=run.spec.experiment,
-                state=self._state,
-                round=run.round,
-                error=self._error,
-                samples_stored=len(run.store),
-                outbound=run.outbound.snapshot(),
-                inbound=run.inbound.snapshot(),
-                program_metrics={k: float(v) for k, v in run.program.metrics().items()},
-                holding=self._holding,
-                peers_down=run.inbox.down(),
-                refused_streams=self._refused_streams,
+            return run_status(
+                self._run, self._state, self._error, self._holding, self._refused_streams
             )
 
     def note_refused_stream(self) -> None:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from starling.node.protocol.contract import LinkCounters
 from starling.node.runtime.state import NodeState
 from starling.node.spec import DataSpec
 
-__all__ = ["ConfigureResult", "PreconditionError", "RuntimeStatus"]
+if TYPE_CHECKING:
+    from starling.node.runtime.run import Run
+
+__all__ = ["ConfigureResult", "PreconditionError", "RuntimeStatus", "run_status"]
 
 
 class PreconditionError(RuntimeError):
@@ -38,3 +42,26 @@ class RuntimeStatus:
     holding: bool = False
     peers_down: tuple[str, ...] = ()
     refused_streams: int = 0
+
+
+def run_status(
+    run: Run | None, state: NodeState, error: str, holding: bool, refused_streams: int
+) -> RuntimeStatus:
+    """The status of a node in ``state`` with the configured ``run`` (None: none yet)."""
+    if run is None:
+        return RuntimeStatus("", "", state, 0, error, 0, {}, {}, {},
+                             refused_streams=refused_streams)  # fmt: skip
+    return RuntimeStatus(
+        node_id=run.spec.node_id,
+        experiment=run.spec.experiment,
+        state=state,
+        round=run.round,
+        error=error,
+        samples_stored=len(run.store),
+        outbound=run.outbound.snapshot(),
+        inbound=run.inbound.snapshot(),
+        program_metrics={k: float(v) for k, v in run.program.metrics().items()},
+        holding=holding,
+        peers_down=run.inbox.down(),
+        refused_streams=refused_streams,
+    )

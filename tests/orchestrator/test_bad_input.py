@@ -48,6 +48,15 @@ def _assert_one_clear_line(result, *needles):
         ({"unexpected": 1}, ["unexpected", "unknown field"]),
         ({"link_delay": "soon"}, ["link_delay", "duration"]),
         ({"faults": [{"link": ["0", "2"], "rounds": [1, 3]}]}, ["faults[0].link", "not an edge"]),
+        # Names become paths (results/NAME/, samples/node-ID.npz): nothing that leaves them.
+        ({"name": "../../escape"}, ["name", "expected a name", "'../../escape'"]),
+        ({"name": "."}, ["name", "expected a name"]),
+        ({"name": "/tmp/abs"}, ["name", "expected a name"]),
+        ({"nodes": [{"id": "../x"}, {"id": "b"}, {"id": "c"}], "topology": {"kind": "ring"}},
+         ["nodes[0].id", "expected a name"]),
+        ({"nodes": [{"id": ""}, {"id": "b"}, {"id": "c"}], "topology": {"kind": "ring"}},
+         ["nodes[0].id", "expected a name"]),
+        ({"round_deadline": 1e10}, ["round_deadline", "up to 1e+06"]),
         ({"faults": [{"node": "7", "kill_at_round": 3}]}, ["faults[0].node", "'7'"]),
     ],
 )
@@ -79,3 +88,11 @@ def test_port_in_use_names_the_node(tmp_path, starling_home):
 def test_live_commands_without_a_running_experiment_say_so(starling_home, command):
     result = run_cli(*command, env_home=starling_home)
     _assert_one_clear_line(result, "no running experiment found", "starling run")
+
+
+def test_a_name_taken_from_the_file_is_made_a_plain_name():
+    from starling.orchestrator.experiment import parse_experiment
+
+    raw = {k: v for k, v in BASE.items() if k != "name"}
+    assert parse_experiment(raw, default_name="my exp (v2)").name == "my-exp--v2-"
+    assert parse_experiment(raw, default_name="..").name == "experiment"
