@@ -121,6 +121,8 @@ def read_yaml_file(path: str | Path) -> Any:
         ) from None
     try:
         raw = yaml.safe_load(text)
+    except RecursionError:
+        raise ConfigError(f"{file}: nested too deeply to be an experiment file") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else str(file)
@@ -238,15 +240,24 @@ DATA_SOURCES = ("synthetic", "file", "node")
 
 
 def _refuse_non_finite(value: Any, where: str) -> None:
-    """No field anywhere may be .inf or .nan: every sampler would turn it into NaNs."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{where or 'experiment'}: expected a finite number, got {value!r}")
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            _refuse_non_finite(item, f"{where}.{key}" if where else str(key))
-    elif isinstance(value, (list, tuple)):
-        for k, item in enumerate(value):
-            _refuse_non_finite(item, f"{where}[{k}]")
+    """No field anywhere may be .inf or .nan: every sampler would turn it into NaNs.
+
+    Each mapping and list is looked at once, however many YAML aliases point at it: a
+    file of nested aliases ("billion laughs") is a few objects shared many times over,
+    and walking every path through them would never end."""
+    seen: set[int] = set()
+    pending = [(value, where)]
+    while pending:
+        item, at = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ConfigError(f"{at or 'experiment'}: expected a finite number, got {item!r}")
+        if not isinstance(item, (Mapping, list, tuple)) or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, Mapping):
+            pending += [(v, f"{at}.{k}" if at else str(k)) for k, v in item.items()]
+        else:
+            pending += [(v, f"{at}[{k}]") for k, v in enumerate(item)]
 
 
 def _check_memory(spec: ExperimentFile, dim: int, plan: Mapping[str, Any]) -> None:

@@ -96,3 +96,22 @@ def test_a_name_taken_from_the_file_is_made_a_plain_name():
     raw = {k: v for k, v in BASE.items() if k != "name"}
     assert parse_experiment(raw, default_name="my exp (v2)").name == "my-exp--v2-"
     assert parse_experiment(raw, default_name="..").name == "experiment"
+
+
+def test_hostile_yaml_is_refused_at_once(tmp_path, starling_home):
+    """Nine levels of nested aliases (9^9 paths through ten small lists) and a value nested
+    3000 deep: each one clear line, at once (the alias walk used to run for ever, the
+    nesting to end in a RecursionError traceback)."""
+    laughs = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for level in range(1, 10):
+        here, below = chr(ord("a") + level), chr(ord("a") + level - 1)
+        laughs.append(f"{here}: &{here} [" + ", ".join([f"*{below}"] * 9) + "]")
+    cases = {
+        "laughs.yaml": ("\n".join(laughs) + "\nalgorithm: d-admms\n", "required field"),
+        "deep.yaml": ("algorithm: d-admms\nx: " + "[" * 3000 + "]" * 3000 + "\n", "too deeply"),
+    }
+    for name, (text, needle) in cases.items():
+        path = tmp_path / name
+        path.write_text(text)
+        result = run_cli("simulate", str(path), env_home=starling_home, timeout=60)
+        _assert_one_clear_line(result, needle)
