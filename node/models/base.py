@@ -45,13 +45,34 @@ from typing import Protocol
 import numpy as np
 
 __all__ = [
+    "SCALE_RANGE",
     "Dataset",
     "GaussianPosterior",
     "GridPosterior",
     "LocalPotential",
     "ProxInfo",
+    "check_scales",
     "minibatch_rows",
 ]
+
+SCALE_RANGE = (1e-100, 1e100)
+"""Where a model's positive scale (a variance, a standard deviation) may lie: its square
+and its reciprocal then stay finite, non-zero doubles. A noise_std of 1e-200 passed a
+mere "positive" check and divided by zero (its square is 0.0) when the node built its
+potential."""
+
+
+def check_scales(params: object, *names: str) -> None:
+    """ValueError naming the first of ``names`` (attributes of ``params``) outside
+    :data:`SCALE_RANGE`."""
+    low, high = SCALE_RANGE
+    for name in names:
+        value = getattr(params, name)
+        if not low <= value <= high:
+            raise ValueError(
+                f"{name}: must be between {low:g} and {high:g} (positive, its square and "
+                f"reciprocal finite), got {value!r}"
+            )
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from starling.node.models.base import Dataset, GridPosterior, LocalPotential, minibatch_rows
+from starling.node.models.base import (
+    Dataset,
+    GridPosterior,
+    LocalPotential,
+    check_scales,
+    minibatch_rows,
+)
 
 __all__ = ["GaussianMixture", "GaussianMixturePotential"]
 
@@ -43,9 +49,7 @@ class GaussianMixture:
     supervised = False
 
     def validate(self) -> None:
-        for name in ("obs_var", "prior_var1", "prior_var2"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name}: must be positive")
+        check_scales(self, "obs_var", "prior_var1", "prior_var2")
         if len(self.true_theta) != 2:
             raise ValueError("true_theta: must have two entries (θ1, θ2)")
 

@@ -12,7 +12,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from starling.node.models.base import Dataset, GaussianPosterior, LocalPotential, minibatch_rows
+from starling.node.models.base import (
+    Dataset,
+    GaussianPosterior,
+    LocalPotential,
+    check_scales,
+    minibatch_rows,
+)
 
 __all__ = ["LinearRegression", "LinearRegressionPotential"]
 
@@ -35,10 +41,7 @@ class LinearRegression:
     def validate(self) -> None:
         if self.dim < 1:
             raise ValueError("dim: must be at least 1")
-        if self.noise_std <= 0:
-            raise ValueError("noise_std: must be positive")
-        if self.prior_var <= 0:
-            raise ValueError("prior_var: must be positive")
+        check_scales(self, "noise_std", "prior_var")
         if self.true_x is not None and len(self.true_x) != self.dim:
             raise ValueError(f"true_x: needs {self.dim} values")
 

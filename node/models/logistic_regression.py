@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
-from starling.node.models.base import Dataset, LocalPotential, minibatch_rows
+from starling.node.models.base import Dataset, LocalPotential, check_scales, minibatch_rows
 from starling.node.models.classification import binary_labels
 from starling.node.models.priors import make_prior
 
@@ -68,12 +68,7 @@ class LogisticRegression:
             raise ValueError("features: must be at least 1")
         if self.prior not in ("gaussian", "laplace"):
             raise ValueError(f"prior: unknown prior {self.prior!r} (use gaussian or laplace)")
-        if self.prior_var <= 0:
-            raise ValueError("prior_var: must be positive")
-        if self.prior_scale <= 0:
-            raise ValueError("prior_scale: must be positive")
-        if self.feature_var <= 0:
-            raise ValueError("feature_var: must be positive")
+        check_scales(self, "prior_var", "prior_scale", "feature_var")
         if self.true_x is not None and len(self.true_x) != self.dim:
             raise ValueError(
                 f"true_x: has {len(self.true_x)} entries but the model has dim {self.dim}"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit, log_softmax, softmax
 
-from starling.node.models.base import Dataset, LocalPotential, minibatch_rows
+from starling.node.models.base import Dataset, LocalPotential, check_scales, minibatch_rows
 from starling.node.models.classification import class_indices
 
 __all__ = ["MLP", "MLPPotential"]
@@ -75,10 +75,7 @@ class MLP:
             raise ValueError(
                 f"activation: unknown activation {self.activation!r} (use tanh or sigmoid)"
             )
-        if self.prior_var <= 0:
-            raise ValueError("prior_var: must be positive")
-        if self.teacher_scale <= 0:
-            raise ValueError("teacher_scale: must be positive")
+        check_scales(self, "prior_var", "teacher_scale")
 
     # -- the network, vectorised over chains -------------------------------------------------
 

@@ -57,6 +57,9 @@ def _assert_one_clear_line(result, *needles):
         ({"nodes": [{"id": ""}, {"id": "b"}, {"id": "c"}], "topology": {"kind": "ring"}},
          ["nodes[0].id", "expected a name"]),
         ({"round_deadline": 1e10}, ["round_deadline", "up to 1e+06"]),
+        # Positive, but its square is 0.0: the nodes divided by zero building their potential.
+        ({"model": {"name": "linear_regression", "params": {"dim": 2, "noise_std": 1e-200}}},
+         ["model.params.noise_std", "between 1e-100 and 1e+100"]),
         ({"faults": [{"node": "7", "kill_at_round": 3}]}, ["faults[0].node", "'7'"]),
     ],
 )
