@@ -228,6 +228,7 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
     from starling.orchestrator.data_plan import data_specs  # it imports Experiment from here
 
     _check_memory(spec, built.dim, data_specs(experiment))
+    _check_samples_memory(spec, built.dim, len(experiment.nodes))
     if spec.evaluation.hpd is not None and not hasattr(built, "exact_posterior"):
         raise ConfigError(
             f"evaluation.hpd: needs a model with an exact Gaussian posterior "
@@ -272,6 +273,18 @@ def _check_memory(spec: ExperimentFile, dim: int, plan: Mapping[str, Any]) -> No
         raise ConfigError(
             f"chains × dim × data.size: {spec.chains} × {dim} × {rows} float64s "
             f"would take {_size(need)} per node, over limits.node_memory ({_size(limit)})"
+        )
+
+
+def _check_samples_memory(spec: ExperimentFile, dim: int, nodes: int) -> None:
+    """Refuse a run whose samples would not fit where they are gathered."""
+    need = spec.rounds * spec.chains * dim * nodes * 8
+    limit = spec.limits.samples_memory
+    if need > limit:
+        raise ConfigError(
+            f"rounds × chains × dim × nodes: {spec.rounds} × {spec.chains} × {dim} × {nodes} "
+            f"float64 samples would take {_size(need)}, over limits.samples_memory "
+            f"({_size(limit)}); evaluate fewer rounds or chains, or raise the limit"
         )
 
 

@@ -42,6 +42,9 @@ __all__ = [
 DEFAULT_NODE_MEMORY = 2 * 2**30
 """Default bound on what one node's chains may take: 2 GiB (see ``LimitsSection``)."""
 
+DEFAULT_SAMPLES_MEMORY = 4 * 2**30
+"""Default bound on what all of a run's samples may take: 4 GiB (see ``LimitsSection``)."""
+
 
 def _node_id(value: Any) -> Any:
     # YAML reads ``id: 3`` as a number; node ids are names, so a whole number is its name.
@@ -283,6 +286,9 @@ class LimitsSection(BaseModel):
     node_memory: Memory = DEFAULT_NODE_MEMORY
     """Bound on chains × dim × data.size × 8 bytes on one node: the largest array a
     node's sampler builds (one float64 gradient term per chain, coordinate and point)."""
+    samples_memory: Memory = DEFAULT_SAMPLES_MEMORY
+    """Bound on rounds × chains × dim × nodes × 8 bytes: every sample of the run, which the
+    orchestrator (or ``simulate``) holds to evaluate and write them."""
     down_grace: Seconds | None = None
     """Seconds a node may stay unreachable before it is declared down and its neighbours
     stop waiting for it (default: 30 s or ten round deadlines, whichever is longer)."""

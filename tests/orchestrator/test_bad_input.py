@@ -57,6 +57,8 @@ def _assert_one_clear_line(result, *needles):
         ({"nodes": [{"id": ""}, {"id": "b"}, {"id": "c"}], "topology": {"kind": "ring"}},
          ["nodes[0].id", "expected a name"]),
         ({"round_deadline": 1e10}, ["round_deadline", "up to 1e+06"]),
+        # Every sample is held to be evaluated: 10^9 rounds would fill any memory.
+        ({"rounds": 10**9}, ["rounds × chains × dim × nodes", "limits.samples_memory"]),
         # Positive, but its square is 0.0: the nodes divided by zero building their potential.
         ({"model": {"name": "linear_regression", "params": {"dim": 2, "noise_std": 1e-200}}},
          ["model.params.noise_std", "between 1e-100 and 1e+100"]),
