@@ -27,7 +27,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-__all__ = ["ConfigError", "describe_params", "parse_params"]
+__all__ = ["ConfigError", "describe_params", "number_hint", "parse_params"]
 
 T = TypeVar("T")
 
@@ -188,7 +188,19 @@ def _float(value: Any) -> float:
         if math.isfinite(number):
             return number
         raise _Invalid("", f"expected a finite number, got {value!r}")
-    raise _Invalid("", f"expected a number, got {value!r}")
+    raise _Invalid("", f"expected a number, got {value!r}{number_hint(value)}")
+
+
+def number_hint(value: Any) -> str:
+    """For text that reads as a number: why YAML gave text. YAML 1.1 (PyYAML's) takes
+    ``1e-3`` as a string, wanting a dot (``1.0e-3``); say so instead of a bare refusal."""
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return ""
+        return f" (YAML reads {value} as text: write it with a dot, e.g. 1.0e-3)"
+    return ""
 
 
 def _bool(value: Any) -> bool:

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError
 
+from starling.node.params import number_hint
 from starling.node.spec import MAX_SECONDS
 from starling.orchestrator.backends import backend_kinds
 from starling.orchestrator.validation import STRICT, Float, Int, Str, config_error
@@ -101,6 +102,7 @@ def _positive_seconds(value: Any) -> float:
     if not number or not math.isfinite(value) or not 0 < value <= MAX_SECONDS:
         raise ValueError(
             f"expected a positive number of seconds up to {MAX_SECONDS:g}, got {value!r}"
+            + number_hint(value)
         )
     return float(value)
 

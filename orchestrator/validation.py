@@ -21,7 +21,7 @@ from typing import Annotated, Any
 import pydantic
 from pydantic import BeforeValidator, ConfigDict, Strict, ValidationError
 
-from starling.node.params import ConfigError
+from starling.node.params import ConfigError, number_hint
 
 __all__ = ["STRICT", "Bool", "Float", "Int", "Str", "config_error"]
 
@@ -155,7 +155,8 @@ def config_error(exc: ValidationError, where: str, schema: Any) -> ConfigError:
     words = _WORDS.get(kind)
     if words is None:
         words = error["msg"][0].lower() + error["msg"][1:]
-    return ConfigError(f"{field}: {words}, got {value!r}")
+    hint = number_hint(value) if kind in ("float_type", "float_parsing") else ""
+    return ConfigError(f"{field}: {words}, got {value!r}{hint}")
 
 
 def _is_field_name(part: str) -> bool:

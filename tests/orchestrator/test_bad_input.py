@@ -52,16 +52,25 @@ def _assert_one_clear_line(result, *needles):
         ({"name": "../../escape"}, ["name", "expected a name", "'../../escape'"]),
         ({"name": "."}, ["name", "expected a name"]),
         ({"name": "/tmp/abs"}, ["name", "expected a name"]),
-        ({"nodes": [{"id": "../x"}, {"id": "b"}, {"id": "c"}], "topology": {"kind": "ring"}},
-         ["nodes[0].id", "expected a name"]),
-        ({"nodes": [{"id": ""}, {"id": "b"}, {"id": "c"}], "topology": {"kind": "ring"}},
-         ["nodes[0].id", "expected a name"]),
+        (
+            {"nodes": [{"id": "../x"}, {"id": "b"}, {"id": "c"}], "topology": {"kind": "ring"}},
+            ["nodes[0].id", "expected a name"],
+        ),
+        (
+            {"nodes": [{"id": ""}, {"id": "b"}, {"id": "c"}], "topology": {"kind": "ring"}},
+            ["nodes[0].id", "expected a name"],
+        ),
         ({"round_deadline": 1e10}, ["round_deadline", "up to 1e+06"]),
+        # YAML 1.1 reads 1e-3 (no dot) as text: the error says why.
+        ({"hyperparameters": {"rho": "1e-3"}}, ["hyperparameters.rho", "write it with a dot"]),
+        ({"round_deadline": "2e0"}, ["round_deadline", "write it with a dot"]),
         # Every sample is held to be evaluated: 10^9 rounds would fill any memory.
         ({"rounds": 10**9}, ["rounds × chains × dim × nodes", "limits.samples_memory"]),
         # Positive, but its square is 0.0: the nodes divided by zero building their potential.
-        ({"model": {"name": "linear_regression", "params": {"dim": 2, "noise_std": 1e-200}}},
-         ["model.params.noise_std", "between 1e-100 and 1e+100"]),
+        (
+            {"model": {"name": "linear_regression", "params": {"dim": 2, "noise_std": 1e-200}}},
+            ["model.params.noise_std", "between 1e-100 and 1e+100"],
+        ),
         ({"faults": [{"node": "7", "kill_at_round": 3}]}, ["faults[0].node", "'7'"]),
     ],
 )
