@@ -233,7 +233,9 @@ def summary_table(metrics: Mapping) -> str:
         posterior = metrics.get("posterior", {})
         std = posterior.get("std")
         if std:
-            lines.append("posterior std per coordinate: " + ", ".join(f"{s:.4f}" for s in std))
+            # A coordinate whose std left the floats (data near 1e308) is stored as None.
+            shown = ("not finite" if s is None else f"{s:.4f}" for s in std)
+            lines.append("posterior std per coordinate: " + ", ".join(shown))
         lines.append(f"{'node':>10}  {'W2':>8}  samples")
         counts = metrics.get("samples_per_node", {})
         for node, value in w2["per_node"].items():

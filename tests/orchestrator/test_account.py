@@ -165,6 +165,12 @@ def test_a_diverged_node_is_reported_not_turned_into_nan():
     json.dumps(metrics, allow_nan=False)  # strict JSON: no NaN or Infinity anywhere
 
 
+def test_a_posterior_std_that_left_the_floats_is_shown_not_crashed_on():
+    # Data near 1e308: the exact posterior's std is stored as None (strict JSON).
+    metrics = {"w2": {"per_node": {"0": None}}, "posterior": {"std": [None, 0.5]}}
+    assert "posterior std per coordinate: not finite, 0.5000" in summary_table(metrics)
+
+
 def test_collector_steps_back_to_the_nodes_checkpoint():
     collector = Collector()
     collector.rounds["a"] = [0, 1, 2, 3]
