@@ -197,7 +197,9 @@ def cmd_algorithms(args) -> int:
 def cmd_examples(args) -> int:
     from starling.orchestrator.shipped import copy_examples, examples_folder, list_examples
 
-    if args.copy:
+    if args.copy is not None:  # --copy '' is a mistake, not "no --copy"
+        if not args.copy.strip():
+            raise ConfigError(f"--copy: expected a folder, got {args.copy!r}")
         for path in copy_examples(Path(args.copy)):
             print(path)
         return 0

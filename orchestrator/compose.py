@@ -7,9 +7,10 @@
 The output has the shape of the top-level ``docker-compose.yml`` — one service per node,
 each with synthetic shard k of its own, its own volume and a gRPC healthcheck, and an
 orchestrator that waits for them all — but the experiment travels inside the file (a
-compose ``configs`` entry): the ``--experiment`` file (default: the compose quickstart) with
-its node list, topology kind and inventory rewritten for the generated nodes. Write it at
-the repository's top level: the build context is ``.``.
+compose ``configs`` entry): the ``--experiment`` file or shipped example (default: the
+shipped ``compose-quickstart``) with its node list, topology kind and inventory rewritten
+for the generated nodes. Write it at the repository's top level: the build context is
+``.``. ``--out`` never replaces an existing file unless ``--overwrite`` says so.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import argparse
 import string
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -32,7 +32,8 @@ PORT = 50051
 METRICS_PORT = 9464
 """Where each node serves Prometheus metrics in the testbed (deploy/prometheus.yml)."""
 ORCHESTRATOR_METRICS_PORT = 9465
-DEFAULT_EXPERIMENT = "examples/compose-quickstart.yaml"
+DEFAULT_EXPERIMENT = "compose-quickstart"
+"""The shipped example (:mod:`starling.orchestrator.shipped`) run by default."""
 
 
 def node_ids(count: int) -> list[str]:
@@ -67,8 +68,12 @@ def generate(
     """The compose file's text for ``count`` nodes on ``topology``."""
     if count < 1:
         raise ConfigError(f"--nodes: expected a positive number of nodes, got {count}")
+    if data_size < 1:
+        raise ConfigError(f"--data-size: expected a positive number of points, got {data_size}")
+    if data_seed < 0:
+        raise ConfigError(f"--data-seed: expected a seed of 0 or more, got {data_seed}")
     ids = node_ids(count)
-    base = experiment if experiment is not None else read_yaml_file(DEFAULT_EXPERIMENT)
+    base = experiment if experiment is not None else read_experiment(DEFAULT_EXPERIMENT)
     raw = _experiment(base, ids, topology, ready=120.0)
     build = {
         "context": ".",
@@ -143,11 +148,24 @@ class _Plain(yaml.SafeDumper):
         return True
 
 
+def read_experiment(name: str) -> Mapping[str, Any]:
+    """The experiment file ``name``, or the shipped example of that name."""
+    from starling.orchestrator.shipped import experiment_file
+
+    return read_yaml_file(experiment_file(name))
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
-    base = read_yaml_file(args.experiment) if args.experiment else None
+    from starling.orchestrator.export import check_out_file, write_replacing
+
+    if args.experiment is not None and not args.experiment.strip():
+        raise ConfigError(f"--experiment: expected a file or a shipped example's name, got "
+                          f"{args.experiment!r}")  # fmt: skip
+    target = check_out_file(args.out, args.overwrite) if args.out is not None else None
+    base = read_experiment(args.experiment or DEFAULT_EXPERIMENT)
     text = generate(args.nodes, args.topology, base, args.data_size, args.data_seed)
-    if args.out:
-        Path(args.out).write_text(text)
+    if target is not None:
+        write_replacing(target, lambda path: path.write_text(text, encoding="utf-8"))
     else:
         sys.stdout.write(text)
     return 0
@@ -160,8 +178,17 @@ def add_commands(sub) -> None:
     gen.add_argument("--nodes", type=int, default=5, help="node containers (default 5)")
     gen.add_argument("--topology", default="ring",
                      help="topology kind: ring, full, star, path, ... (default ring)")  # fmt: skip
-    gen.add_argument("--experiment", help=f"experiment to run (default {DEFAULT_EXPERIMENT})")
+    gen.add_argument(
+        "--experiment", metavar="FILE",
+        help="experiment YAML file, or a shipped example's name (starling examples), to run "
+        f"(default: the shipped {DEFAULT_EXPERIMENT})",
+    )  # fmt: skip
     gen.add_argument("--data-size", type=int, default=50, help="points per node (default 50)")
     gen.add_argument("--data-seed", type=int, default=1, help="seed of the shards (default 1)")
-    gen.add_argument("--out", help="write here instead of stdout")
+    gen.add_argument(
+        "--out", metavar="FILE",
+        help="write here instead of stdout, in a folder that exists; an existing FILE is "
+        "refused without --overwrite",
+    )  # fmt: skip
+    gen.add_argument("--overwrite", action="store_true", help="--out may replace its FILE")
     gen.set_defaults(handler=cmd_generate)

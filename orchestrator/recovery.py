@@ -83,13 +83,7 @@ def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
         "stop it first (Ctrl-C or `kill` keep its results)",
         folder=out,
     )
-    try:
-        start = json.loads((out / START).read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"collect: {out} has no {START}: the run stopped before its nodes "
-                          "started, so nothing was stored") from None  # fmt: skip
-    except ValueError as exc:
-        raise ConfigError(f"collect: {out / START}: unreadable ({exc})") from None
+    start = _read_start(out)
     experiment = parse_experiment(read_yaml_file(out / "experiment.yaml"),
                                   default_name=start["experiment"])  # fmt: skip
     _wait_stopped(start["nodes"], _live_pids(out))
@@ -111,6 +105,56 @@ def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
     )  # fmt: skip
     folder.end("partial")
     return metrics
+
+
+def _read_start(out: Path) -> dict:
+    """``start.json`` as written by :func:`write_start`; anything else is one line naming
+    the file and the field."""
+    path = out / START
+    try:
+        start = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"collect: {out} has no {START}: the run stopped before its nodes "
+                          "started, so nothing was stored") from None  # fmt: skip
+    except OSError as exc:
+        raise ConfigError(f"collect: {path}: unreadable ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise ConfigError(f"collect: {path}: unreadable ({exc})") from None
+
+    def damaged(field: str, expected: str, got: object) -> ConfigError:
+        shown = repr(got) if len(repr(got)) <= 60 else repr(got)[:57] + "..."
+        return ConfigError(f"collect: {path}: {field}: expected {expected}, got {shown} "
+                           "(the file is damaged)")  # fmt: skip
+
+    if not isinstance(start, dict):
+        raise ConfigError(f"collect: {path}: expected a JSON object, got a "
+                          f"{type(start).__name__} (the file is damaged)")  # fmt: skip
+    for key in ("experiment", "backend"):
+        if not isinstance(start.get(key), str) or not start[key]:
+            raise damaged(key, "a name", start.get(key))
+    if start.get("host") is not None and not isinstance(start["host"], str):
+        raise damaged("host", "a host name", start["host"])
+    nodes = start.get("nodes")
+    if not isinstance(nodes, dict) or not nodes:
+        raise damaged("nodes", "a mapping of node ids", nodes)
+    local = start["backend"] == "local"
+    for node, entry in nodes.items():
+        if not isinstance(entry, dict):
+            raise damaged(f"nodes.{node}", "a mapping", entry)
+        stored = entry.get("stored_run")
+        if not (isinstance(stored, list) and len(stored) == 2
+                and all(isinstance(v, str) and v for v in stored)):  # fmt: skip
+            raise damaged(f"nodes.{node}.stored_run", "[experiment, node id]", stored)
+        address = entry.get("address")
+        if not (isinstance(address, str) and address) and not (local and address is None):
+            raise damaged(f"nodes.{node}.address", "host:port", address)
+        pid = entry.get("pid")
+        if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int)):
+            raise damaged(f"nodes.{node}.pid", "a process id", pid)
+        state_dir = entry.get("state_dir")
+        if state_dir is not None and not isinstance(state_dir, str):
+            raise damaged(f"nodes.{node}.state_dir", "a folder", state_dir)
+    return start
 
 
 def _gather(out: Path, start: dict, account: Account, section: Any = None):

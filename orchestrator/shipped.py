@@ -13,7 +13,7 @@ from pathlib import Path
 
 from starling.node.params import ConfigError
 
-__all__ = ["copy_examples", "example_path", "examples_folder", "list_examples"]
+__all__ = ["copy_examples", "example_path", "examples_folder", "experiment_file", "list_examples"]
 
 _HERE = Path(__file__).resolve().parent
 
@@ -52,6 +52,8 @@ def copy_examples(destination: Path) -> list[Path]:
     folder = examples_folder()
     if folder is None:
         raise ConfigError("examples: this installation ships no examples")
+    if destination.exists() and not destination.is_dir():
+        raise ConfigError(f"--copy: {destination} is a file, not a folder")
     sources = sorted(folder.glob("*.yaml"))
     clashes = [p.name for p in sources if (destination / p.name).exists()]
     if clashes:
@@ -59,8 +61,28 @@ def copy_examples(destination: Path) -> list[Path]:
             f"--copy: {destination / clashes[0]} already exists (nothing copied; "
             "choose an empty folder)"
         )
-    destination.mkdir(parents=True, exist_ok=True)
-    return [Path(shutil.copy2(p, destination / p.name)) for p in sources]
+    try:
+        destination.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--copy: cannot create {destination} ({exc.strerror or exc})") from None
+    copied = []
+    for source in sources:
+        try:
+            copied.append(Path(shutil.copy2(source, destination / source.name)))
+        except OSError as exc:
+            reason = exc.strerror or exc
+            raise ConfigError(
+                f"--copy: cannot write {destination / source.name} ({reason}); {len(copied)} copied"
+            ) from None
+    return copied
+
+
+def experiment_file(name: str) -> str | Path:
+    """``name`` itself when it is a file, else the shipped example of that name (if any),
+    else ``name`` (for the caller's "does not exist")."""
+    if Path(name).exists():
+        return name
+    return example_path(name) or name
 
 
 def _summary(path: Path) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import csv
 import json
+import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +21,18 @@ from typing import Any
 import numpy as np
 import yaml
 
-__all__ = ["MAX_POINTS", "Curve", "RunData", "load_run", "node_samples", "truth_of"]
+from starling.node.params import ConfigError
+
+__all__ = [
+    "MAX_POINTS",
+    "Curve",
+    "RunData",
+    "load_run",
+    "node_samples",
+    "read_metrics",
+    "read_sample_file",
+    "truth_of",
+]
 
 MAX_POINTS = 1000
 """Draws shown per node in a scatter plot or histogram (a uniform subsample, seeded)."""
@@ -54,17 +67,74 @@ class RunData:
         return known or list(self.sample_files)
 
 
+def damaged(path: Path, what: str) -> ConfigError:
+    """The one line for a results file that cannot be read as what it should be."""
+    return ConfigError(f"results: {path}: {what}")
+
+
+def read_metrics(folder: Path) -> dict[str, Any]:
+    """``metrics.json`` of a results folder as a mapping, ``{}`` when there is none."""
+    path = Path(folder) / "metrics.json"
+    try:
+        metrics = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise damaged(path, f"unreadable ({exc.strerror or exc})") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise damaged(path, f"not valid JSON ({exc})") from None
+    if not isinstance(metrics, dict):
+        raise damaged(path, f"expected a JSON object, got {type(metrics).__name__}")
+    return metrics
+
+
+def read_sample_file(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """``samples`` (rounds, chains, d) and ``rounds`` of one ``samples/node-<id>.npz``; a
+    file that is not such an archive is a ConfigError naming it."""
+    try:
+        with open(path, "rb") as handle:  # closed however np.load fails
+            return _sample_arrays(path, np.load(handle, allow_pickle=False))
+    except ConfigError:  # a ValueError too: already says what is wrong
+        raise
+    except OSError as exc:
+        raise damaged(path, f"unreadable ({exc.strerror or exc})") from None
+    except (ValueError, EOFError, zipfile.BadZipFile):  # not an archive: no zip, no npy magic
+        raise damaged(path, "not an .npz archive of samples") from None
+
+
+def _sample_arrays(path: Path, stored: Any) -> tuple[np.ndarray, np.ndarray]:
+    if not isinstance(stored, np.lib.npyio.NpzFile):
+        raise damaged(path, "not an .npz archive of samples")
+    try:
+        with stored:
+            if "samples" not in stored.files:
+                raise damaged(path, "holds no 'samples' array")
+            values = np.asarray(stored["samples"], dtype=float)
+            rounds = np.asarray(stored["rounds"]) if "rounds" in stored.files else None
+    except ConfigError:
+        raise
+    except (OSError, ValueError, TypeError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise damaged(path, f"its samples cannot be read ({reason})") from None
+    if values.ndim != 3:
+        raise damaged(path, f"samples of shape {values.shape}, expected (rounds, chains, d)")
+    return values, np.arange(len(values)) if rounds is None else rounds
+
+
 def load_run(folder: Path) -> RunData:
     folder = Path(folder)
+    metrics = read_metrics(folder)
+    path = folder / "experiment.yaml"
     try:
-        metrics = json.loads((folder / "metrics.json").read_text())
-    except FileNotFoundError:
-        metrics = {}
-    try:
-        text = (folder / "experiment.yaml").read_text()
+        text = path.read_text(encoding="utf-8")
         experiment = yaml.safe_load(text) or {}
     except FileNotFoundError:
         text, experiment = "", {}
+    except OSError as exc:
+        raise damaged(path, f"unreadable ({exc.strerror or exc})") from None
+    except (ValueError, yaml.YAMLError) as exc:
+        reason = " ".join(str(exc).split())  # a YAML error spans lines
+        raise damaged(path, f"not valid YAML ({reason})") from None
     files = {
         path.stem[len("node-") :]: path for path in sorted((folder / "samples").glob("node-*.npz"))
     }
@@ -99,8 +169,13 @@ def _read_curves(path: Path) -> list[Curve]:
     """The curves of a ``*_curve.csv`` in either layout the results use: wide,
     ``round,average,node-<id>...`` (one metric, a column per series), or long,
     ``round,node,<metric>...`` (a row per round and series, a column per metric)."""
-    with open(path, newline="") as handle:
-        rows = list(csv.reader(handle))
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            rows = list(csv.reader(handle))
+    except OSError as exc:
+        raise damaged(path, f"unreadable ({exc.strerror or exc})") from None
+    except (ValueError, csv.Error):
+        raise damaged(path, "not a CSV file") from None
     if len(rows) < 2 or not rows[0] or rows[0][0] != "round":
         return []
     header, body = rows[0], rows[1:]
@@ -120,6 +195,9 @@ def _read_curves(path: Path) -> list[Curve]:
             curves.append(curve)
         return curves
     names = [n[len("node-") :] if n.startswith("node-") else n for n in header[1:]]
+    body = [r for r in body if r]
+    if any(len(r) != len(header) for r in body):
+        raise damaged(path, f"rows of other lengths than its header's {len(header)} columns")
     table = np.array([[_number(v) for v in r] for r in body])
     series = {name: table[:, k + 1] for k, name in enumerate(names)}
     return [Curve(stem, table[:, 0], series, source=path.name)]
@@ -131,9 +209,7 @@ def node_samples(data: RunData) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
         path = data.sample_files.get(node)
         if path is None:
             continue
-        with np.load(path) as stored:
-            values = np.asarray(stored["samples"], dtype=float)
-            rounds = np.asarray(stored["rounds"]) if "rounds" in stored else np.arange(len(values))
+        values, rounds = read_sample_file(path)
         yield node, values, rounds
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from starling.orchestrator.report.loading import damaged
 from starling.orchestrator.report.page import Section, figure_html, page
 from starling.orchestrator.report.plotting import colour, data_uri, pyplot
 from starling.orchestrator.report.tables import table
@@ -46,8 +47,27 @@ def _ceiling(values) -> float | None:
 def _rows(path: Path) -> list[dict[str, str]]:
     if not path.is_file():
         return []
-    with open(path, newline="") as handle:
-        return list(csv.DictReader(handle))
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            return list(csv.DictReader(handle))
+    except OSError as exc:
+        raise damaged(path, f"unreadable ({exc.strerror or exc})") from None
+    except (ValueError, csv.Error):
+        raise damaged(path, "not a CSV file") from None
+
+
+def _study_file(path: Path) -> tuple[str, dict]:
+    """``study.yaml``'s text and its mapping."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        study = yaml.safe_load(text) or {}
+    except OSError as exc:
+        raise damaged(path, f"unreadable ({exc.strerror or exc})") from None
+    except (ValueError, yaml.YAMLError) as exc:
+        raise damaged(path, f"not valid YAML ({' '.join(str(exc).split())})") from None
+    if not isinstance(study, dict):
+        raise damaged(path, f"expected a mapping, got {type(study).__name__}")
+    return text, study
 
 
 def _number(text: str | None) -> float:
@@ -211,7 +231,7 @@ def _against_x(rows: list[dict[str, str]], study: dict):
 
 def write_study_report(folder: Path) -> Path:
     folder = Path(folder)
-    study = yaml.safe_load((folder / "study.yaml").read_text()) or {}
+    text, study = _study_file(folder / "study.yaml")
     table_rows = _rows(folder / "table.csv")
     run_rows = _rows(folder / "seeds.csv") or table_rows  # one row per run, where written
     curve_rows = _rows(folder / "curves.csv")
@@ -234,7 +254,7 @@ def write_study_report(folder: Path) -> Path:
         if runs
         else ""
     )
-    study_text = html.escape((folder / "study.yaml").read_text())
+    study_text = html.escape(text)
     sections = [
         Section("Against the cells' setting", figure_html(_against_x(run_rows, study), "summary")),
         Section("Convergence in every cell", curves),
