@@ -104,6 +104,25 @@ class Experiment:
         return tuple(n.id for n in self.nodes if n.role in roles)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping: YAML says keys are
+    unique, and PyYAML would silently keep the last (``rounds: 10`` then, forgotten lower
+    down, ``rounds: 10000``)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml_file(path: str | Path) -> Any:
     """The parsed content of an experiment (or study) file, or a one-line ConfigError
     naming the file (and for a YAML mistake, the line and column)."""
@@ -120,7 +139,7 @@ def read_yaml_file(path: str | Path) -> Any:
             f"{file}: not a text file (byte {exc.start} is not UTF-8); expected YAML"
         ) from None
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except RecursionError:
         raise ConfigError(f"{file}: nested too deeply to be an experiment file") from None
     except yaml.MarkedYAMLError as exc:

@@ -129,3 +129,10 @@ def test_hostile_yaml_is_refused_at_once(tmp_path, starling_home):
         path.write_text(text)
         result = run_cli("simulate", str(path), env_home=starling_home, timeout=60)
         _assert_one_clear_line(result, needle)
+
+
+def test_a_key_given_twice_is_refused_with_its_line(tmp_path, starling_home):
+    path = tmp_path / "twice.yaml"
+    path.write_text("name: twice\nrounds: 10\nalgorithm: d-admms\nrounds: 10000\n")
+    result = run_cli("simulate", str(path), env_home=starling_home)
+    _assert_one_clear_line(result, "twice.yaml:4:1", "the key 'rounds' is given twice")
