@@ -248,6 +248,12 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
 
     _check_memory(spec, built.dim, data_specs(experiment))
     _check_samples_memory(spec, built.dim, len(experiment.nodes))
+    last_port = spec.backend.base_port + len(experiment.nodes) - 1
+    if spec.backend.base_port and last_port > 65535:
+        raise ConfigError(
+            f"backend.base_port: {len(experiment.nodes)} nodes from port "
+            f"{spec.backend.base_port} would need port {last_port}, beyond 65535"
+        )
     if spec.evaluation.hpd is not None and not hasattr(built, "exact_posterior"):
         raise ConfigError(
             f"evaluation.hpd: needs a model with an exact Gaussian posterior "

@@ -116,6 +116,17 @@ def test_an_experiment_node_missing_from_the_inventory_is_named(tmp_path, starli
     )
 
 
+@pytest.mark.parametrize("address", ["127.0.0.1:99999", "127.0.0.1:0", ":50051", "host"])
+def test_an_address_no_node_can_have_is_refused_at_once(tmp_path, starling_home, address):
+    nodes = {"a": address, "b": "127.0.0.1:1", "c": "127.0.0.1:2"}
+    inventory_file = _write(tmp_path / "nodes.yaml", {"nodes": nodes})
+    experiment = _write(tmp_path / "exp.yaml", _experiment(tmp_path, {"source": "node"}))
+    done = run_cli("run", experiment, "--inventory", inventory_file, "--out",
+                   str(tmp_path / "out"), env_home=starling_home, timeout=30)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "backend.nodes.a: expected host:port with a port from 1 to 65535" in done.stderr
+
+
 def test_remote_nodes_cannot_be_killed_or_restarted():
     backend = InventoryBackend({"a": "10.1.2.3:50051"})
     with pytest.raises(BackendError, match=r"^node a at 10.1.2.3:50051 runs outside Starling"):

@@ -76,8 +76,12 @@ def with_inventory(raw_experiment: Any, section: Mapping[str, Any]) -> Any:
 
 
 def _check_address(node: str, address: Any) -> str:
-    if not isinstance(address, str) or not address.rpartition(":")[2].isdigit():
-        raise ConfigError(f"backend.nodes.{node}: expected host:port, got {address!r}")
+    host, _, port = address.rpartition(":") if isinstance(address, str) else ("", "", "")
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ConfigError(
+            f"backend.nodes.{node}: expected host:port with a port from 1 to 65535, "
+            f"got {address!r}"
+        )
     return address
 
 

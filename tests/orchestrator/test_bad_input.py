@@ -64,6 +64,7 @@ def _assert_one_clear_line(result, *needles):
         # YAML 1.1 reads 1e-3 (no dot) as text: the error says why.
         ({"hyperparameters": {"rho": "1e-3"}}, ["hyperparameters.rho", "write it with a dot"]),
         ({"round_deadline": "2e0"}, ["round_deadline", "write it with a dot"]),
+        ({"backend": {"kind": "local", "base_port": 65534}}, ["backend.base_port", "65538"]),
         # Every sample is held to be evaluated: 10^9 rounds would fill any memory.
         ({"rounds": 10**9}, ["rounds × chains × dim × nodes", "limits.samples_memory"]),
         # Positive, but its square is 0.0: the nodes divided by zero building their potential.
