@@ -79,8 +79,7 @@ def _check_address(node: str, address: Any) -> str:
     host, _, port = address.rpartition(":") if isinstance(address, str) else ("", "", "")
     if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise ConfigError(
-            f"backend.nodes.{node}: expected host:port with a port from 1 to 65535, "
-            f"got {address!r}"
+            f"backend.nodes.{node}: expected host:port with a port from 1 to 65535, got {address!r}"
         )
     return address
 
