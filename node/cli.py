@@ -193,8 +193,15 @@ def serve(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     setup_logs(settings.log_format, settings.log_level)
     set_context(node=settings.id or None)
-    if args.max_peer_streams is not None and args.max_peer_streams < 1:
-        return _fail(f"--max-peer-streams: must be at least 1, got {args.max_peer_streams}")
+    for flag, value, least in (
+        ("--max-peer-streams", args.max_peer_streams, 1),
+        ("--max-workers", args.max_workers, 1),
+        ("--max-message-bytes", args.max_message_bytes, 1024),  # a message's envelope alone
+    ):
+        if value is not None and value < least:
+            return _fail(f"{flag}: must be at least {least}, got {value}")
+    if settings.store and os.path.exists(settings.store) and not os.path.isdir(settings.store):
+        return _fail(f"--store {settings.store}: is a file, not a folder")
     args.listen = settings.listen
     try:
         host, port = _split(args.listen)

@@ -80,6 +80,38 @@ def test_serve_reports_a_bad_settings_file_in_one_line(tmp_path):
     ]
 
 
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--max-workers", "-5"], "--max-workers: must be at least 1, got -5"),
+        (["--max-message-bytes", "0"], "--max-message-bytes: must be at least 1024, got 0"),
+        (["--max-peer-streams", "0"], "--max-peer-streams: must be at least 1, got 0"),
+    ],
+)
+def test_serve_refuses_impossible_limits_in_one_line(flags, message):
+    done = subprocess.run(
+        [sys.executable, "-m", "starling.node", "serve", *flags],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"starling-node: {message}"]
+
+
+@pytest.mark.e2e
+def test_serve_refuses_a_store_that_is_a_file(tmp_path):
+    store = tmp_path / "store"
+    store.write_text("not a folder")
+    done = subprocess.run(
+        [sys.executable, "-m", "starling.node", "serve", "--store", str(store)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"starling-node: --store {store}: is a file, not a folder"
+    ]
+
+
 def _experiment(name: str = "own-data", rounds: int = 6, **extra):
     return parse_experiment(
         {
