@@ -293,12 +293,19 @@ def _read_npz(file: Path, targets: bool) -> Dataset:
 
 def _read_csv(file: Path, targets: bool) -> Dataset:
     with _open_text(file) as handle:
-        lines = [line for line in handle if line.strip() and not line.lstrip().startswith("#")]
-    if lines and not _numeric(lines[0]):
+        lines = [
+            (number, line) for number, line in enumerate(handle, 1)
+            if line.strip() and not line.lstrip().startswith("#")
+        ]  # fmt: skip
+    if lines and not _numeric(lines[0][1]):
         lines = lines[1:]  # a header
     if not lines:
         return Dataset(X=np.zeros((0, 0)), y=np.zeros(0))
-    table = np.loadtxt(lines, delimiter=",", ndmin=2)
+    try:
+        table = np.loadtxt([line for _, line in lines], delimiter=",", ndmin=2)
+    except ValueError:
+        _name_bad_line(file, lines)
+        raise
     if not targets:
         return Dataset(X=table, y=np.zeros(len(table)))
     if table.shape[1] < 2:
@@ -306,6 +313,18 @@ def _read_csv(file: Path, targets: bool) -> Dataset:
             f"data.path: {str(file)!r} needs feature columns and a last column of targets"
         )
     return Dataset(X=table[:, :-1], y=table[:, -1])
+
+
+def _name_bad_line(file: Path, lines: list[tuple[int, str]]) -> None:
+    """Raise a ConfigError naming the first row unlike the first one (by its line number,
+    never its content: the file is private data)."""
+    width = len(lines[0][1].split(","))
+    for number, line in lines:
+        if len(line.split(",")) != width or not _numeric(line):
+            raise ConfigError(
+                f"data.path: {str(file)!r} line {number}: expected {width} numbers "
+                "separated by commas, like the first row"
+            )
 
 
 def _numeric(line: str) -> bool:

@@ -80,8 +80,12 @@ def test_bad_files_give_config_errors(tmp_path):
         read_table(_write(tmp_path / "mystery", "hello world\n"))
     with pytest.raises(ConfigError, match=r"^data\.path: .*holds no rows"):
         read_table(_write(tmp_path / "empty.libsvm", "# nothing\n"))
-    with pytest.raises(ConfigError, match=r"^data\.path: cannot read"):
-        read_table(_write(tmp_path / "ragged.csv", "1,2,3\n4,5\n"))
+    # A bad row is named by its line (comments and blank lines counted), never quoted.
+    with pytest.raises(ConfigError, match=r"^data\.path: .*ragged\.csv' line 4: expected 3 "):
+        read_table(_write(tmp_path / "ragged.csv", "x,y,z\n1,2,3\n\n4,5\n"))
+    with pytest.raises(ConfigError, match=r"line 2: expected 2 numbers") as bad:
+        read_table(_write(tmp_path / "word.csv", "1,2\n3,secret\n"))
+    assert "secret" not in str(bad.value)
     with pytest.raises(ConfigError, match=r"^data\.path: .*NaN"):
         read_table(_write(tmp_path / "nan.csv", "1,nan\n"))
     broken = tmp_path / "broken.libsvm.gz"
