@@ -194,7 +194,7 @@ def studies(names: list[str]) -> dict:
     import tempfile
 
     from starling.orchestrator import evaluation, results, study
-    from starling.orchestrator.experiment import read_yaml_file
+    from starling.orchestrator.yaml_files import read_yaml_file
 
     spent = {"evaluate_s": 0.0, "plot_s": 0.0}
     original = evaluation.evaluate

@@ -57,8 +57,9 @@ def exit_code(metrics: dict) -> int:
 
 def _load(args):
     """The file named on the command line, read once: a Study or an Experiment."""
-    from starling.orchestrator.experiment import parse_experiment, read_yaml_file
+    from starling.orchestrator.experiment import parse_experiment
     from starling.orchestrator.study import is_study, load_study
+    from starling.orchestrator.yaml_files import read_yaml_file
 
     raw = read_yaml_file(_experiment_file(args.experiment))
     inventory = getattr(args, "inventory", None)

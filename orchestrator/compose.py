@@ -24,7 +24,8 @@ from typing import Any
 import yaml
 
 from starling.node.params import ConfigError
-from starling.orchestrator.experiment import parse_experiment, read_yaml_file
+from starling.orchestrator.experiment import parse_experiment
+from starling.orchestrator.yaml_files import read_yaml_file
 
 __all__ = ["add_commands", "generate", "node_ids"]
 

@@ -8,13 +8,10 @@ one clear line.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from starling.node.models import build_model
 from starling.node.params import ConfigError, parse_params
@@ -41,6 +38,7 @@ from starling.orchestrator.topology import (
     node_count,
     parse_topology,
 )
+from starling.orchestrator.yaml_files import read_yaml_file, refuse_non_finite
 
 __all__ = [
     "Experiment",
@@ -104,60 +102,6 @@ class Experiment:
         return tuple(n.id for n in self.nodes if n.role in roles)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a key given twice in one mapping: YAML says keys are
-    unique, and PyYAML would silently keep the last (``rounds: 10`` then, forgotten lower
-    down, ``rounds: 10000``)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, (str, int, float, bool)) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"the key {key!r} is given twice", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def read_yaml_file(path: str | Path) -> Any:
-    """The parsed content of an experiment (or study) file, or a one-line ConfigError
-    naming the file (and for a YAML mistake, the line and column)."""
-    file = Path(path)
-    if not file.is_file():
-        what = "is a folder, not a file" if file.is_dir() else "does not exist"
-        raise ConfigError(f"experiment file {str(path)!r} {what}")
-    try:
-        text = file.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{file}: cannot read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{file}: not a text file (byte {exc.start} is not UTF-8); expected YAML"
-        ) from None
-    try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
-    except RecursionError:
-        raise ConfigError(f"{file}: nested too deeply to be an experiment file") from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else str(file)
-        problem = exc.problem or exc.context or "not valid YAML"
-        raise ConfigError(f"{where}: not valid YAML: {problem}") from None
-    except yaml.YAMLError as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else "not valid YAML"
-        raise ConfigError(f"{file}: not valid YAML: {reason}") from None
-    if raw is None:
-        raise ConfigError(f"{file}: the file is empty; expected a mapping of experiment fields")
-    if not isinstance(raw, Mapping):
-        what = "a list" if isinstance(raw, list) else f"{type(raw).__name__} {raw!r}"
-        raise ConfigError(f"{file}: expected a mapping of experiment fields, got {what}")
-    return raw
-
-
 def parse_delay(value: Any, where: str) -> float:
     """``20ms``, ``1.5s`` or a number of milliseconds -> milliseconds (>= 0)."""
     try:
@@ -179,7 +123,7 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
     if not isinstance(raw, Mapping):
         kind = "nothing" if raw is None else type(raw).__name__
         raise ConfigError(f"experiment: the file must hold a mapping of fields, got {kind}")
-    _refuse_non_finite(raw, "")
+    refuse_non_finite(raw, "")
     # An empty section (``data:`` with nothing under it) reads as None: take the defaults.
     cleaned = {k: v for k, v in raw.items() if not (k in _SECTIONS and v is None)}
     if isinstance(cleaned.get("algorithm"), str):
@@ -263,27 +207,6 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
 
 
 DATA_SOURCES = ("synthetic", "file", "node")
-
-
-def _refuse_non_finite(value: Any, where: str) -> None:
-    """No field anywhere may be .inf or .nan: every sampler would turn it into NaNs.
-
-    Each mapping and list is looked at once, however many YAML aliases point at it: a
-    file of nested aliases ("billion laughs") is a few objects shared many times over,
-    and walking every path through them would never end."""
-    seen: set[int] = set()
-    pending = [(value, where)]
-    while pending:
-        item, at = pending.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            raise ConfigError(f"{at or 'experiment'}: expected a finite number, got {item!r}")
-        if not isinstance(item, (Mapping, list, tuple)) or id(item) in seen:
-            continue
-        seen.add(id(item))
-        if isinstance(item, Mapping):
-            pending += [(v, f"{at}.{k}" if at else str(k)) for k, v in item.items()]
-        else:
-            pending += [(v, f"{at}[{k}]") for k, v in enumerate(item)]
 
 
 def _check_memory(spec: ExperimentFile, dim: int, plan: Mapping[str, Any]) -> None:

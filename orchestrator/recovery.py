@@ -28,8 +28,9 @@ import yaml
 from starling.node.params import ConfigError
 from starling.node.spec import NodeSpec
 from starling.orchestrator.account import Account, account_schedule
-from starling.orchestrator.experiment import Experiment, parse_experiment, read_yaml_file
+from starling.orchestrator.experiment import Experiment, parse_experiment
 from starling.orchestrator.outdir import RUNNING, ResultsFolder
+from starling.orchestrator.yaml_files import read_yaml_file
 
 __all__ = ["START", "collect_run", "write_start"]
 

@@ -34,6 +34,7 @@ from starling.orchestrator.client import NodeClient, NodeUnavailable
 from starling.orchestrator.collector import Collector
 from starling.orchestrator.experiment import Experiment
 from starling.orchestrator.fault_plan import NodeFaultPlan, first_kills
+from starling.orchestrator.interrupts import raise_terminated
 from starling.orchestrator.kernel_faults import KernelFaultPlan, kernel_holds
 from starling.orchestrator.live_requests import Journal, serve_requests
 from starling.orchestrator.node_specs import node_specs
@@ -50,14 +51,6 @@ FAST_POLL_SECONDS = 0.02
 """While a kill is due at a round, the victim's status is polled this often."""
 
 
-class _Interrupted(KeyboardInterrupt):
-    """SIGTERM, handled as Ctrl-C is: stop the nodes, keep what was collected."""
-
-
-def _raise_interrupt(signum, frame):  # pragma: no cover - signal path
-    raise _Interrupted()
-
-
 def run_experiment(
     experiment: Experiment,
     out_dir: Path,
@@ -70,7 +63,7 @@ def run_experiment(
     progress = progress or Progress()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
     wall_started = time.monotonic()
     account = Account(say)
     account_schedule(account, experiment)
@@ -117,7 +110,7 @@ def run_experiment(
                                         account, plan)  # fmt: skip
                 exporter.attach(supervisor)  # the --metrics endpoint, if any
                 _watch(supervisor, plan, journal, progress, kernel)
-            except (KeyboardInterrupt, _Interrupted):
+            except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (Terminated)
                 interrupted = True
                 account.plain(f"interrupted by the user after {account.elapsed():.1f} s")
                 say("interrupted: collecting what the nodes hold, then stopping them")

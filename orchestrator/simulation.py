@@ -6,6 +6,7 @@ absent, and ``tests/orchestrator/test_simulate_imports.py`` holds it to that.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import numpy as np
 from starling.orchestrator.account import Account, account_schedule
 from starling.orchestrator.experiment import Experiment
 from starling.orchestrator.fault_account import scheduled_link_counts
+from starling.orchestrator.interrupts import sigterm_interrupts
 from starling.orchestrator.node_specs import node_specs
 from starling.orchestrator.progress import Progress
 from starling.orchestrator.results import close_run, run_status
@@ -34,19 +36,31 @@ def simulate_experiment(
     (:func:`starling.orchestrator.fault_account.scheduled_link_counts`) and node faults are their
     isolation schedule: the killed node's rounds go on without its peers, as in ``run``.
     ``progress`` shows the rounds (lockstep: every node at the same round).
+
+    Ctrl-C or SIGTERM ends it as ``run`` ends: the rounds every node completed until then
+    are written and evaluated, with the status ``interrupted`` (and ``"interrupted": true``,
+    the CLI's exit 130).
     """
-    from starling.node.engine.simulate import NodeFailed, simulate
+    from starling.node.engine.simulate import NodeFailed, SimulationInterrupted, simulate
 
     account = Account(say)
     account_schedule(account, experiment, " (in-process: as its isolation schedule)")
     specs = node_specs(experiment)
     program_metrics: dict[str, dict[str, float]] = {}
+    played = specs  # whose rounds the links carried: all of them, unless interrupted
     # A diverging sampler overflows on its way out; evaluation reports where it diverged.
-    node_failed = False
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+    node_failed = interrupted = False
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"), sigterm_interrupts():
         try:
             samples = simulate(specs, on_round=_shown(progress, specs, experiment.rounds),
                                metrics_out=program_metrics)  # fmt: skip
+        except SimulationInterrupted as stopped:
+            interrupted = True
+            account.plain(f"interrupted by the user after {account.elapsed():.1f} s, "
+                          f"{stopped.rounds} rounds done on every node")  # fmt: skip
+            say(f"interrupted: writing the {stopped.rounds} rounds every node completed")
+            samples = stopped.samples
+            played = [dataclasses.replace(s, rounds=min(s.rounds, stopped.rounds)) for s in specs]
         except NodeFailed as failed:
             # As a node's failed round loop in ``run``: the account names node, round and
             # cause, and the rounds before it are kept.
@@ -57,12 +71,13 @@ def simulate_experiment(
         progress.finished()
     rounds = {node: np.arange(values.shape[0]) for node, values in samples.items()}
     return close_run(
-        experiment, out_dir, samples, rounds, account, scheduled_link_counts(specs),
+        experiment, out_dir, samples, rounds, account, scheduled_link_counts(played),
         f"simulated in-process in {account.elapsed():.2f} s",
         {
             "program_metrics": {n: m for n, m in program_metrics.items() if m},
             "backend": "simulate",
-            "status": run_status(experiment.rounds, samples, failed=node_failed),
+            "interrupted": interrupted,
+            "status": run_status(experiment.rounds, samples, interrupted, failed=node_failed),
         },
         None if quiet else say,
     )  # fmt: skip

@@ -244,14 +244,14 @@ def run_study(
         progress.cells(done, total, f"{cell} / {variant}{seed}")
         if mode == "run":
             metrics = run_experiment(experiment, folder, say=lambda _m: None, progress=inner)
-            if metrics.get("interrupted"):
-                if rows:
-                    write_tables(out, study, rows, curves)
-                say(f"interrupted during {cell} / {variant}; the runs before it are in {out}")
-                raise KeyboardInterrupt
         else:
             metrics = simulate_experiment(experiment, folder, say=lambda _m: None, quiet=True,
                                           progress=inner)  # fmt: skip
+        if metrics.get("interrupted"):  # Ctrl-C or SIGTERM, in either engine
+            if rows:
+                write_tables(out, study, rows, curves)
+            say(f"interrupted during {cell} / {variant}; the runs before it are in {out}")
+            raise KeyboardInterrupt
         samples_of = metrics.get("samples_per_node") or {}
         agent = study.agent if study.agent in samples_of else min(samples_of, default=study.agent)
         read = read_curves(folder / "w2_curve.csv")

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from starling.node.engine import simulate
-from starling.orchestrator.experiment import read_yaml_file
 from starling.orchestrator.node_specs import node_specs
 from starling.orchestrator.runner import run_experiment
 from starling.orchestrator.study import load_study, run_study
+from starling.orchestrator.yaml_files import read_yaml_file
 from tests.conftest import ROOT
 
 

@@ -16,12 +16,13 @@ from collections.abc import Callable, Generator, Sequence
 import numpy as np
 
 from starling.node.assemble import build_program, node_rng
-from starling.node.engine.memory import LockstepNetwork
+from starling.node.engine.memory import LockstepNetwork, MemoryTransport
 from starling.node.engine.rounds import round_steps
 from starling.node.faults import ScheduledFaults
+from starling.node.samplers.base import NodeProgram
 from starling.node.spec import NodeSpec
 
-__all__ = ["NodeFailed", "simulate"]
+__all__ = ["NodeFailed", "SimulationInterrupted", "simulate"]
 
 
 class NodeFailed(RuntimeError):
@@ -38,6 +39,18 @@ class NodeFailed(RuntimeError):
         self.samples = samples
 
 
+class SimulationInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or what the caller turns into one, e.g. SIGTERM) during the simulation: the
+    ``rounds`` every node completed and each node's samples of exactly those rounds (shape
+    (rounds, chains, d)): a round interrupted half-way is left out on every node, so all
+    hold the same rounds. Still a :class:`KeyboardInterrupt` to callers that do not look."""
+
+    def __init__(self, rounds: int, samples: dict[str, np.ndarray]):
+        super().__init__(f"interrupted after {rounds} rounds")
+        self.rounds = rounds
+        self.samples = samples
+
+
 def simulate(
     specs: Sequence[NodeSpec],
     on_round: Callable[[int], None] | None = None,
@@ -48,7 +61,9 @@ def simulate(
     Nodes whose role records no samples (e.g. a DG-LMC worker) are left out. If given,
     ``metrics_out`` receives each node's :meth:`NodeProgram.metrics` at the end. A program
     that raises stops the simulation with :class:`NodeFailed`, as the node's round loop
-    would fail on a network.
+    would fail on a network. A :class:`KeyboardInterrupt` stops it with
+    :class:`SimulationInterrupted`, holding the rounds completed until then (and
+    ``metrics_out`` filled as at the end).
     """
     rngs = {spec.node_id: node_rng(spec) for spec in specs}
     programs = {spec.node_id: build_program(spec, rngs[spec.node_id]) for spec in specs}
@@ -57,38 +72,69 @@ def simulate(
     transports = {node: network.endpoint(node) for node in programs}
     rounds = max(spec.rounds for spec in specs)
     recorded: dict[str, list[np.ndarray]] = {node: [] for node in programs}
-    for round_index in range(rounds):
-        steps = [
-            (node, round_steps(program, round_index, transports[node], rngs[node], faults[node]))
-            for node, program in programs.items()
-        ]
-        node = ""
-        try:
-            # Lockstep: each pass takes every node through one phase's sends (and the
-            # previous phase's gather), so no node gathers a phase before all have sent in it.
-            while steps:
-                remaining = []
-                for node, step in steps:  # a loop, not a comprehension: ``node`` names
-                    if _advance(step):  # the one that raised
-                        remaining.append((node, step))
-                steps = remaining
-            network.end_round()
-            for node, program in programs.items():
-                value = program.sample()
-                if value is not None:
-                    recorded[node].append(np.array(value, copy=True))
-        except Exception as exc:  # noqa: BLE001 - reported with the node and round
-            raise NodeFailed(node, round_index, exc, _stacked(recorded)) from exc
-        if on_round is not None:
-            on_round(round_index)
-    if metrics_out is not None:
-        for node, program in programs.items():
-            metrics_out[node] = {k: float(v) for k, v in program.metrics().items()}
+    completed = 0  # rounds every node has played and recorded
+    try:
+        for round_index in range(rounds):
+            _play_round(round_index, programs, transports, rngs, faults, network, recorded)
+            completed = round_index + 1
+            if on_round is not None:
+                on_round(round_index)
+    except KeyboardInterrupt as interrupt:
+        _program_metrics(programs, metrics_out)
+        raise SimulationInterrupted(completed, _stacked(recorded, completed)) from interrupt
+    _program_metrics(programs, metrics_out)
     return _stacked(recorded)
 
 
-def _stacked(recorded: dict[str, list[np.ndarray]]) -> dict[str, np.ndarray]:
-    return {node: np.stack(values) for node, values in recorded.items() if values}
+def _play_round(
+    round_index: int,
+    programs: dict[str, NodeProgram],
+    transports: dict[str, MemoryTransport],
+    rngs: dict[str, np.random.Generator],
+    faults: dict[str, ScheduledFaults],
+    network: LockstepNetwork,
+    recorded: dict[str, list[np.ndarray]],
+) -> None:
+    """One round of every node in lockstep, then each node's sample appended to ``recorded``;
+    :class:`NodeFailed` if a program raises."""
+    steps = [
+        (node, round_steps(program, round_index, transports[node], rngs[node], faults[node]))
+        for node, program in programs.items()
+    ]
+    node = ""
+    try:
+        # Lockstep: each pass takes every node through one phase's sends (and the
+        # previous phase's gather), so no node gathers a phase before all have sent in it.
+        while steps:
+            remaining = []
+            for node, step in steps:  # a loop, not a comprehension: ``node`` names
+                if _advance(step):  # the one that raised
+                    remaining.append((node, step))
+            steps = remaining
+        network.end_round()
+        for node, program in programs.items():
+            value = program.sample()
+            if value is not None:
+                recorded[node].append(np.array(value, copy=True))
+    except Exception as exc:  # noqa: BLE001 - reported with the node and round
+        raise NodeFailed(node, round_index, exc, _stacked(recorded)) from exc
+
+
+def _program_metrics(
+    programs: dict[str, NodeProgram], metrics_out: dict[str, dict[str, float]] | None
+) -> None:
+    if metrics_out is not None:
+        for node, program in programs.items():
+            metrics_out[node] = {k: float(v) for k, v in program.metrics().items()}
+
+
+def _stacked(
+    recorded: dict[str, list[np.ndarray]], rounds: int | None = None
+) -> dict[str, np.ndarray]:
+    """Each node's samples (of its first ``rounds`` only, if given), stacked; nodes without
+    any are left out."""
+    kept = {node: values[:rounds] for node, values in recorded.items()}
+    return {node: np.stack(values) for node, values in kept.items() if values}
 
 
 def _advance(step: Generator[int, None, bool]) -> bool:
