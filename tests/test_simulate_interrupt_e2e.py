@@ -60,22 +60,33 @@ def test_an_interrupted_simulation_keeps_every_completed_round(signum, tmp_path,
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=_default_sigint,
     )  # fmt: skip
+    # Both pipes are read by threads of their own until the child closes them (never by
+    # communicate() as well: two readers of one pipe race, and one finds it closed).
     lines: list[str] = []
-    assert simulation.stdout is not None
-    reader = threading.Thread(target=lambda: lines.extend(simulation.stdout or ()), daemon=True)
-    reader.start()
+    errors: list[str] = []
+    readers = [
+        threading.Thread(target=lines.extend, args=(simulation.stdout,), daemon=True),
+        threading.Thread(target=errors.extend, args=(simulation.stderr,), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
     try:
         # Its first progress line ("rounds 1 of 10000000") comes once round 0 is done on
         # every node: from then on there is something to keep.
         wait_until(lambda: any(line.startswith("rounds ") for line in lines), 300,
                    "the first round of the simulation")  # fmt: skip
         simulation.send_signal(signum)
-        stderr = simulation.communicate(timeout=600)[1]
+        simulation.wait(timeout=600)
     finally:
         if simulation.poll() is None:
             simulation.kill()
             simulation.wait()
-    reader.join(timeout=60)
+    for reader in readers:
+        reader.join(timeout=60)
+    for pipe in (simulation.stdout, simulation.stderr):
+        if pipe is not None:
+            pipe.close()
+    stderr = "".join(errors)
     shown = "".join(lines)[-2000:] + stderr[-2000:]
     assert simulation.returncode == EXIT_INTERRUPTED, shown
     assert "Traceback" not in stderr, shown
