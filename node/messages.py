@@ -28,6 +28,12 @@ class Message:
     def __getitem__(self, name: str) -> np.ndarray:
         return self.tensors[name]
 
+    @property
+    def nbytes(self) -> int:
+        """The tensor bytes it carries (what a link's ``bytes`` counts at both ends, and
+        what bounds a sender's waiting messages), known without encoding anything."""
+        return sum(np.asarray(value).nbytes for value in self.tensors.values())
+
 
 class MessageRejected(ValueError):
     """A received message does not match what the receiving sampler expects."""

@@ -112,7 +112,7 @@ class Inbox:
                 box = self._pending.setdefault(key, {})
                 if sender in box:
                     return "duplicate"
-                size = _payload(item)
+                size = item.nbytes if isinstance(item, Message) else 0
                 load = self._load.setdefault(sender, [0, 0])
                 if load[0] and (load[0] >= PENDING_MESSAGES or load[1] + size > PENDING_BYTES):
                     if not box:
@@ -131,7 +131,7 @@ class Inbox:
         for sender, item in box.items():
             load = self._load[sender]
             load[0] -= 1
-            load[1] -= _payload(item)
+            load[1] -= item.nbytes if isinstance(item, Message) else 0
 
     def _missing(self, key: Key, expected: tuple[str, ...]) -> list[str]:
         """The expected senders that have not answered for ``key`` (lock held)."""
@@ -220,10 +220,3 @@ class Inbox:
         with self._cond:
             self._interrupted = True
             self._cond.notify_all()
-
-
-def _payload(item: Message | _Withheld) -> int:
-    """The tensor bytes an arrival holds (a withheld notice holds none)."""
-    if not isinstance(item, Message):
-        return 0
-    return sum(value.nbytes for value in item.tensors.values())

@@ -315,7 +315,7 @@ class OutboundLink:
         except convert.TensorError as exc:
             stats.add(receiver, "send_errors", error=str(exc))
             return None
-        payload = 0 if item.message is None else _payload_bytes(item.message)
+        payload = 0 if item.message is None else item.message.nbytes
         limit = self._channel.max_message_bytes
         if payload + _ENVELOPE_BYTES > limit:
             size = iterate.ByteSize()  # exact, only near the limit
@@ -352,15 +352,6 @@ class OutboundLink:
         self._stats.add(self.receiver, "send_errors", error=f"{self.address}: {detail}")
         log.info("link to %s (%s) broke: %s; reconnecting", self.receiver, self.address, detail,
                  extra={"event": "link_broken", "peer": self.receiver})  # fmt: skip
-
-
-def _payload_bytes(message: Message) -> int:
-    """The tensor bytes a message carries (what ``bytes`` counts on both ends of a link:
-    the arrays' sizes, known without encoding anything)."""
-    return sum(
-        v.nbytes if isinstance(v, np.ndarray) else np.asarray(v).nbytes
-        for v in message.tensors.values()
-    )
 
 
 def _finite(message: Message) -> bool:

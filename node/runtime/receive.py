@@ -68,6 +68,5 @@ def file_iterate(
             + _REFUSALS[outcome],
         )  # fmt: skip
         return "rejected"
-    nbytes = 0 if message is None else sum(v.nbytes for v in message.tensors.values())
-    run.inbound.add(sender, outcome, nbytes=nbytes)
+    run.inbound.add(sender, outcome, nbytes=0 if message is None else message.nbytes)
     return outcome
