@@ -32,14 +32,15 @@ def data_specs(experiment: Experiment) -> dict[str, DataSpec]:
     if not holders:
         return {}
     place = {entry.id: k for k, entry in enumerate(experiment.nodes)}
-    own = {e.id: e.data for e in experiment.nodes if e.id in holders and e.data is not None}
+    holding = set(holders)  # membership tests below: a set, or parsing is quadratic
+    own = {e.id: e.data for e in experiment.nodes if e.id in holding and e.data is not None}
     if d.source == NODE_SOURCE and own:
         node = next(iter(own))
         raise ConfigError(
             f"nodes[{place[node]}].data: the experiment leaves the data to the nodes "
             "(data.source: node); set it in the node's own config"
         )
-    private = [n for n in holders if own.get(n) is not None and own[n].path is not None]
+    private = {n for n in holders if own.get(n) is not None and own[n].path is not None}
     shared = [n for n in holders if n not in private]
     num_shards = d.shards if d.shards is not None else len(shared)
     if shared and num_shards != len(shared) and len(shared) != 1:
@@ -82,6 +83,7 @@ def data_specs(experiment: Experiment) -> dict[str, DataSpec]:
 def _shards(shared, own, num_shards, place, pooled) -> dict[str, int]:
     """Each shared-data node's shard: its place among them, or its own ``data.shard``."""
     shard_of: dict[str, int] = {}
+    holder_of: dict[int, str] = {}  # shard -> node: which node holds a shard, at once
     for k, node in enumerate(shared):
         mine = own.get(node)
         shard = mine.shard if mine is not None and mine.shard is not None else k
@@ -94,12 +96,13 @@ def _shards(shared, own, num_shards, place, pooled) -> dict[str, int]:
             raise ConfigError(
                 f"nodes[{place[node]}].data.shard: {shard} is not among the {num_shards} shards"
             )
-        if shard in shard_of.values():
-            other = next(n for n, s in shard_of.items() if s == shard)
+        if shard in holder_of:
             raise ConfigError(
-                f"nodes[{place[node]}].data.shard: shard {shard} is already node {other!r}'s"
+                f"nodes[{place[node]}].data.shard: shard {shard} is already node "
+                f"{holder_of[shard]!r}'s"
             )
         shard_of[node] = shard
+        holder_of[shard] = node
     return shard_of
 
 
