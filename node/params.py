@@ -27,7 +27,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-__all__ = ["ConfigError", "describe_params", "number_hint", "parse_params"]
+__all__ = ["ConfigError", "check_dimension", "describe_params", "number_hint", "parse_params"]
 
 T = TypeVar("T")
 
@@ -85,6 +85,19 @@ def parse_params(cls: type[T], values: Mapping[str, Any] | None, where: str) -> 
         except ValueError as exc:
             raise ConfigError(f"{where}.{exc}") from None
     return result
+
+
+def check_dimension(params: Any, dim: int, where: str) -> None:
+    """Check ``params`` against the model's dimension, for a class whose fields depend on it
+    (a ``check_dimension(dim)`` method raising ``ValueError`` that starts with the field's
+    name); other classes pass. The orchestrator calls it before any node starts, the node
+    when it builds its program."""
+    check = getattr(params, "check_dimension", None)
+    if callable(check):
+        try:
+            check(dim)
+        except ValueError as exc:
+            raise ConfigError(f"{where}.{exc}") from None
 
 
 _FIELDS: dict[type, dict[str, tuple[Any, bool]]] = {}

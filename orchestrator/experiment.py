@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from starling.node.models import build_model
-from starling.node.params import ConfigError, parse_params
+from starling.node.params import ConfigError, check_dimension, parse_params
 from starling.node.samplers import algorithm_info
 from starling.node.spec import LinkFault, ModelSpec
 from starling.orchestrator.faults import NodeFault, parse_faults
@@ -130,9 +130,10 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
         algorithm_info(cleaned["algorithm"])  # an unknown algorithm is the first thing to say
     spec = validate(ExperimentFile, cleaned)
     info = algorithm_info(spec.algorithm)
-    parse_params(info.params, spec.hyperparameters, "hyperparameters")
+    hyper: Any = parse_params(info.params, spec.hyperparameters, "hyperparameters")
     model = ModelSpec(name=spec.model.name, params=dict(spec.model.params))
     built = build_model(model)
+    check_dimension(hyper, built.dim, "hyperparameters")
 
     if spec.data.source not in DATA_SOURCES:
         raise ConfigError(
@@ -141,7 +142,7 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
     if spec.data.source == "file" and not spec.data.path:
         raise ConfigError("data.path: required for data.source file")
     rounds = spec.rounds
-    nodes, topology = _parse_nodes_and_topology(spec, info)
+    nodes, topology = _parse_nodes_and_topology(spec, info, built.dim)
     if spec.evaluation.window > rounds:
         raise ConfigError(f"evaluation.window: must be between 1 and rounds ({rounds})")
     _check_evaluation(spec, built)
@@ -281,8 +282,11 @@ def _worker_role(info, hub: str) -> str:
     return "worker" if "worker" in info.roles else next(r for r in info.roles if r != hub)
 
 
-def _parse_nodes_and_topology(spec: ExperimentFile, info) -> tuple[tuple[NodeEntry, ...], Topology]:
-    """Node entries (ids, roles, overrides) and the graph schedule over them.
+def _parse_nodes_and_topology(
+    spec: ExperimentFile, info, dim: int
+) -> tuple[tuple[NodeEntry, ...], Topology]:
+    """Node entries (ids, roles, overrides) and the graph schedule over them; ``dim``, the
+    model's, is what a node's hyperparameters may have to fit (``check_dimension``).
 
     For an algorithm with a hub role (a star's master or centre) and no explicit role,
     the hub goes to ``topology.centre`` (default: the first node) and every other node
@@ -309,7 +313,8 @@ def _parse_nodes_and_topology(spec: ExperimentFile, info) -> tuple[tuple[NodeEnt
                     f"({', '.join(info.roles)})"
                 )
             merged = {**spec.hyperparameters, **item.hyperparameters}
-            parse_params(info.params, merged, f"nodes[{k}].hyperparameters")
+            hyper = parse_params(info.params, merged, f"nodes[{k}].hyperparameters")
+            check_dimension(hyper, dim, f"nodes[{k}].hyperparameters")
             entries.append(
                 NodeEntry(
                     id=ids[k],

@@ -1,6 +1,7 @@
 """D-ADMMS, decentralised ADMM sampling ([000] Algorithm 1), and ADMM (the same, w = 0).
 
-Per node: primal ``x_i`` (init ``N(0, I)``), dual ``p_i`` (init 0). Round k, after the
+Per node: primal ``x_i`` (init ``N(0, I)``, or ``N(m, A Aᵀ)`` given ``init_mean`` and
+``init_factor``: [000] §6.2.4's Fig. 4), dual ``p_i`` (init 0). Round k, after the
 neighbours' current ``x_j`` arrived:
 
     p_i ← p_i + ρ Σ_{j∈N_i} (x_i − x_j)                        (not at round 0)
@@ -36,6 +37,7 @@ import numpy as np
 
 from starling.node.messages import Message
 from starling.node.models.base import LocalPotential
+from starling.node.params import check_dimension
 from starling.node.samplers.base import Inbox, NodeContext, Program, broadcast
 from starling.node.samplers.registry import AlgorithmInfo
 
@@ -53,7 +55,29 @@ class ADMMSParams:
     """When every expected neighbour's message is lost in a round: ``hold`` keeps x_i and
     p_i; ``prox`` takes the no-edge step argmin f_i + p_iᵀx (see the module docstring)."""
 
+    init_mean: tuple[float, ...] | None = None
+    """Mean ``m`` of the initial iterates x_i(0) ~ N(m, A Aᵀ) ([000] §6.2.4, Fig. 4: its
+    ablation starts from N((−1, 2), A_q A_qᵀ)); None: zero, the paper's N(0, I)."""
+    init_factor: tuple[tuple[float, ...], ...] | None = None
+    """``A``, row by row (d rows of d numbers); None: the identity."""
+
+    def check_dimension(self, dim: int) -> None:
+        """The initial law must be the model's dimension (:func:`check_dimension`)."""
+        for name, value in (("init_mean", self.init_mean), ("init_factor", self.init_factor)):
+            if value is not None and len(value) != dim:
+                raise ValueError(
+                    f"{name}: has {len(value)} entries, the model's dimension is {dim}"
+                )
+
     def validate(self) -> None:
+        if self.init_factor is not None:
+            size = len(self.init_factor)
+            if size == 0 or any(len(row) != size for row in self.init_factor):
+                raise ValueError("init_factor: must be a square matrix, given row by row")
+            if self.init_mean is not None and len(self.init_mean) != size:
+                raise ValueError(
+                    f"init_mean: has {len(self.init_mean)} numbers, init_factor {size} rows"
+                )
         if self.rho <= 0:
             raise ValueError("rho: must be positive")
         if self.isolated_round not in ISOLATED_ROUND:
@@ -104,8 +128,16 @@ class DADMMS(Program[ADMMSState]):
         super().__init__(ctx, rng)
         self.params: ADMMSParams = ctx.hyper
         shape = (ctx.chains, ctx.dim)
-        self.current = ADMMSState(rng.standard_normal(shape), np.zeros(shape))
+        self.current = ADMMSState(self._initial(rng.standard_normal(shape)), np.zeros(shape))
         self.isolated_rounds = 0
+
+    def _initial(self, z: np.ndarray) -> np.ndarray:
+        """x_i(0) = m + A z from standard normal draws ``z`` (chains, d); without ``init_*``,
+        ``z`` itself (the same draws, so a run that sets neither is unchanged)."""
+        check_dimension(self.params, self.ctx.dim, "hyperparameters")
+        mean, factor = self.params.init_mean, self.params.init_factor
+        x = z if factor is None else z @ np.asarray(factor, dtype=float).T
+        return x if mean is None else x + np.asarray(mean, dtype=float)
 
     def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
         x = self.current.x
