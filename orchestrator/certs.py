@@ -39,9 +39,14 @@ def _name(value: str):
 
 
 def _write(path: Path, data: bytes, private: bool = False) -> None:
-    path.write_bytes(data)
-    if private:
-        os.chmod(path, 0o600)
+    if not private:
+        path.write_bytes(data)
+        return
+    # Created 0600, not chmod-ed after writing: in between, other users could read the key.
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "wb") as file:
+        os.fchmod(descriptor, 0o600)  # a file that was there keeps its mode otherwise
+        file.write(data)
 
 
 def init_certs(
@@ -61,9 +66,16 @@ def init_certs(
     if ORCHESTRATOR_ID in nodes:
         raise ConfigError(f"--nodes: {ORCHESTRATOR_ID!r} is the orchestrator's identity")
     hosts = dict(hosts or {})
-    for who in hosts:
-        if who not in nodes and who != ORCHESTRATOR_ID:
+    identities = {*nodes, ORCHESTRATOR_ID}
+    for who, names in hosts.items():
+        if who not in identities:
             raise ConfigError(f"--host: {who!r} is not one of --nodes (or orchestrator)")
+        for name in names:
+            if name in identities and name != who:
+                raise ConfigError(
+                    f"--host {who}={name}: {name!r} is an identity; {who}'s certificate "
+                    f"would let it speak as {name}"
+                )
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     if (out / "ca.pem").exists():
