@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from starling.node.logs import FORMATS, redact, set_context
 from starling.node.logs import setup as setup_logs
 from starling.node.params import ConfigError
-from starling.node.security import is_loopback, read_token
+from starling.node.security import is_loopback, others_can_read, read_token
 
 if TYPE_CHECKING:
     from starling.node.config import NodeSettings
@@ -227,10 +227,14 @@ def serve(args: argparse.Namespace) -> int:
 
     try:
         token = read_token(settings.token_file, "token_file") if settings.token_file else None
-        if settings.tls is not None:
-            settings.tls.read()  # a missing file is one line now, not a gRPC error later
+        # Files no handshake could use are one line now, not a gRPC error later.
+        warnings = settings.tls.check(settings.id) if settings.tls is not None else []
     except ConfigError as exc:
         return _fail(str(exc))
+    if token:
+        warnings += [w for w in [others_can_read(settings.token_file, "token_file")] if w]
+    for warning in warnings:
+        logging.getLogger("starling.node").warning(warning)
     if token:
         redact(token)
     temporary = not settings.store

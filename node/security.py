@@ -20,6 +20,7 @@ Nothing here logs a key, a token or a secret.
 from __future__ import annotations
 
 import hmac
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +41,7 @@ __all__ = [
     "TlsFiles",
     "channel_credentials",
     "is_loopback",
+    "others_can_read",
     "read_token",
     "same_secret",
     "server_credentials",
@@ -56,6 +58,9 @@ SECRET_KEY = "starling-secret"
 """Peer stream metadata: the experiment's peer secret."""
 
 TOKEN_KEY = "authorization"
+
+MAX_TOKEN_CHARS = 4096
+"""The longest Control token: gRPC refuses headers of 8 KiB (all of a call's together)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,89 @@ class TlsFiles:
                     f"{where}.{name}: cannot read {path!r} ({exc.strerror})"
                 ) from None
         return out[0], out[1], out[2]
+
+    def check(self, identity: str = "", where: str = "tls") -> list[str]:
+        """Refuse, in one line naming the field, files no handshake could use — gRPC itself
+        only says it cannot bind, or that a node is unreachable: a CA file without a CA, a
+        certificate or key that is no PEM one, a key of another certificate or encrypted,
+        a certificate out of its validity or not naming ``identity`` (a node's naming the
+        orchestrator's too). Returns warnings: a key others can read."""
+        import ssl
+
+        self.read(where)
+        trust = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        try:
+            trust.load_verify_locations(cafile=self.ca)
+        except ssl.SSLError:
+            raise ConfigError(f"{where}.ca: {self.ca!r} holds no PEM certificate") from None
+        if not trust.get_ca_certs():
+            raise ConfigError(
+                f"{where}.ca: {self.ca!r} holds no CA certificate (a node's or the "
+                "orchestrator's instead of the CA's?)"
+            )
+        _check_certificate(self.cert, identity, f"{where}.cert")
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(
+                self.cert, self.key, password=_no_password
+            )
+        except _Encrypted:
+            raise ConfigError(f"{where}.key: {self.key!r} is encrypted; gRPC takes a key "
+                              "only unencrypted (mode 0600)") from None  # fmt: skip
+        except ssl.SSLError as exc:
+            if exc.reason == "KEY_VALUES_MISMATCH":
+                raise ConfigError(f"{where}.key: {self.key!r} is not the key of "
+                                  f"{where}.cert {self.cert!r}") from None  # fmt: skip
+            raise ConfigError(f"{where}.key: {self.key!r} holds no PEM private key") from None
+        return [w for w in [others_can_read(self.key, f"{where}.key")] if w]
+
+
+class _Encrypted(Exception):
+    pass
+
+
+def _no_password() -> bytes:
+    raise _Encrypted  # asked for a password: the key is encrypted (and gRPC takes none)
+
+
+def _check_certificate(path: str, identity: str, where: str) -> None:
+    """A PEM certificate, valid now, whose subjectAltName names ``identity`` as a DNS name
+    (what peers and the orchestrator check; a CN does not count)."""
+    import ssl
+    import time
+
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=path)
+    except ssl.SSLError:
+        raise ConfigError(f"{where}: {path!r} holds no PEM certificate") from None
+    decode = getattr(ssl._ssl, "_test_decode_cert", None)  # type: ignore[attr-defined]
+    if decode is None:  # pragma: no cover - CPython has it; gRPC's handshake still checks
+        return
+    fields = decode(path)
+    now = time.time()
+    if ssl.cert_time_to_seconds(fields["notAfter"]) < now:
+        raise ConfigError(f"{where}: {path!r} expired on {fields['notAfter']}")
+    if ssl.cert_time_to_seconds(fields["notBefore"]) > now:
+        raise ConfigError(f"{where}: {path!r} is valid only from {fields['notBefore']} "
+                          "(is this machine's clock right?)")  # fmt: skip
+    names = [value for kind, value in fields.get("subjectAltName", ()) if kind == "DNS"]
+    if identity and identity not in names:
+        named = ", ".join(names) or "none"
+        raise ConfigError(f"{where}: {path!r} does not name {identity!r} as a DNS name in "
+                          f"its subjectAltName (it names {named})")  # fmt: skip
+    if identity and identity != ORCHESTRATOR_ID and ORCHESTRATOR_ID in names:
+        raise ConfigError(f"{where}: {path!r} names {ORCHESTRATOR_ID!r} too: with it node "
+                          f"{identity!r} could call Control on every node")  # fmt: skip
+
+
+def others_can_read(path: str, where: str) -> str | None:
+    """A warning if a secret's file (a key, a token) is open to its group or other users."""
+    try:
+        mode = os.stat(path).st_mode & 0o777
+    except OSError:
+        return None
+    if not mode & 0o077:
+        return None
+    return f"{where}: {path} is open to other users (mode {mode:04o}); chmod 600 it"
 
 
 def tls_files(raw: object, where: str = "tls") -> TlsFiles | None:
@@ -129,6 +217,14 @@ def read_token(path: str, where: str = "--token-file") -> str:
         raise ConfigError(f"{where}: {path!r} is not text") from None
     if not token:
         raise ConfigError(f"{where}: {path!r} is empty")
+    # What a gRPC header carries: a token beyond it was accepted here and then failed every
+    # call (INTERNAL 'Invalid metadata', or a metadata size error) on the sending side.
+    if len(token) > MAX_TOKEN_CHARS:
+        raise ConfigError(f"{where}: {path!r} holds a token of {len(token)} characters; "
+                          f"at most {MAX_TOKEN_CHARS} fit a gRPC header")  # fmt: skip
+    if not all(" " <= char <= "~" for char in token):
+        raise ConfigError(f"{where}: {path!r} holds a character other than printable ASCII, "
+                          "which no gRPC header carries")  # fmt: skip
     return token
 
 
@@ -138,8 +234,12 @@ def same_secret(given: str | None, expected: str) -> bool:
 
 
 def identities(context: grpc.ServicerContext) -> set[str]:
-    """The SAN entries of the client's verified certificate (empty without TLS)."""
-    return {i.decode(errors="replace") for i in (context.peer_identities() or [])}
+    """The DNS names in the subjectAltName of the client's verified certificate (empty
+    without TLS). Only those: gRPC's own peer identities fall back to the subject's CN when
+    a certificate has no SAN, so any certificate of the CA with ``CN=orchestrator`` passed as
+    the orchestrator's; and an IP address in a SAN is no node id."""
+    names = context.auth_context().get("peer_dns", [])
+    return {name.decode(errors="replace") for name in names}
 
 
 def metadata(context: grpc.ServicerContext) -> dict[str, str]:

@@ -10,6 +10,7 @@ and a node started without a token file leaves Control open on loopback.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from starling.node.logs import redact
-from starling.node.security import TlsFiles, bearer, read_token, tls_files
+from starling.node.security import (
+    ORCHESTRATOR_ID,
+    TlsFiles,
+    bearer,
+    others_can_read,
+    read_token,
+    tls_files,
+)
 
 __all__ = ["Access", "access_from_section", "access_paths"]
 
@@ -71,8 +79,15 @@ def access_from_section(section: Mapping[str, Any] | Any, where: str = "backend"
     if raw_tls is not None and not isinstance(raw_tls, Mapping):
         raw_tls = raw_tls.model_dump()
     tls = tls_files(dict(raw_tls) if raw_tls else None, f"{where}.tls")
+    # Files no handshake could use are one line naming the field, not every node
+    # "unreachable" (after the ready timeout).
+    warnings = tls.check(ORCHESTRATOR_ID, f"{where}.tls") if tls is not None else []
     token_file = get("token_file", "") or ""
     token = read_token(token_file, f"{where}.token_file") if token_file else None
+    if token_file:
+        warnings += [w for w in [others_can_read(token_file, f"{where}.token_file")] if w]
+    for warning in warnings:
+        logging.getLogger("starling.orchestrator").warning(warning)
     return Access(tls=tls, token=token)
 
 

@@ -38,6 +38,7 @@ from starling.orchestrator.live_cli import status_report
 from starling.orchestrator.node_specs import node_specs
 from tests.conftest import run_cli
 from tests.node.test_runtime_harness import ROOT, Cluster, ring_experiment, wait_until
+from tests.node.test_security_files import craft
 
 pytestmark = pytest.mark.e2e
 
@@ -313,3 +314,45 @@ def test_a_non_loopback_address_needs_tls_or_insecure(tmp_path):
         proc = cluster.ready(cluster.launch("x", listen="0.0.0.0:0", extra=["--insecure"]))
         assert proc.address.startswith("0.0.0.0:")
         wait_until(lambda: "Control is open" in proc.log(), 10, "the access line in the log")
+
+
+def test_a_certificate_naming_orchestrator_only_in_its_cn_is_no_orchestrator(tmp_path):
+    """gRPC takes the CN for the identity of a certificate without a SAN: any certificate of
+    the CA with CN=orchestrator called Control."""
+    certs = tmp_path / "certs"
+    init_certs(certs, ["a"])
+    cn_only = craft(certs, "cn-orchestrator", "orchestrator", [])
+    with Cluster(tmp_path) as cluster:
+        proc = cluster.ready(cluster.launch("a", extra=["--id", "a", *_tls_flags(certs, "a")]))
+        options = [("grpc.ssl_target_name_override", "a")]
+        for files, expected in (
+            (cn_only, "PERMISSION_DENIED"),
+            (_tls(certs, "orchestrator"), "OK"),
+        ):
+            with grpc.secure_channel(proc.address, channel_credentials(files), options) as channel:
+                stub = control_pb2_grpc.ControlStub(channel)
+                status = functools.partial(stub.Status, control_pb2.StatusRequest(), timeout=5)
+                assert _code(status) == expected
+        with NodeClient(
+            proc.address, access=Access(tls=_tls(certs, "orchestrator")), node_id="a"
+        ) as c:
+            assert c.status().denied_control_calls == 1
+
+
+def test_tls_files_no_handshake_could_use_stop_the_node_in_one_line(tmp_path):
+    """A key of another certificate said 'cannot listen on 127.0.0.1:0: Failed to bind'."""
+    certs = tmp_path / "certs"
+    init_certs(certs, ["a", "b"])
+    flags = [*_tls_flags(certs, "a")[:4], "--tls-key", str(certs / "b.key")]
+    command = [sys.executable, "-m", "starling.node", "serve", "--id", "a", *flags]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"starling-node: tls.key: '{certs}/b.key' is not the key of tls.cert '{certs}/a.pem'"
+    ]
+    (certs / "a.key").chmod(0o640)
+    with Cluster(tmp_path) as cluster:
+        proc = cluster.ready(cluster.launch("a", extra=["--id", "a", *_tls_flags(certs, "a")]))
+        warning = f"tls.key: {certs}/a.key is open to other users (mode 0640); chmod 600 it"
+        wait_until(lambda: warning in proc.log(), 10, "the key's warning in the log")
+        assert "PRIVATE" not in proc.log()
