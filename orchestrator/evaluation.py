@@ -48,6 +48,7 @@ __all__ = [
     "evaluate",
     "ground_truth",
     "reference_data",
+    "samples_per_node",
 ]
 
 # Beyond this, squares and covariances overflow float64: the chain has left the posterior
@@ -98,6 +99,14 @@ def reference_data(
             return []  # data the orchestrator has no recipe for (a node's own file)
         plan = {node: r for node, r in zip(plan, recipes, strict=True) if r is not None}
     return [load_shard(spec, model) for spec in plan.values()]
+
+
+def samples_per_node(experiment: Experiment, samples: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """How many samples each node recorded, in node order: every node whose role records
+    samples, with 0 for one that recorded none (died before round 0, say)."""
+    counts = dict.fromkeys(experiment.sampling_nodes(), 0)
+    counts.update({node: int(s.shape[0]) for node, s in samples.items()})
+    return counts
 
 
 def _sane(values: np.ndarray) -> np.ndarray:
@@ -168,7 +177,7 @@ def evaluate(
         "rounds": experiment.rounds,
         "chains": experiment.chains,
         "nodes": len(experiment.nodes),
-        "samples_per_node": {node: int(s.shape[0]) for node, s in samples.items()},
+        "samples_per_node": samples_per_node(experiment, samples),
     }
     curves: dict[str, np.ndarray] = {}
     sane = {node: _sane(values) for node, values in samples.items()}

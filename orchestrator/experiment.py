@@ -101,6 +101,12 @@ class Experiment:
         roles = algorithm_info(self.algorithm).data_roles
         return tuple(n.id for n in self.nodes if n.role in roles)
 
+    def sampling_nodes(self) -> tuple[str, ...]:
+        """The nodes whose role records samples, in node order (all of them but a
+        DG-LMC worker or an EC-SGHMC centre)."""
+        roles = algorithm_info(self.algorithm).sampling_roles
+        return tuple(n.id for n in self.nodes if n.role in roles)
+
 
 def parse_delay(value: Any, where: str) -> float:
     """``20ms``, ``1.5s`` or a number of milliseconds -> milliseconds (>= 0)."""

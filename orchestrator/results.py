@@ -118,15 +118,19 @@ def run_status(
     interrupted: bool = False,
     failed: bool = False,
     incomplete: bool = False,
+    expected: Sequence[str] = (),
 ) -> str:
     """How a run ended: ``interrupted`` (by the user), ``failed`` (a node failed, or no sample
-    at all), ``partial`` (a node stored fewer than ``rounds`` samples or was not finished at
-    the end), else ``complete``."""
+    at all), ``partial`` (a node stored fewer than ``rounds`` samples — a node of
+    ``expected``, the nodes that record samples, with none at all included — or was not
+    finished at the end), else ``complete``."""
     if interrupted:
         return "interrupted"
     if failed or not samples:
         return "failed"
     if incomplete or any(len(values) < rounds for values in samples.values()):
+        return "partial"
+    if any(node not in samples for node in expected):
         return "partial"
     return "complete"
 
@@ -240,6 +244,8 @@ def summary_table(metrics: Mapping) -> str:
         counts = metrics.get("samples_per_node", {})
         for node, value in w2["per_node"].items():
             lines.append(f"{node:>10}  {_cell(value)}  {counts.get(node, '')}")
+        for node in (n for n, count in counts.items() if not count and n not in w2["per_node"]):
+            lines.append(f"{node:>10}  {'-':>8}  0")  # no sample to score
         if w2.get("average") is not None or metrics.get("diverged"):
             lines.append(
                 f"{'average':>10}  {_cell(w2.get('average'))}  (W2 of the network-average iterate)"

@@ -255,4 +255,5 @@ def _status(experiment: Experiment, samples: dict, interrupted: bool,
         experiment.rounds, samples, interrupted,
         failed=any(s.failed_reported for s in nodes),
         incomplete=supervisor is None or any(s.given_up or not s.finished for s in nodes),
+        expected=experiment.sampling_nodes(),
     )  # fmt: skip

@@ -77,7 +77,8 @@ def simulate_experiment(
             "program_metrics": {n: m for n, m in program_metrics.items() if m},
             "backend": "simulate",
             "interrupted": interrupted,
-            "status": run_status(experiment.rounds, samples, interrupted, failed=node_failed),
+            "status": run_status(experiment.rounds, samples, interrupted, failed=node_failed,
+                                 expected=experiment.sampling_nodes()),  # fmt: skip
         },
         None if quiet else say,
     )  # fmt: skip

@@ -252,7 +252,7 @@ def run_study(
                 write_tables(out, study, rows, curves)
             say(f"interrupted during {cell} / {variant}; the runs before it are in {out}")
             raise KeyboardInterrupt
-        samples_of = metrics.get("samples_per_node") or {}
+        samples_of = {n: c for n, c in (metrics.get("samples_per_node") or {}).items() if c}
         agent = study.agent if study.agent in samples_of else min(samples_of, default=study.agent)
         read = read_curves(folder / "w2_curve.csv")
         curve = Curve(cell, variant, r, read.get("average"), read.get(f"node-{agent}"))

@@ -249,3 +249,24 @@ def test_running_sums_reach_the_posterior_after_a_cut_and_plain_push_sum_does_no
     assert w2_plain > tolerance, report
     assert w2_plain > 2 * w2_rs, report
     print(report)
+
+
+def test_a_node_killed_before_round_0_is_listed_with_no_sample(tmp_path, starling_home):
+    """A node the schedule kills before its first round records nothing: it is still in
+    ``samples_per_node`` (with 0), the run is ``partial`` (it stored fewer samples than
+    rounds), and the summary and the report show it."""
+    rounds = 12
+    path, _ = _experiment(
+        tmp_path, "dead-at-0",
+        algorithm="d-sgld", hyperparameters={"eta": 0.009},
+        topology={"kind": "ring", "nodes": 4}, rounds=rounds, chains=2, round_deadline=5.0,
+        faults=[{"node": "1", "kill_at_round": 0}],
+    )  # fmt: skip
+    metrics, stdout = _run(path, tmp_path / "run", starling_home)
+    assert metrics["samples_per_node"] == {"0": rounds, "1": 0, "2": rounds, "3": rounds}
+    assert metrics["status"] == "partial"
+    assert sorted(_samples(tmp_path / "run")) == ["0", "2", "3"]
+    assert any(line.split() == ["1", "-", "0"] for line in stdout.splitlines()), stdout
+    report = run_cli("report", str(tmp_path / "run"), env_home=starling_home, timeout=120)
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert (tmp_path / "run" / "report.html").is_file()

@@ -49,6 +49,18 @@ class AlgorithmInfo:
     def roles(self) -> tuple[str, ...]:
         return tuple(self.programs)
 
+    @property
+    def sampling_roles(self) -> tuple[str, ...]:
+        """Roles whose program records samples (it has its own ``sample``); the others
+        (a DG-LMC worker, an EC-SGHMC centre) record none by design."""
+        from starling.node.samplers.base import NodeProgram  # it imports the samplers' kit
+
+        return tuple(
+            r
+            for r, p in self.programs.items()
+            if getattr(p, "sample", None) is not NodeProgram.sample
+        )
+
 
 def discover(package: str) -> dict[str, AlgorithmInfo]:
     """Every ``ALGORITHMS`` entry of the modules directly inside ``package``, by name."""
