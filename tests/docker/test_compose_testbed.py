@@ -122,6 +122,27 @@ def _copy_testbed(where: Path) -> Path:
     return where
 
 
+def _certs_seen_by(project: str, service: str) -> set[str]:
+    """The files in the volumes a (stopped) container of ``service`` mounted, but its store."""
+    labels = ["--filter", f"label=com.docker.compose.project={project}",
+              "--filter", f"label=com.docker.compose.service={service}"]  # fmt: skip
+    ids = subprocess.run(["docker", "ps", "-aq", *labels], capture_output=True, text=True)
+    (container,) = ids.stdout.split()
+    inspected = subprocess.run(["docker", "inspect", "-f", "{{json .Mounts}}", container],
+                               capture_output=True, text=True, check=True)  # fmt: skip
+    seen: set[str] = set()
+    for mount in json.loads(inspected.stdout):
+        if mount["Type"] != "volume" or mount["Destination"] == "/var/lib/starling":
+            continue
+        listed = subprocess.run(
+            ["docker", "run", "--rm", "-v", f"{mount['Name']}:/v:ro", "--entrypoint", "ls",
+             "starling-node:latest", "-A", "/v"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        seen |= set(listed.stdout.split())
+    return seen
+
+
 def test_compose_with_the_tls_overlay_runs_the_quickstart_over_mutual_tls(tmp_path):
     """``docker compose -f docker-compose.yml -f compose.tls.yml up --abort-on-container-exit
     --exit-code-from orchestrator`` in a fresh copy: the overlay's certs service makes the
@@ -148,6 +169,11 @@ def test_compose_with_the_tls_overlay_runs_the_quickstart_over_mutual_tls(tmp_pa
         said = (up.stdout + up.stderr).splitlines()  # the containers' logs, prefixed
         tls_lines = [ln for ln in said if "mutual TLS (cert /certs/" in ln]
         assert len({ln.split("|")[0] for ln in tls_lines}) == len(NODES), log  # every node
+        # Each party sees its own key only, and nobody but the certs service the CA's: every
+        # node mounted one volume with every key and the CA's, all owned by the nodes' user.
+        for who in [*NODES, "orchestrator"]:
+            service = "orchestrator" if who == "orchestrator" else f"node-{who}"
+            assert _certs_seen_by(project, service) == {"ca.pem", f"{who}.pem", f"{who}.key"}
     finally:
         subprocess.run([*compose, "down", "--volumes", "--remove-orphans"], cwd=folder, env=env,
                        capture_output=True, timeout=300)  # fmt: skip
