@@ -27,13 +27,19 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
+from starling.node.shown import shorten, shown
+
 __all__ = ["ConfigError", "check_dimension", "describe_params", "number_hint", "parse_params"]
 
 T = TypeVar("T")
 
 
 class ConfigError(ValueError):
-    """A configuration value is missing or wrong; the message names the field."""
+    """A configuration value is missing or wrong; the message names the field. Values it
+    echoes are cut to a readable length (:func:`starling.node.shown.shorten`)."""
+
+    def __init__(self, message: object = "", *rest: object):
+        super().__init__(shorten(str(message)), *rest)
 
 
 class _Invalid(Exception):
@@ -54,11 +60,11 @@ def parse_params(cls: type[T], values: Mapping[str, Any] | None, where: str) -> 
     ``ValueError`` from ``validate`` starts with the field's name).
     """
     if values is not None and not isinstance(values, Mapping):
-        raise ConfigError(f"{where}: expected a mapping, got {values!r}")
+        raise ConfigError(f"{where}: expected a mapping, got {shown(values)}")
     values = dict(values or {})
     for key in values:
         if not isinstance(key, str):
-            raise ConfigError(f"{where}: field names must be strings, got {key!r}")
+            raise ConfigError(f"{where}: field names must be strings, got {shown(key)}")
     fields = _fields_of(cls)
     kwargs: dict[str, Any] = {}
     for name, (annotation, required) in fields.items():
@@ -140,7 +146,7 @@ def _check(annotation: Any, value: Any) -> Any:
     if annotation is type(None):
         if value is None:
             return None
-        raise _Invalid("", f"expected nothing (null), got {value!r}")
+        raise _Invalid("", f"expected nothing (null), got {shown(value)}")
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is tuple:
         return _tuple(args, value)
@@ -161,12 +167,12 @@ def _check(annotation: Any, value: Any) -> Any:
 
 def _tuple(args: tuple[Any, ...], value: Any) -> tuple[Any, ...]:
     if isinstance(value, (str, bytes, Mapping, set, frozenset)) or not isinstance(value, Iterable):
-        raise _Invalid("", f"expected a list, got {value!r}")
+        raise _Invalid("", f"expected a list, got {shown(value)}")
     items = list(value)
     if len(args) == 2 and args[1] is Ellipsis:
         kinds = [args[0]] * len(items)
     elif len(items) != len(args):
-        raise _Invalid("", f"expected a list of {len(args)} items, got {value!r}")
+        raise _Invalid("", f"expected a list of {len(args)} items, got {shown(value)}")
     else:
         kinds = list(args)
     out = []
@@ -186,10 +192,10 @@ def _int(value: Any) -> int:
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         number = float(value)
         if not math.isfinite(number):
-            raise _Invalid("", f"expected a finite number, got {value!r}")
+            raise _Invalid("", f"expected a finite number, got {shown(value)}")
         if number.is_integer() and abs(number) < 2.0**63:
             return int(number)
-    raise _Invalid("", f"expected an integer, got {value!r}")
+    raise _Invalid("", f"expected an integer, got {shown(value)}")
 
 
 def _float(value: Any) -> float:
@@ -200,8 +206,8 @@ def _float(value: Any) -> float:
             number = math.inf
         if math.isfinite(number):
             return number
-        raise _Invalid("", f"expected a finite number, got {value!r}")
-    raise _Invalid("", f"expected a number, got {value!r}{number_hint(value)}")
+        raise _Invalid("", f"expected a finite number, got {shown(value)}")
+    raise _Invalid("", f"expected a number, got {shown(value)}{number_hint(value)}")
 
 
 def number_hint(value: Any) -> str:
@@ -219,13 +225,13 @@ def number_hint(value: Any) -> str:
 def _bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
-    raise _Invalid("", f"expected true or false, got {value!r}")
+    raise _Invalid("", f"expected true or false, got {shown(value)}")
 
 
 def _str(value: Any) -> str:
     if isinstance(value, str):
         return str(value)
-    raise _Invalid("", f"expected a string, got {value!r}")
+    raise _Invalid("", f"expected a string, got {shown(value)}")
 
 
 _SCALARS: dict[Any, Any] = {int: _int, float: _float, bool: _bool, str: _str}

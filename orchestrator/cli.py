@@ -232,13 +232,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _guard(action: Callable[[], int]) -> int:
+    from starling.node.shown import shorten
     from starling.orchestrator.backends.base import BackendError
     from starling.orchestrator.errors import NodeUnavailable
 
     try:
         return action()
     except (ConfigError, NodeUnavailable, BackendError) as exc:
-        print(f"starling: {exc}", file=sys.stderr)
+        print(f"starling: {shorten(str(exc))}", file=sys.stderr)  # long values cut
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("starling: interrupted", file=sys.stderr)

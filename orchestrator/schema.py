@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError
 
 from starling.node.params import number_hint
+from starling.node.shown import shown
 from starling.node.spec import MAX_SECONDS
 from starling.orchestrator.backends import backend_kinds
 from starling.orchestrator.validation import STRICT, Float, Int, Str, config_error
@@ -64,10 +65,9 @@ def plain_name(value: str) -> str:
     study and node names end up in paths (``results/NAME/``, ``samples/node-ID.npz``): a
     ``/``, a ``..`` or an empty name would put files anywhere, or nowhere."""
     if not _NAME.fullmatch(value) or len(value) > MAX_NAME:
-        shown = value if len(value) <= 40 else value[:40] + "..."
         raise ValueError(
             "expected a name of letters, digits, '-', '_' and '.' (not first), at most "
-            f"{MAX_NAME} characters, got {shown!r}"
+            f"{MAX_NAME} characters, got {shown(value)}"
         )
     return value
 

@@ -22,6 +22,7 @@ import pydantic
 from pydantic import BeforeValidator, ConfigDict, Strict, ValidationError
 
 from starling.node.params import ConfigError, number_hint
+from starling.node.shown import shown
 
 __all__ = ["STRICT", "Bool", "Float", "Int", "Str", "config_error"]
 
@@ -141,22 +142,22 @@ def config_error(exc: ValidationError, where: str, schema: Any) -> ConfigError:
     if kind == "value_error":
         message = str(error["ctx"]["error"]) if "ctx" in error else error["msg"]
         if message == "not an integer":
-            return ConfigError(f"{field}: expected an integer, got {value!r}")
+            return ConfigError(f"{field}: expected an integer, got {shown(value)}")
         return ConfigError(f"{field}: {message}")
     bounds = error.get("ctx", {})
     if kind == "greater_than_equal":
-        return ConfigError(f"{field}: must be at least {bounds['ge']}, got {value!r}")
+        return ConfigError(f"{field}: must be at least {bounds['ge']}, got {shown(value)}")
     if kind == "greater_than":
-        return ConfigError(f"{field}: must be more than {bounds['gt']}, got {value!r}")
+        return ConfigError(f"{field}: must be more than {bounds['gt']}, got {shown(value)}")
     if kind == "less_than_equal":
-        return ConfigError(f"{field}: must be at most {bounds['le']}, got {value!r}")
+        return ConfigError(f"{field}: must be at most {bounds['le']}, got {shown(value)}")
     if kind == "too_short":
-        return ConfigError(f"{field}: expected a non-empty list, got {value!r}")
+        return ConfigError(f"{field}: expected a non-empty list, got {shown(value)}")
     words = _WORDS.get(kind)
     if words is None:
         words = error["msg"][0].lower() + error["msg"][1:]
     hint = number_hint(value) if kind in ("float_type", "float_parsing") else ""
-    return ConfigError(f"{field}: {words}, got {value!r}{hint}")
+    return ConfigError(f"{field}: {words}, got {shown(value)}{hint}")
 
 
 def _is_field_name(part: str) -> bool:

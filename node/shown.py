@@ -1,0 +1,64 @@
+"""User values echoed in error lines, kept short: the one place that cuts them.
+
+An error names the field and echoes what the user gave (``got 'five'``). A value can be
+anything a file holds — a 10 kB string as a node id, a list of a million numbers — and an
+error line must stay one readable line. :func:`shown` is a value's ``repr`` cut in the
+middle past :data:`MAX_SHOWN` characters, saying how long it was; :func:`shorten` applies
+the same cut to every quoted value (and every overlong unbroken run of characters) of a
+finished message. :class:`starling.node.params.ConfigError` passes its message through
+:func:`shorten`, and the ``starling`` command does the same for every error line it prints,
+so no message needs to remember to.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["MAX_SHOWN", "shorten", "shown"]
+
+MAX_SHOWN = 100
+"""Longest echoed value kept whole: as long as the longest name (a node id, an experiment
+name) may be, so a valid name is always shown in full."""
+
+MAX_RUN = 200
+"""Longest run of non-blank characters outside quotes kept whole (a number's digits, a
+list written without spaces)."""
+
+_HEAD, _TAIL = 60, 20
+
+# A quoted value as repr() writes it: a quote not right after a letter, digit or quote (so
+# the apostrophe of "node's" opens nothing), up to the same quote, escapes skipped.
+_QUOTED = re.compile(r"""(?<![\w'"])(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""", re.DOTALL)
+_RUN = re.compile(rf"\S{{{MAX_RUN + 1},}}")
+
+
+def _cut(text: str, length: int, limit: int) -> str:
+    """``text`` (already quoted, or a bare run) cut in the middle when over ``limit``."""
+    if len(text) <= limit:
+        return text
+    quote = text[0] if text[0] in "'\"" and text[-1] == text[0] and len(text) > 1 else ""
+    body = text[1:-1] if quote else text
+    return f"{quote}{body[:_HEAD]}…{body[-_TAIL:]}{quote} ({length:,} characters)"
+
+
+def shown(value: Any) -> str:
+    """``repr(value)``, or for one longer than :data:`MAX_SHOWN` characters its start and
+    end around an ellipsis, with the full length: ``'aaaa…aaaa' (10,000 characters)``."""
+    text = repr(value)
+    length = len(value) if isinstance(value, str) else len(text)
+    return _cut(text, length, MAX_SHOWN + 2 if isinstance(value, str) else MAX_SHOWN)
+
+
+def shorten(message: str) -> str:
+    """``message`` with each quoted value longer than :data:`MAX_SHOWN` characters, and
+    each run of more than :data:`MAX_RUN` non-blank characters, cut as :func:`shown` cuts."""
+    if len(message) <= MAX_SHOWN:
+        return message
+
+    def quoted(match: re.Match[str]) -> str:
+        text = match.group(0)
+        return _cut(text, len(text) - 2, MAX_SHOWN + 2)
+
+    message = _QUOTED.sub(quoted, message)
+    return _RUN.sub(lambda m: _cut(m.group(0), len(m.group(0)), MAX_RUN), message)
