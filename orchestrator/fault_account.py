@@ -9,14 +9,19 @@ from __future__ import annotations
 
 from starling.node.faults import withheld_by_schedule
 from starling.node.spec import LinkFault
-from starling.orchestrator.faults import NodeFault
+from starling.orchestrator.faults import FOREVER, NodeFault
 
 __all__ = ["describe_link_faults", "describe_node_faults", "scheduled_link_counts"]
 
 
 def _rounds_text(start: int, stop: int, rounds: int) -> str:
+    """The rounds a window covers in this run; a window given to end after the run's last
+    round (not "until the end") applies up to it, and says so."""
     last = min(stop, rounds) - 1
-    return f"round {start}" if last == start else f"rounds {start}..{last}"
+    text = f"round {start}" if last == start else f"rounds {start}..{last}"
+    if rounds < stop < FOREVER:
+        text += f" (given as rounds {start}..{stop - 1}: cut at the run's last round)"
+    return text
 
 
 def describe_link_faults(
