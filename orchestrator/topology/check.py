@@ -103,6 +103,13 @@ def _check_star(topology: Topology, info: Any, roles: Mapping[str, str]) -> None
     if hub is None:
         hub = max(graph.nodes, key=lambda n: len(graph.out_peers(n)))
     label = f"its {role} {hub}" if role else f"node {hub}"
+    if len(graph.nodes) < 2:
+        # A hub alone has nothing to gather: no data, no gradient, no sample worth keeping.
+        others = "/".join(r for r in info.roles if r != role) or "leaf"
+        raise ConfigError(
+            f"topology: {info.name} needs at least one {others} besides {label}, "
+            f"got {len(graph.nodes)} node"
+        )
     for leaf in graph.nodes:
         if leaf != hub and ((hub, leaf) not in graph.edges or (leaf, hub) not in graph.edges):
             raise ConfigError(
