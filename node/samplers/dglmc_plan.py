@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GUIDELINE",
+    "MAX_DEFAULT_STEPS",
     "LOCAL_STEPS",
     "PROFILE_SIZE",
     "RHO",
@@ -27,6 +28,11 @@ __all__ = [
     "plan_local_steps",
     "worker_constants",
 ]
+
+MAX_DEFAULT_STEPS = 100_000
+"""The most LMC steps a round may take by §3.2.2's default ``ρ_i/(γ_i(ρ_i M_i + 1))``
+(4 with the default γ_i): a γ_i given far below its bound makes that millions of steps a
+round, a run that looks hung. Beyond it the worker refuses and asks for ``local_steps``."""
 
 # Columns of the report a worker sends with z_i (the ``profile`` tensor).
 RHO, LOCAL_STEPS, GUIDELINE, STEP_TIME = range(4)
@@ -91,4 +97,11 @@ def worker_constants(
             f"rho/(rho M + 1) = {bound:g} (M = {curvature:g}), [003] Algorithm 1's bound"
         )
     guideline = bound / gamma  # ρ/(γ(ρM+1)) of §3.2.2
+    if hyper.local_steps <= 0 and guideline > MAX_DEFAULT_STEPS:
+        raise ConfigError(
+            f"hyperparameters.local_steps: gamma = {gamma:g} on node {node_id!r} makes "
+            f"[003] §3.2.2's default rho/(gamma(rho M + 1)) = {guideline:.3g} LMC steps a "
+            f"round (at most {MAX_DEFAULT_STEPS:,} by default); set local_steps, or a larger "
+            "gamma"
+        )
     return rho, gamma, guideline

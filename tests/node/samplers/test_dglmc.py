@@ -37,8 +37,9 @@ from starling.node.faults import withheld_by_schedule
 from starling.node.messages import Message
 from starling.node.models import build_model
 from starling.node.params import ConfigError
-from starling.node.samplers.dglmc import plan_local_steps
-from starling.node.spec import NodeSpec
+from starling.node.samplers.dglmc import DGLMCParams, plan_local_steps
+from starling.node.samplers.dglmc_plan import worker_constants
+from starling.node.spec import ModelSpec, NodeSpec
 from starling.orchestrator.experiment import parse_experiment
 from starling.orchestrator.metrics import gaussian_w2
 from starling.orchestrator.node_specs import node_specs
@@ -471,6 +472,23 @@ def test_a_step_beyond_algorithm_1s_bound_is_refused_by_the_worker():
     refuses to start, naming the field, the node and the bound."""
     experiment = _experiment(workers=2, size=50, rounds=5, hyper={"rho": 0.01, "gamma": 0.009})
     with pytest.raises(ConfigError, match=r"^hyperparameters\.gamma: 0\.009 on node '1' exceeds"):
+        simulate(node_specs(experiment))
+
+
+def test_a_tiny_gamma_without_local_steps_is_refused_instead_of_hanging():
+    """§3.2.2's default N_i = ρ/(γ(ρM + 1)) is 4 at the default γ but 1.2e11 LMC steps a
+    round at γ = 1e-12: the run looked hung (a 30-round simulate did not end in 300 s).
+    The worker refuses, naming local_steps; given local_steps, the same γ runs."""
+    model = build_model(ModelSpec("linear_regression", {"dim": 2}))
+    potential = model.local_potential(model.synthesize(np.random.default_rng(0), 20), 1.0)
+    tiny = DGLMCParams(gamma=1e-12)
+    with pytest.raises(ConfigError, match=r"^hyperparameters\.local_steps: gamma = 1e-12 on node "
+                       r"'1' makes \[003\] §3\.2\.2's default"):  # fmt: skip
+        worker_constants(tiny, potential, "1")
+    rho, gamma, _ = worker_constants(DGLMCParams(gamma=1e-12, local_steps=2), potential, "1")
+    assert gamma == 1e-12 and rho > 0
+    experiment = _experiment(workers=2, size=20, rounds=2, hyper={"gamma": 1e-12})
+    with pytest.raises(ConfigError, match=r"^hyperparameters\.local_steps: gamma = 1e-12"):
         simulate(node_specs(experiment))
 
 
