@@ -58,6 +58,7 @@ def exit_code(metrics: dict) -> int:
 def _load(args):
     """The file named on the command line, read once: a Study or an Experiment."""
     from starling.orchestrator.experiment import parse_experiment
+    from starling.orchestrator.memory_limits import sized  # file data: limits.node_memory
     from starling.orchestrator.study import is_study, load_study
     from starling.orchestrator.yaml_files import read_yaml_file
 
@@ -66,12 +67,12 @@ def _load(args):
     if is_study(raw):
         if inventory:
             raise ConfigError("--inventory: drives one experiment, not a study")
-        return load_study(raw)
+        return sized(load_study(raw))
     if inventory:  # the experiment's backend becomes the file's nodes
         from starling.orchestrator.backends.inventory import load_inventory, with_inventory
 
         raw = with_inventory(raw, load_inventory(inventory))
-    return parse_experiment(raw, default_name=Path(args.experiment).stem)
+    return sized(parse_experiment(raw, default_name=Path(args.experiment).stem))
 
 
 def _experiment_file(name: str) -> str | Path:

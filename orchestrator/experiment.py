@@ -19,6 +19,7 @@ from starling.node.samplers import algorithm_info
 from starling.node.spec import LinkFault, ModelSpec
 from starling.orchestrator.faults import NodeFault, parse_faults
 from starling.orchestrator.kernel_faults import KernelFault, parse_kernel_faults
+from starling.orchestrator.memory_limits import check_samples, check_synthetic
 from starling.orchestrator.schema import (
     BackendSection,
     DataSection,
@@ -197,8 +198,11 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
     )
     from starling.orchestrator.data_plan import data_specs  # it imports Experiment from here
 
-    _check_memory(spec, built.dim, data_specs(experiment))
-    _check_samples_memory(spec, built.dim, len(experiment.nodes))
+    limits = spec.limits  # file data: check_file_data, before a run starts (reads files)
+    check_synthetic(spec.data.source, spec.chains, built.dim, data_specs(experiment),
+                    limits.node_memory)  # fmt: skip
+    check_samples(spec.rounds, spec.chains, built.dim, len(experiment.nodes),
+                  limits.samples_memory)  # fmt: skip
     last_port = spec.backend.base_port + len(experiment.nodes) - 1
     if spec.backend.base_port and last_port > 65535:
         raise ConfigError(
@@ -214,33 +218,6 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
 
 
 DATA_SOURCES = ("synthetic", "file", "node")
-
-
-def _check_memory(spec: ExperimentFile, dim: int, plan: Mapping[str, Any]) -> None:
-    """Refuse a run whose per-node arrays would not fit: chains × dim × rows float64s,
-    for the node holding the most synthetic rows."""
-    if spec.data.source != "synthetic" or not plan:
-        return  # the rows per node are known only once the file (or the node) is read
-    rows = max(d.total or sum(d.shard_size(s) for s in d.held_shards()) for d in plan.values())
-    need = spec.chains * dim * rows * 8
-    limit = spec.limits.node_memory
-    if need > limit:
-        raise ConfigError(
-            f"chains × dim × data.size: {spec.chains} × {dim} × {rows} float64s "
-            f"would take {_size(need)} per node, over limits.node_memory ({_size(limit)})"
-        )
-
-
-def _check_samples_memory(spec: ExperimentFile, dim: int, nodes: int) -> None:
-    """Refuse a run whose samples would not fit where they are gathered."""
-    need = spec.rounds * spec.chains * dim * nodes * 8
-    limit = spec.limits.samples_memory
-    if need > limit:
-        raise ConfigError(
-            f"rounds × chains × dim × nodes: {spec.rounds} × {spec.chains} × {dim} × {nodes} "
-            f"float64 samples would take {_size(need)}, over limits.samples_memory "
-            f"({_size(limit)}); evaluate fewer rounds or chains, or raise the limit"
-        )
 
 
 REFERENCE_METHODS = ("auto", "grid", "mala", "none")
@@ -264,13 +241,6 @@ def _check_evaluation(spec: ExperimentFile, model) -> None:
         raise ConfigError(
             f"evaluation.reference.method: model {spec.model.name} has no grid reference; use mala"
         )
-
-
-def _size(size: int) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if size >= scale:
-            return f"{size / scale:,.1f} {unit}"
-    return f"{size} bytes"
 
 
 def _first_repeated(ids: list[str]) -> str | None:
