@@ -273,6 +273,7 @@ def _parse_nodes_and_topology(
     hub = hub_role(info)
     centre = spec.topology.centre
     entries: list[NodeEntry] = []
+    params: dict[str, Any] = {}  # node id -> its hyperparameters, for info.graph_check
     if spec.nodes is not None:
         ids = [item.id for item in spec.nodes]
         default_roles = {i: info.roles[0] for i in ids}
@@ -291,6 +292,7 @@ def _parse_nodes_and_topology(
             merged = {**spec.hyperparameters, **item.hyperparameters}
             hyper = parse_params(info.params, merged, f"nodes[{k}].hyperparameters")
             check_dimension(hyper, dim, f"nodes[{k}].hyperparameters")
+            params[ids[k]] = hyper
             entries.append(
                 NodeEntry(
                     id=ids[k],
@@ -319,6 +321,8 @@ def _parse_nodes_and_topology(
             worker = _worker_role(info, hub)
             roles = {i: (hub if i == at_hub else worker) for i in ids}
         entries = [NodeEntry(id=i, role=roles[i]) for i in ids]
+        shared = parse_params(info.params, spec.hyperparameters, "hyperparameters")
+        params = dict.fromkeys(ids, shared)
     roles = {e.id: e.role for e in entries}
     holders = [e.id for e in entries if e.role == hub] if hub is not None else []
     if info.graph == "star" and hub is not None and len(holders) != 1:
@@ -331,5 +335,5 @@ def _parse_nodes_and_topology(
     parsed = parse_topology(
         topology, [e.id for e in entries], seed=spec.seed, hub=holders[0] if holders else None
     )
-    check_topology(parsed, info, roles)
+    check_topology(parsed, info, roles, params)
     return tuple(entries), parsed

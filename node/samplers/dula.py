@@ -26,14 +26,24 @@ inside eq. 15. With δ2 = 0.6 the offset shrinks the first step by 230^0.6 ≈ 2
 0.00082/230^0.05 ≈ 6.3e-4. On [000]'s linear regression (5 nodes × 50 points, ring or full)
 that reaches W2 ≈ 0.05 to the posterior in 1000 rounds; a = 0.00082 would still be at 1.07.
 
+**Stable consensus.** Without the Langevin terms, eq. 8 is ``x ← (I − B_k L) x`` on the
+stacked iterates (L the graph Laplacian, B_k = diag(β_k of each node)), which multiplies
+each disagreement mode by ``1 − β_k λ``, λ an eigenvalue of ``B_k^{1/2} L B_k^{1/2}``: the
+nodes only draw together while ``β_k λ_max < 2``, and β_k is largest at k = 0. [000]'s
+b = 0.48 (β_0 ≈ 0.37) meets this on a ring (λ_max ≤ 4) and a full graph of 5 (λ_max = 5),
+but not on a full graph or star of 7 (λ_max = 7): there the disagreement grows by 1.55 a
+round for tens of thousands of rounds. :func:`consensus_check` refuses such a graph before
+any node starts. Links that fail only remove edges, which never raises λ_max.
+
 A neighbour whose message did not arrive this round is absent from that round's graph: its
 term leaves the consensus sum. k is the round index, so a restarted node resumes its schedule.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -44,7 +54,7 @@ from starling.node.samplers.kernels import langevin_step
 from starling.node.samplers.registry import AlgorithmInfo
 from starling.node.samplers.schedules import PolynomialDecay
 
-__all__ = ["ALGORITHMS", "DULA", "DULAParams", "DULAState"]
+__all__ = ["ALGORITHMS", "DULA", "DULAParams", "DULAState", "consensus_check"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +105,49 @@ class DULAParams:
     def beta(self) -> PolynomialDecay | None:
         return PolynomialDecay(self.b, self.k0 + 1.0, self.delta1) if self.b > 0 else None
 
+    def first_beta(self) -> float:
+        """β_0, the largest consensus step of the schedule."""
+        schedule = self.beta()
+        return schedule(0) if schedule is not None else 0.0
+
+
+def consensus_check(params: Sequence[DULAParams], laplacian: Any) -> str | None:
+    """Why eq. 8's consensus step would push the nodes apart on this graph, or None.
+
+    ``params``: every node's hyperparameters, in the order of ``laplacian``'s rows (the
+    graph's unweighted Laplacian, a scipy sparse matrix). The disagreement modes are
+    multiplied by ``1 − λ``, λ the eigenvalues of ``B^{1/2} L B^{1/2}`` with
+    ``B = diag(β_0)`` (the module docstring); one grows when the largest exceeds 2. The
+    largest absolute row sum bounds it (Gershgorin), which settles most graphs at once.
+    """
+    from scipy.sparse import diags
+
+    beta = np.array([p.first_beta() for p in params], dtype=float)
+    if not len(beta):
+        return None
+    root = diags(np.sqrt(beta))
+    scaled = (root @ laplacian @ root).tocsr()
+    if float(abs(scaled).sum(axis=1).max()) <= 2.0:
+        return None
+    top = _largest_eigenvalue(scaled)
+    if top <= 2.0 * (1.0 + 1e-9):
+        return None
+    largest_b = max(p.b for p in params)
+    return (
+        f"its consensus step ([004] eq. 8) would push the nodes apart: beta_0 * "
+        f"lambda_max(L) = {top:.3g} exceeds 2 (beta_0 = b/(k0 + 1)^delta1 = "
+        f"{float(beta.max()):.3g}, lambda_max(L) = {_largest_eigenvalue(laplacian):.3g}); "
+        f"take b below {largest_b * 2.0 / top:.3g}"
+    )
+
+
+def _largest_eigenvalue(symmetric: Any) -> float:
+    if symmetric.shape[0] <= 2000:
+        return float(np.linalg.eigvalsh(symmetric.toarray())[-1])
+    from scipy.sparse.linalg import eigsh
+
+    return float(eigsh(symmetric.astype(float), k=1, which="LA", return_eigenvectors=False)[0])
+
 
 class DULAState(NamedTuple):
     x: np.ndarray
@@ -138,5 +191,6 @@ ALGORITHMS = (
         params=DULAParams,
         programs={"peer": DULA},
         batching=True,
+        graph_check=consensus_check,
     ),
 )

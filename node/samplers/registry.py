@@ -10,7 +10,11 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 __all__ = ["GRAPHS", "AlgorithmInfo", "discover"]
 
@@ -36,6 +40,10 @@ class AlgorithmInfo:
     batching: bool = False
     """True: the gradient may be a mini-batch estimate, of ``params.batch_size`` rows
     (0: the full local data); the node builds its potential with that batch size."""
+    graph_check: Callable[[Sequence[Any], np.ndarray], str | None] | None = None
+    """Given every node's hyperparameters (in node order) and one graph's unweighted
+    Laplacian (rows in the same order), why the algorithm cannot run on that graph, or
+    None; the orchestrator refuses such a graph before any node starts."""
 
     def __post_init__(self) -> None:
         if self.graph not in GRAPHS:

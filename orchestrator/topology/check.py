@@ -21,11 +21,28 @@ def hub_role(info: Any) -> str | None:
     return info.hub_role
 
 
-def check_topology(topology: Topology, info: Any, roles: Mapping[str, str]) -> None:
-    """Raise a ConfigError naming ``topology`` if the graphs do not suit ``info.graph``.
+def check_topology(
+    topology: Topology,
+    info: Any,
+    roles: Mapping[str, str],
+    params: Mapping[str, Any] | None = None,
+) -> None:
+    """Raise a ConfigError naming ``topology`` if the graphs do not suit ``info.graph``,
+    or (given ``params``, node id -> its parsed hyperparameters) ``info.graph_check``.
 
     ``roles`` maps node id to role (a star's hub is the node holding the hub role).
     """
+    _check_graphs(topology, info, roles)
+    if info.graph_check is None or params is None:
+        return
+    for k, graph in enumerate(topology.graphs):
+        reason = info.graph_check([params[n] for n in graph.nodes], graph.laplacian())
+        if reason is not None:
+            where = f"topology.schedule[{k}]" if topology.time_varying else "topology"
+            raise ConfigError(f"{where}: {info.name}: {reason}")
+
+
+def _check_graphs(topology: Topology, info: Any, roles: Mapping[str, str]) -> None:
     need = info.graph
     if need == "none":
         return

@@ -10,6 +10,9 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
+
+import numpy as np
 
 __all__ = ["Graph"]
 
@@ -84,6 +87,21 @@ class Graph:
         if missing:
             return f"{root} unreachable from nodes {_names(missing)}"
         return None
+
+    def laplacian(self) -> Any:
+        """The unweighted Laplacian ``D − A`` (row i: i's in-peers), rows and columns in
+        node order, as a scipy sparse matrix (a graph may have thousands of nodes)."""
+        from scipy.sparse import csr_matrix
+
+        order = {n: k for k, n in enumerate(self.nodes)}
+        n = len(self.nodes)
+        rows = [order[b] for _, b in self.edges]
+        cols = [order[a] for a, _ in self.edges]
+        adjacency = csr_matrix(([1.0] * len(rows), (rows, cols)), shape=(n, n))
+        degree = csr_matrix(
+            (np.asarray(adjacency.sum(axis=1)).ravel(), (range(n), range(n))), shape=(n, n)
+        )
+        return degree - adjacency
 
     @staticmethod
     def union(graphs: Sequence[Graph]) -> Graph:

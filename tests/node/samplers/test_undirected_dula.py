@@ -20,10 +20,14 @@ import math
 import numpy as np
 import pytest
 
+from starling.node.engine import simulate
 from starling.node.params import ConfigError, parse_params
-from starling.node.samplers.dula import DULAParams
+from starling.node.samplers.dula import DULAParams, consensus_check
 from starling.node.samplers.schedules import Constant, PolynomialDecay
+from starling.orchestrator.experiment import parse_experiment
 from starling.orchestrator.metrics import empirical_w2
+from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.topology.builders import ring, star
 from tests.node.samplers.linear_gaussian import (
     network_from_specs,
     run_linear_regression,
@@ -183,3 +187,71 @@ def test_decaying_steps_follow_the_exact_law_and_remove_the_constant_step_bias()
     ]
     assert max(w2_decaying) < 0.15
     assert min(w2_constant) > 3 * max(w2_decaying)
+
+
+# --- the consensus step's stability -------------------------------------------------------
+
+
+def _dula(topology, **changes):
+    raw = {
+        "name": "dula-graph",
+        "algorithm": "d-ula",
+        "model": {"name": "linear_regression", "params": {"dim": 2}},
+        "data": {"source": "synthetic", "size": 20, "seed": 1},
+        "topology": topology,
+        "rounds": 30,
+        "chains": 5,
+        "seed": 3,
+        **changes,
+    }
+    return parse_experiment(raw)
+
+
+@pytest.mark.parametrize("kind", ["full", "star"])
+def test_a_graph_on_which_the_consensus_step_grows_is_refused(kind):
+    """With the defaults (b = 0.48, k0 = 229, δ1 = 0.05: β_0 = 0.366) a full graph or a
+    star of 7 nodes has λ_max(L) = 7, so eq. 8 multiplies the nodes' disagreement by
+    |1 − 0.366 · 7| = 1.56 a round: these ran to 'complete' with W2 ≈ 1e6 after 30 rounds
+    (and diverged after ~950). Refused now, naming the bound on b; b just under it runs."""
+    with pytest.raises(ConfigError) as error:
+        _dula({"kind": kind, "nodes": 7})
+    message = str(error.value)
+    assert message.startswith("topology: d-ula: its consensus step ([004] eq. 8) would push"), (
+        message
+    )
+    assert "beta_0 * lambda_max(L) = 2.56 exceeds 2" in message
+    assert "lambda_max(L) = 7)" in message and "take b below 0.375" in message
+    stable = _dula({"kind": kind, "nodes": 7}, hyperparameters={"b": 0.37})
+    samples = simulate(node_specs(stable))
+    spread = max(float(np.abs(s).max()) for s in samples.values())
+    assert spread < 10.0, spread  # the posterior sd is ~0.6: nothing blew up
+
+
+def test_graphs_the_papers_use_and_per_node_steps_are_checked_as_the_matrix_b_l():
+    """Ring (λ_max ≤ 4) and a full graph of 5 (λ_max = 5) pass at the defaults, as in
+    [000] §6.2; with per-node b the check is on the largest eigenvalue of B^½ L B^½,
+    so one node's large b on a ring is refused, and the same b on a leaf is not enough
+    to be refused when its neighbours' are small."""
+    _dula({"kind": "ring", "nodes": 7})
+    _dula({"kind": "full", "nodes": 5})
+    ring = [{"id": str(k)} for k in range(5)]
+    ring[0]["hyperparameters"] = {"b": 2.0}  # β_0 = 1.52 at node 0, 0.366 elsewhere
+    with pytest.raises(ConfigError, match=r"^topology: d-ula: its consensus step"):
+        _dula({"kind": "ring"}, nodes=ring)
+    path = [{"id": str(k)} for k in range(5)]
+    path[0]["hyperparameters"] = {"b": 1.0}  # the leaf of a path: one neighbour
+    _dula({"kind": "path"}, nodes=path)
+    schedule = [{"kind": "ring"}, {"kind": "full"}]
+    with pytest.raises(ConfigError, match=r"^topology\.schedule\[1\]: d-ula: its consensus"):
+        _dula({"nodes": 7, "schedule": schedule})
+
+
+def test_consensus_check_matches_the_eigenvalues_on_a_large_graph():
+    """Above 2000 nodes the largest eigenvalue comes from a sparse solver; a star of 2500
+    has λ_max(L) = 2500 exactly, and a ring's Gershgorin bound 4 settles it at once."""
+    params = DULAParams(b=0.48)
+    nodes = tuple(str(k) for k in range(2500))
+    star_graph = star(nodes)
+    reason = consensus_check([params] * len(nodes), star_graph.laplacian())
+    assert reason is not None and "lambda_max(L) = 2.5e+03" in reason, reason
+    assert consensus_check([params] * len(nodes), ring(nodes).laplacian()) is None
