@@ -43,7 +43,14 @@ from starling.node.params import ConfigError
 from starling.orchestrator.experiment import Experiment, parse_experiment
 from starling.orchestrator.progress import Progress
 from starling.orchestrator.schema import Name, validate
-from starling.orchestrator.study_figures import Curve, headline, read_curves, run_row, summarise
+from starling.orchestrator.study_figures import (
+    Curve,
+    headline,
+    read_curves,
+    reserved_column,
+    run_row,
+    summarise,
+)
 from starling.orchestrator.study_report import plot_against_x, plot_curves, slug, write_tables
 from starling.orchestrator.validation import STRICT, Float, Str
 
@@ -55,6 +62,18 @@ SUMMARIES = ("average", "agent")
 def _summary(value: Any) -> str:
     if value not in SUMMARIES:
         raise ValueError(f"expected one of {', '.join(SUMMARIES)}, got {value!r}")
+    return value
+
+
+def _figure_names(value: dict[str, str]) -> dict[str, str]:
+    """A figure may not take a column the study already writes: it would show twice, or not
+    at all, in the tables (:func:`~starling.orchestrator.study_figures.reserved_column`)."""
+    for name in value:
+        if reserved_column(name):
+            raise ValueError(
+                f"{name!r} is a column every study writes already (W2, consensus, "
+                "first_below, w2_*_at_k, the run's labels); give this figure another name"
+            )
     return value
 
 
@@ -88,7 +107,7 @@ class StudyFile(BaseModel):
     vary_data: bool = False
     threshold: Annotated[Float, Field(gt=0)] | None = None
     report_at: list[Annotated[int, Field(ge=1, strict=True)]] = Field(default_factory=list)
-    figures: dict[str, Str] = Field(default_factory=dict)
+    figures: Annotated[dict[str, Str], AfterValidator(_figure_names)] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -31,10 +31,26 @@ if TYPE_CHECKING:
     from starling.orchestrator.experiment import Experiment
     from starling.orchestrator.study import Study
 
-__all__ = ["Curve", "figure_keys", "headline", "read_curves", "run_row", "summarise"]
+__all__ = [
+    "Curve",
+    "figure_keys",
+    "headline",
+    "read_curves",
+    "reserved_column",
+    "run_row",
+    "summarise",
+]
 
 BASE_KEYS = ("w2_average", "w2_agent", "w2_node_mean", "consensus_error", "lost_fraction")
 FIRST_BELOW = "first_below"
+_LABELS = ("cell", "variant", "seed_index", "seed", "algorithm", "diverged", "seconds")
+"""The other columns of ``seeds.csv`` (:func:`run_row`) and the summary's."""
+
+
+def reserved_column(name: str) -> bool:
+    """Whether ``name`` is a column a study writes whatever its ``figures``."""
+    at = name.startswith(("w2_agent_at_", "w2_average_at_")) and name.rsplit("_", 1)[1].isdigit()
+    return name in (*BASE_KEYS, FIRST_BELOW, *_LABELS) or at
 
 
 @dataclass(frozen=True)

@@ -50,3 +50,19 @@ def test_the_pivot_shows_the_chosen_w2(tmp_path, summary):
 def test_an_unknown_summary_is_named():
     with pytest.raises(ConfigError, match="summary: expected one of average, agent"):
         load_study(_raw("median"))
+
+
+@pytest.mark.parametrize("name", ["w2_node_mean", "first_below", "w2_agent_at_10", "seed"])
+def test_a_figure_may_not_take_a_column_the_study_writes(name):
+    """Such a figure showed twice in the tables, or not at all: it is refused, named."""
+    raw = {**_raw(None), "figures": {name: "w2.node_mean"}}
+    with pytest.raises(ConfigError, match=rf"figures: '{name}' is a column every study writes"):
+        load_study(raw)
+
+
+def test_a_figure_of_its_own_name_is_tabulated(tmp_path):
+    raw = {**_raw(None), "cells": [{"label": "all"}], "figures": {"spread": "w2.node_mean"}}
+    run_study(load_study(raw), tmp_path, "simulate", say=lambda _m: None)
+    with open(tmp_path / "seeds.csv") as handle:
+        row = next(csv.DictReader(handle))
+    assert row["spread"] == row["w2_node_mean"] != ""
