@@ -3,6 +3,15 @@
 A node's counters start from zero in every process; a kill or crash would lose them. The
 run keeps the last status of the current process and *carries* those of earlier ones:
 counts add, the last error and the largest staleness are kept.
+
+Each message is counted once. A process counts a message received when it is filed for
+its round, and it may be filed for a round the process never runs: a killed node's
+neighbours, told not to wait for it, run ahead and send it their messages for its restart
+round. Those die with the process; its successor resumes before that round, the senders'
+links send them again (marked resent) and it counts them then. So a dead process's books
+are carried *without* what it held pending (``pending_received``, ``pending_withheld``,
+``pending_bytes`` of its last status): else the account showed such a link delivering one
+message more than was sent.
 """
 
 from __future__ import annotations
@@ -14,14 +23,25 @@ from starling.orchestrator.client import NodeStatus
 __all__ = ["add_books", "summed_books"]
 
 
-def add_books(total: dict, status: NodeStatus) -> None:
+_PENDING = {"received": "pending_received", "withheld": "pending_withheld",
+            "bytes": "pending_bytes"}  # fmt: skip
+"""Counter -> the part of it a process held pending (lost if the process dies)."""
+
+
+def add_books(total: dict, status: NodeStatus, died: bool = False) -> None:
     """Add a status's outbound/inbound counters into ``total`` (counts add, the last error
-    and the largest staleness are kept)."""
+    and the largest staleness are kept). ``died``: the status is a dead process's last,
+    carried without what it held pending (module docstring)."""
     for direction in ("outbound", "inbound"):
         book = total.setdefault(direction, {})
         for peer, stats in getattr(status, direction).items():
             mine = book.setdefault(peer, {})
-            for key, value in dataclasses.asdict(stats).items():
+            counts = dataclasses.asdict(stats)
+            if died:
+                for key, pending in _PENDING.items():
+                    counts[key] -= counts[pending]
+                    counts[pending] = 0
+            for key, value in counts.items():
                 if key == "last_error":
                     mine[key] = value or mine.get(key, "")
                 elif key == "max_staleness":

@@ -157,10 +157,11 @@ class Supervisor:
                 self.account.node(node, "down", f"went down unasked ({how})")
 
     def _fold(self, node: str) -> None:
-        """Carry the last status's counters over: the next process starts from zero."""
+        """Carry the last status's counters over, less what the process held pending
+        (:mod:`starling.orchestrator.counters`): the next process starts from zero."""
         state = self.nodes[node]
         if state.last is not None:
-            add_books(state.carried, state.last)
+            add_books(state.carried, state.last, died=True)
             state.last = None
 
     def _reconfigure(self, node: str) -> None:

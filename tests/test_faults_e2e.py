@@ -270,3 +270,36 @@ def test_a_node_killed_before_round_0_is_listed_with_no_sample(tmp_path, starlin
     report = run_cli("report", str(tmp_path / "run"), env_home=starling_home, timeout=120)
     assert report.returncode == 0, report.stderr[-2000:]
     assert (tmp_path / "run" / "report.html").is_file()
+
+
+def test_a_restart_counts_each_message_once_on_every_link(tmp_path, starling_home):
+    """Node 2 is held before round 20 and killed there, restarted at round 23. Its
+    neighbours, told by the schedule not to wait for it, reach round 23 and send it their
+    round-23 message before the kill: the killed process counted it received, and the
+    restarted one, resuming at round 20, counted it again when the link resent it - so the
+    account showed 1→2 and 3→2 delivering one message more than was sent. What a process
+    held for rounds it never ran dies with it; the next one counts it when it comes."""
+    rounds = 40
+    path, _ = _experiment(
+        tmp_path, "restart-counts",
+        algorithm="d-sgld", hyperparameters={"eta": 0.009},
+        topology={"kind": "ring", "nodes": 4}, rounds=rounds, chains=2,
+        round_deadline=5.0, link_delay="20ms",
+        faults=[{"node": "2", "kill_at_round": 20, "restart_after_rounds": 3}],
+    )  # fmt: skip
+    metrics, _ = _run(path, tmp_path / "run", starling_home)
+    assert [e["event"] for e in metrics["faults"]["nodes"] if e["node"] == "2"][:3] == [
+        "killed", "restarted", "resumed"
+    ]  # fmt: skip
+    links = metrics["links"]
+    for key, c in links.items():
+        assert c["delivered"] <= c["sent"], (key, c)
+        # Nothing is lost but the schedule's withheld rounds 20..22 into and out of node 2.
+        assert c["delivered"] + c["late"] == c["sent"], (key, c)
+    for key in ("1->2", "3->2", "2->1", "2->3"):
+        assert links[key]["sent"] == rounds - 3 and links[key]["withheld"] == 3, links[key]
+    # Each node's own books agree: node 2 received each neighbour's message, and notice, once.
+    inbound = metrics["link_stats"]["2"]["inbound"]
+    for peer in ("1", "3"):
+        assert inbound[peer]["received"] == rounds - 3, inbound[peer]
+        assert inbound[peer]["withheld"] == 3, inbound[peer]

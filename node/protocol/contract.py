@@ -55,6 +55,13 @@ class LinkCounters:
     bytes: int = 0
     """Tensor payload bytes: outbound, handed to the stream (resends included); inbound,
     of the messages accepted (received or late)."""
+    pending_received: int = 0
+    """Inbound, synchronous programs: of ``received``, the messages still waiting for a
+    round not run yet (they die with the process; see :mod:`starling.orchestrator.counters`)."""
+    pending_withheld: int = 0
+    """Likewise of ``withheld``: notices still waiting for their round."""
+    pending_bytes: int = 0
+    """Likewise of ``bytes``: the payload of the messages in ``pending_received``."""
 
     def copy(self) -> LinkCounters:
         return LinkCounters(**asdict(self))

@@ -88,7 +88,8 @@ class Inbox:
         """File an arrival: ``"received"``, ``"withheld"``, ``"late"`` or ``"duplicate"``;
         ``"stale resend"`` for a resent one that is already here or past (not an error:
         the link could not know it had arrived); ``"overflow"`` for one refused because
-        its sender has too much waiting already (module docstring)."""
+        its sender has too much waiting already (module docstring). The first three are
+        counted on the sender's inbound link here; the caller counts refusals."""
         key = (round_index, phase)
         with self._cond:
             if resent and (
@@ -102,17 +103,19 @@ class Inbox:
                 if latest is None or latest.round <= round_index:
                     self._latest[sender] = item
             self._last_seen[sender] = max(self._last_seen.get(sender, key), key)
+            size = item.nbytes if isinstance(item, Message) else 0
             if not self._synchronous:
                 outcome = "withheld" if item is WITHHELD else "received"
+                self._stats.add(sender, outcome, nbytes=size)
             elif key <= self._closed:
                 # A notice carries nothing, so it is never late data: a receiver that knew
                 # from the schedule not to wait has closed the round before it came.
                 outcome = "withheld" if item is WITHHELD else "late"
+                self._stats.add(sender, outcome, nbytes=size)
             else:
                 box = self._pending.setdefault(key, {})
                 if sender in box:
                     return "duplicate"
-                size = item.nbytes if isinstance(item, Message) else 0
                 load = self._load.setdefault(sender, [0, 0])
                 if load[0] and (load[0] >= PENDING_MESSAGES or load[1] + size > PENDING_BYTES):
                     if not box:
@@ -122,16 +125,22 @@ class Inbox:
                 load[1] += size
                 box[sender] = item
                 outcome = "withheld" if item is WITHHELD else "received"
+                # Counted, and pending until its round closes, under this lock: a status
+                # never shows a filed message uncounted or a closed one still pending.
+                self._stats.file(sender, outcome, size)
             if self._awaited is None or not self._missing(*self._awaited):
                 self._cond.notify_all()
         return outcome
 
     def _unload(self, box: dict[str, Message | _Withheld]) -> None:
-        """Take a closed (round, phase)'s messages off their senders' loads (lock held)."""
+        """Take a closed (round, phase)'s messages off their senders' loads and out of
+        their pending counts (lock held)."""
         for sender, item in box.items():
+            size = item.nbytes if isinstance(item, Message) else 0
             load = self._load[sender]
             load[0] -= 1
-            load[1] -= item.nbytes if isinstance(item, Message) else 0
+            load[1] -= size
+            self._stats.settle(sender, "withheld" if item is WITHHELD else "received", size)
 
     def _missing(self, key: Key, expected: tuple[str, ...]) -> list[str]:
         """The expected senders that have not answered for ``key`` (lock held)."""

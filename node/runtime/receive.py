@@ -68,5 +68,4 @@ def file_iterate(
             + _REFUSALS[outcome],
         )  # fmt: skip
         return "rejected"
-    run.inbound.add(sender, outcome, nbytes=0 if message is None else message.nbytes)
-    return outcome
+    return outcome  # counted by the inbox, with what is pending (Inbox.deliver)

@@ -33,6 +33,26 @@ class StatsBook:
                 counters.last_error = error
             return value
 
+    def file(self, peer: str, outcome: str, nbytes: int = 0) -> None:
+        """A message (``received``) or notice (``withheld``) filed for a round not run
+        yet: counted, and counted as pending until :meth:`settle` - in one step, so a
+        snapshot never shows one without the other."""
+        with self._lock:
+            counters = self._entry(peer)
+            setattr(counters, outcome, getattr(counters, outcome) + 1)
+            pending = f"pending_{outcome}"
+            setattr(counters, pending, getattr(counters, pending) + 1)
+            counters.bytes += nbytes
+            counters.pending_bytes += nbytes
+
+    def settle(self, peer: str, outcome: str, nbytes: int = 0) -> None:
+        """A filed message's round was run (or closed): no longer pending."""
+        with self._lock:
+            counters = self._entry(peer)
+            pending = f"pending_{outcome}"
+            setattr(counters, pending, getattr(counters, pending) - 1)
+            counters.pending_bytes -= nbytes
+
     def note_staleness(self, peer: str, staleness: int) -> None:
         with self._lock:
             counters = self._entry(peer)
