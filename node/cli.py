@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from starling.node.logs import FORMATS, redact, set_context
 from starling.node.logs import setup as setup_logs
 from starling.node.params import ConfigError
-from starling.node.security import is_loopback, others_can_read, read_token
+from starling.node.security import ORCHESTRATOR_ID, is_loopback, others_can_read, read_token
 
 if TYPE_CHECKING:
     from starling.node.config import NodeSettings
@@ -175,6 +175,9 @@ def _settings(args: argparse.Namespace) -> NodeSettings:
             missing = next(k for k, v in given.items() if not v)
             raise ConfigError(f"--tls-{missing}: required with the other --tls-* flags")
         settings = replace(settings, tls=tls_files(given, "--tls"))
+    if settings.id == ORCHESTRATOR_ID:
+        raise ConfigError(f"id: {ORCHESTRATOR_ID!r} is the orchestrator's identity; no node "
+                          "may take it")  # fmt: skip
     if settings.log_level not in LOG_LEVELS:
         raise ConfigError(f"log_level: expected one of {', '.join(LOG_LEVELS)}")
     if settings.log_format not in FORMATS:

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError
 
 from starling.node.params import number_hint
+from starling.node.security import ORCHESTRATOR_ID
 from starling.node.shown import shown
 from starling.node.spec import MAX_SECONDS
 from starling.orchestrator.backends import backend_kinds
@@ -78,7 +79,21 @@ def name_from(text: str) -> str:
     return cleaned or "experiment"
 
 
-NodeId = Annotated[str, BeforeValidator(_node_id), Field(strict=True), AfterValidator(plain_name)]
+def _not_the_orchestrator(value: str) -> str:
+    # With TLS the orchestrator is whoever's certificate names it (node/security.py): a node
+    # of that name would hold a certificate that calls Control on every node.
+    if value == ORCHESTRATOR_ID:
+        raise ValueError(f"{value!r} is the orchestrator's identity; no node may take it")
+    return value
+
+
+NodeId = Annotated[
+    str,
+    BeforeValidator(_node_id),
+    Field(strict=True),
+    AfterValidator(plain_name),
+    AfterValidator(_not_the_orchestrator),
+]
 Name = Annotated[str, Field(strict=True), AfterValidator(plain_name)]
 Count = Annotated[Int, Field(ge=1)]
 Natural = Annotated[Int, Field(ge=0)]

@@ -17,7 +17,7 @@ from starling.node.protocol import convert
 from starling.node.protocol.starling.v1 import peer_pb2
 from starling.node.runtime.archive import MAX_NAME_LENGTH, safe_name
 from starling.node.samplers.base import NodeProgram
-from starling.node.security import check_data_path
+from starling.node.security import ORCHESTRATOR_ID, check_data_path
 from starling.node.spec import MAX_SECONDS, DataSpec, NodeSpec
 
 __all__ = ["Rejected", "admit_spec", "check_iterate", "check_spec"]
@@ -52,6 +52,15 @@ def check_spec(spec: NodeSpec) -> None:
                 f"{name}: too long for a file name ({length} characters once quoted, "
                 f"at most {MAX_NAME_LENGTH})"
             )
+    # With TLS the orchestrator is whoever's certificate names it: a node of that name
+    # would hold a certificate that calls Control on every node.
+    if ORCHESTRATOR_ID in {
+        spec.node_id,
+        *spec.peers,
+        *(p for h in spec.schedule for p in h.in_peers),
+    }:
+        raise ConfigError(f"node ids: {ORCHESTRATOR_ID!r} is the orchestrator's identity; "
+                          "no node may take it")  # fmt: skip
     _positive_int(spec.node_index, "node_index", 0)
     _positive_int(spec.rounds, "rounds")
     _positive_int(spec.chains, "chains")

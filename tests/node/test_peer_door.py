@@ -104,6 +104,25 @@ def test_mixing_weights_that_cannot_be_a_stochastic_row_are_refused(weights, rea
         build(dataclasses.replace(spec, schedule=(hood,)))
 
 
+def test_no_node_of_a_spec_may_take_the_orchestrators_identity():
+    """An orchestrator that does not check (another implementation, an old version) cannot
+    make a node serve as, or admit Peer streams from, the orchestrator's identity."""
+    spec = _spec()
+    renamed = {"1": "orchestrator"}
+    schedule = tuple(
+        dataclasses.replace(h, in_peers=tuple(renamed.get(p, p) for p in h.in_peers))
+        for h in spec.schedule
+    )
+    for bad in (
+        dataclasses.replace(spec, node_id="orchestrator"),
+        dataclasses.replace(spec, schedule=schedule),
+        dataclasses.replace(spec, peers={**spec.peers, "orchestrator": "127.0.0.1:9"}),
+    ):
+        with pytest.raises(ConfigError, match=r"^node ids: 'orchestrator' is the orchestrator's"):
+            check_spec(bad)
+    check_spec(spec)
+
+
 def test_a_round_deadline_beyond_what_clocks_hold_is_refused_on_both_sides():
     spec = _spec()
     check_spec(dataclasses.replace(spec, round_deadline=MAX_SECONDS))

@@ -60,6 +60,12 @@ def _assert_one_clear_line(result, *needles):
             {"nodes": [{"id": ""}, {"id": "b"}, {"id": "c"}], "topology": {"kind": "ring"}},
             ["nodes[0].id", "expected a name"],
         ),
+        # The orchestrator's identity: a node of that name would have a certificate that
+        # calls Control on every node.
+        (
+            {"nodes": [{"id": "orchestrator"}, {"id": "b"}], "topology": {"kind": "ring"}},
+            ["nodes[0].id", "'orchestrator' is the orchestrator's identity"],
+        ),
         ({"round_deadline": 1e10}, ["round_deadline", "up to 1e+06"]),
         # YAML 1.1 reads 1e-3 (no dot) as text: the error says why.
         ({"hyperparameters": {"rho": "1e-3"}}, ["hyperparameters.rho", "write it with a dot"]),
