@@ -67,14 +67,17 @@ def init_certs(
         raise ConfigError(f"--nodes: {ORCHESTRATOR_ID!r} is the orchestrator's identity")
     hosts = dict(hosts or {})
     identities = {*nodes, ORCHESTRATOR_ID}
-    for who, names in hosts.items():
+    for who in hosts:
         if who not in identities:
             raise ConfigError(f"--host: {who!r} is not one of --nodes (or orchestrator)")
-        for name in names:
+    for who in [*nodes, ORCHESTRATOR_ID]:  # a name in two certificates: both can take it
+        for name in hosts.get(who, DEFAULT_HOSTS):
             if name in identities and name != who:
+                given = f"--host {who}={name}" if who in hosts else "--nodes"
+                default = "" if who in hosts else " (every certificate names it unless --host)"
                 raise ConfigError(
-                    f"--host {who}={name}: {name!r} is an identity; {who}'s certificate "
-                    f"would let it speak as {name}"
+                    f"{given}: {name!r} is an identity{default}; {who}'s certificate would "
+                    f"let it speak as {name}"
                 )
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)

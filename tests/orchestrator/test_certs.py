@@ -30,6 +30,18 @@ def test_a_host_name_that_is_an_identity_is_refused(tmp_path, host, who):
     init_certs(tmp_path, ["a", "b"], certs_module._hosts(["a=node-a", "a=a"]))
 
 
+def test_a_node_named_like_a_default_host_is_refused(tmp_path):
+    """Every certificate names localhost unless --host replaces it: any party could open
+    Peer streams as a node called localhost."""
+    with pytest.raises(ConfigError) as refused:
+        init_certs(tmp_path, ["localhost", "b"])
+    assert str(refused.value).startswith(
+        "--nodes: 'localhost' is an identity (every certificate names it unless --host); "
+    )
+    everyone = {who: ["127.0.0.1", f"{who}.lab"] for who in ("localhost", "b", "orchestrator")}
+    init_certs(tmp_path, ["localhost", "b"], everyone)
+
+
 def test_keys_are_created_private_never_made_private_after(tmp_path, monkeypatch):
     """A key written with the umask's mode and chmod-ed after could be read in between."""
     opened: list[str] = []
