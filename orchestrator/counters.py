@@ -4,14 +4,15 @@ A node's counters start from zero in every process; a kill or crash would lose t
 run keeps the last status of the current process and *carries* those of earlier ones:
 counts add, the last error and the largest staleness are kept.
 
-Each message is counted once. A process counts a message received when it is filed for
-its round, and it may be filed for a round the process never runs: a killed node's
-neighbours, told not to wait for it, run ahead and send it their messages for its restart
-round. Those die with the process; its successor resumes before that round, the senders'
-links send them again (marked resent) and it counts them then. So a dead process's books
-are carried *without* what it held pending (``pending_received``, ``pending_withheld``,
-``pending_bytes`` of its last status): else the account showed such a link delivering one
-message more than was sent.
+Each message is counted once. A process counts a message received when it arrives, and
+it may arrive for a round the process never runs: a killed node's neighbours, told not to
+wait for it, run ahead and send it their messages for its restart round. Those die with
+the process; its successor resumes before that round, the senders' links send them again
+(marked resent) and it counts them then. So a dead process's books are carried *without*
+what it held pending (``pending_received``, ``pending_withheld``, ``pending_bytes`` of its
+last status): else the account showed such a link delivering one message more than was
+sent. A resent message for a round before the successor's first it does not count: the
+process before it did (:class:`starling.node.runtime.inbox.Inbox`).
 """
 
 from __future__ import annotations

@@ -303,3 +303,27 @@ def test_a_restart_counts_each_message_once_on_every_link(tmp_path, starling_hom
     for peer in ("1", "3"):
         assert inbound[peer]["received"] == rounds - 3, inbound[peer]
         assert inbound[peer]["withheld"] == 3, inbound[peer]
+
+
+def test_a_restart_counts_each_message_once_for_an_asynchronous_sampler(tmp_path, starling_home):
+    """EC-SGHMC (asynchronous) on a star, worker 2 killed at round 20 and restarted at 23:
+    the restarted process counted every message the centre's link resent - the last
+    deadline's worth, 20 rounds here - a second time (0→2 delivered 77 of 57 sent).
+    A resend for a round before the process's first is its predecessor's, counted there."""
+    rounds = 60
+    raw = yaml.safe_load((Path(__file__).parent.parent / "examples" / "ec-sghmc-gaussian.yaml")
+                         .read_text())  # fmt: skip
+    raw.pop("evaluation", None)
+    path, _ = _experiment(
+        tmp_path, "restart-counts-async",
+        **{k: raw[k] for k in ("algorithm", "hyperparameters", "model", "data", "topology")},
+        rounds=rounds, chains=2, round_deadline=5.0, link_delay="20ms",
+        faults=[{"node": "2", "kill_at_round": 20, "restart_after_rounds": 3}],
+    )  # fmt: skip
+    metrics, _ = _run(path, tmp_path / "run", starling_home)
+    assert "resumed" in [e["event"] for e in metrics["faults"]["nodes"] if e["node"] == "2"]
+    for key, c in metrics["links"].items():
+        assert c["delivered"] + c["late"] == c["sent"], (key, c)
+    assert metrics["links"]["0->2"]["sent"] == rounds - 3
+    inbound = metrics["link_stats"]["2"]["inbound"]["0"]
+    assert (inbound["received"], inbound["withheld"]) == (rounds - 3, 3), inbound

@@ -56,8 +56,8 @@ class LinkCounters:
     """Tensor payload bytes: outbound, handed to the stream (resends included); inbound,
     of the messages accepted (received or late)."""
     pending_received: int = 0
-    """Inbound, synchronous programs: of ``received``, the messages still waiting for a
-    round not run yet (they die with the process; see :mod:`starling.orchestrator.counters`)."""
+    """Inbound: of ``received``, the messages for a round not run yet (they die with the
+    process; see :mod:`starling.orchestrator.counters`)."""
     pending_withheld: int = 0
     """Likewise of ``withheld``: notices still waiting for their round."""
     pending_bytes: int = 0

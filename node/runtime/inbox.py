@@ -22,6 +22,14 @@ What one sender may have waiting for rounds the loop has not reached is bounded
 resend): past it a message is refused (``"overflow"``), so a peer racing ahead, or one
 flooding valid messages for future rounds, cannot fill the receiver's memory.
 
+Counting, on the sender's inbound link (:meth:`Inbox.deliver`): a message or notice for a
+round the node has not run yet is also *pending* until it has (``pending_received``,
+``pending_withheld``, ``pending_bytes``), counted and settled under the inbox's lock. A
+process that dies loses what is pending, and the orchestrator carries its books without it
+(:mod:`starling.orchestrator.counters`); a resent message for a round before the process's
+first (its predecessor's, which counted it) is used but not counted again. Each message
+is thus counted once across a node's restarts.
+
 A sender the orchestrator declared down (:meth:`Inbox.set_down`: crashed for good, stopped,
 unreachable past its grace period) is not waited for by either kind of gather, at once —
 a waiting gather wakes up — until it is marked up again; what it did deliver is still used.
@@ -29,6 +37,7 @@ a waiting gather wakes up — until it is marked up again; what it did deliver i
 
 from __future__ import annotations
 
+import heapq
 import threading
 import time
 from collections.abc import Iterable
@@ -76,6 +85,11 @@ class Inbox:
         self._awaited: tuple[Key, tuple[str, ...]] | None = None
         # Per sender: messages and payload bytes in _pending.
         self._load: dict[str, list[int]] = {}
+        # Asynchronous programs: where this process started (a resume round), and what it
+        # counted for rounds it has not gathered yet: (round, sender, outcome, bytes).
+        self._first_round = next_round
+        self._gathered = next_round - 1  # the last round gathered for
+        self._ahead: list[tuple[int, str, str, int]] = []
 
     def deliver(
         self,
@@ -106,7 +120,15 @@ class Inbox:
             size = item.nbytes if isinstance(item, Message) else 0
             if not self._synchronous:
                 outcome = "withheld" if item is WITHHELD else "received"
-                self._stats.add(sender, outcome, nbytes=size)
+                if resent and round_index < self._first_round:
+                    # Sent to the process this one resumes from, for a round it ran: that
+                    # process counted it (it may still be the latest this one has).
+                    outcome = "stale resend"
+                elif round_index <= self._gathered:  # for a round already run: settled
+                    self._stats.add(sender, outcome, nbytes=size)
+                else:  # pending until a gather of its round (see _settle_ahead)
+                    self._stats.file(sender, outcome, size)
+                    heapq.heappush(self._ahead, (round_index, sender, outcome, size))
             elif key <= self._closed:
                 # A notice carries nothing, so it is never late data: a receiver that knew
                 # from the schedule not to wait has closed the round before it came.
@@ -177,9 +199,19 @@ class Inbox:
         """For asynchronous programs: the latest message of each expected sender, if any."""
         with self._cond:
             out = {s: self._latest[s] for s in expected if s in self._latest}
+            self._settle_ahead(round_index)
         for sender, message in out.items():
             self._stats.note_staleness(sender, max(round_index - message.round, 0))
         return out
+
+    def _settle_ahead(self, round_index: int) -> None:
+        """Asynchronous programs, gathering for ``round_index``: what was counted for it and
+        earlier rounds is no longer pending (lock held). What a process that dies still
+        holds pending, its successor counts when it is resent."""
+        self._gathered = max(self._gathered, round_index)
+        while self._ahead and self._ahead[0][0] <= round_index:
+            _, sender, outcome, size = heapq.heappop(self._ahead)
+            self._stats.settle(sender, outcome, size)
 
     def wait_latest(
         self, expected: Iterable[str], round_index: int, max_staleness: int, deadline: float
