@@ -137,6 +137,6 @@ def account_divergence(metrics: dict, account: Account) -> None:
     """A line per diverged node: which, from which round, and what its values did."""
     for node, first in (metrics.get("diverged") or {}).items():
         account.plain(
-            f"node {node}: diverged at round {first}: its samples left the floats "
-            "(not finite, or beyond 1e150)"
+            f"node {node}: diverged at round {first}: its samples ran away (not finite, beyond "
+            "1e150, or beyond 1e6 times the exact posterior's scale where it is known)"
         )

@@ -19,9 +19,14 @@ left out). Any other source (data the nodes bring themselves) has no
 ground truth here.
 
 A sampler can diverge (plain push-sum losing its mass on lossy links, ADMM duals blowing
-up): a node whose samples leave the floats is listed under ``diverged`` with the first
-round that did, and every figure that would need those samples is ``None`` rather than a
-NaN or an overflow.
+up, a step too large for the potential's curvature): a node whose samples leave the floats
+(not finite, or beyond 1e150) is listed under ``diverged`` with the first round that did,
+and every figure that would need those samples is ``None`` rather than a NaN or an
+overflow. Where the exact posterior is known, a sample farther from the origin than
+:data:`ESCAPE` times the posterior's own scale (its largest |mean| plus its largest std,
+plus 1 for the N(0, I) start) counts as diverged too: no chain started there gets that far
+while sampling the posterior, however slowly it mixes, so the run is reported ``diverged``
+(exit 3) instead of ``complete`` with a W2 of 1e80.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from starling.orchestrator.w2_scores import w2_scores
 __all__ = [
     "Evaluation",
     "consensus_error",
+    "divergence_bound",
     "diverged_rounds",
     "evaluate",
     "ground_truth",
@@ -54,6 +60,20 @@ __all__ = [
 # Beyond this, squares and covariances overflow float64: the chain has left the posterior
 # by ~1e150 standard deviations, i.e. diverged.
 _HUGE = 1e150
+
+ESCAPE = 1e6
+"""How many posterior scales from the origin a sample may be before it counts as diverged,
+when the posterior is known (module docstring)."""
+
+
+def divergence_bound(posterior: GaussianPosterior | None) -> float:
+    """The magnitude beyond which a sample counts as diverged (module docstring)."""
+    if posterior is None:
+        return _HUGE
+    mean = np.asarray(posterior.mean, dtype=float)
+    std = np.sqrt(np.clip(np.diag(np.asarray(posterior.cov, dtype=float)), 0.0, None))
+    scale = float(np.max(np.abs(mean), initial=0.0) + np.max(std, initial=0.0) + 1.0)
+    return min(_HUGE, ESCAPE * scale) if np.isfinite(scale) else _HUGE
 
 
 @dataclass(frozen=True)
@@ -109,11 +129,12 @@ def samples_per_node(experiment: Experiment, samples: Mapping[str, np.ndarray]) 
     return counts
 
 
-def _sane(values: np.ndarray) -> np.ndarray:
-    """Per leading index, whether every value is finite and not absurdly large."""
+def _sane(values: np.ndarray, bound: float = _HUGE) -> np.ndarray:
+    """Per leading index, whether every value is finite and under ``bound`` in magnitude
+    (:func:`divergence_bound`)."""
     flat = np.abs(np.asarray(values, dtype=float)).reshape(values.shape[0], -1)
     with np.errstate(invalid="ignore"):
-        return np.all(flat < _HUGE, axis=1)  # NaN compares False
+        return np.all(flat < bound, axis=1)  # NaN compares False
 
 
 def diverged_rounds(
@@ -129,17 +150,20 @@ def diverged_rounds(
     return out
 
 
-def consensus_error(samples: Mapping[str, np.ndarray], rounds: int, window: int) -> float | None:
+def consensus_error(
+    samples: Mapping[str, np.ndarray], rounds: int, window: int, bound: float = _HUGE
+) -> float | None:
     """Mean squared distance of the nodes' iterates from their average, ``E‖x_i − x̄‖²``.
 
     Averaged over nodes, chains and the last ``window`` rounds; needs two or more nodes that
-    recorded every round, and None if any of them diverged in the window.
+    recorded every round, and None if any of them diverged in the window (``bound``:
+    :func:`divergence_bound`).
     """
     complete = [s for s in samples.values() if s.shape[0] == rounds]
     if len(complete) < 2:
         return None
     stacked = np.stack([s[-window:] for s in complete])  # (nodes, window, chains, d)
-    if not _sane(stacked.reshape(1, -1))[0]:
+    if not _sane(stacked.reshape(1, -1), bound)[0]:
         return None
     spread = stacked - stacked.mean(axis=0, keepdims=True)
     return _finite(float(np.mean(np.sum(spread**2, axis=-1))))
@@ -180,17 +204,6 @@ def evaluate(
         "samples_per_node": samples_per_node(experiment, samples),
     }
     curves: dict[str, np.ndarray] = {}
-    sane = {node: _sane(values) for node, values in samples.items()}
-    diverged = diverged_rounds(samples, sane)
-    if diverged:
-        metrics["diverged"] = diverged
-    consensus = consensus_error(samples, experiment.rounds, experiment.evaluation.window)
-    if consensus is not None or diverged:
-        metrics["consensus_error"] = consensus
-    window = experiment.evaluation.window
-    complete = {n: s for n, s in samples.items() if s.shape[0] == experiment.rounds}
-    average = _average(complete)
-    series = {**({"average": average} if average is not None else {}), **samples}
     model = build_model(experiment.model)
     known_data: list[list[Dataset]] = []
 
@@ -199,15 +212,27 @@ def evaluate(
             known_data.append(reference_data(experiment, model, node_data))
         return known_data[0]
 
+    posterior = ground_truth(experiment, node_data, data) if samples else None
+    bound = divergence_bound(posterior)
+    sane = {node: _sane(values, bound) for node, values in samples.items()}
+    diverged = diverged_rounds(samples, sane)
+    if diverged:
+        metrics["diverged"] = diverged
+    window = experiment.evaluation.window
+    consensus = consensus_error(samples, experiment.rounds, window, bound)
+    if consensus is not None or diverged:
+        metrics["consensus_error"] = consensus
+    complete = {n: s for n, s in samples.items() if s.shape[0] == experiment.rounds}
+    average = _average(complete)
+    series = {**({"average": average} if average is not None else {}), **samples}
     tables: dict[str, list[dict]] = {}
     if samples:
         score_beyond_w2(experiment, series, metrics, tables, data)
-    posterior = ground_truth(experiment, node_data, data)
     if posterior is None or not samples:
         return Evaluation(metrics, curves, tables)
     truth = GaussianTarget(posterior.mean, posterior.cov)  # its square root: once
     if average is not None:
-        sane["average"] = _sane(average)
+        sane["average"] = _sane(average, bound)
     final, scored = w2_scores(truth, samples, sane, sorted(complete), average, window)
     per_node = {n: final[n] for n in samples}
     known = [v for v in per_node.values() if v is not None]

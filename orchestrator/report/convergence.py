@@ -8,6 +8,8 @@ curve) beside the mean over nodes ± 1 sd across nodes.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from starling.orchestrator.report.loading import Curve, Truth
@@ -78,7 +80,8 @@ def curve_figure(curve: Curve, summary: SampleSummary | None, truth: Truth | Non
         _band(right, curve, values, bands.get(AVERAGE), "black")
     if nodes:
         stacked = np.vstack([curve.series[n] for n in nodes])
-        with np.errstate(invalid="ignore"):
+        with warnings.catch_warnings():  # a round every node diverged at: NaN, said elsewhere
+            warnings.simplefilter("ignore", RuntimeWarning)
             mean, sd = np.nanmean(stacked, axis=0), np.nanstd(stacked, axis=0)
         right.plot(
             curve.rounds,

@@ -75,7 +75,8 @@ def summarise(data: RunData, truth: Truth | None) -> SampleSummary:
         last = values[-window:].reshape(-1, dim)
         summary.pooled[node] = subsample(last, seed=index)
         summary.pooled_total[node] = len(last)
-        sane = _sane(values)
+        # The evaluation's verdict first: it also knows runaway samples below 1e150.
+        sane = _sane(values) and node not in (data.metrics.get("diverged") or {})
         if (
             target is not None
             and sane

@@ -144,3 +144,45 @@ def test_evaluation_scores_every_set_as_the_direct_formula(dim, chains, window):
         else:
             pooled = values[-window:].reshape(1, -1, dim)
             _check(np.array([figure]), pooled, truth.mean, truth.cov)
+
+
+def test_samples_far_beyond_the_posteriors_scale_count_as_diverged():
+    """Below 1e150 but a million posterior scales away (a step too large for the curvature
+    grows the chains geometrically): diverged from the first such round, with no W2 and no
+    consensus, instead of a complete run with a W2 of 1e12. Just inside the bound, as a slow
+    chain far from the posterior could never be, still scored."""
+    from starling.orchestrator.evaluation import divergence_bound
+
+    experiment = _experiment(3, 20, 6, 2)
+    truth = ground_truth(experiment)
+    assert truth is not None
+    bound = divergence_bound(truth)
+    scale = np.max(np.abs(truth.mean)) + np.max(np.sqrt(np.diag(truth.cov))) + 1.0
+    assert bound == pytest.approx(1e6 * scale)
+    rng = np.random.default_rng(4)
+    samples = {n: truth.mean + rng.standard_normal((6, 20, 3)) for n in ("0", "1")}
+    samples["1"] = samples["1"] * np.array([1, 1, 1, 1, 1e12, 1e13])[:, None, None]
+    got = evaluate(experiment, samples)
+    assert got.metrics["diverged"] == {"1": 4}
+    assert got.metrics["w2"]["per_node"]["1"] is None and got.metrics["consensus_error"] is None
+    assert np.isnan(got.curves["1"][4:]).all() and np.isfinite(got.curves["1"][:4]).all()
+    assert got.metrics["w2"]["per_node"]["0"] is not None
+
+    samples["1"][4:] = 0.5 * bound  # far, but within the bound: scored, not diverged
+    assert "diverged" not in evaluate(experiment, samples).metrics
+
+
+def test_a_runaway_run_exits_3_not_complete(tmp_path, capsys):
+    """D-SGLD with η = 1 on a ring of 3 (the posterior's std is 0.5): its samples reach
+    1e80 in 300 rounds, never 1e150; the run used to end complete, exit 0, W2 1e81."""
+    from starling.orchestrator.cli import main
+
+    path = tmp_path / "runaway.yaml"
+    path.write_text(
+        "name: runaway\nalgorithm: d-sgld\nhyperparameters: {eta: 1.0}\n"
+        "model: {name: linear_regression, params: {dim: 2}}\n"
+        "data: {source: synthetic, size: 20, seed: 1}\n"
+        "topology: {kind: ring, nodes: 3}\nrounds: 300\nchains: 10\nseed: 1\n"
+    )
+    assert main(["simulate", str(path), "--out", str(tmp_path / "out")]) == 3
+    assert "diverged at round" in capsys.readouterr().out
