@@ -66,7 +66,7 @@ def test_a_diverged_run_exits_3_naming_node_and_round(command, tmp_path, starlin
     # below 1e150 and the one at it is not (evaluation.diverged_rounds), not from links.
     for node, first in diverged.items():
         assert 0 < first < 60
-        assert f"node {node}: diverged at round {first}: its samples left the floats" in " ".join(
+        assert f"node {node}: diverged at round {first}: its samples ran away" in " ".join(
             metrics["account"]
         )
     assert done.stderr.strip().splitlines()[-1].endswith("; exit 3")
