@@ -165,7 +165,7 @@ def others_can_read(path: str, where: str) -> str | None:
         return None
     if not mode & 0o077:
         return None
-    return f"{where}: {path} is open to other users (mode {mode:04o}); chmod 600 it"
+    return f"{where}: {path} is open to users other than its owner (mode {mode:04o}); chmod 600 it"
 
 
 def tls_files(raw: object, where: str = "tls") -> TlsFiles | None:

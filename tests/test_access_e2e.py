@@ -361,6 +361,6 @@ def test_tls_files_no_handshake_could_use_stop_the_node_in_one_line(tmp_path):
     (certs / "a.key").chmod(0o640)
     with Cluster(tmp_path) as cluster:
         proc = cluster.ready(cluster.launch("a", extra=["--id", "a", *_tls_flags(certs, "a")]))
-        warning = f"tls.key: {certs}/a.key is open to other users (mode 0640); chmod 600 it"
+        warning = f"tls.key: {certs}/a.key is open to users other than its owner (mode 0640)"
         wait_until(lambda: warning in proc.log(), 10, "the key's warning in the log")
         assert "PRIVATE" not in proc.log()

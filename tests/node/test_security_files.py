@@ -144,7 +144,8 @@ def test_good_files_pass_and_a_key_others_can_read_is_a_warning(certs, tmp_path)
     (tmp_path / "open.key").chmod(0o644)
     open_key = _with(files(certs, "a"), ca=bundle, key=tmp_path / "open.key")
     assert open_key.check("a") == [
-        f"tls.key: {tmp_path}/open.key is open to other users (mode 0644); chmod 600 it"
+        f"tls.key: {tmp_path}/open.key is open to users other than its owner (mode 0644); "
+        "chmod 600 it"
     ]
 
 
