@@ -90,7 +90,7 @@ def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
     access.add_argument("--tls-cert", metavar="PEM", help="this node's certificate")
     access.add_argument("--tls-key", metavar="PEM", help="this node's private key")
     access.add_argument("--token-file", metavar="FILE",
-                        help="without TLS: Control calls must carry this bearer token")  # fmt: skip
+                        help="Control calls must carry this bearer token (TLS or not)")  # fmt: skip
     access.add_argument("--insecure", action="store_true", default=None,
                         help="a non-loopback --listen without TLS (private network)")  # fmt: skip
     serve.add_argument(
@@ -301,7 +301,8 @@ def serve(args: argparse.Namespace) -> int:
 def _access_line(settings: NodeSettings, token: bool) -> str:
     """What guards this node, for the log: paths and modes, never a key or a token."""
     if settings.tls is not None:
-        return f"mutual TLS (cert {settings.tls.cert}, CA {settings.tls.ca})"
+        both = "; Control needs the token too" if token else ""
+        return f"mutual TLS (cert {settings.tls.cert}, CA {settings.tls.ca}){both}"
     return "no TLS; Control " + ("needs the token" if token else "is open (no token file)")
 
 

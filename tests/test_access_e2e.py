@@ -347,6 +347,38 @@ def test_a_certificate_naming_orchestrator_only_in_its_cn_is_no_orchestrator(tmp
             assert c.status().denied_control_calls == 1
 
 
+def test_a_token_given_beside_tls_is_required_too(tmp_path):
+    """A node started with TLS and a token file ignored the token: the orchestrator's
+    certificate alone called Control. Both are now needed; the log says so."""
+    certs = tmp_path / "certs"
+    init_certs(certs, ["a"])
+    token = "beside-tls-" + "y" * 20
+    (tmp_path / "token").write_text(token)
+    flags = ["--id", "a", *_tls_flags(certs, "a"), "--token-file", str(tmp_path / "token")]
+    with_token = (("authorization", "Bearer " + token),)
+    orchestrator = _tls(certs, "orchestrator")
+    with Cluster(tmp_path) as cluster:
+        proc = cluster.ready(cluster.launch("a", extra=flags))
+        wait_until(lambda: "Control needs the token too" in proc.log(), 10, "the access line")
+        options = [("grpc.ssl_target_name_override", "a")]
+        for files, metadata, expected in (
+            (orchestrator, (), "UNAUTHENTICATED"),
+            (craft(certs, "b", "b", ["b"]), with_token, "PERMISSION_DENIED"),
+            (orchestrator, with_token, "OK"),
+        ):
+            with grpc.secure_channel(proc.address, channel_credentials(files), options) as channel:
+                stub = control_pb2_grpc.ControlStub(channel)
+                status = functools.partial(
+                    stub.Status, control_pb2.StatusRequest(), timeout=5, metadata=metadata
+                )
+                assert _code(status) == expected
+        with NodeClient(
+            proc.address, access=Access(tls=orchestrator, token=token), node_id="a"
+        ) as c:
+            assert c.status().denied_control_calls == 2
+        assert token not in proc.log()
+
+
 def test_tls_files_no_handshake_could_use_stop_the_node_in_one_line(tmp_path):
     """A key of another certificate said 'cannot listen on 127.0.0.1:0: Failed to bind'."""
     certs = tmp_path / "certs"

@@ -30,10 +30,10 @@ log = logging.getLogger("starling.node")
 
 
 class Gate:
-    """Who may call: Control needs the orchestrator's certificate (mutual TLS) or, without
-    TLS, the bearer token of ``--token-file`` (open when neither is configured: a loopback
-    node); a Peer stream needs its sender's certificate (TLS), the experiment's secret and
-    a sender that is an in-neighbour. Refusals are counted in the node's status."""
+    """Who may call: Control needs the orchestrator's certificate (mutual TLS) and the
+    bearer token of ``--token-file``, each if configured (open when neither is: a loopback
+    node); a Peer stream needs its sender's certificate (TLS), the experiment's secret and a
+    sender that is an in-neighbour. Refusals are counted in the node's status."""
 
     def __init__(self, runtime: NodeRuntime, tls: bool = False, token: str | None = None):
         self.runtime = runtime
@@ -43,11 +43,11 @@ class Gate:
         self._lock = threading.Lock()
 
     def control(self, context: grpc.ServicerContext) -> None:
-        if self.tls:
-            if ORCHESTRATOR_ID not in identities(context):
-                self._deny(context, "control", grpc.StatusCode.PERMISSION_DENIED,
-                           "Control needs the orchestrator's certificate")  # fmt: skip
-        elif self.token is not None and not same_secret(token_given(context), self.token):
+        if self.tls and ORCHESTRATOR_ID not in identities(context):
+            self._deny(context, "control", grpc.StatusCode.PERMISSION_DENIED,
+                       "Control needs the orchestrator's certificate")  # fmt: skip
+        # Given both, both are needed: a token file given beside TLS is not silently ignored.
+        if self.token is not None and not same_secret(token_given(context), self.token):
             self._deny(context, "control", grpc.StatusCode.UNAUTHENTICATED,
                        "Control needs this node's token (authorization: Bearer)")  # fmt: skip
 
