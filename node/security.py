@@ -8,11 +8,12 @@ Three mechanisms, each for one channel:
   the same CA, and a client checks that the server's certificate names the node id it meant
   to reach (the id is a DNS name in the certificate's SAN, and channels override the target
   name with it, so addresses can be anything: IPs, compose service names).
-* **A control token** (``--token-file``): without TLS, Control calls carry
-  ``authorization: Bearer <token>``; compared with :func:`hmac.compare_digest`.
-* **A peer secret**: without TLS, every ``Peer.Exchange`` stream carries the experiment's
-  secret (metadata :data:`SECRET_KEY`) that the orchestrator handed each node in
-  ``Configure`` over the authenticated Control channel.
+* **A control token** (``--token-file``): Control calls carry
+  ``authorization: Bearer <token>`` (with TLS too, if one is given); compared with
+  :func:`hmac.compare_digest`.
+* **A peer secret**: every ``Peer.Exchange`` stream carries its link's secret (metadata
+  :data:`SECRET_KEY`) that the orchestrator handed both ends in ``Configure`` over the
+  authenticated Control channel (:mod:`starling.node.runtime.peer_secrets`).
 
 Nothing here logs a key, a token or a secret.
 """

@@ -2,17 +2,21 @@
 
 An :class:`Access` holds the orchestrator's own TLS files (``backend.tls`` of the
 experiment, or ``tls`` of an inventory file), or else the Control token
-(``backend.token_file``), plus the peer secret every node of one run is handed in
-``Configure`` (see :mod:`starling.node.security`). With TLS a channel to node ``X`` checks that the
-node's certificate names ``X``. Loopback runs need none of it: the secret is made here,
-and a node started without a token file leaves Control open on loopback.
+(``backend.token_file``), plus the run's peer secret, from which every directed link gets a
+secret of its own that only its two ends are handed in ``Configure``
+(:meth:`Access.link_secrets`, :mod:`starling.node.runtime.peer_secrets`). With TLS a channel to
+node ``X`` checks that the node's certificate names ``X``. Loopback runs need none of it:
+the secret is made here, and a node started without a token file leaves Control open on
+loopback.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +50,26 @@ class Access:
         redact(self.peer_secret)
         if self.token:
             redact(self.token)
+
+    def link_secret(self, sender: str, receiver: str) -> str:
+        """The secret of the link ``sender → receiver``: an HMAC of the run's peer secret, so
+        it is the same at every Configure of the run (a restarted node) and tells nothing of
+        any other link's."""
+        label = f"{sender}\n{receiver}".encode()  # node ids hold no newline (plain names)
+        return hmac.new(self.peer_secret.encode(), label, hashlib.sha256).hexdigest()
+
+    def link_secrets(
+        self, node: str, out_peers: Iterable[str], in_peers: Iterable[str]
+    ) -> tuple[str, dict[str, str], dict[str, str]]:
+        """What ``node`` is handed in Configure: a secret of its own in place of the run's
+        (which would let it derive every link's), and the secrets of its links to
+        ``out_peers`` (by receiver) and from ``in_peers`` (by sender)."""
+        own = self.link_secret(node, "")
+        send = {peer: self.link_secret(node, peer) for peer in out_peers}
+        accept = {peer: self.link_secret(peer, node) for peer in in_peers}
+        for secret in (own, *send.values(), *accept.values()):
+            redact(secret)
+        return own, send, accept
 
     def channel(self, address: str, node_id: str = ""):
         """A channel to the node ``node_id`` at ``address`` that sends our credentials."""

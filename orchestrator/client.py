@@ -27,6 +27,7 @@ from starling.node.protocol.contract import (
     state_from_proto,
 )
 from starling.node.protocol.starling.v1 import control_pb2, control_pb2_grpc
+from starling.node.runtime.network import in_peers, out_peers
 from starling.node.spec import DataSpec, NodeSpec
 from starling.orchestrator.access import Access
 from starling.orchestrator.errors import NodeRejected, NodeUnavailable
@@ -138,11 +139,19 @@ class NodeClient:
                 last = f"{exc.code().name}: {exc.details()}"
             time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))
 
-    def configure(self, spec: NodeSpec, fresh: bool = False) -> Configured:
-        """Send the node its spec; ``fresh`` drops state it holds from an earlier run."""
+    def configure_request(self, spec: NodeSpec, fresh: bool = False) -> control_pb2.NodeConfig:
+        """What :meth:`configure` sends: the spec, and the secrets of the node's own links."""
         config = convert.spec_to_config(spec)
         config.fresh = fresh
-        config.peer_secret = self.access.peer_secret
+        own, send, accept = self.access.link_secrets(spec.node_id, out_peers(spec), in_peers(spec))
+        config.peer_secret = own  # never the run's: every link's secret derives from it
+        config.send_secrets.update(send)
+        config.accept_secrets.update(accept)
+        return config
+
+    def configure(self, spec: NodeSpec, fresh: bool = False) -> Configured:
+        """Send the node its spec; ``fresh`` drops state it holds from an earlier run."""
+        config = self.configure_request(spec, fresh)
         reply = self._call(
             "configure",
             lambda t: self._control.Configure(config, timeout=t),

@@ -66,10 +66,12 @@ class Gate:
             # keeps its messages and opens the stream again.
             context.abort(grpc.StatusCode.UNAVAILABLE, NOT_CONFIGURED)
             raise AssertionError("unreachable: context.abort raises")
-        senders, secret = terms
-        if secret and not same_secret(given.get(SECRET_KEY), secret):
+        senders, secrets = terms
+        # A stranger has no link secret to check: it is refused as one below.
+        in_reach = sender in senders or not secrets.accept
+        if in_reach and not secrets.admits(sender, given.get(SECRET_KEY)):
             self._deny(context, "peer", grpc.StatusCode.UNAUTHENTICATED,
-                       "peer stream: no or a wrong experiment secret")  # fmt: skip
+                       "peer stream: no or a wrong secret for this link")  # fmt: skip
         if sender not in senders:
             self._deny(context, "peer", grpc.StatusCode.PERMISSION_DENIED,
                        f"peer stream: {sender!r} is not an in-neighbour of this node")  # fmt: skip

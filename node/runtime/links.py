@@ -244,7 +244,9 @@ class OutboundLink:
         what may have died with it back in front of the queue, marked ``resent``.
         """
         feed = StreamFeed(self._next_request, self._hold_seconds)
-        call = stub.Exchange.future(feed.requests(), metadata=self._channel.stream_metadata())
+        call = stub.Exchange.future(
+            feed.requests(), metadata=self._channel.stream_metadata(self.receiver)
+        )
         self._call = call
 
         def on_done(_call: grpc.Future) -> None:

@@ -26,15 +26,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 
 from starling.node.config import HomeData
 from starling.node.engine.rounds import run_round
-from starling.node.logs import redact, set_context
+from starling.node.logs import set_context
 from starling.node.params import ConfigError
 from starling.node.protocol.starling.v1 import peer_pb2
 from starling.node.runtime.checks import ROUND_WINDOW, admit_spec
+from starling.node.runtime.peer_secrets import PeerSecrets
 from starling.node.runtime.profiling import run_loop
 from starling.node.runtime.receive import file_iterate
 from starling.node.runtime.run import SAMPLES_FILE, Run, build, open_run, spec_fingerprint
@@ -79,7 +79,7 @@ class NodeRuntime:
         self.state_dir = Path(state_dir)
         self.round_window = round_window
         self._refused_streams = 0
-        self._peer_secret = ""
+        self._secrets = PeerSecrets()
         self.data_dir = Path(data_dir).resolve() if data_dir else None  # files read only here
         self._own_id = node_id
         """The id this node was started as (``--id``); configuring another is refused."""
@@ -122,17 +122,18 @@ class NodeRuntime:
     # ------------------------------------------------------------------ control
 
     def configure(
-        self, spec: NodeSpec, fresh: bool = False, peer_secret: str = ""
+        self, spec: NodeSpec, fresh: bool = False, peer_secret: str | PeerSecrets = ""
     ) -> ConfigureResult:
         """Build the spec's program; resume from this experiment's checkpoint when it
         matches, unless ``fresh`` (a new run on a node that outlives runs). Streams carry
-        the experiment's ``peer_secret`` both ways (:mod:`starling.node.runtime.gate`)."""
+        the run's secrets both ways (:mod:`~starling.node.runtime.peer_secrets`)."""
+        secrets = PeerSecrets.of(peer_secret)
         spec, own = admit_spec(
             spec,
             own_id=self._own_id,
             own_data=self._own_data,
             data_dir=self.data_dir,
-            secret_needed=not peer_secret and self._channel.credentials is None,
+            secret_needed=not secrets and self._channel.credentials is None,
         )
         with self._lock:
             self._refuse_while_running()
@@ -143,7 +144,7 @@ class NodeRuntime:
             self._refuse_while_running()
             self._release()
             self._run = None  # released: not configured until the new run is open
-            channel = replace(self._channel, sender=spec.node_id, peer_secret=peer_secret)
+            channel = self._channel.speaking_as(spec.node_id, secrets.shared, secrets.send)
             try:
                 run = open_run(spec, program, rng, self.state_dir, channel, fresh)
             except Exception as exc:
@@ -152,11 +153,11 @@ class NodeRuntime:
                 raise
             self._run = run
             self.generation += 1
-            self._peer_secret = peer_secret
+            self._secrets = secrets
             self._hold_at, self._holding = None, False
             self._stop.clear()
             self._state, self._error = NodeState.CONFIGURED, ""
-            redact(peer_secret)
+            secrets.redact()
             set_context(node=spec.node_id, experiment=spec.experiment)
             log.info(
                 "configured %s/%s (%s, role %s): %s at round %d, %d samples stored",
@@ -229,10 +230,10 @@ class NodeRuntime:
         with self._lock:
             self._refused_streams += 1
 
-    def peer_terms(self) -> tuple[frozenset[str], str] | None:
-        """(in-peers, peer secret) of the current configuration; None before one."""
+    def peer_terms(self) -> tuple[frozenset[str], PeerSecrets] | None:
+        """(in-peers, the run's secrets) of the current configuration; None before one."""
         with self._lock:
-            return None if self._run is None else (self._run.senders, self._peer_secret)
+            return None if self._run is None else (self._run.senders, self._secrets)
 
     def set_peer_down(self, peer: str, down: bool) -> None:
         """Stop (``down``) or resume waiting for the in-peer ``peer``: the orchestrator

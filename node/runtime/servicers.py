@@ -27,6 +27,7 @@ from starling.node.protocol.starling.v1 import (
 )
 from starling.node.runtime.archive import NoStoredRun, read_batches, run_directory
 from starling.node.runtime.gate import Gate
+from starling.node.runtime.peer_secrets import PeerSecrets
 from starling.node.runtime.run import SAMPLES_FILE
 from starling.node.runtime.runtime import NodeRuntime, PreconditionError
 from starling.node.runtime.store import StoreError
@@ -98,8 +99,11 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
     def Configure(
         self, request: control_pb2.NodeConfig, context: grpc.ServicerContext
     ) -> control_pb2.ConfigureReply:
+        secrets = PeerSecrets(
+            request.peer_secret, dict(request.send_secrets), dict(request.accept_secrets)
+        )
         result = self.runtime.configure(
-            convert.config_to_spec(request), fresh=request.fresh, peer_secret=request.peer_secret
+            convert.config_to_spec(request), fresh=request.fresh, peer_secret=secrets
         )
         reply = control_pb2.ConfigureReply(
             next_round=result.next_round,

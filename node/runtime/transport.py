@@ -9,8 +9,9 @@ changes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent import futures
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import grpc
 
@@ -116,13 +117,24 @@ class ChannelSettings:
     max_message_bytes: int = MAX_MESSAGE_BYTES
     sender: str = ""
     peer_secret: str = field(default="", repr=False)
+    link_secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """Receiver -> the secret of the link to it, where the orchestrator gave one."""
+
+    def speaking_as(
+        self, sender: str, peer_secret: str, link_secrets: Mapping[str, str]
+    ) -> ChannelSettings:
+        """These settings for a run's streams: from ``sender``, with the run's secrets."""
+        return replace(self, sender=sender, peer_secret=peer_secret, link_secrets=link_secrets)
 
     def open(self, address: str, receiver: str = "") -> grpc.Channel:
         return open_channel(address, self.credentials, self.max_message_bytes, receiver)
 
-    def stream_metadata(self) -> tuple[tuple[str, str], ...]:
-        """Metadata of every Peer.Exchange stream: the sender and the experiment's secret."""
-        return ((SENDER_KEY, self.sender), (SECRET_KEY, self.peer_secret))
+    def stream_metadata(self, receiver: str = "") -> tuple[tuple[str, str], ...]:
+        """Metadata of a Peer.Exchange stream to ``receiver``: the sender and the secret of
+        that link (the experiment's one secret from an orchestrator that gives no per-link
+        secrets)."""
+        secret = self.link_secrets.get(receiver, self.peer_secret)
+        return ((SENDER_KEY, self.sender), (SECRET_KEY, secret))
 
 
 def create_server(

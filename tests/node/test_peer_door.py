@@ -263,6 +263,52 @@ def test_an_open_stream_does_not_outlive_its_runs_secret(node):
         channel.close()
 
 
+def test_each_node_is_handed_only_its_own_links_secrets():
+    """Without TLS a node proves who it is only by a secret; with the run's one secret any
+    node could speak as any other. Configure now hands node 0 the secrets of its own links
+    (to and from 1 and 2), each different, none of another link, and not the run's secret
+    from which they all derive."""
+    access = Access()
+    spec = _spec()
+    client = NodeClient("127.0.0.1:1", access=access)
+    try:
+        config = client.configure_request(spec)
+    finally:
+        client.close()
+    assert dict(config.send_secrets) == {p: access.link_secret("0", p) for p in ("1", "2")}
+    assert dict(config.accept_secrets) == {p: access.link_secret(p, "0") for p in ("1", "2")}
+    handed = {config.peer_secret, *config.send_secrets.values(), *config.accept_secrets.values()}
+    assert len(handed) == 5 and access.peer_secret not in handed
+    assert access.link_secret("1", "2") not in handed  # another link's
+
+
+@pytest.mark.e2e
+def test_an_in_neighbour_cannot_speak_as_another_one(node):
+    """Node 1 of the ring knows the secret of its link 1 -> 0, not that of 2 -> 0: a stream
+    it opens to node 0 claiming to be 2 is refused (counted), whatever secret it has."""
+    proc, client = node
+    client.configure(_spec())
+    mine = as_peer(client, "1")[1][1]
+    own = client.access.link_secrets("1", ["0"], ["0"])[0]  # node 1's own from Configure
+    channel = open_channel(proc.address)
+    try:
+        stub = peer_pb2_grpc.PeerStub(channel)
+        # Its own link's, its own, another link's, and the run's (which no node is handed;
+        # every node of the run held it before, and it let any node speak as any other).
+        for secret in (mine, own, client.access.link_secret("1", "2"), client.access.peer_secret):
+            metadata = (("starling-sender", "2"), ("starling-secret", secret))
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.Exchange(iter([_iterate({"x": np.zeros((3, 2))}, sender="2")]),
+                              timeout=10, metadata=metadata)  # fmt: skip
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        stub.Exchange(iter([_iterate({"x": np.zeros((3, 2))}, sender="2")]), timeout=10,
+                      metadata=as_peer(client, "2"))  # fmt: skip
+    finally:
+        channel.close()
+    status = client.status()
+    assert status.denied_peer_streams == 4 and status.inbound["2"].received == 1
+
+
 @pytest.mark.e2e
 def test_a_run_too_big_for_the_nodes_memory_is_refused_and_the_node_serves_on(node):
     _, client = node

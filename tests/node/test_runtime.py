@@ -256,8 +256,8 @@ def test_bad_peers_are_rejected_counted_and_survived(cluster, tmp_path):
         _iterate("guarded", "stranger", good),
         _iterate("guarded", "1", good),  # the one well-formed message still gets through
     ]
-    secret = client.access.peer_secret  # what Configure handed the node
-    as_one = (("starling-sender", "1"), ("starling-secret", secret))
+    as_one = as_peer(client, "1")  # the secret of the link 1 -> 0 that Configure handed
+    secret = as_one[1][1]
     channel = open_channel(proc.address)
     try:
         stub = peer_pb2_grpc.PeerStub(channel)

@@ -131,8 +131,10 @@ class Cluster:
 
 
 def as_peer(client: NodeClient, sender: str) -> tuple[tuple[str, str], ...]:
-    """Metadata of a Peer stream from ``sender`` with the secret ``client`` configured."""
-    return (("starling-sender", sender), ("starling-secret", client.access.peer_secret))
+    """Metadata of a Peer stream from ``sender`` to the node ``client`` configured, with the
+    secret of that link (:meth:`~starling.orchestrator.access.Access.link_secret`)."""
+    secret = client.access.link_secret(sender, client.status().node_id)
+    return (("starling-sender", sender), ("starling-secret", secret))
 
 
 def ring_experiment(name: str, rounds: int, deadline: float, **overrides: Any) -> Experiment:

@@ -27,7 +27,21 @@ NODE_STATE_FAILED: NodeState
 NODE_STATE_STOPPED: NodeState
 
 class NodeConfig(_message.Message):
-    __slots__ = ("experiment", "node_id", "node_index", "role", "algorithm", "hyperparameters", "model", "data", "seed", "rounds", "chains", "num_nodes", "prior_share", "schedule", "schedule_period", "peers", "round_deadline", "link_faults", "checkpoint_every", "inbound_faults", "fresh", "peer_secret")
+    __slots__ = ("experiment", "node_id", "node_index", "role", "algorithm", "hyperparameters", "model", "data", "seed", "rounds", "chains", "num_nodes", "prior_share", "schedule", "schedule_period", "peers", "round_deadline", "link_faults", "checkpoint_every", "inbound_faults", "fresh", "peer_secret", "send_secrets", "accept_secrets")
+    class SendSecretsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class AcceptSecretsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     EXPERIMENT_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +64,8 @@ class NodeConfig(_message.Message):
     INBOUND_FAULTS_FIELD_NUMBER: _ClassVar[int]
     FRESH_FIELD_NUMBER: _ClassVar[int]
     PEER_SECRET_FIELD_NUMBER: _ClassVar[int]
+    SEND_SECRETS_FIELD_NUMBER: _ClassVar[int]
+    ACCEPT_SECRETS_FIELD_NUMBER: _ClassVar[int]
     experiment: str
     node_id: str
     node_index: int
@@ -72,7 +88,9 @@ class NodeConfig(_message.Message):
     inbound_faults: _containers.RepeatedCompositeFieldContainer[InboundFault]
     fresh: bool
     peer_secret: str
-    def __init__(self, experiment: _Optional[str] = ..., node_id: _Optional[str] = ..., node_index: _Optional[int] = ..., role: _Optional[str] = ..., algorithm: _Optional[str] = ..., hyperparameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., model: _Optional[_Union[ModelConfig, _Mapping]] = ..., data: _Optional[_Union[DataConfig, _Mapping]] = ..., seed: _Optional[int] = ..., rounds: _Optional[int] = ..., chains: _Optional[int] = ..., num_nodes: _Optional[int] = ..., prior_share: _Optional[float] = ..., schedule: _Optional[_Iterable[_Union[Neighbourhood, _Mapping]]] = ..., schedule_period: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[PeerAddress, _Mapping]]] = ..., round_deadline: _Optional[float] = ..., link_faults: _Optional[_Iterable[_Union[LinkFault, _Mapping]]] = ..., checkpoint_every: _Optional[int] = ..., inbound_faults: _Optional[_Iterable[_Union[InboundFault, _Mapping]]] = ..., fresh: _Optional[bool] = ..., peer_secret: _Optional[str] = ...) -> None: ...
+    send_secrets: _containers.ScalarMap[str, str]
+    accept_secrets: _containers.ScalarMap[str, str]
+    def __init__(self, experiment: _Optional[str] = ..., node_id: _Optional[str] = ..., node_index: _Optional[int] = ..., role: _Optional[str] = ..., algorithm: _Optional[str] = ..., hyperparameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., model: _Optional[_Union[ModelConfig, _Mapping]] = ..., data: _Optional[_Union[DataConfig, _Mapping]] = ..., seed: _Optional[int] = ..., rounds: _Optional[int] = ..., chains: _Optional[int] = ..., num_nodes: _Optional[int] = ..., prior_share: _Optional[float] = ..., schedule: _Optional[_Iterable[_Union[Neighbourhood, _Mapping]]] = ..., schedule_period: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[PeerAddress, _Mapping]]] = ..., round_deadline: _Optional[float] = ..., link_faults: _Optional[_Iterable[_Union[LinkFault, _Mapping]]] = ..., checkpoint_every: _Optional[int] = ..., inbound_faults: _Optional[_Iterable[_Union[InboundFault, _Mapping]]] = ..., fresh: _Optional[bool] = ..., peer_secret: _Optional[str] = ..., send_secrets: _Optional[_Mapping[str, str]] = ..., accept_secrets: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class InboundFault(_message.Message):
     __slots__ = ("sender", "fault")

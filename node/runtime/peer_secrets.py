@@ -1,0 +1,51 @@
+"""The secrets a run's Peer streams carry, as the orchestrator hands them over in Configure.
+
+Without TLS a Peer stream proves where it comes from only by a secret in its metadata
+(:data:`starling.node.security.SECRET_KEY`). An orchestrator gives either one secret for the
+whole run (``peer_secret``: every node knows it, so any node of the run could pose as any
+other to a third) or, as Starling's does, one secret per directed link (``send_secrets`` by
+receiver, ``accept_secrets`` by sender: :func:`starling.orchestrator.access.link_secrets`),
+so a node knows only its own links' secrets and can speak only as itself. With TLS the
+certificate already says who speaks; a secret is then checked if one was given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from starling.node.logs import redact
+from starling.node.security import same_secret
+
+__all__ = ["PeerSecrets"]
+
+
+@dataclass(frozen=True)
+class PeerSecrets:
+    shared: str = field(default="", repr=False)
+    """The run's one secret (an orchestrator that gives no per-link secrets)."""
+    send: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """Receiver -> the secret this node's stream to it carries."""
+    accept: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """Sender -> the secret a stream from it must carry; when given, the only ones taken."""
+
+    @classmethod
+    def of(cls, given: str | PeerSecrets) -> PeerSecrets:
+        """``given`` as secrets: a plain string is the run's one shared secret."""
+        return given if isinstance(given, PeerSecrets) else cls(shared=given)
+
+    def __bool__(self) -> bool:
+        return bool(self.shared or self.accept)
+
+    def admits(self, sender: str, given: str | None) -> bool:
+        """Whether a stream claiming ``sender`` and carrying ``given`` shows the right
+        secret (constant time); with no secret at all (TLS alone), every stream does."""
+        if self.accept:
+            expected = self.accept.get(sender)
+            return expected is not None and same_secret(given, expected)
+        return same_secret(given, self.shared) if self.shared else True
+
+    def redact(self) -> None:
+        """Keep every one of them out of the logs from now on."""
+        for secret in (self.shared, *self.send.values(), *self.accept.values()):
+            redact(secret)
