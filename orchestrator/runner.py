@@ -34,6 +34,7 @@ from starling.orchestrator.client import NodeClient, NodeUnavailable
 from starling.orchestrator.collector import Collector
 from starling.orchestrator.experiment import Experiment
 from starling.orchestrator.fault_plan import NodeFaultPlan, first_kills
+from starling.orchestrator.halt import halt_rounds
 from starling.orchestrator.interrupts import raise_terminated
 from starling.orchestrator.kernel_faults import KernelFaultPlan, kernel_holds
 from starling.orchestrator.live_requests import Journal, serve_requests
@@ -113,11 +114,14 @@ def run_experiment(
             except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (Terminated)
                 interrupted = True
                 account.plain(f"interrupted by the user after {account.elapsed():.1f} s")
-                say("interrupted: collecting what the nodes hold, then stopping them")
+                say("interrupted: stopping the nodes' rounds, then collecting what they hold")
                 if supervisor is not None:
                     kernel.finish(supervisor)  # a paused node must answer the collection
+                    alive = {n: c for n, c in clients.items() if backend.alive(n) is not False}
+                    halt_rounds(alive, account)  # see starling.orchestrator.halt
                     supervisor.finish()
                 else:
+                    halt_rounds(clients, account)
                     _collect_all(clients, collector, account)
             finally:
                 if journal is not None:

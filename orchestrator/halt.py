@@ -1,0 +1,34 @@
+"""Ctrl-C or SIGTERM during ``starling run``: every node's round loop is stopped first
+(``Control.Stop``), all at once, and only then is what it stored collected.
+
+Collected the other way round, a node went on sampling while the orchestrator streamed
+its store: the samples it stored in between were never collected (a local run's results
+held tens of rounds fewer than its nodes' stores), and a node of an inventory, which the
+orchestrator does not stop afterwards, ran the abandoned experiment to its last round and
+refused the next run's configuration until then. A stopped node keeps serving: its store
+(synced by the stop), its status and its counters are all still read afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+
+from starling.orchestrator.account import Account
+from starling.orchestrator.client import NodeClient
+
+__all__ = ["halt_rounds"]
+
+
+def halt_rounds(clients: Mapping[str, NodeClient], account: Account) -> None:
+    """Stop the round loop of every node in ``clients`` (concurrently: one unreachable node
+    costs its retries once, not once per node); a node that cannot be stopped is named in
+    the account and collected as it is."""
+    if not clients:
+        return
+    with ThreadPoolExecutor(max_workers=len(clients)) as pool:
+        stops = {node: pool.submit(client.stop) for node, client in clients.items()}
+    for node, stop in stops.items():
+        error = stop.exception()
+        if error is not None:
+            account.plain(f"node {node}: its rounds could not be stopped ({error})")
