@@ -89,6 +89,7 @@ def _into_folder(args, name: str, work: Callable[[Path], object]) -> dict:
     run that ends without results still says so in ``metrics.json`` and ``summary.txt``."""
     from starling.orchestrator.outdir import prepare
     from starling.orchestrator.results import write_failure
+    from starling.orchestrator.unwritable import unwritable
 
     folder = prepare(args.out, name, args.overwrite)
     folder.begin()
@@ -100,6 +101,8 @@ def _into_folder(args, name: str, work: Callable[[Path], object]) -> dict:
         folder.end("interrupted")
         raise
     except BaseException as exc:
+        if (unwritable_error := unwritable(folder.path, exc)) is not None:
+            raise unwritable_error from None  # the manifest stays running: collect recovers
         write_failure(folder.path, name, "failed", str(exc) or type(exc).__name__)
         folder.end("failed")
         raise
@@ -238,9 +241,13 @@ def _guard(action: Callable[[], int]) -> int:
     from starling.node.shown import shorten
     from starling.orchestrator.backends.base import BackendError
     from starling.orchestrator.errors import NodeUnavailable
+    from starling.orchestrator.unwritable import ResultsUnwritable
 
     try:
         return action()
+    except ResultsUnwritable as exc:
+        print(f"starling: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except (ConfigError, NodeUnavailable, BackendError) as exc:
         print(f"starling: {shorten(str(exc))}", file=sys.stderr)  # long values cut
         return EXIT_USAGE

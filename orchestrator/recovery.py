@@ -70,6 +70,7 @@ def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
     """Recover the results of the crashed run in ``out``; returns the metrics written."""
     from starling.orchestrator.live_requests import Journal
     from starling.orchestrator.results import close_run
+    from starling.orchestrator.unwritable import unwritable
 
     out = Path(out)
     if not out.is_dir():
@@ -98,13 +99,16 @@ def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
     Journal(str(out.resolve()), account).read()
     started = time.monotonic()
     samples, rounds = _gather(out, start, account, experiment.backend)
-    metrics = close_run(
-        experiment, out, samples, rounds, account, {},
-        f"collected in {time.monotonic() - started:.1f} s",
-        {"backend": start.get("backend"), "recovered": True, "status": "partial"},
-        say,
-    )  # fmt: skip
-    folder.end("partial")
+    try:
+        metrics = close_run(
+            experiment, out, samples, rounds, account, {},
+            f"collected in {time.monotonic() - started:.1f} s",
+            {"backend": start.get("backend"), "recovered": True, "status": "partial"},
+            say,
+        )  # fmt: skip
+        folder.end("partial")
+    except OSError as exc:  # a full disk, say: one line, and the stores stay for a next try
+        raise unwritable(out, exc) or exc from None
     return metrics
 
 

@@ -1,0 +1,67 @@
+"""A results folder that cannot be written (``orchestrator/unwritable.py``): ``starling run``
+says so in one line and leaves the run for ``starling collect``, which then recovers every
+sample the nodes stored.
+
+The orchestrator runs under a file size limit (``RLIMIT_FSIZE``, with SIGXFSZ ignored, so a
+write past it fails with EFBIG as a full disk fails with ENOSPC); the nodes, an inventory
+started without it, are unaffected. Before, the error escaped as a chained traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import yaml
+
+from starling.orchestrator.client import NodeClient
+from tests.conftest import ROOT, run_cli
+from tests.node.test_runtime_harness import Cluster
+from tests.test_live_cli_e2e import _ring
+
+pytestmark = pytest.mark.e2e
+
+
+def _small_files() -> None:  # in the orchestrator's process, before it starts
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def test_a_run_that_cannot_write_its_results_says_so_and_collect_recovers_them(
+    tmp_path, starling_home
+):
+    nodes = ("a", "b", "c")
+    with Cluster(tmp_path) as cluster:
+        procs = {n: cluster.launch(n, extra=["--id", n]) for n in nodes}
+        inventory = {n: cluster.ready(p).address for n, p in procs.items()}
+        raw = _ring("unwritable", rounds=400, chains=4, round_deadline=5.0,
+                    topology={"kind": "ring"}, nodes=[{"id": n} for n in nodes],
+                    backend={"kind": "inventory", "nodes": inventory})  # fmt: skip
+        (tmp_path / "exp.yaml").write_text(yaml.safe_dump(raw))
+        out = tmp_path / "out"
+        done = subprocess.run(
+            [sys.executable, "-m", "starling.orchestrator.cli", "run", str(tmp_path / "exp.yaml"),
+             "--out", str(out), "--quiet"],
+            cwd=ROOT, env={**os.environ, "STARLING_HOME": str(starling_home)},
+            capture_output=True, text=True, timeout=120, preexec_fn=_small_files,
+        )  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        assert "Traceback" not in done.stderr, done.stderr[-3000:]
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"starling: cannot write the results to {out} ("), last
+        assert f"`starling collect {out}` recovers them" in last, last
+        assert json.loads((out / "manifest.json").read_text())["status"] == "running"
+
+        collected = run_cli("collect", str(out), env_home=starling_home, timeout=120)
+        assert collected.returncode == 0, collected.stderr
+        for node, address in inventory.items():
+            with NodeClient(address) as client:
+                stored = client.status().samples_stored
+            with np.load(out / "samples" / f"node-{node}.npz") as got:
+                np.testing.assert_array_equal(got["rounds"], np.arange(stored))
