@@ -87,25 +87,16 @@ def _experiment_file(name: str) -> str | Path:
 def _into_folder(args, name: str, work: Callable[[Path], object]) -> dict:
     """Run ``work`` in the results folder the policy gives (:mod:`starling.orchestrator.outdir`); a
     run that ends without results still says so in ``metrics.json`` and ``summary.txt``."""
+    from starling.orchestrator.early_end import ended_early
     from starling.orchestrator.outdir import prepare
-    from starling.orchestrator.results import write_failure
-    from starling.orchestrator.unwritable import unwritable
 
     folder = prepare(args.out, name, args.overwrite)
     folder.begin()
     try:
         result = work(folder.path)
         metrics = result if isinstance(result, dict) else {}
-    except KeyboardInterrupt:
-        write_failure(folder.path, name, "interrupted", "interrupted by the user")
-        folder.end("interrupted")
-        raise
     except BaseException as exc:
-        if (unwritable_error := unwritable(folder.path, exc)) is not None:
-            raise unwritable_error from None  # the manifest stays running: collect recovers
-        write_failure(folder.path, name, "failed", str(exc) or type(exc).__name__)
-        folder.end("failed")
-        raise
+        raise ended_early(folder, name, exc) from None
     folder.end(metrics.get("status", "complete"))
     return metrics
 
@@ -251,8 +242,8 @@ def _guard(action: Callable[[], int]) -> int:
     except (ConfigError, NodeUnavailable, BackendError) as exc:
         print(f"starling: {shorten(str(exc))}", file=sys.stderr)  # long values cut
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("starling: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(f"starling: {exc or 'interrupted'}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`starling status | head -3`): nothing more to say to it.

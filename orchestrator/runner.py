@@ -20,7 +20,6 @@ is the :class:`~starling.orchestrator.supervisor.Supervisor`; samples are gather
 from __future__ import annotations
 
 import os
-import signal
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -35,7 +34,7 @@ from starling.orchestrator.collector import Collector
 from starling.orchestrator.experiment import Experiment
 from starling.orchestrator.fault_plan import NodeFaultPlan, first_kills
 from starling.orchestrator.halt import halt_rounds
-from starling.orchestrator.interrupts import raise_terminated
+from starling.orchestrator.interrupts import sigterm_interrupts
 from starling.orchestrator.kernel_faults import KernelFaultPlan, kernel_holds
 from starling.orchestrator.live_requests import Journal, serve_requests
 from starling.orchestrator.node_specs import node_specs
@@ -60,11 +59,16 @@ def run_experiment(
 ) -> dict:
     """Run ``experiment`` on the nodes of its backend; returns the metrics written to
     ``out_dir``. ``progress`` shows start-up steps and rounds
-    (:mod:`starling.orchestrator.progress`; none by default)."""
-    progress = progress or Progress()
-    out_dir = Path(out_dir)
+    (:mod:`starling.orchestrator.progress`; none by default). SIGTERM is Ctrl-C until the
+    results are written, through their evaluation too (before, SIGTERM then killed the
+    orchestrator outright: no message, exit -15)."""
+    with sigterm_interrupts():
+        return _run(experiment, Path(out_dir), say, progress or Progress())
+
+
+def _run(experiment: Experiment, out_dir: Path, say: Callable[[str], None],
+         progress: Progress) -> dict:  # fmt: skip
     out_dir.mkdir(parents=True, exist_ok=True)
-    previous = signal.signal(signal.SIGTERM, raise_terminated)
     wall_started = time.monotonic()
     account = Account(say)
     account_schedule(account, experiment)
@@ -132,7 +136,6 @@ def run_experiment(
         interrupted = True
         account.plain("interrupted by the user while the nodes were starting")
     finally:
-        signal.signal(signal.SIGTERM, previous)
         if record is not None:
             live.withdraw(record)
     samples, rounds = collector.arrays()

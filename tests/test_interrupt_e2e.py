@@ -10,11 +10,14 @@ stopped at all — they ran the abandoned experiment to its last round.
 from __future__ import annotations
 
 import json
+import signal
+import time
 
 import numpy as np
 import pytest
 
 from starling.orchestrator.client import NodeClient
+from tests.conftest import run_cli
 from tests.node.test_runtime_harness import Cluster
 from tests.test_collect_e2e import _stored
 from tests.test_live_cli_e2e import LiveRun, _ring
@@ -57,3 +60,38 @@ def test_an_interrupted_run_stops_the_rounds_of_inventory_nodes(tmp_path, starli
             assert status.state.value == "stopped", f"node {node} still {status.state}"
             with np.load(run.out / "samples" / f"node-{node}.npz") as got:
                 assert len(got["rounds"]) == status.samples_stored
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_interrupted_while_evaluating_leaves_every_sample_to_collect(
+    signum, tmp_path, starling_home
+):
+    """Ctrl-C or SIGTERM after the rounds, while the samples are evaluated: before, SIGTERM
+    killed the orchestrator outright (exit -15, no word) and Ctrl-C marked the folder
+    ``interrupted`` with no samples in it, which ``collect`` refused (``early_end.py``)."""
+    raw = {**_ring("interrupted-evaluation", rounds=1500, chains=200, round_deadline=5.0)}
+    with LiveRun(tmp_path, starling_home, raw) as run:
+        # The run is listed in $STARLING_HOME while it runs, and unlisted when every sample
+        # is collected and its nodes are stopped, right before the evaluation.
+        listed = lambda: list(starling_home.rglob(f"{run.process.pid}.json"))  # noqa: E731
+        for wanted in (True, False):
+            while bool(listed()) != wanted:
+                assert run.process.poll() is None, run.output()
+                time.sleep(0.01)
+        run.process.send_signal(signum)  # the samples are being evaluated now
+        assert run.process.wait(timeout=60) == 130, run.output()
+        assert not (run.out / "samples").exists(), "the signal came after the evaluation"
+        last = (tmp_path / "run.stderr").read_text().strip().splitlines()[-1]
+        assert last == (
+            "starling: interrupted before the results were written; "
+            f"`starling collect {run.out}` recovers every sample the nodes stored"
+        )
+    assert json.loads((run.out / "manifest.json").read_text())["status"] == "running"
+    start = json.loads((run.out / "start.json").read_text())
+    done = run_cli("collect", str(run.out), env_home=starling_home, timeout=120)
+    assert done.returncode == 0, done.stderr
+    for node, (rounds, values) in _stored(run.out, start).items():
+        np.testing.assert_array_equal(rounds, np.arange(1500))
+        with np.load(run.out / "samples" / f"node-{node}.npz") as got:
+            np.testing.assert_array_equal(got["rounds"], rounds)
+            np.testing.assert_array_equal(got["samples"], values)
