@@ -17,18 +17,23 @@ from concurrent.futures import ThreadPoolExecutor
 from starling.orchestrator.account import Account
 from starling.orchestrator.client import NodeClient
 
-__all__ = ["halt_rounds"]
+__all__ = ["halt_rounds", "stop_all"]
+
+
+def stop_all(clients: Mapping[str, NodeClient]) -> dict[str, BaseException | None]:
+    """Stop the round loop of every node in ``clients``, concurrently (one unreachable node
+    costs its retries once, not once per node); node -> the error, or None once stopped.
+    Also ``starling stop``: the nodes of a run whose orchestrator died sample on."""
+    if not clients:
+        return {}
+    with ThreadPoolExecutor(max_workers=len(clients)) as pool:
+        stops = {node: pool.submit(client.stop) for node, client in clients.items()}
+    return {node: stop.exception() for node, stop in stops.items()}
 
 
 def halt_rounds(clients: Mapping[str, NodeClient], account: Account) -> None:
-    """Stop the round loop of every node in ``clients`` (concurrently: one unreachable node
-    costs its retries once, not once per node); a node that cannot be stopped is named in
-    the account and collected as it is."""
-    if not clients:
-        return
-    with ThreadPoolExecutor(max_workers=len(clients)) as pool:
-        stops = {node: pool.submit(client.stop) for node, client in clients.items()}
-    for node, stop in stops.items():
-        error = stop.exception()
+    """Stop every node's rounds (:func:`stop_all`); a node that cannot be stopped is named
+    in the account and collected as it is."""
+    for node, error in stop_all(clients).items():
         if error is not None:
             account.plain(f"node {node}: its rounds could not be stopped ({error})")

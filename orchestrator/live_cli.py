@@ -164,6 +164,28 @@ def cmd_nodes(args) -> int:
     return 0
 
 
+def cmd_stop(args) -> int:
+    """Stop the rounds of every node of a run: one whose orchestrator died (SIGKILL, a lost
+    machine) leaves inventory nodes sampling the abandoned run to its end, refusing the
+    next until then. Each node keeps serving and its store stays for ``starling collect``."""
+    from starling.orchestrator.access import access_from_section
+    from starling.orchestrator.client import NodeClient
+    from starling.orchestrator.halt import stop_all
+
+    record = live.find_run(args.run)
+    access = access_from_section(record.access, "run record")
+    clients = {node: NodeClient(address, timeout=5.0, access=access, node_id=node)
+               for node, address in record.addresses.items()}  # fmt: skip
+    try:
+        errors = stop_all(clients)
+    finally:
+        for client in clients.values():
+            client.close()
+    for node, error in errors.items():
+        print(f"node {node}: " + ("rounds stopped" if error is None else f"not stopped ({error})"))
+    return 0 if all(error is None for error in errors.values()) else 1
+
+
 def status_report(record: live.RunRecord) -> dict:
     """Every node's status (or ``unreachable``), and every link seen from both ends."""
     report: dict = {"experiment": record.name, "out_dir": record.out_dir, "nodes": {}}
@@ -261,6 +283,12 @@ def add_commands(sub) -> None:
     nodes.add_argument("--run", help="experiment name or results folder (if several run)")
     nodes.add_argument("--format", choices=["text", "json"], default="text")
     nodes.set_defaults(handler=cmd_nodes)
+
+    stop = sub.add_parser(
+        "stop", help="stop every node's rounds of a run (one whose orchestrator died)"
+    )
+    stop.add_argument("--run", help="experiment name or results folder (if several run)")
+    stop.set_defaults(handler=cmd_stop)
 
     status = sub.add_parser("status", help="each node's round and each link's counts")
     status.add_argument("--format", choices=["text", "json"], default="text")

@@ -95,3 +95,36 @@ def test_interrupted_while_evaluating_leaves_every_sample_to_collect(
         with np.load(run.out / "samples" / f"node-{node}.npz") as got:
             np.testing.assert_array_equal(got["rounds"], rounds)
             np.testing.assert_array_equal(got["samples"], values)
+
+
+def test_starling_stop_stops_the_nodes_of_a_run_whose_orchestrator_died(tmp_path, starling_home):
+    """SIGKILL leaves no orchestrator to stop an inventory's nodes: they sample the abandoned
+    run to its end and refuse the next one until then, and no command stopped them.
+    ``starling stop --run FOLDER`` stops every node's rounds; each keeps serving and
+    ``starling collect`` then has every sample they stored."""
+    nodes = ("a", "b", "c")
+    with Cluster(tmp_path) as cluster:
+        procs = {n: cluster.launch(n, extra=["--id", n]) for n in nodes}
+        inventory = {n: cluster.ready(p).address for n, p in procs.items()}
+        raw = _ring("killed-inventory", rounds=100_000, chains=3, round_deadline=1.0,
+                    topology={"kind": "ring"}, nodes=[{"id": n} for n in nodes],
+                    backend={"kind": "inventory", "nodes": inventory})  # fmt: skip
+        with LiveRun(tmp_path, starling_home, raw) as run:
+            run.wait_started(min_round=5)
+            run.process.send_signal(signal.SIGKILL)
+            run.process.wait(timeout=10)
+        done = run_cli("stop", "--run", str(run.out), env_home=starling_home, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.count("rounds stopped") == 3, done.stdout
+        stored = {}
+        for node, address in inventory.items():
+            assert procs[node].process.poll() is None, "the node must keep serving"
+            with NodeClient(address) as client:
+                status = client.status()
+            assert status.state.value == "stopped", node
+            stored[node] = status.samples_stored
+        collected = run_cli("collect", str(run.out), env_home=starling_home, timeout=120)
+        assert collected.returncode in (0, 4), collected.stdout + collected.stderr
+        for node, count in stored.items():  # every round the node stored, none after
+            with np.load(run.out / "samples" / f"node-{node}.npz") as got:
+                np.testing.assert_array_equal(got["rounds"], np.arange(count))
