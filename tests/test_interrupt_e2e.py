@@ -20,7 +20,7 @@ from starling.orchestrator.client import NodeClient
 from tests.conftest import run_cli
 from tests.node.test_runtime_harness import Cluster
 from tests.test_collect_e2e import _stored
-from tests.test_live_cli_e2e import LiveRun, _ring
+from tests.test_live_cli_e2e import LiveRun, _ring, inventory_ring
 
 pytestmark = pytest.mark.e2e
 
@@ -44,13 +44,10 @@ def test_an_interrupted_local_run_keeps_every_sample_its_nodes_stored(tmp_path, 
 
 
 def test_an_interrupted_run_stops_the_rounds_of_inventory_nodes(tmp_path, starling_home):
-    nodes = ("a", "b", "c")
     with Cluster(tmp_path) as cluster:
-        procs = {n: cluster.launch(n, extra=["--id", n]) for n in nodes}
-        inventory = {n: cluster.ready(p).address for n, p in procs.items()}
-        raw = _ring("interrupted-inventory", rounds=100_000, chains=3, round_deadline=1.0,
-                    topology={"kind": "ring"}, nodes=[{"id": n} for n in nodes],
-                    backend={"kind": "inventory", "nodes": inventory})  # fmt: skip
+        procs, inventory, raw = inventory_ring(
+            cluster, "interrupted-inventory", rounds=100_000, chains=3, round_deadline=1.0
+        )
         with LiveRun(tmp_path, starling_home, raw) as run:
             _interrupted(run)
         for node, address in inventory.items():
@@ -102,13 +99,10 @@ def test_starling_stop_stops_the_nodes_of_a_run_whose_orchestrator_died(tmp_path
     run to its end and refuse the next one until then, and no command stopped them.
     ``starling stop --run FOLDER`` stops every node's rounds; each keeps serving and
     ``starling collect`` then has every sample they stored."""
-    nodes = ("a", "b", "c")
     with Cluster(tmp_path) as cluster:
-        procs = {n: cluster.launch(n, extra=["--id", n]) for n in nodes}
-        inventory = {n: cluster.ready(p).address for n, p in procs.items()}
-        raw = _ring("killed-inventory", rounds=100_000, chains=3, round_deadline=1.0,
-                    topology={"kind": "ring"}, nodes=[{"id": n} for n in nodes],
-                    backend={"kind": "inventory", "nodes": inventory})  # fmt: skip
+        procs, inventory, raw = inventory_ring(
+            cluster, "killed-inventory", rounds=100_000, chains=3, round_deadline=1.0
+        )
         with LiveRun(tmp_path, starling_home, raw) as run:
             run.wait_started(min_round=5)
             run.process.send_signal(signal.SIGKILL)

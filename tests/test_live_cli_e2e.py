@@ -48,6 +48,17 @@ def _ring(name: str, **fields) -> dict:
     }
 
 
+def inventory_ring(cluster, name: str, **fields) -> tuple[dict, dict[str, str], dict]:
+    """Nodes a, b, c started by ``cluster`` as ``starling node serve`` would run them, and a
+    ring experiment over them as an inventory: (processes, addresses, the experiment)."""
+    nodes = ("a", "b", "c")
+    procs = {n: cluster.launch(n, extra=["--id", n]) for n in nodes}
+    inventory = {n: cluster.ready(p).address for n, p in procs.items()}
+    raw = _ring(name, topology={"kind": "ring"}, nodes=[{"id": n} for n in nodes],
+                backend={"kind": "inventory", "nodes": inventory}, **fields)  # fmt: skip
+    return procs, inventory, raw
+
+
 class LiveRun:
     """``starling run`` in the background, and the live CLI pointed at it."""
 

@@ -23,7 +23,7 @@ import yaml
 from starling.orchestrator.client import NodeClient
 from tests.conftest import ROOT, run_cli
 from tests.node.test_runtime_harness import Cluster
-from tests.test_live_cli_e2e import _ring
+from tests.test_live_cli_e2e import inventory_ring
 
 pytestmark = pytest.mark.e2e
 
@@ -36,13 +36,10 @@ def _small_files() -> None:  # in the orchestrator's process, before it starts
 def test_a_run_that_cannot_write_its_results_says_so_and_collect_recovers_them(
     tmp_path, starling_home
 ):
-    nodes = ("a", "b", "c")
     with Cluster(tmp_path) as cluster:
-        procs = {n: cluster.launch(n, extra=["--id", n]) for n in nodes}
-        inventory = {n: cluster.ready(p).address for n, p in procs.items()}
-        raw = _ring("unwritable", rounds=400, chains=4, round_deadline=5.0,
-                    topology={"kind": "ring"}, nodes=[{"id": n} for n in nodes],
-                    backend={"kind": "inventory", "nodes": inventory})  # fmt: skip
+        procs, inventory, raw = inventory_ring(
+            cluster, "unwritable", rounds=400, chains=4, round_deadline=5.0
+        )
         (tmp_path / "exp.yaml").write_text(yaml.safe_dump(raw))
         out = tmp_path / "out"
         done = subprocess.run(
