@@ -30,12 +30,12 @@ def ended_early(folder: ResultsFolder, name: str, exc: BaseException) -> BaseExc
     if (unwritable_error := unwritable(folder.path, exc)) is not None:
         return unwritable_error  # the manifest stays running: collect recovers
     interrupted = isinstance(exc, KeyboardInterrupt)
-    if interrupted and (folder.path / START).is_file():
-        if not (folder.path / "metrics.json").exists():
-            return InterruptedBeforeResults(
-                f"interrupted before the results were written; `starling collect "
-                f"{folder.path}` recovers every sample the nodes stored"
-            )
+    started = (folder.path / START).is_file()  # the nodes were handed the run
+    if interrupted and started and not (folder.path / "metrics.json").exists():
+        return InterruptedBeforeResults(
+            f"interrupted before the results were written; `starling collect "
+            f"{folder.path}` recovers every sample the nodes stored"
+        )
     status = "interrupted" if interrupted else "failed"
     error = "interrupted by the user" if interrupted else str(exc) or type(exc).__name__
     write_failure(folder.path, name, status, error)
