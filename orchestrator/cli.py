@@ -28,6 +28,11 @@ def exit_code(metrics: dict) -> int:
     """The exit code a finished run or simulation earns, from its metrics: interrupted
     before failed before diverged before 0."""
     if metrics.get("interrupted"):
+        from starling.orchestrator.phases import PHASES
+
+        during = PHASES.get(metrics.get("interrupted_during") or "")
+        print(f"starling: interrupted by the user{f' {during}' if during else ''}; what was "
+              f"collected is written; exit {EXIT_INTERRUPTED}", file=sys.stderr)  # fmt: skip
         return EXIT_INTERRUPTED
     events = (metrics.get("faults") or {}).get("nodes") or []
     failed = [e for e in events if e.get("event") == "failed"]

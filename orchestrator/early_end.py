@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from starling.orchestrator import phases
 from starling.orchestrator.outdir import ResultsFolder
 from starling.orchestrator.recovery import START
 from starling.orchestrator.results import write_failure
@@ -33,7 +34,7 @@ def ended_early(folder: ResultsFolder, name: str, exc: BaseException) -> BaseExc
     started = (folder.path / START).is_file()  # the nodes were handed the run
     if interrupted and started and not (folder.path / "metrics.json").exists():
         return InterruptedBeforeResults(
-            f"interrupted before the results were written; `starling collect "
+            f"interrupted {phases.during()}, before the results were written; `starling collect "
             f"{folder.path}` recovers every sample the nodes stored"
         )
     status = "interrupted" if interrupted else "failed"

@@ -28,6 +28,7 @@ import numpy as np
 import yaml
 
 from starling.node.spec import DataSpec
+from starling.orchestrator import phases
 from starling.orchestrator.account import Account, account_divergence
 from starling.orchestrator.evaluation import Evaluation, evaluate
 from starling.orchestrator.experiment import Experiment
@@ -292,12 +293,14 @@ def close_run(
     # nodes are float sums, and ``run`` must score to the last bit what ``simulate`` scores.
     samples = in_node_order(samples, experiment.node_ids)
     rounds = in_node_order(rounds, experiment.node_ids)
+    phases.enter("evaluating")
     evaluation = evaluate(experiment, samples, node_data)
     for line in link_account(links):
         account.plain(line)
     account_divergence(evaluation.metrics, account)
     account.plain(timing)
     extra = {"account": account.lines, "faults": account.section(), "links": links, **extra}
+    phases.enter("writing results")
     write_results(out_dir, experiment.source, samples, rounds, evaluation, extra)
     metrics = {**evaluation.metrics, **extra}
     if say is not None:

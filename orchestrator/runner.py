@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from starling.node.spec import DataSpec, NodeSpec
-from starling.orchestrator import exporter, live
+from starling.orchestrator import exporter, live, phases
 from starling.orchestrator.access import access_from_section, access_paths
 from starling.orchestrator.account import Account, account_schedule
 from starling.orchestrator.backends import make_backend
@@ -73,10 +73,13 @@ def _run(experiment: Experiment, out_dir: Path, say: Callable[[str], None],
     account = Account(say)
     account_schedule(account, experiment)
     interrupted = False
+    interrupted_during: str | None = None  # the phase of the first interrupt
+    phases.enter("starting")
     collector = Collector()
     supervisor: Supervisor | None = None
     record = None
     node_data: dict[str, DataSpec] = {}
+    backend = None
     try:
         with make_backend(experiment, out_dir / "nodes") as backend:
             fixed = {n.id: n.address for n in experiment.nodes if n.address}
@@ -92,6 +95,7 @@ def _run(experiment: Experiment, out_dir: Path, say: Callable[[str], None],
             specs = {s.node_id: s for s in node_specs(experiment, addresses)}
             write_start(out_dir, experiment, specs, backend)  # what `starling collect` reads
             access = access_from_section(experiment.backend)  # with a fresh peer secret
+            phases.enter("configuring")
             clients = {node: NodeClient(address, access=access, node_id=node)
                        for node, address in addresses.items()}  # fmt: skip
             journal: Journal | None = None
@@ -114,10 +118,13 @@ def _run(experiment: Experiment, out_dir: Path, say: Callable[[str], None],
                 supervisor = Supervisor(experiment, specs, clients, backend, collector, record,
                                         account, plan)  # fmt: skip
                 exporter.attach(supervisor)  # the --metrics endpoint, if any
+                phases.enter("rounds")
                 _watch(supervisor, plan, journal, progress, kernel)
             except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (Terminated)
-                interrupted = True
-                account.plain(f"interrupted by the user after {account.elapsed():.1f} s")
+                interrupted, interrupted_during = True, phases.now()
+                account.plain(f"interrupted by the user {phases.during()}, "
+                              f"after {account.elapsed():.1f} s")  # fmt: skip
+                phases.enter("collecting")
                 say("interrupted: stopping the nodes' rounds, then collecting what they hold")
                 if supervisor is not None:
                     kernel.finish(supervisor)  # a paused node must answer the collection
@@ -132,12 +139,20 @@ def _run(experiment: Experiment, out_dir: Path, say: Callable[[str], None],
                     journal.read()
                 for client in clients.values():
                     client.close()
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while the nodes were starting
+            phases.enter("shutting down")  # leaving the backend stops its nodes
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM outside the rounds: phases.now() says when
+        interrupted_during = interrupted_during or phases.now()
         interrupted = True
-        account.plain("interrupted by the user while the nodes were starting")
+        if phases.now() == "shutting down":
+            account.plain(f"interrupted by the user {phases.during()}, after the collection")
+        else:
+            account.plain(f"interrupted by the user {phases.during()}")
+        if phases.now() == "shutting down" and backend is not None:
+            backend.stop()  # what the interrupt cut short: no node of the run outlives it
     finally:
         if record is not None:
             live.withdraw(record)
+    phases.enter("evaluating")  # the nodes are done with: what they gave is put together
     samples, rounds = collector.arrays()
     link_stats = supervisor.link_stats() if supervisor is not None else {}
     metrics = close_run(
@@ -148,6 +163,7 @@ def _run(experiment: Experiment, out_dir: Path, say: Callable[[str], None],
             "program_metrics": supervisor.program_metrics() if supervisor is not None else {},
             "backend": experiment.backend.kind,
             "interrupted": interrupted,
+            **({"interrupted_during": interrupted_during} if interrupted else {}),
             "status": _status(experiment, samples, interrupted, supervisor),
         },
         say,
@@ -235,6 +251,7 @@ def _watch(
             progress.rounds(rounds, total_rounds, late, withheld)
         time.sleep(FAST_POLL_SECONDS if victims else POLL_SECONDS)
     progress.finished()
+    phases.enter("collecting")
     supervisor.finish()
 
 

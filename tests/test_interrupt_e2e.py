@@ -19,7 +19,7 @@ import pytest
 from starling.orchestrator.client import NodeClient
 from tests.conftest import run_cli
 from tests.node.test_runtime_harness import Cluster
-from tests.test_collect_e2e import _stored
+from tests.test_collect_e2e import _gone, _stored
 from tests.test_live_cli_e2e import LiveRun, _ring, inventory_ring
 
 pytestmark = pytest.mark.e2e
@@ -80,7 +80,8 @@ def test_interrupted_while_evaluating_leaves_every_sample_to_collect(
         assert not (run.out / "samples").exists(), "the signal came after the evaluation"
         last = (tmp_path / "run.stderr").read_text().strip().splitlines()[-1]
         assert last == (
-            "starling: interrupted before the results were written; "
+            "starling: interrupted while the samples were being evaluated, before the results "
+            "were written; "
             f"`starling collect {run.out}` recovers every sample the nodes stored"
         )
     assert json.loads((run.out / "manifest.json").read_text())["status"] == "running"
@@ -122,3 +123,62 @@ def test_starling_stop_stops_the_nodes_of_a_run_whose_orchestrator_died(tmp_path
         for node, count in stored.items():  # every round the node stored, none after
             with np.load(run.out / "samples" / f"node-{node}.npz") as got:
                 np.testing.assert_array_equal(got["rounds"], np.arange(count))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_interrupted_while_the_nodes_shut_down_is_named_so(signum, tmp_path, starling_home):
+    """Ctrl-C or SIGTERM after every sample was collected, while the local nodes are shut
+    down at the end: before, the account and the folder said the run was interrupted "while
+    the nodes were starting" (``orchestrator/phases.py``). The phase is named, and the
+    results written hold every sample the nodes stored.
+
+    To keep a node shutting down long enough to be interrupted there, this test holds a
+    sample stream open on node 0 without reading it: the node's server then waits out its
+    shutdown grace (1 s) for that call before it exits."""
+    import grpc
+
+    from starling.node.protocol.starling.v1 import control_pb2, control_pb2_grpc
+
+    rounds = 1500
+    raw = {**_ring("interrupted-shutdown", rounds=rounds, chains=200, round_deadline=5.0)}
+    with LiveRun(tmp_path, starling_home, raw) as run:
+        while not (run.out / "run.json").exists():
+            assert run.process.poll() is None, run.output()
+            time.sleep(0.05)
+        address = json.loads((run.out / "run.json").read_text())["addresses"]["0"]
+        with NodeClient(address, timeout=10) as client:
+            while client.status().round < rounds // 2:  # megabytes stored, more than a window
+                assert run.process.poll() is None, run.output()
+                time.sleep(0.1)
+        with grpc.insecure_channel(address) as channel:
+            held = control_pb2_grpc.ControlStub(channel).StreamSamples(
+                control_pb2.SamplesRequest(offset=0)
+            )  # never read: its sender waits for the window
+            logs = list((run.out / "nodes" / "logs").glob("node-*.log"))
+            while not any("shutting down" in p.read_text(errors="replace") for p in logs):
+                assert run.process.poll() is None, run.output()
+                time.sleep(0.01)
+            run.process.send_signal(signum)  # the orchestrator waits for its nodes to exit
+            assert run.process.wait(timeout=120) == 130, run.output()
+            held.cancel()
+        stderr = (tmp_path / "run.stderr").read_text()
+        assert "Traceback" not in stderr, stderr[-3000:]
+        last = stderr.strip().splitlines()[-1]
+        assert last == (
+            "starling: interrupted by the user while the nodes were being shut down; "
+            "what was collected is written; exit 130"
+        ), last
+    metrics = json.loads((run.out / "metrics.json").read_text())
+    assert metrics["status"] == "interrupted" and metrics["interrupted_during"] == "shutting down"
+    account = "\n".join(metrics["account"])
+    assert "while the nodes were starting" not in account, account
+    assert "interrupted by the user while the nodes were being shut down" in account, account
+    assert json.loads((run.out / "manifest.json").read_text())["status"] == "interrupted"
+    start = json.loads((run.out / "start.json").read_text())
+    for node, entry in start["nodes"].items():
+        assert _gone(entry["pid"]), f"node {node} outlived the run"
+    for node, (stored_rounds, values) in _stored(run.out, start).items():
+        np.testing.assert_array_equal(stored_rounds, np.arange(rounds))
+        with np.load(run.out / "samples" / f"node-{node}.npz") as got:
+            np.testing.assert_array_equal(got["rounds"], stored_rounds)
+            np.testing.assert_array_equal(got["samples"], values)
