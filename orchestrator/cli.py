@@ -94,6 +94,7 @@ def _into_folder(args, name: str, work: Callable[[Path], object]) -> dict:
     run that ends without results still says so in ``metrics.json`` and ``summary.txt``."""
     from starling.orchestrator.early_end import ended_early
     from starling.orchestrator.outdir import prepare
+    from starling.orchestrator.unwritable import unwritable
 
     folder = prepare(args.out, name, args.overwrite)
     folder.begin()
@@ -101,8 +102,15 @@ def _into_folder(args, name: str, work: Callable[[Path], object]) -> dict:
         result = work(folder.path)
         metrics = result if isinstance(result, dict) else {}
     except BaseException as exc:
-        raise ended_early(folder, name, exc) from None
-    folder.end(metrics.get("status", "complete"))
+        try:
+            ending = ended_early(folder, name, exc)
+        except OSError as failed:  # recording how it ended failed too: one line, no chain
+            ending = unwritable(folder.path, failed) or failed
+        raise ending from None
+    try:
+        folder.end(metrics.get("status", "complete"))
+    except OSError as exc:  # the final manifest: one line like any other results file
+        raise unwritable(folder.path, exc) or exc from None
     return metrics
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -53,9 +54,14 @@ class ResultsFolder:
 
     def _write(self, status: str, files: list[str], **more) -> None:
         body = {"status": status, "files": files, "foreign": sorted(self.foreign), **more}
-        temporary = self.path / f".{MANIFEST}.tmp"
-        temporary.write_text(json.dumps(body, indent=1) + "\n")
-        os.replace(temporary, self.path / MANIFEST)
+        temporary, target = self.path / f".{MANIFEST}.tmp", self.path / MANIFEST
+        try:
+            temporary.write_text(json.dumps(body, indent=1) + "\n")
+            os.replace(temporary, target)
+        except OSError as exc:  # named as the manifest, whichever of the two files failed
+            with suppress(OSError):
+                temporary.unlink(missing_ok=True)
+            raise OSError(exc.errno, exc.strerror, str(target)) from None
 
     @classmethod
     def existing(cls, path: Path) -> tuple[ResultsFolder, dict]:

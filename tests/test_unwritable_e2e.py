@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -62,3 +64,60 @@ def test_a_run_that_cannot_write_its_results_says_so_and_collect_recovers_them(
                 stored = client.status().samples_stored
             with np.load(out / "samples" / f"node-{node}.npz") as got:
                 np.testing.assert_array_equal(got["rounds"], np.arange(stored))
+
+
+def test_a_run_whose_manifest_cannot_be_written_says_so_and_collect_recovers_it(
+    tmp_path, starling_home
+):
+    """Every results file but the manifest written, and the manifest refused (made
+    immutable with ``chattr +i`` while the run ran): before, the ``OSError`` of the final
+    manifest escaped as a traceback. Now it is the same one line as any other results file
+    that cannot be written, exit 1, and ``collect`` later recovers the same samples."""
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr is not installed")
+    with Cluster(tmp_path) as cluster:
+        procs, inventory, raw = inventory_ring(
+            cluster, "manifest-unwritable", rounds=300, chains=4, round_deadline=5.0
+        )
+        (tmp_path / "exp.yaml").write_text(yaml.safe_dump(raw))
+        out = tmp_path / "out"
+        manifest = out / "manifest.json"
+        run = subprocess.Popen(
+            [sys.executable, "-m", "starling.orchestrator.cli", "run", str(tmp_path / "exp.yaml"),
+             "--out", str(out), "--quiet"],
+            cwd=ROOT, env={**os.environ, "STARLING_HOME": str(starling_home)},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            while not (out / "start.json").is_file():  # the manifest says running by then
+                assert run.poll() is None, run.communicate()
+                time.sleep(0.05)
+            if subprocess.run(["chattr", "+i", str(manifest)]).returncode != 0:
+                pytest.skip("this file system cannot make a file immutable")
+            _, stderr = run.communicate(timeout=120)
+        finally:
+            subprocess.run(["chattr", "-i", str(manifest)], check=False)
+            if run.poll() is None:
+                run.kill()
+                run.wait(timeout=10)
+        assert "Traceback" not in stderr, stderr[-3000:]
+        assert run.returncode == 1, stderr
+        last = stderr.strip().splitlines()[-1]
+        assert last.startswith(f"starling: cannot write the results to {out} ("), last
+        assert f"{manifest}); " in last and f"`starling collect {out}` recovers them" in last
+        assert json.loads(manifest.read_text())["status"] == "running"
+        written = {}
+        for node in inventory:
+            with np.load(out / "samples" / f"node-{node}.npz") as got:
+                written[node] = (got["rounds"].copy(), got["samples"].copy())
+
+        collected = run_cli("collect", str(out), env_home=starling_home, timeout=120)
+        assert collected.returncode == 0, collected.stderr
+        assert json.loads(manifest.read_text())["status"] == "partial"
+        for node, address in inventory.items():
+            with NodeClient(address) as client:
+                stored = client.status().samples_stored
+            with np.load(out / "samples" / f"node-{node}.npz") as got:
+                np.testing.assert_array_equal(got["rounds"], np.arange(stored))
+                np.testing.assert_array_equal(got["rounds"], written[node][0])
+                np.testing.assert_array_equal(got["samples"], written[node][1])
