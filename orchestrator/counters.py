@@ -18,8 +18,10 @@ process before it did (:class:`starling.node.runtime.inbox.Inbox`).
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
-from starling.orchestrator.client import NodeStatus
+if TYPE_CHECKING:  # no grpc for `starling status`'s import of this module
+    from starling.orchestrator.client import NodeStatus
 
 __all__ = ["add_books", "summed_books"]
 

@@ -34,6 +34,8 @@ __all__ = [
     "take_requests",
     "who",
     "log_event",
+    "carried_books",
+    "CARRIED",
     "read_events",
     "link_states",
 ]
@@ -166,6 +168,23 @@ def read_events(out_dir: str | Path, offset: int = 0) -> tuple[list[dict], int]:
         if isinstance(event, dict):
             events.append(event)
     return events, offset + end
+
+
+CARRIED = "carried"
+"""A journal event's kind: a node's process died, and the run carries its link counters
+over to the next (``books``: what all its dead processes counted, so far)."""
+
+
+def carried_books(events: list[dict]) -> dict[str, dict]:
+    """node -> the link counters of its earlier processes, as the run's orchestrator last
+    carried them over (:mod:`starling.orchestrator.counters`); a node whose process never
+    died is absent. A node's status counts only its current process, so adding these gives
+    the whole run's counts."""
+    carried: dict[str, dict] = {}
+    for event in events:
+        if event.get("kind") == CARRIED and isinstance(event.get("books"), dict):
+            carried[str(event.get("node"))] = event["books"]
+    return carried
 
 
 def link_states(events: list[dict]) -> dict[str, dict]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from starling.node.params import ConfigError
 from starling.orchestrator import live
+from starling.orchestrator.counters import summed_books
 from starling.orchestrator.errors import NodeUnavailable
 from starling.orchestrator.experiment import parse_delay as experiment_delay
 from starling.orchestrator.results import link_summary
@@ -187,29 +188,28 @@ def cmd_stop(args) -> int:
 
 
 def status_report(record: live.RunRecord) -> dict:
-    """Every node's status (or ``unreachable``), and every link seen from both ends."""
+    """Every node's status (or ``unreachable``), and every link seen from both ends,
+    counted over the whole run: a restarted node's earlier processes included."""
     report: dict = {"experiment": record.name, "out_dir": record.out_dir, "nodes": {}}
     books = {}
     from starling.orchestrator.access import access_from_section
     from starling.orchestrator.client import NodeClient  # grpc only for the commands that dial
 
     access = access_from_section(record.access, "run record")
+    events, _ = live.read_events(record.out_dir)
+    carried = live.carried_books(events)  # a restarted node's earlier processes
     for node, address in record.addresses.items():
         client = NodeClient(address, timeout=3.0, access=access, node_id=node)
         try:
             status = client.status()
             report["nodes"][node] = {"address": address, **dataclasses.asdict(status)}
-            books[node] = {
-                "outbound": {p: dataclasses.asdict(c) for p, c in status.outbound.items()},
-                "inbound": {p: dataclasses.asdict(c) for p, c in status.inbound.items()},
-            }
+            books[node] = summed_books(carried.get(node, {}), status)
         except NodeUnavailable as exc:
             report["nodes"][node] = {"address": address, "state": "unreachable",
                                      "error": str(exc)}  # fmt: skip
         finally:
             client.close()
     links = link_summary(books)
-    events, _ = live.read_events(record.out_dir)
     for key, state in live.link_states(events).items():
         if key in links:
             links[key]["live"] = state

@@ -163,6 +163,11 @@ class Supervisor:
         if state.last is not None:
             add_books(state.carried, state.last, died=True)
             state.last = None
+            try:  # for `starling status`, which reads the nodes, not this process
+                event = {"kind": live.CARRIED, "node": node, "books": state.carried}
+                live.log_event(self.record.out_dir, event)
+            except OSError:
+                pass  # the live view only: the run's account keeps the counts
 
     def _reconfigure(self, node: str) -> None:
         """A fresh process (restarted): give it its spec; it resumes from its checkpoint."""

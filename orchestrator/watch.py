@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from starling.orchestrator import live
+from starling.orchestrator.counters import summed_books
 from starling.orchestrator.errors import NodeUnavailable
 from starling.orchestrator.results import link_summary
 
@@ -89,10 +90,8 @@ class _View:
                 self.nodes[node] = {"state": "unreachable", "round": None}
                 continue
             self.nodes[node] = dataclasses.asdict(status)
-            self.books[node] = {
-                "outbound": {p: dataclasses.asdict(c) for p, c in status.outbound.items()},
-                "inbound": {p: dataclasses.asdict(c) for p, c in status.inbound.items()},
-            }
+            # The whole run's counts: a restarted node's earlier processes carried over.
+            self.books[node] = summed_books(live.carried_books(self.events).get(node, {}), status)
 
     def poll_journal(self) -> bool:
         """True when new live changes arrived."""
