@@ -335,7 +335,10 @@ def health(args: argparse.Namespace) -> int:
             request = health_pb2.HealthCheckRequest(service=args.service)
             reply = stub.Check(request, timeout=args.timeout)
         except grpc.RpcError as exc:
-            print(f"starling-node: {args.address}: {exc.code().name.lower()}", file=sys.stderr)
+            from starling.node.unreachable import unreachable_reason
+
+            why = unreachable_reason(exc, credentials is not None, server_id)
+            print(f"starling-node: {args.address}: {why}", file=sys.stderr)
             return 1
     status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
     if reply.status != health_pb2.HealthCheckResponse.SERVING:

@@ -227,6 +227,11 @@ def cmd_node(rest: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] != ["node", "serve"]:
+        # gRPC's core logs each failed TLS handshake of a client at INFO on stderr, around
+        # the one line that says which node and why (starling.node.unreachable). A node
+        # keeps them: they are its trace of a client of another CA. Set before grpc loads.
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     if argv[:1] == ["node"] and argv[1:2] in (["serve"], ["health"]):
         # Before anything of the orchestrator's is imported: a device's node (the systemd
         # unit runs `starling node serve`) pays only for the node (12 MB and 0.5 s less).

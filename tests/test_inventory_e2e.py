@@ -101,7 +101,7 @@ def test_a_missing_node_is_named_after_the_timeout(tmp_path, starling_home):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("starling: inventory: no healthy node after 2 s: b at ")
-    assert f"c at {nowhere} (unavailable)" in lines[0]
+    assert f"c at {nowhere} (unavailable: connection refused" in lines[0]
     assert "a at" not in lines[0]
 
 

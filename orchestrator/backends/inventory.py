@@ -173,9 +173,11 @@ def wait_serving(addresses: Mapping[str, str], timeout: float, access: Any = Non
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+    from starling.node.unreachable import is_tls_reason, tls_hint, unreachable_reason
     from starling.orchestrator.access import Access
 
     access = access or Access()
+    tls = access.tls is not None
     channels = {node: access.channel(address, node) for node, address in addresses.items()}
     last = dict.fromkeys(addresses, "no answer")
     waiting = set(addresses)
@@ -191,7 +193,7 @@ def wait_serving(addresses: Mapping[str, str], timeout: float, access: Any = Non
                         timeout=max(min(_CHECK_SECONDS, remaining), 0.05),
                     )
                 except grpc.RpcError as exc:
-                    last[node] = exc.code().name.lower()
+                    last[node] = unreachable_reason(exc, tls, node)
                     continue
                 if reply.status == health_pb2.HealthCheckResponse.SERVING:
                     waiting.discard(node)
@@ -203,9 +205,13 @@ def wait_serving(addresses: Mapping[str, str], timeout: float, access: Any = Non
                 missing = ", ".join(
                     f"{node} at {addresses[node]} ({last[node]})" for node in sorted(waiting)
                 )
+                hint = (
+                    tls_hint(tls)
+                    if all(is_tls_reason(last[node]) for node in waiting)
+                    else "is it running (starling node serve) and reachable?"
+                )
                 raise BackendError(
-                    f"inventory: no healthy node after {timeout:g} s: {missing}; is it "
-                    "running (starling node serve) and reachable?"
+                    f"inventory: no healthy node after {timeout:g} s: {missing}; {hint}"
                 )
             time.sleep(_PAUSE_SECONDS)
     finally:

@@ -228,7 +228,10 @@ def test_health_command_exit_codes(tmp_path):
         proc.process.wait(timeout=10)
         down = health(proc.address)
         assert down.returncode == 1
-        assert down.stderr.strip() == f"starling-node: {proc.address}: unavailable"
+        assert down.stderr.strip() == (
+            f"starling-node: {proc.address}: unavailable: connection refused: nothing "
+            "listens on that port"
+        )
 
 
 def test_the_shipped_device_config_loads_and_the_unit_serves_it():
