@@ -29,6 +29,7 @@ from starling.node.params import ConfigError
 from starling.node.spec import NodeSpec
 from starling.orchestrator.account import Account, account_schedule
 from starling.orchestrator.experiment import Experiment, parse_experiment
+from starling.orchestrator.node_recipes import load_node_data
 from starling.orchestrator.outdir import RUNNING, ResultsFolder
 from starling.orchestrator.yaml_files import read_yaml_file
 
@@ -104,7 +105,7 @@ def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
             experiment, out, samples, rounds, account, {},
             f"collected in {time.monotonic() - started:.1f} s",
             {"backend": start.get("backend"), "recovered": True, "status": "partial"},
-            say,
+            say, load_node_data(start),  # data: {source: node}: the nodes' recipes
         )  # fmt: skip
         folder.end("partial")
     except OSError as exc:  # a full disk, say: one line, and the stores stay for a next try

@@ -37,9 +37,10 @@ from starling.orchestrator.halt import halt_rounds
 from starling.orchestrator.interrupts import sigterm_interrupts
 from starling.orchestrator.kernel_faults import KernelFaultPlan, kernel_holds
 from starling.orchestrator.live_requests import Journal, serve_requests
+from starling.orchestrator.node_recipes import save_node_data
 from starling.orchestrator.node_specs import node_specs
 from starling.orchestrator.progress import Progress
-from starling.orchestrator.recovery import write_start
+from starling.orchestrator.recovery import START, write_start
 from starling.orchestrator.results import close_run, link_summary, run_status
 from starling.orchestrator.store_release import release_local_stores
 from starling.orchestrator.supervisor import Supervisor, backend_pids
@@ -101,6 +102,7 @@ def _run(experiment: Experiment, out_dir: Path, say: Callable[[str], None],
             journal: Journal | None = None
             try:
                 node_data = _configure_and_start(experiment, specs, clients, account, progress)
+                save_node_data(out_dir / START, node_data)  # collect's ground truth, too
                 record = live.RunRecord(
                     name=experiment.name,
                     out_dir=str(out_dir.resolve()),

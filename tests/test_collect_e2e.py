@@ -111,3 +111,53 @@ def test_collect_recovers_every_stored_sample_after_the_orchestrator_is_killed(
     # A second collect has nothing to do and says so in one line.
     again = run_cli("collect", str(run.out), env_home=starling_home)
     assert again.returncode == 2 and "ended (partial)" in again.stderr, again.stderr
+
+
+def test_collect_scores_a_run_on_the_nodes_own_data_as_the_run_would(tmp_path, starling_home):
+    """``data: {source: node}`` (the compose testbed's experiment): the run's only ground
+    truth is the recipe each node answers its configuration with. After the orchestrator is
+    killed, ``collect`` must score the stored samples against the same posterior the run
+    would have: exactly the W2 of the same samples under the twin experiment whose synthetic
+    data is the nodes' (before, it wrote no W2 and no posterior at all)."""
+    from starling.orchestrator.evaluation import evaluate
+    from starling.orchestrator.experiment import parse_experiment
+    from tests.node.test_runtime_harness import Cluster
+
+    nodes = ("a", "b", "c")
+    with Cluster(tmp_path) as cluster:
+        procs = {
+            node: cluster.launch(node, extra=["--id", node, "--shard", str(k), "--data-seed",
+                                              "3", "--data-size", "50"])
+            for k, node in enumerate(nodes)
+        }  # fmt: skip
+        inventory = {n: cluster.ready(p).address for n, p in procs.items()}
+        raw = _ring("own-data", topology={"kind": "ring"}, nodes=[{"id": n} for n in nodes],
+                    data={"source": "node"}, rounds=100_000, chains=3, round_deadline=1.0,
+                    backend={"kind": "inventory", "nodes": inventory})  # fmt: skip
+        with LiveRun(tmp_path, starling_home, raw) as run:
+            run.wait_started(min_round=5)
+            run.process.send_signal(signal.SIGKILL)
+            run.process.wait(timeout=30)
+            # Nodes of an inventory sample on: their rounds are stopped as the README says.
+            run.cli("stop", "--run", str(run.out))
+        done = run_cli("collect", str(run.out), env_home=starling_home, timeout=600)
+        assert done.returncode == 0, done.stderr
+        assert all(p.process.poll() is None for p in procs.values()), "a node was stopped"
+
+    metrics = json.loads((run.out / "metrics.json").read_text())
+    assert metrics["status"] == "partial" and metrics["recovered"] is True
+    samples = {}
+    for node in nodes:
+        with np.load(run.out / "samples" / f"node-{node}.npz") as got:
+            samples[node] = got["samples"]
+        assert len(samples[node]) >= 5, node
+    twin = parse_experiment({**raw, "data": {"source": "synthetic", "size": 50, "seed": 3},
+                             "backend": {"kind": "local"}})  # fmt: skip
+    expected = evaluate(twin, samples).metrics
+    assert "w2" in metrics, sorted(metrics)
+    for key in ("mean", "std"):
+        assert metrics["posterior"][key] == pytest.approx(expected["posterior"][key], abs=1e-12)
+    for node in nodes:
+        assert metrics["w2"]["per_node"][node] == pytest.approx(
+            expected["w2"]["per_node"][node], abs=1e-12
+        ), node
