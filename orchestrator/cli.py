@@ -31,8 +31,10 @@ def exit_code(metrics: dict) -> int:
         from starling.orchestrator.phases import PHASES
 
         during = PHASES.get(metrics.get("interrupted_during") or "")
+        missing = (metrics.get("not_collected") or {}).get("line")
         print(f"starling: interrupted by the user{f' {during}' if during else ''}; what was "
-              f"collected is written; exit {EXIT_INTERRUPTED}", file=sys.stderr)  # fmt: skip
+              f"collected is written{f', but {missing}' if missing else ''}; "
+              f"exit {EXIT_INTERRUPTED}", file=sys.stderr)  # fmt: skip
         return EXIT_INTERRUPTED
     events = (metrics.get("faults") or {}).get("nodes") or []
     failed = [e for e in events if e.get("event") == "failed"]
@@ -108,7 +110,9 @@ def _into_folder(args, name: str, work: Callable[[Path], object]) -> dict:
             ending = unwritable(folder.path, failed) or failed
         raise ending from None
     try:
-        folder.end(metrics.get("status", "complete"))
+        # Nodes not collected after an interrupt: the manifest lets `collect` at them.
+        left = (metrics.get("not_collected") or {}).get("nodes") or []
+        folder.end(metrics.get("status", "complete"), not_collected=left)
     except OSError as exc:  # the final manifest: one line like any other results file
         raise unwritable(folder.path, exc) or exc from None
     return metrics

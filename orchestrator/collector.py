@@ -5,17 +5,27 @@ store to the samples that checkpoint counts. If the collector already held sampl
 that point (a SIGKILL between a sample and its checkpoint), :meth:`Collector.truncate`
 lets them go and the node re-computes them, so the collected chain is always the node's
 durable one: every round exactly once, with no gap.
+
+At the end of a run every node is collected at once, a thread each (:func:`pull_all`): one
+slow or unreachable node no longer holds up the others, one after another, and a run that
+was interrupted gives the collection one overall deadline. Each thread streams into a buffer
+of its own (:class:`Pull`); the buffers are handed to the collector, in node order, by the
+thread that waits for them, so a thread given up on never touches the collector afterwards
+and what it had streamed before the deadline is kept.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from starling.orchestrator.client import NodeClient
 
-__all__ = ["Collector"]
+__all__ = ["Collector", "Outcome", "Pull", "StoredRun", "pull_all"]
 
 
 @dataclass
@@ -51,3 +61,96 @@ class Collector:
         samples = {n: np.stack(v) for n, v in self.values.items() if v}
         rounds = {n: np.asarray(self.rounds[n]) for n in samples}
         return samples, rounds
+
+
+@dataclass
+class Pull:
+    """One node's samples streamed by a thread of its own, from ``offset`` on, into this
+    buffer; :func:`pull_all` hands the buffer to the collector. Once ``dropped`` (the
+    buffer was handed over), nothing more is kept."""
+
+    offset: int
+    rounds: list[int] = field(default_factory=list)
+    values: list[np.ndarray] = field(default_factory=list)
+    dropped: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def take(self, client: NodeClient, stored_run: tuple[str, str] | None = None) -> int:
+        """Stream what the node stored past what this pull holds (as :meth:`Collector.pull`);
+        returns how many samples came."""
+        got = 0
+        for round_index, value in client.samples(self.offset + len(self.rounds),
+                                                 stored_run=stored_run):  # fmt: skip
+            with self.lock:
+                if self.dropped:
+                    break
+                self.rounds.append(round_index)
+                self.values.append(value)
+            got += 1
+        return got
+
+
+@dataclass
+class Outcome:
+    """How one node's part of :func:`pull_all` ended: its work's ``result`` or ``error``,
+    or ``late`` (still at work when the deadline came); ``got`` samples were handed over."""
+
+    got: int = 0
+    result: object = None
+    error: BaseException | None = None
+    late: bool = False
+
+
+def pull_all(
+    collector: Collector,
+    work: Mapping[str, Callable[[Pull], object]],
+    within: float | None = None,
+) -> dict[str, Outcome]:
+    """Run ``work[node](pull)`` for every node at once, a daemon thread each, and wait for
+    all of them, or ``within`` seconds at most; then hand every node's buffer to
+    ``collector`` (also what a late node streamed so far: a prefix of its store, which it
+    still holds). Node -> its :class:`Outcome`. A late thread is left to end on its own
+    (closing its client ends its call); it no longer keeps anything."""
+    pulls = {node: Pull(collector.offset(node)) for node in work}
+    ended: dict[str, Outcome] = {}
+
+    def one(node: str) -> None:
+        try:
+            ended[node] = Outcome(result=work[node](pulls[node]))
+        except BaseException as exc:  # noqa: BLE001 - the caller accounts for it
+            ended[node] = Outcome(error=exc)
+
+    threads = [threading.Thread(target=one, args=(node,), name=f"collect-{node}", daemon=True)
+               for node in work]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    outcomes: dict[str, Outcome] = {}
+    try:
+        deadline = None if within is None else time.monotonic() + within
+        for thread in threads:
+            thread.join(None if deadline is None else max(deadline - time.monotonic(), 0.0))
+    finally:  # a second Ctrl-C while waiting keeps what came too
+        for node, pull in pulls.items():
+            with pull.lock:
+                pull.dropped = True
+                outcome = ended.get(node) or Outcome(late=True)
+                collector.rounds.setdefault(node, []).extend(pull.rounds)
+                collector.values.setdefault(node, []).extend(pull.values)
+                outcome.got = len(pull.rounds)
+            outcomes[node] = outcome
+    return outcomes
+
+
+@dataclass
+class StoredRun:
+    """A down node's stored run, streamed at the end from index ``before`` on."""
+
+    node: str
+    before: int
+
+    def line(self, collector: Collector, got: int) -> str:
+        last = collector.rounds.get(self.node, [])
+        held = f"{len(last)} samples (rounds {last[0]}..{last[-1]})" if last else "no samples"
+        return (f"node {self.node}: down at the end; {held} collected, {got} of them (from "
+                f"index {self.before}) streamed by its process started again idle on its state "
+                "dir")  # fmt: skip

@@ -48,9 +48,12 @@ class ResultsFolder:
         ``pid`` is the process writing the folder."""
         self._write(RUNNING, [], pid=os.getpid())
 
-    def end(self, status: str) -> None:
-        """The manifest of an ended run: every file in the folder that was not foreign."""
-        self._write(status, owned_files(self.path, self.foreign))
+    def end(self, status: str, not_collected: list[str] | tuple = ()) -> None:
+        """The manifest of an ended run: every file in the folder that was not foreign.
+        ``not_collected``: nodes whose samples the run could not collect (an interrupted
+        run's collection has a deadline); ``starling collect`` accepts such a folder."""
+        more = {"not_collected": list(not_collected)} if not_collected else {}
+        self._write(status, owned_files(self.path, self.foreign), **more)
 
     def _write(self, status: str, files: list[str], **more) -> None:
         body = {"status": status, "files": files, "foreign": sorted(self.foreign), **more}

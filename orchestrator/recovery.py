@@ -12,6 +12,10 @@ when their orchestrator dies.
 node's stored samples over gRPC; nodes of an inventory are asked at their address. It then
 evaluates what came and writes ``samples/*.npz``, ``metrics.json`` and ``summary.txt`` with
 ``status: partial``, and the folder's manifest. The orchestrator never opens a node's files.
+
+It also finishes a run that ended but could not collect some nodes: after Ctrl-C or SIGTERM
+the collection has a deadline (``runner.INTERRUPT_SECONDS``), and the manifest of such a run
+names the nodes that did not answer (``not_collected``).
 """
 
 from __future__ import annotations
@@ -77,7 +81,8 @@ def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
     if not out.is_dir():
         raise ConfigError(f"collect: {out} is not a folder")
     folder, manifest = ResultsFolder.existing(out)
-    if manifest.get("status") != RUNNING:
+    # An ended run whose manifest names nodes it did not collect left the rest to us.
+    if manifest.get("status") != RUNNING and not manifest.get("not_collected"):
         raise ConfigError(f"collect: the run in {out} ended ({manifest.get('status')}); its "
                           "results are already there")  # fmt: skip
     _refuse_if_alive(

@@ -30,7 +30,7 @@ from starling.orchestrator.access import access_from_section, access_paths
 from starling.orchestrator.account import Account, account_schedule
 from starling.orchestrator.backends import make_backend
 from starling.orchestrator.client import NodeClient, NodeUnavailable
-from starling.orchestrator.collector import Collector
+from starling.orchestrator.collector import Collector, Pull, pull_all
 from starling.orchestrator.experiment import Experiment
 from starling.orchestrator.fault_plan import NodeFaultPlan, first_kills
 from starling.orchestrator.halt import halt_rounds
@@ -50,6 +50,14 @@ __all__ = ["run_experiment"]
 POLL_SECONDS = 0.2
 FAST_POLL_SECONDS = 0.02
 """While a kill is due at a round, the victim's status is polled this often."""
+INTERRUPT_SECONDS = 30.0
+"""After Ctrl-C or SIGTERM, stopping the nodes' rounds (15 s at most,
+:mod:`starling.orchestrator.halt`) and collecting what they hold end within this; a node that
+has not answered by then is named, and left to ``starling collect``. Before, the nodes were
+collected one after another with no overall bound: two unresponsive nodes held the
+orchestrator minutes after the Ctrl-C, and no line said which."""
+COLLECT_AT_LEAST_SECONDS = 10.0
+"""The collection after an interrupt gets this much even if stopping the rounds took longer."""
 
 
 def run_experiment(
@@ -75,6 +83,7 @@ def _run(experiment: Experiment, out_dir: Path, say: Callable[[str], None],
     account_schedule(account, experiment)
     interrupted = False
     interrupted_during: str | None = None  # the phase of the first interrupt
+    not_collected: dict = {}  # nodes that did not answer the collection after an interrupt
     phases.enter("starting")
     collector = Collector()
     supervisor: Supervisor | None = None
@@ -128,14 +137,16 @@ def _run(experiment: Experiment, out_dir: Path, say: Callable[[str], None],
                               f"after {account.elapsed():.1f} s")  # fmt: skip
                 phases.enter("collecting")
                 say("interrupted: stopping the nodes' rounds, then collecting what they hold")
+                began = time.monotonic()
                 if supervisor is not None:
                     kernel.finish(supervisor)  # a paused node must answer the collection
                     alive = {n: c for n, c in clients.items() if backend.alive(n) is not False}
                     halt_rounds(alive, account)  # see starling.orchestrator.halt
-                    supervisor.finish()
+                    late = supervisor.finish(within=_left(began))
                 else:
                     halt_rounds(clients, account)
-                    _collect_all(clients, collector, account)
+                    late = _collect_all(clients, collector, account, _left(began))
+                not_collected = _not_collected(late, time.monotonic() - began, out_dir, account)
             finally:
                 if journal is not None:
                     journal.read()
@@ -166,6 +177,7 @@ def _run(experiment: Experiment, out_dir: Path, say: Callable[[str], None],
             "backend": experiment.backend.kind,
             "interrupted": interrupted,
             **({"interrupted_during": interrupted_during} if interrupted else {}),
+            **({"not_collected": not_collected} if not_collected else {}),
             "status": _status(experiment, samples, interrupted, supervisor),
         },
         say,
@@ -266,12 +278,48 @@ def _losses(link_stats: Mapping[str, Mapping]) -> tuple[int, int]:
     return late, withheld
 
 
-def _collect_all(clients: Mapping[str, NodeClient], collector: Collector, account: Account) -> None:
-    for node, client in clients.items():
-        try:
-            collector.pull(node, client)
-        except NodeUnavailable as exc:
-            account.plain(f"node {node}: samples could not be collected ({exc})")
+def _left(began: float) -> float:
+    """What is left of :data:`INTERRUPT_SECONDS` since ``began`` for the collection."""
+    return max(began + INTERRUPT_SECONDS - time.monotonic(), COLLECT_AT_LEAST_SECONDS)
+
+
+def _collect_all(clients: Mapping[str, NodeClient], collector: Collector, account: Account,
+                 within: float) -> list[str]:  # fmt: skip
+    """Every node's samples at once, within ``within`` s; returns the nodes that were late."""
+    work = {node: _client_pull(client) for node, client in clients.items()}
+    outcomes = pull_all(collector, work, within)
+    late = []
+    for node, outcome in outcomes.items():
+        if outcome.late:
+            late.append(node)
+        elif isinstance(outcome.error, NodeUnavailable):
+            account.plain(f"node {node}: samples could not be collected ({outcome.error})")
+        elif outcome.error is not None:
+            raise outcome.error
+    return late
+
+
+def _client_pull(client: NodeClient) -> Callable[[Pull], int]:
+    return lambda pull: pull.take(client)
+
+
+def _not_collected(late: list[str], seconds: float, out_dir: Path, account: Account) -> dict:
+    """The nodes that did not answer the collection after an interrupt, each named in the
+    account; for ``metrics.json`` and the last line (``cli.exit_code``): their nodes, and the
+    line. The run's manifest lets ``starling collect`` recover them."""
+    if not late:
+        return {}
+    for node in late:
+        account.plain(_not_collected_line([node], seconds, out_dir))
+    return {"nodes": late, "within_seconds": round(seconds, 1),
+            "line": _not_collected_line(late, seconds, out_dir)}  # fmt: skip
+
+
+def _not_collected_line(nodes: list[str], seconds: float, out_dir: Path) -> str:
+    who, they = (f"node {nodes[0]}", "it") if len(nodes) == 1 else (
+        f"nodes {', '.join(nodes)}", "they")  # fmt: skip
+    return (f"not collected: {who} did not answer within {seconds:.0f} s; "
+            f"`starling collect {out_dir}` recovers what {they} stored")  # fmt: skip
 
 
 def _status(experiment: Experiment, samples: dict, interrupted: bool,

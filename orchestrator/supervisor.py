@@ -15,8 +15,9 @@ A node that is down for good is named to its neighbours (:mod:`starling.orchestr
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from starling.node.params import ConfigError
@@ -26,7 +27,7 @@ from starling.orchestrator import live
 from starling.orchestrator.account import Account
 from starling.orchestrator.backends.base import Backend, BackendError
 from starling.orchestrator.client import NodeClient, NodeStatus, NodeUnavailable
-from starling.orchestrator.collector import Collector
+from starling.orchestrator.collector import Collector, Pull, StoredRun, pull_all
 from starling.orchestrator.counters import add_books, summed_books
 from starling.orchestrator.down import DownNotices
 from starling.orchestrator.experiment import Experiment
@@ -86,6 +87,7 @@ class Supervisor:
         grace = experiment.limits.down_grace
         self.patience = grace if grace is not None else max(30.0, 10 * experiment.round_deadline)
         self.notices = DownNotices(self)
+        self._respawning = threading.Lock()  # the collection's threads restart nodes
 
     # ------------------------------------------------------------ reading nodes
 
@@ -308,51 +310,78 @@ class Supervisor:
     def _respawn(self, node: str) -> str:
         """A new process of ``node`` on its state dir, answering; returns its address."""
         address = self.backend.restart(node)
+        self._connect(node, address)
+        return address
+
+    def _connect(self, node: str, address: str) -> None:
+        """A client for the new process of ``node`` at ``address``, once it answers."""
         access = self.clients[node].access  # the run's credentials and peer secret
         self.clients[node].close()
         self.clients[node] = NodeClient(address, access=access, node_id=node)
         self.clients[node].wait_ready()
-        return address
 
     def publish(self) -> None:
         live.publish(dataclasses.replace(self.record, pids=backend_pids(self.backend)))
 
     # ------------------------------------------------------------ the end
 
-    def finish(self) -> None:
+    def finish(self, within: float | None = None) -> list[str]:
         """Collect the remaining samples and every node's final status (before the nodes
-        are stopped: link counters and program metrics die with the processes)."""
-        for node in list(self.clients):
+        are stopped: link counters and program metrics die with the processes): every node
+        at once (:func:`~starling.orchestrator.collector.pull_all`), so one slow node costs
+        its own calls' time, not theirs added up. With ``within`` (seconds, an interrupted
+        run) the whole collection ends by then; returns the nodes that had not answered
+        (their store keeps what was not collected)."""
+        outcomes = pull_all(self.collector, {node: self._final(node) for node in self.clients},
+                            within)  # fmt: skip
+        late = []
+        for node, outcome in outcomes.items():  # in node order: the account reads the same
+            if outcome.late:
+                late.append(node)
+            elif outcome.error is not None:  # a bug, not a node: as it was before
+                raise outcome.error
+            elif isinstance(outcome.result, NodeStatus):
+                self.nodes[node].last = outcome.result
+            elif isinstance(outcome.result, str):
+                self.account.plain(outcome.result)
+            elif isinstance(outcome.result, StoredRun):
+                self.account.plain(outcome.result.line(self.collector, outcome.got))
+        return late
+
+    def _final(self, node: str) -> Callable[[Pull], object]:
+        """What one node's thread does at the end: a live node streams the rest and is
+        asked its status (-> the status, or a line, or None); a dead one is started again
+        idle on its state dir and streams its stored run (-> :class:`StoredRun`)."""
+
+        def final(pull: Pull) -> object:
             if self.backend.alive(node) is False:
-                self._collect_stored_run(node)
-                continue  # dead: its counters up to the last look were kept
+                return self._collect_stored_run(node, pull)
             client = self.clients[node]
             try:
-                self.collector.pull(node, client)
+                pull.take(client)
             except NodeUnavailable as exc:
-                self.account.plain(f"node {node}: samples could not be collected ({exc})")
+                return f"node {node}: samples could not be collected ({exc})"
             try:
-                self.nodes[node].last = client.status()
+                return client.status()
             except NodeUnavailable:
-                pass
+                return None  # its counters up to the last look are kept
 
-    def _collect_stored_run(self, node: str) -> None:
+        return final
+
+    def _collect_stored_run(self, node: str, pull: Pull) -> StoredRun | str:
         """What a node that is not coming back stored after the last collection: its
         process is started again, idle, on its state dir, and streams that run's store."""
         spec = self.specs[node]
-        before = self.collector.offset(node)
         try:
-            self._respawn(node)
-            got = self.collector.pull(node, self.clients[node], (spec.experiment, spec.node_id))
+            with self._respawning:  # one backend call at a time: backends are not threadsafe
+                if pull.dropped:
+                    return None  # given up on already: no process is started for nothing
+                address = self.backend.restart(node)
+            self._connect(node, address)
+            pull.take(self.clients[node], (spec.experiment, spec.node_id))
         except RESTART_ERRORS as exc:
-            self.account.plain(f"node {node}: its stored samples could not be collected ({exc})")
-            return
-        last = self.collector.rounds.get(node, [])
-        held = f"{len(last)} samples (rounds {last[0]}..{last[-1]})" if last else "no samples"
-        self.account.plain(
-            f"node {node}: down at the end; {held} collected, {got} of them (from index "
-            f"{before}) streamed by its process started again idle on its state dir"
-        )
+            return f"node {node}: its stored samples could not be collected ({exc})"
+        return StoredRun(node, pull.offset)
 
     def link_stats(self) -> dict:
         """Node -> {outbound, inbound}: counters summed over all of the node's processes."""

@@ -10,6 +10,7 @@ stopped at all — they ran the abandoned experiment to its last round.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 
@@ -182,3 +183,62 @@ def test_interrupted_while_the_nodes_shut_down_is_named_so(signum, tmp_path, sta
         with np.load(run.out / "samples" / f"node-{node}.npz") as got:
             np.testing.assert_array_equal(got["rounds"], stored_rounds)
             np.testing.assert_array_equal(got["samples"], values)
+
+
+def test_an_interrupt_with_frozen_nodes_ends_in_bounded_time_and_names_them(
+    tmp_path, starling_home
+):
+    """Ctrl-C while two of three inventory nodes are frozen (SIGSTOP: their sockets accept,
+    nothing answers). Before, the collection went through the nodes one after another, each
+    with its sample stream (60 s deadline, re-opened while unreachable) and status call on
+    top of the 15 s stop: each frozen node held the orchestrator about a minute after the
+    Ctrl-C, one after the other, and no line said which node held it. Now every node is
+    collected at once within one overall deadline; each frozen node is named in the last
+    line, the other's samples are written, and ``collect`` (after SIGCONT) recovers every
+    sample each node stored."""
+    frozen = ("b", "c")
+    with Cluster(tmp_path) as cluster:
+        procs, inventory, raw = inventory_ring(
+            cluster, "frozen-inventory", rounds=100_000, chains=3, round_deadline=1.0
+        )
+        with LiveRun(tmp_path, starling_home, raw) as run:
+            run.wait_started(min_round=5)
+            for node in frozen:
+                os.kill(procs[node].process.pid, signal.SIGSTOP)
+            try:
+                signalled = time.monotonic()
+                run.process.send_signal(signal.SIGINT)
+                code = run.process.wait(timeout=400)
+                took = time.monotonic() - signalled
+            finally:
+                for node in frozen:
+                    os.kill(procs[node].process.pid, signal.SIGCONT)
+            stderr = (tmp_path / "run.stderr").read_text()
+        assert code == 130, run.output()
+        assert "Traceback" not in stderr, stderr[-3000:]
+        # A generous bound, far below the two minutes two frozen nodes cost before.
+        assert took < 75, f"the orchestrator took {took:.0f} s to end after Ctrl-C"
+        last = stderr.strip().splitlines()[-1]
+        assert "not collected: nodes b, c did not answer within" in last, last
+        assert f"`starling collect {run.out}` recovers what they stored" in last, last
+        account = "\n".join(json.loads((run.out / "metrics.json").read_text())["account"])
+        for node in frozen:
+            assert f"not collected: node {node} did not answer within" in account, account
+        with np.load(run.out / "samples" / "node-a.npz") as got:
+            written = (got["rounds"].copy(), got["samples"].copy())
+
+        # The Stop that the frozen nodes never answered: their rounds may go on after SIGCONT.
+        for node in frozen:
+            with NodeClient(inventory[node]) as client:
+                client.stop()
+        collected = run_cli("collect", str(run.out), env_home=starling_home, timeout=120)
+        assert collected.returncode in (0, 4), collected.stdout + collected.stderr
+        for node, address in inventory.items():
+            with NodeClient(address) as client:
+                stored = client.status().samples_stored
+            assert stored > 0, node
+            with np.load(run.out / "samples" / f"node-{node}.npz") as got:
+                np.testing.assert_array_equal(got["rounds"], np.arange(stored))
+                if node == "a":  # what the run had written, bit for bit
+                    np.testing.assert_array_equal(got["rounds"], written[0])
+                    np.testing.assert_array_equal(got["samples"], written[1])
