@@ -6,7 +6,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -91,9 +92,13 @@ def _experiment_file(name: str) -> str | Path:
     return example_path(name) or name
 
 
-def _into_folder(args, name: str, work: Callable[[Path], object]) -> dict:
+def _into_folder(args, name: str, work: Callable[[Path], object],
+                 then: Sequence[Callable[[], None]] = ()) -> dict:  # fmt: skip
     """Run ``work`` in the results folder the policy gives (:mod:`starling.orchestrator.outdir`); a
-    run that ends without results still says so in ``metrics.json`` and ``summary.txt``."""
+    run that ends without results still says so in ``metrics.json`` and ``summary.txt``.
+    ``then``: steps that need the final manifest written first (a complete local run's
+    stores are released only then: a manifest that cannot be written points at ``starling
+    collect``, which streams from those stores); the manifest is written again after them."""
     from starling.orchestrator.early_end import ended_early
     from starling.orchestrator.outdir import prepare
     from starling.orchestrator.unwritable import unwritable
@@ -115,6 +120,11 @@ def _into_folder(args, name: str, work: Callable[[Path], object]) -> dict:
         folder.end(metrics.get("status", "complete"), not_collected=left)
     except OSError as exc:  # the final manifest: one line like any other results file
         raise unwritable(folder.path, exc) or exc from None
+    if then:
+        for step in then:
+            step()
+        with suppress(OSError):  # without the files the steps removed; it stands as it was
+            folder.end(metrics.get("status", "complete"), not_collected=left)
     return metrics
 
 
@@ -145,8 +155,10 @@ def cmd_run(args) -> int:
             )
             _into_folder(args, loaded.name, study)
             return 0
-        run = _reported(args, lambda out: run_experiment(loaded, out, say=_say, progress=shown))
-        metrics = _into_folder(args, loaded.name, run)
+        later: list[Callable[[], None]] = []  # the release of a complete local run's stores
+        run = _reported(args, lambda out: run_experiment(loaded, out, say=_say, progress=shown,
+                                                         after_manifest=later.append))  # fmt: skip
+        metrics = _into_folder(args, loaded.name, run, then=later)
     return exit_code(metrics)
 
 

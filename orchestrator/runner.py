@@ -65,18 +65,22 @@ def run_experiment(
     out_dir: Path,
     say: Callable[[str], None] = print,
     progress: Progress | None = None,
+    after_manifest: Callable[[Callable[[], None]], None] | None = None,
 ) -> dict:
     """Run ``experiment`` on the nodes of its backend; returns the metrics written to
-    ``out_dir``. ``progress`` shows start-up steps and rounds
+    ``out_dir``. ``after_manifest``, if given, is handed the release of a complete local
+    run's node stores (:mod:`starling.orchestrator.store_release`) to call once the folder's
+    final manifest is written: until then ``starling collect`` may need them. Without it
+    they are released at once (a study's runs). ``progress`` shows start-up steps and rounds
     (:mod:`starling.orchestrator.progress`; none by default). SIGTERM is Ctrl-C until the
     results are written, through their evaluation too (before, SIGTERM then killed the
     orchestrator outright: no message, exit -15)."""
     with sigterm_interrupts():
-        return _run(experiment, Path(out_dir), say, progress or Progress())
+        return _run(experiment, Path(out_dir), say, progress or Progress(), after_manifest)
 
 
 def _run(experiment: Experiment, out_dir: Path, say: Callable[[str], None],
-         progress: Progress) -> dict:  # fmt: skip
+         progress: Progress, after_manifest: Callable | None = None) -> dict:  # fmt: skip
     out_dir.mkdir(parents=True, exist_ok=True)
     wall_started = time.monotonic()
     account = Account(say)
@@ -184,11 +188,16 @@ def _run(experiment: Experiment, out_dir: Path, say: Callable[[str], None],
         node_data,
     )  # fmt: skip
     if experiment.backend.kind == "local" and metrics.get("status") == "complete":
-        _, kept = release_local_stores(out_dir, samples, rounds)
-        if kept:
-            say(f"nodes {', '.join(kept)}: samples/ does not read back equal to what was "
-                "collected; their stores are kept in nodes/state/")  # fmt: skip
+        release = lambda: _release(out_dir, samples, rounds, say)  # noqa: E731
+        (after_manifest or (lambda now: now()))(release)
     return metrics
+
+
+def _release(out_dir: Path, samples: dict, rounds: dict, say: Callable[[str], None]) -> None:
+    _, kept = release_local_stores(out_dir, samples, rounds)
+    if kept:
+        say(f"nodes {', '.join(kept)}: samples/ does not read back equal to what was "
+            "collected; their stores are kept in nodes/state/")  # fmt: skip
 
 
 def _configure_and_start(

@@ -9,7 +9,10 @@ them from node processes started again on those dirs). Once a run has ended ``co
 — every node finished and every round of every node was collected — and each npz reads
 back equal to what was collected, neither is needed any more: ``collect`` refuses a folder
 whose run ended, and a new run starts its nodes afresh. Then each node's state dir is
-removed, so the samples are on disk once.
+removed, so the samples are on disk once — but only after the folder's final manifest is
+written (``after_manifest`` of :func:`~starling.orchestrator.runner.run_experiment`): a
+manifest that cannot be written leaves the folder to ``collect``, which needs the stores.
+Before, they were removed first, and ``collect`` then found nothing to recover.
 
 Kept, on purpose: the stores of a run that ended ``partial``, ``failed`` or ``interrupted``
 (a store may hold samples that were not collected), a node whose npz does not read back

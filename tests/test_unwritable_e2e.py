@@ -25,7 +25,7 @@ import yaml
 from starling.orchestrator.client import NodeClient
 from tests.conftest import ROOT, run_cli
 from tests.node.test_runtime_harness import Cluster
-from tests.test_live_cli_e2e import inventory_ring
+from tests.test_live_cli_e2e import _ring, inventory_ring
 
 pytestmark = pytest.mark.e2e
 
@@ -121,3 +121,62 @@ def test_a_run_whose_manifest_cannot_be_written_says_so_and_collect_recovers_it(
                 np.testing.assert_array_equal(got["rounds"], np.arange(stored))
                 np.testing.assert_array_equal(got["rounds"], written[node][0])
                 np.testing.assert_array_equal(got["samples"], written[node][1])
+
+
+def test_a_complete_local_run_whose_manifest_cannot_be_written_keeps_its_stores(
+    tmp_path, starling_home
+):
+    """A complete local run lets go of its nodes' stores once its npz files read back equal
+    (``orchestrator/store_release.py``). Before, it did so before the final manifest was
+    written: when that write then failed, the line pointed at ``starling collect``, which
+    found no store to recover from. Now the stores go only after the manifest is written, so
+    the line is true: ``collect`` recovers the same samples, bit for bit."""
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr is not installed")
+    rounds = 60
+    raw = _ring("local-manifest-unwritable", rounds=rounds, chains=3, round_deadline=5.0)
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(raw))
+    out = tmp_path / "out"
+    manifest = out / "manifest.json"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "starling.orchestrator.cli", "run", str(tmp_path / "exp.yaml"),
+         "--out", str(out), "--quiet", "--no-report"],
+        cwd=ROOT, env={**os.environ, "STARLING_HOME": str(starling_home)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        while not (out / "start.json").is_file():  # the manifest says running by then
+            assert run.poll() is None, run.communicate()
+            time.sleep(0.05)
+        if subprocess.run(["chattr", "+i", str(manifest)]).returncode != 0:
+            pytest.skip("this file system cannot make a file immutable")
+        _, stderr = run.communicate(timeout=180)
+    finally:
+        subprocess.run(["chattr", "-i", str(manifest)], check=False)
+        if run.poll() is None:
+            run.kill()
+            run.wait(timeout=10)
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert run.returncode == 1, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert f"{manifest}); " in last and f"`starling collect {out}` recovers them" in last, last
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["status"] == "complete", metrics["status"]  # the case whose stores go
+    written = {}
+    for npz in sorted((out / "samples").glob("node-*.npz")):
+        with np.load(npz) as got:
+            written[npz.name] = (got["rounds"].copy(), got["samples"].copy())
+            np.testing.assert_array_equal(got["rounds"], np.arange(rounds))
+    assert len(written) == 4, sorted(written)
+
+    collected = run_cli("collect", str(out), env_home=starling_home, timeout=180)
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    assert json.loads(manifest.read_text())["status"] == "partial"
+    recovered = json.loads((out / "metrics.json").read_text())
+    assert recovered["samples_per_node"] == dict.fromkeys("0123", rounds), (
+        "\n".join(recovered["account"])  # before: "node holds no stored samples", all 0
+    )
+    for name, (rounds_written, values_written) in written.items():
+        with np.load(out / "samples" / name) as got:
+            np.testing.assert_array_equal(got["rounds"], rounds_written)
+            np.testing.assert_array_equal(got["samples"], values_written)
