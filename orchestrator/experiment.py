@@ -209,15 +209,24 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
             f"backend.base_port: {len(experiment.nodes)} nodes from port "
             f"{spec.backend.base_port} would need port {last_port}, beyond 65535"
         )
-    if spec.evaluation.hpd is not None and not hasattr(built, "exact_posterior"):
+    if spec.evaluation.hpd is not None and not _hpd_level_known(spec, built):
         raise ConfigError(
-            f"evaluation.hpd: needs a model with an exact Gaussian posterior "
-            f"(linear_regression, conjugate_gaussian), not {spec.model.name!r}"
+            f"evaluation.hpd: model {spec.model.name!r} has no exact Gaussian posterior; "
+            f"set evaluation.reference.method: mala to estimate its HPD level"
         )  # the plan is checked here too
     return experiment
 
 
 DATA_SOURCES = ("synthetic", "file", "node")
+
+
+def _hpd_level_known(spec: ExperimentFile, model) -> bool:
+    """Whether [003]'s HPD level η_α is at hand: exact (a Gaussian posterior) or from
+    reference samples (:mod:`starling.orchestrator.hpd`)."""
+    method = spec.evaluation.reference.method
+    if method == "auto":
+        method = "grid" if hasattr(model, "reference_posterior") else "none"
+    return hasattr(model, "exact_posterior") or method != "none"
 
 
 REFERENCE_METHODS = ("auto", "grid", "mala", "none")

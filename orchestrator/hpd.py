@@ -8,17 +8,31 @@ samples, ``η̂_α`` is the ``1 − α`` quantile of ``U`` over them; [003] repo
 ``U`` here is the model's own potential over all the experiment's data (every node's
 shard, :func:`starling.orchestrator.evaluation.reference_data`, the whole prior once), as the models
 compute it: without normalising constants, so the figure compares runs of one Starling
-model, not numbers across codes (an added constant changes it). ``η_α`` is exact where the
-posterior is an exact Gaussian and ``U`` its quadratic (linear regression, the conjugate
-Gaussian): ``U(θ) = U(μ) + ½ (θ − μ)ᵀ Σ⁻¹ (θ − μ)``, so ``η_α = U(μ) + ½ χ²_d(1 − α)``.
-[003] estimates it with MALA for covtype; here it is reported only where it is exact.
+model, not numbers across codes (an added constant changes it).
+
+Where ``η_α`` comes from (``eta_source`` in the section):
+
+* ``exact`` — the posterior is an exact Gaussian and ``U`` its quadratic (linear
+  regression, the conjugate Gaussian): ``U(θ) = U(μ) + ½ (θ − μ)ᵀ Σ⁻¹ (θ − μ)``, so
+  ``η_α = U(μ) + ½ χ²_d(1 − α)``; the mode is μ.
+* ``mala`` (or ``grid``) — no closed form (logistic regression): as [003] §5.2 does, ``η_α``
+  is the ``1 − α`` quantile of ``U`` over the reference samples of the full posterior
+  (:mod:`starling.orchestrator.reference`, ``evaluation.reference``). Its Monte-Carlo error
+  ``eta_se`` is a batch-means standard error: the reference samples, in the order the chains
+  produced them, are cut into :data:`BATCHES` consecutive stretches of time (every chain in
+  each), the quantile is taken in each, and ``eta_se = sd(batch quantiles) / √BATCHES``.
+  That holds when a stretch is longer than the chains' autocorrelation; a reference too
+  short for that shows it as batch quantiles that disagree, i.e. a large ``eta_se``. The
+  mode is a MAP found by L-BFGS on ``U`` from the reference sample of lowest ``U``
+  (``mode_potential`` is ``U`` there; never above the best reference point's).
 
 Because ``U`` carries the log-likelihood of every observation, ``η_α`` is of the order of
 the number of observations while an HPD level's sampling error is of the order of the
 dimension, so the paper's ratio is tiny for any sampler on large data. Starling also
 reports ``excess``: the same error relative to the region's height above the mode,
-``|η̂_α − η_α| / (η_α − U(μ)) = |η̂_α − η_α| / (½ χ²_d(1 − α))``, which no constant in ``U``
-changes.
+``|η̂_α − η_α| / (η_α − U(mode))`` (``½ χ²_d(1 − α)`` in the Gaussian case), which no
+constant in ``U`` changes. ``eta_se`` is reported on both scales (``relative_se``,
+``excess_se``) so a figure can be read against the reference's own error.
 """
 
 from __future__ import annotations
@@ -29,12 +43,27 @@ import numpy as np
 
 from starling.node.models.base import Dataset, GaussianPosterior
 
-__all__ = ["hpd_section", "true_level"]
+__all__ = ["BATCHES", "POINTS", "hpd_section", "mode_level", "reference_level", "true_level"]
+
+BATCHES = 20
+"""Consecutive batches of the reference for the batch-means error of its ``η_α``."""
+
+POINTS = 25_000
+"""At most about this many samples of a series enter its ``η̂_α``: beyond it, every k-th
+round of the window (all its chains). ``U`` over all the data costs n·d per sample, and a
+long window of autocorrelated rounds holds little more information than its thinning."""
 
 
 def _potential(model, data: Sequence[Dataset]):
     pooled = Dataset(X=np.concatenate([d.X for d in data]), y=np.concatenate([d.y for d in data]))
     return model.local_potential(pooled, prior_share=1.0)
+
+
+def _levels(potential, samples: np.ndarray, chunk: int = 1000) -> np.ndarray:
+    """``U`` at every sample, ``chunk`` at a time: one call holds samples × n margins (1.3 GB
+    for 20,000 samples of 8,000 rows at once)."""
+    parts = [potential.value(samples[k : k + chunk]) for k in range(0, len(samples), chunk)]
+    return np.concatenate(parts) if parts else np.empty(0)
 
 
 def true_level(model, data: Sequence[Dataset], posterior: GaussianPosterior, alpha: float) -> float:
@@ -46,34 +75,81 @@ def true_level(model, data: Sequence[Dataset], posterior: GaussianPosterior, alp
     return at_mean + 0.5 * float(chi2.ppf(1.0 - alpha, df=len(posterior.mean)))
 
 
+def reference_level(
+    levels: np.ndarray, alpha: float, batches: int = BATCHES
+) -> tuple[float, float]:
+    """``(η̂_α, batch-means standard error)`` from ``U`` at reference samples in the order
+    they were drawn (module docstring)."""
+    levels = np.asarray(levels, dtype=float)
+    eta = float(np.quantile(levels, 1.0 - alpha))
+    parts = [float(np.quantile(p, 1.0 - alpha)) for p in np.array_split(levels, batches)]
+    return eta, float(np.std(parts, ddof=1) / np.sqrt(batches))
+
+
+def mode_level(potential, samples: np.ndarray, levels: np.ndarray) -> float:
+    """``U`` at a MAP: L-BFGS from the sample of lowest ``U`` (no higher than that sample)."""
+    from scipy.optimize import minimize
+
+    start = np.asarray(samples[int(np.argmin(levels))], dtype=float)
+
+    def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
+        return float(potential.value(x[None])[0]), np.asarray(potential.grad(x[None])[0])
+
+    found = minimize(objective, start, jac=True, method="L-BFGS-B")
+    return float(min(found.fun, np.min(levels)))
+
+
 def hpd_section(
     model,
     data: Sequence[Dataset],
-    posterior: GaussianPosterior,
+    posterior: GaussianPosterior | None,
     series: Mapping[str, np.ndarray],
     window: int,
     alpha: float,
+    reference: tuple[np.ndarray, dict] | None = None,
 ) -> dict:
     """``metrics.json``'s ``hpd``: the relative error of every series (node id or
-    ``average`` -> samples (rounds, chains, d), the last ``window`` rounds pooled)."""
-    from scipy.stats import chi2
+    ``average`` -> samples (rounds, chains, d), the last ``window`` rounds pooled, thinned
+    to about :data:`POINTS` samples).
 
+    ``η_α`` is exact when ``posterior`` is given, else estimated from ``reference``
+    (:func:`starling.orchestrator.reference.reference_samples`'s ``(samples, description)``).
+    """
     potential = _potential(model, data)
-    eta = true_level(model, data, posterior, alpha)
-    height = 0.5 * float(chi2.ppf(1.0 - alpha, df=len(posterior.mean)))
+    if posterior is not None:
+        from scipy.stats import chi2
+
+        eta = true_level(model, data, posterior, alpha)
+        height = 0.5 * float(chi2.ppf(1.0 - alpha, df=len(posterior.mean)))
+        source: dict = {"eta_source": "exact", "eta_se": 0.0}
+    elif reference is not None:
+        samples, described = reference
+        levels = _levels(potential, np.asarray(samples, dtype=float))
+        eta, se = reference_level(levels, alpha)
+        height = eta - mode_level(potential, samples, levels)
+        source = {"eta_source": described.get("method", "reference"), "eta_se": se,
+                  "reference": described}  # fmt: skip
+    else:
+        raise ValueError("hpd_section: needs an exact posterior or reference samples")
     errors: dict[str, float | None] = {}
     excess: dict[str, float | None] = {}
     for name, values in series.items():
-        pooled = np.asarray(values[-window:], dtype=float).reshape(-1, values.shape[-1])
+        recent = values[-window:]
+        every = max(1, -(-recent.shape[0] * recent.shape[1] // POINTS))  # ceil
+        pooled = np.asarray(recent[::every], dtype=float).reshape(-1, values.shape[-1])
         if not np.all(np.isfinite(pooled)):
             errors[name] = excess[name] = None
             continue
-        level = float(np.quantile(potential.value(pooled), 1.0 - alpha))
+        level = float(np.quantile(_levels(potential, pooled), 1.0 - alpha))
         errors[name] = abs(level - eta) / abs(eta)
         excess[name] = abs(level - eta) / height
     return {
         "alpha": alpha,
         "eta_true": eta,
+        "mode_potential": eta - height,
+        **source,
+        "relative_se": source["eta_se"] / abs(eta),
+        "excess_se": source["eta_se"] / height,
         **_by_node(errors),
         "excess": _by_node(excess),
     }

@@ -252,7 +252,8 @@ class EvaluationSection(BaseModel):
     burn_in: Natural | None = None
     """Rounds left out of ESS and R-hat (default: the first half)."""
     hpd: Annotated[Float, Field(gt=0, lt=1)] | None = None
-    """α of [003]'s HPD relative error (``orchestrator/hpd.py``), e.g. 0.1; None: not reported."""
+    """α of [003]'s HPD relative error (``orchestrator/hpd.py``), e.g. 0.1; None: not reported.
+    Its level η_α is exact for a Gaussian posterior, else taken from ``reference`` samples."""
     diagnostics: bool = True
     """ArviZ's ESS and R-hat per node (:mod:`starling.orchestrator.diagnostics`)."""
 

@@ -1,7 +1,8 @@
 """What the evaluation reports beside W2: predictive metrics on held-out data (classifiers,
 :mod:`starling.orchestrator.predictive`), transport distances to reference samples (posteriors with
-no closed form, :mod:`starling.orchestrator.transport`) and ArviZ's ESS and R-hat per node
-(:mod:`starling.orchestrator.diagnostics`).
+no closed form, :mod:`starling.orchestrator.transport`), [003] §5.2's HPD error with its level
+``η_α`` taken from those reference samples (:mod:`starling.orchestrator.hpd`) and ArviZ's ESS
+and R-hat per node (:mod:`starling.orchestrator.diagnostics`).
 
 Each is computed once per evaluation on the samples already in memory; the heavy libraries
 (POT, ArviZ) are imported only when their figure is asked for, so ``starling run`` starts as
@@ -59,6 +60,12 @@ def score_beyond_w2(
             )
             metrics["distances"] = section
             tables["distance_curve"] = rows
+            if evaluation.hpd is not None and not hasattr(model, "exact_posterior"):
+                from starling.orchestrator.hpd import hpd_section  # η from the reference
+
+                metrics["hpd"] = hpd_section(
+                    model, shards(), None, series, evaluation.window, evaluation.hpd, reference
+                )
     if evaluation.diagnostics:
         from starling.orchestrator.diagnostics import diagnostics_section
 
