@@ -45,7 +45,9 @@ def load_node_data(start: Mapping[str, Any]) -> dict[str, DataSpec]:
     for node, entry in found.items():
         if not isinstance(entry, Mapping) or not set(entry) <= names:
             return {}
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.items()}
+        values: dict[str, Any] = {
+            str(k): tuple(v) if isinstance(v, list) else v for k, v in entry.items()
+        }
         if not all(_plain(v) for v in values.values()):
             return {}
         try:

@@ -368,7 +368,7 @@ class Supervisor:
 
         return final
 
-    def _collect_stored_run(self, node: str, pull: Pull) -> StoredRun | str:
+    def _collect_stored_run(self, node: str, pull: Pull) -> StoredRun | str | None:
         """What a node that is not coming back stored after the last collection: its
         process is started again, idle, on its state dir, and streams that run's store."""
         spec = self.specs[node]
