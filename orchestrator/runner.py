@@ -135,6 +135,7 @@ def _run(experiment: Experiment, out_dir: Path, say: Callable[[str], None],
                 exporter.attach(supervisor)  # the --metrics endpoint, if any
                 phases.enter("rounds")
                 _watch(supervisor, plan, journal, progress, kernel)
+                not_collected = _unreached(supervisor.uncollected, out_dir, account)
             except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (Terminated)
                 interrupted, interrupted_during = True, phases.now()
                 account.plain(f"interrupted by the user {phases.during()}, "
@@ -322,6 +323,21 @@ def _not_collected(late: list[str], seconds: float, out_dir: Path, account: Acco
         account.plain(_not_collected_line([node], seconds, out_dir))
     return {"nodes": late, "within_seconds": round(seconds, 1),
             "line": _not_collected_line(late, seconds, out_dir)}  # fmt: skip
+
+
+def _unreached(nodes: list[str], out_dir: Path, account: Account) -> dict:
+    """Nodes unreachable when the rounds ended (a container killed and not started again):
+    what they stored since their last collection is only in their stores, so the manifest
+    names them (as after an interrupt) and ``starling collect`` may finish the run once
+    they serve again."""
+    if not nodes:
+        return {}
+    who, they = (f"node {nodes[0]}", "it") if len(nodes) == 1 else (
+        f"nodes {', '.join(nodes)}", "they")  # fmt: skip
+    line = (f"not collected: {who} unreachable at the end; once {they} serve again, "
+            f"`starling collect {out_dir}` recovers what {they} stored")  # fmt: skip
+    account.plain(line)
+    return {"nodes": list(nodes), "line": line}
 
 
 def _not_collected_line(nodes: list[str], seconds: float, out_dir: Path) -> str:

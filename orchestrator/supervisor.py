@@ -87,6 +87,8 @@ class Supervisor:
         grace = experiment.limits.down_grace
         self.patience = grace if grace is not None else max(30.0, 10 * experiment.round_deadline)
         self.notices = DownNotices(self)
+        self.uncollected: list[str] = []
+        """Nodes whose samples could not be collected at the end (their stores keep them)."""
         self._respawning = threading.Lock()  # the collection's threads restart nodes
 
     # ------------------------------------------------------------ reading nodes
@@ -342,8 +344,9 @@ class Supervisor:
                 raise outcome.error
             elif isinstance(outcome.result, NodeStatus):
                 self.nodes[node].last = outcome.result
-            elif isinstance(outcome.result, str):
+            elif isinstance(outcome.result, str):  # the node's collection failed
                 self.account.plain(outcome.result)
+                self.uncollected.append(node)
             elif isinstance(outcome.result, StoredRun):
                 self.account.plain(outcome.result.line(self.collector, outcome.got))
         return late

@@ -161,3 +161,53 @@ def test_collect_scores_a_run_on_the_nodes_own_data_as_the_run_would(tmp_path, s
         assert metrics["w2"]["per_node"][node] == pytest.approx(
             expected["w2"]["per_node"][node], abs=1e-12
         ), node
+
+
+ROUNDS = 2000
+"""Enough that the run is still going when ``starling status`` first looks, on a busy machine."""
+
+
+def test_a_node_killed_for_good_mid_run_is_left_to_collect_and_loses_nothing(
+    tmp_path, starling_home
+):
+    """A node of an inventory killed mid-run and not back by the end (``docker kill`` of a
+    compose node): the run ends partial with what was collected before the kill, and what
+    the node stored after its last collection is only in its store. The manifest names it
+    (``not_collected``), so once it serves again ``starling collect`` writes every sample
+    it stored; before, collect refused a run that had ended, and those samples were lost."""
+    from starling.orchestrator.recovery import START
+    from tests.node.test_runtime_harness import Cluster
+    from tests.test_live_cli_e2e import inventory_ring
+
+    with Cluster(tmp_path) as cluster:
+        procs, inventory, raw = inventory_ring(
+            cluster, "killed-for-good", rounds=ROUNDS, chains=3, round_deadline=1.0,
+            limits={"down_grace": 2},
+        )  # fmt: skip
+        with LiveRun(tmp_path, starling_home, raw) as run:
+            run.wait_started(min_round=5)
+            procs["c"].process.send_signal(signal.SIGKILL)
+            procs["c"].process.wait(timeout=30)
+            run.process.wait(timeout=WAIT)
+        manifest = json.loads((run.out / "manifest.json").read_text())
+        assert manifest["status"] == "partial", manifest["status"]
+        assert manifest.get("not_collected") == ["c"], manifest
+        first = json.loads((run.out / "metrics.json").read_text())["samples_per_node"]
+        assert first["a"] == first["b"] == ROUNDS, first
+
+        # The node serves again, on its store and its address: collect gets all it stored.
+        again = cluster.ready(cluster.launch("c", listen=inventory["c"],
+                                             state_dir=procs["c"].state_dir,
+                                             extra=["--id", "c"]))  # fmt: skip
+        done = run_cli("collect", str(run.out), env_home=starling_home, timeout=600)
+        assert done.returncode == 0, done.stderr
+        assert again.process.poll() is None
+    start = json.loads((run.out / START).read_text())
+    start["nodes"]["c"]["state_dir"] = str(procs["c"].state_dir)  # _stored reads it from here
+    rounds, values = _stored(run.out, {"nodes": {"c": start["nodes"]["c"]}})["c"]
+    assert len(rounds) >= first["c"] >= 5, (len(rounds), first["c"])
+    metrics = json.loads((run.out / "metrics.json").read_text())
+    assert metrics["samples_per_node"] == {"a": ROUNDS, "b": ROUNDS, "c": len(rounds)}, metrics
+    with np.load(run.out / "samples" / "node-c.npz") as got:
+        np.testing.assert_array_equal(got["rounds"], np.arange(len(rounds)))
+        np.testing.assert_array_equal(got["samples"], values)
