@@ -16,7 +16,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["LISTED", "MAX_PARAMS", "MIN_DRAWS", "chain_diagnostics", "diagnostics_section"]
+__all__ = [
+    "LISTED", "MAX_PARAMS", "MIN_DRAWS", "chain_diagnostics", "diagnostics_section",
+    "import_arviz",
+]  # fmt: skip
 
 MAX_PARAMS = 32
 LISTED = 10
@@ -24,10 +27,22 @@ MIN_DRAWS = 4
 """Fewer draws after burn-in than this: no diagnostics (split R-hat halves each chain)."""
 
 
+def import_arviz():
+    """ArviZ (seconds to import: only when needed), without the FutureWarning about its
+    coming refactor that it prints once a day per user cache: every run in a fresh
+    container (the compose testbed's orchestrator) printed those five lines amid the
+    summary, about a library the user never called."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"\s*ArviZ is undergoing", category=FutureWarning)
+        import arviz
+
+    return arviz
+
+
 def chain_diagnostics(draws: np.ndarray) -> dict[str, np.ndarray]:
     """``ess_bulk``, ``ess_tail`` and ``rhat`` per parameter of ``draws`` (chains, draws,
     params), from ArviZ; ``rhat`` is NaN (reported as no value) with a single chain."""
-    import arviz as az  # seconds to import: only when diagnostics are computed
+    az = import_arviz()
 
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         # "More chains than draws": our layout is (chain, draw, param) on purpose; a run of

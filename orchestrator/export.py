@@ -66,7 +66,9 @@ def to_inference_data(results_dir: str | Path):
     metrics = read_metrics(folder)
     attrs.update({k: str(metrics[k]) for k in ("experiment", "algorithm", "status")
                   if k in metrics})  # fmt: skip
-    import arviz as az  # seconds to import: only when exporting
+    from starling.orchestrator.diagnostics import import_arviz
+
+    az = import_arviz()
 
     with warnings.catch_warnings():
         # ArviZ guesses the layout from the shape and warns "More chains than draws" for a
