@@ -90,8 +90,8 @@ def test_run_drives_nodes_started_by_hand_and_leaves_them_reusable(tmp_path, sta
 def test_a_missing_node_is_named_after_the_timeout(tmp_path, starling_home):
     with Cluster(tmp_path) as cluster:
         up = cluster.ready(cluster.launch("a", extra=["--shard", "0"]))
-        with cluster_free_port() as nowhere:
-            inventory = {"nodes": {"a": up.address, "b": nowhere, "c": nowhere},
+        with cluster_free_port() as nowhere, cluster_free_port() as elsewhere:
+            inventory = {"nodes": {"a": up.address, "b": elsewhere, "c": nowhere},
                          "ready_timeout": 2}  # fmt: skip
         inventory_file = _write(tmp_path / "nodes.yaml", inventory)
         experiment = _write(tmp_path / "exp.yaml", _experiment(tmp_path, {"source": "node"}))
@@ -125,6 +125,22 @@ def test_an_address_no_node_can_have_is_refused_at_once(tmp_path, starling_home,
                    str(tmp_path / "out"), env_home=starling_home, timeout=30)  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "backend.nodes.a: expected host:port with a port from 1 to 65535" in done.stderr
+
+
+def test_an_address_listed_for_two_nodes_is_refused_at_once(tmp_path, starling_home):
+    """Before, a node started without --id (the docker image's default config has none)
+    was configured as a, then taken over as b, and left running b's broken run, with a
+    line about a node that 'cannot start while running'."""
+    nodes = {"a": "127.0.0.1:50999", "b": "127.0.0.1:50998", "c": "127.0.0.1:50999"}
+    inventory_file = _write(tmp_path / "nodes.yaml", {"nodes": nodes, "ready_timeout": 2})
+    experiment = _write(tmp_path / "exp.yaml", _experiment(tmp_path, {"source": "node"}))
+    done = run_cli("run", experiment, "--inventory", inventory_file, "--out",
+                   str(tmp_path / "out"), env_home=starling_home, timeout=60)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        "starling: backend.nodes: a and c are both at 127.0.0.1:50999; each node needs an "
+        "address of its own"
+    )
 
 
 def test_remote_nodes_cannot_be_killed_or_restarted():

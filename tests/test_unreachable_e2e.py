@@ -56,31 +56,29 @@ def test_a_node_unreachable_for_its_certificates_is_named_with_the_reason(tmp_pa
     init_certs(certs, NODES)
     init_certs(stranger, NODES)  # the same names under another CA: another testbed's files
     with Cluster(tmp_path) as cluster:
-        a = cluster.ready(cluster.launch("a", extra=["--id", "a", *_flags(certs, "a")]))
+        a, b, c = (cluster.ready(cluster.launch(n, extra=["--id", n, *_flags(certs, n)]))
+                   for n in NODES)  # fmt: skip
         with cluster_free_port() as nowhere:
             pass
-        everywhere_a = dict.fromkeys(NODES, a.address)
 
-        line = _run(tmp_path, starling_home, "other-ca", everywhere_a,
-                    _files(stranger, "orchestrator"))  # fmt: skip
-        assert "is not signed by the CA given (tls.ca)" in line, line
-        assert "one CA for every party" in line, line
-        assert "is it running" not in line, line
+        line = _run(tmp_path, starling_home, "other-ca", {"a": a.address, "b": b.address,
+                    "c": c.address}, _files(stranger, "orchestrator"))  # fmt: skip
+        assert f"a at {a.address} (unavailable: TLS: the node's certificate is not signed by " \
+            "the CA given (tls.ca))" in line, line  # fmt: skip
+        assert "one CA for every party" in line and "is it running" not in line, line
 
-        # One node's address listed for the others too: the certificate there names 'a'.
-        line = _run(tmp_path, starling_home, "twice", everywhere_a, _files(certs, "orchestrator"))
-        assert line.startswith("starling: inventory: no healthy node after 2 s: b at "), line
-        assert "a at" not in line, line  # a's own entry is served
+        # Addresses swapped (a copied line, say): the certificate there names the other node.
+        line = _run(tmp_path, starling_home, "swapped", {"a": b.address, "b": a.address,
+                    "c": nowhere}, _files(certs, "orchestrator"))  # fmt: skip
+        assert line.startswith("starling: inventory: no healthy node after 2 s: a at "), line
+        assert "its TLS certificate does not name node 'a'" in line, line
         assert "its TLS certificate does not name node 'b'" in line, line
-        assert "its TLS certificate does not name node 'c'" in line, line
-
-        line = _run(tmp_path, starling_home, "plain", everywhere_a, None)
-        assert "does it want TLS" in line and "the nodes want TLS" in line, line
-
-        nothing = {**everywhere_a, "c": nowhere}
-        line = _run(tmp_path, starling_home, "nowhere", nothing, _files(certs, "orchestrator"))
         assert f"c at {nowhere} (unavailable: connection refused" in line, line
         assert line.endswith("is it running (starling node serve) and reachable?"), line
+
+        line = _run(tmp_path, starling_home, "plain", {"a": a.address, "b": b.address,
+                    "c": c.address}, None)  # fmt: skip
+        assert "does it want TLS" in line and "the nodes want TLS" in line, line
 
         # The same from `starling node health`, as the README checks a device.
         checked = run_cli("node", "health", a.address, "--id", "a",

@@ -84,6 +84,20 @@ def _check_address(node: str, address: Any) -> str:
     return address
 
 
+def _refuse_shared(addresses: Mapping[str, str]) -> None:
+    """One node process serves one node id: an address listed for two ids (a copied line)
+    would be configured as the first, then taken over as the second, and left running a
+    broken run that refuses the next one. Refused before any node is asked anything."""
+    seen: dict[str, str] = {}
+    for node, address in addresses.items():
+        if address in seen:
+            raise ConfigError(
+                f"backend.nodes: {seen[address]} and {node} are both at {address}; "
+                "each node needs an address of its own"
+            )
+        seen[address] = node
+
+
 class InventoryBackend:
     """Running nodes at fixed addresses; see the module docstring."""
 
@@ -136,6 +150,7 @@ class InventoryBackend:
                     f"(the inventory lists {listed})"
                 )
             addresses[node] = _check_address(node, address)
+        _refuse_shared(addresses)
         wait_serving(addresses, self.ready_timeout, self.access)
         self._addresses = addresses
         return dict(addresses)
