@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -66,6 +67,37 @@ def test_a_run_that_cannot_write_its_results_says_so_and_collect_recovers_them(
                 np.testing.assert_array_equal(got["rounds"], np.arange(stored))
 
 
+def _run_with_manifest_immutable(
+    tmp_path: Path, home: Path, raw: dict, options: list[str], timeout: float
+) -> tuple[subprocess.Popen, str]:
+    """``starling run`` of ``raw`` into ``tmp_path/out``, its ``manifest.json`` made
+    immutable (``chattr +i``) once the run has written ``start.json`` (the manifest says
+    running by then), and made writable again when the run has ended: (the process, its
+    stderr). Skips where the file system cannot make a file immutable."""
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(raw))
+    out = tmp_path / "out"
+    manifest = out / "manifest.json"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "starling.orchestrator.cli", "run", str(tmp_path / "exp.yaml"),
+         "--out", str(out), *options],
+        cwd=ROOT, env={**os.environ, "STARLING_HOME": str(home)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        while not (out / "start.json").is_file():
+            assert run.poll() is None, run.communicate()
+            time.sleep(0.05)
+        if subprocess.run(["chattr", "+i", str(manifest)]).returncode != 0:
+            pytest.skip("this file system cannot make a file immutable")
+        _, stderr = run.communicate(timeout=timeout)
+    finally:
+        subprocess.run(["chattr", "-i", str(manifest)], check=False)
+        if run.poll() is None:
+            run.kill()
+            run.wait(timeout=10)
+    return run, stderr
+
+
 def test_a_run_whose_manifest_cannot_be_written_says_so_and_collect_recovers_it(
     tmp_path, starling_home
 ):
@@ -79,27 +111,9 @@ def test_a_run_whose_manifest_cannot_be_written_says_so_and_collect_recovers_it(
         procs, inventory, raw = inventory_ring(
             cluster, "manifest-unwritable", rounds=300, chains=4, round_deadline=5.0
         )
-        (tmp_path / "exp.yaml").write_text(yaml.safe_dump(raw))
         out = tmp_path / "out"
         manifest = out / "manifest.json"
-        run = subprocess.Popen(
-            [sys.executable, "-m", "starling.orchestrator.cli", "run", str(tmp_path / "exp.yaml"),
-             "--out", str(out), "--quiet"],
-            cwd=ROOT, env={**os.environ, "STARLING_HOME": str(starling_home)},
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        try:
-            while not (out / "start.json").is_file():  # the manifest says running by then
-                assert run.poll() is None, run.communicate()
-                time.sleep(0.05)
-            if subprocess.run(["chattr", "+i", str(manifest)]).returncode != 0:
-                pytest.skip("this file system cannot make a file immutable")
-            _, stderr = run.communicate(timeout=120)
-        finally:
-            subprocess.run(["chattr", "-i", str(manifest)], check=False)
-            if run.poll() is None:
-                run.kill()
-                run.wait(timeout=10)
+        run, stderr = _run_with_manifest_immutable(tmp_path, starling_home, raw, ["--quiet"], 120)
         assert "Traceback" not in stderr, stderr[-3000:]
         assert run.returncode == 1, stderr
         last = stderr.strip().splitlines()[-1]
@@ -135,27 +149,11 @@ def test_a_complete_local_run_whose_manifest_cannot_be_written_keeps_its_stores(
         pytest.skip("chattr is not installed")
     rounds = 60
     raw = _ring("local-manifest-unwritable", rounds=rounds, chains=3, round_deadline=5.0)
-    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(raw))
     out = tmp_path / "out"
     manifest = out / "manifest.json"
-    run = subprocess.Popen(
-        [sys.executable, "-m", "starling.orchestrator.cli", "run", str(tmp_path / "exp.yaml"),
-         "--out", str(out), "--quiet", "--no-report"],
-        cwd=ROOT, env={**os.environ, "STARLING_HOME": str(starling_home)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        while not (out / "start.json").is_file():  # the manifest says running by then
-            assert run.poll() is None, run.communicate()
-            time.sleep(0.05)
-        if subprocess.run(["chattr", "+i", str(manifest)]).returncode != 0:
-            pytest.skip("this file system cannot make a file immutable")
-        _, stderr = run.communicate(timeout=180)
-    finally:
-        subprocess.run(["chattr", "-i", str(manifest)], check=False)
-        if run.poll() is None:
-            run.kill()
-            run.wait(timeout=10)
+    run, stderr = _run_with_manifest_immutable(
+        tmp_path, starling_home, raw, ["--quiet", "--no-report"], 180
+    )
     assert "Traceback" not in stderr, stderr[-3000:]
     assert run.returncode == 1, stderr
     last = stderr.strip().splitlines()[-1]
