@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import csv
 
+import pytest
+
 from starling.orchestrator.study import load_study, run_study
 from starling.orchestrator.yaml_files import read_yaml_file
 from tests.conftest import ROOT
 
 
+@pytest.mark.slow  # one seed of the study: about 5 minutes on 2 cores
 def test_dglmc_places_the_hpd_level_of_a_logistic_posterior_better_than_dsgld(
     tmp_path, monkeypatch
 ):
