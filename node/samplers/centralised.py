@@ -18,8 +18,9 @@ the form [004] uses for its centralised ULA baseline.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
@@ -267,6 +268,17 @@ def _info(
         params=params,
         programs={"peer": program},
         batching=batching,
+        graph_check=_single_node,
+    )
+
+
+def _single_node(params: Sequence[Any], laplacian: np.ndarray) -> str | None:
+    """The orchestrator's early form of ``_SingleNode``'s refusal, before any node starts."""
+    if laplacian.shape[0] == 1:
+        return None
+    return (
+        f"a centralised reference; run it on a single node holding all the data "
+        f"(topology kind none, nodes: 1), not on {laplacian.shape[0]} nodes"
     )
 
 

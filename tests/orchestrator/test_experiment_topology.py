@@ -324,3 +324,21 @@ faults:
     spans = {(s, f.receiver): (f.start, f.stop) for s, f in exp.faults}
     assert spans[("0", "1")] == (3, 7) and spans[("2", "3")] == (4, 6)
     assert yaml.safe_load(text)["faults"][1]["drop"] == 0.1
+
+
+@pytest.mark.parametrize("algorithm", ["ula", "sgld", "sghmc", "mala"])
+@pytest.mark.parametrize("topology", [{"kind": "none", "nodes": 3}, {"kind": "ring", "nodes": 3}])
+def test_a_centralised_algorithm_on_several_nodes_is_refused_before_anything_runs(
+    algorithm, topology
+):
+    # Found by trying mala on 3 nodes: only the node refused it, so `starling run` started
+    # three node processes and both engines wrote a failed results folder for what is a
+    # configuration error.
+    with pytest.raises(
+        ConfigError,
+        match=rf"^topology: {algorithm}: a centralised reference; run it on a single node",
+    ):
+        experiment(algorithm=algorithm, hyperparameters={}, topology=topology)
+    assert experiment(
+        algorithm=algorithm, hyperparameters={}, topology={"kind": "none", "nodes": 1}
+    )

@@ -200,7 +200,7 @@ def test_sghmc_samples_the_exact_moments_of_its_recursion(batch):
 
 @pytest.mark.parametrize("algorithm", ["ula", "sgld", "sghmc", "mala"])
 def test_centralised_references_refuse_to_run_on_several_nodes(algorithm):
-    with pytest.raises(ConfigError, match=rf"algorithm: {algorithm} is a centralised reference"):
+    with pytest.raises(ConfigError, match=r"a centralised reference; run it on a single node"):
         run_linear_regression(
             algorithm, {}, topology="ring", nodes=3, size=10, rounds=1, chains=1, seed=0
         )
