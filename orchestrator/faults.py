@@ -112,10 +112,12 @@ def rounds_covering(at_seconds: float, for_seconds: float | None, round_seconds:
     return start, max(stop, start + 1)
 
 
-def _at_least(minimum: int):
+def _at_least(minimum: int, maximum: int | None = None):
     def check(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise ValueError(f"expected an integer >= {minimum}, got {value!r}")
+        if maximum is not None and value > maximum:
+            raise ValueError(f"must be at most {maximum}, got {value!r}")
         return value
 
     return AfterValidator(check)
@@ -151,7 +153,7 @@ class LinkFaultEntry(BaseModel):
     for_seconds: Annotated[Any, _seconds(positive=True)] = None
     drop: Annotated[Any, AfterValidator(_probability)] = 1.0
     both_ways: Bool | None = None
-    seed: Annotated[Any, _at_least(0)] = None
+    seed: Annotated[Any, _at_least(0, 2**63 - 1)] = None  # sent to the nodes as int64
 
 
 class NodeFaultEntry(BaseModel):

@@ -97,6 +97,8 @@ NodeId = Annotated[
 Name = Annotated[str, Field(strict=True), AfterValidator(plain_name)]
 Count = Annotated[Int, Field(ge=1)]
 Natural = Annotated[Int, Field(ge=0)]
+Seed = Annotated[Int, Field(ge=0, le=2**63 - 1)]
+"""A seed: the nodes are sent it as an int64 (``NodeConfig.seed``, ``DataSpec.seed``)."""
 
 
 def delay_ms(value: Any) -> float:
@@ -172,7 +174,7 @@ class DataSection(BaseModel):
     source: Str = "synthetic"
     size: Count = 50
     """Points per node (synthetic); for a file, rows per node only when given."""
-    seed: Natural = 0
+    seed: Seed = 0
     path: Str = ""
     format: Str = ""
     partition: Annotated[Str, AfterValidator(_partition)] = "interleaved"
@@ -210,7 +212,7 @@ class TestSection(BaseModel):
     path: Str = ""
     format: Str = ""
     split: Annotated[Float, Field(gt=0, lt=1)] | None = None
-    seed: Natural = 0
+    seed: Seed = 0
 
 
 class ReferenceSection(BaseModel):
@@ -221,7 +223,7 @@ class ReferenceSection(BaseModel):
     method: Str = "auto"
     """``auto`` (the model's grid if it has one, else MALA), ``grid``, ``mala`` or ``none``."""
     size: Count = 2000
-    seed: Natural = 0
+    seed: Seed = 0
     steps: Count = 4000
     """MALA: iterations per reference chain after as many of warm-up."""
     cache: Str = ""
@@ -359,7 +361,7 @@ class ExperimentFile(BaseModel):
     nodes: Annotated[list[NodeItem], Field(min_length=1)] | None = None
     rounds: Count
     chains: Count = 1
-    seed: Natural = 0
+    seed: Seed = 0
     round_deadline: Seconds = 2.0
     checkpoint_every: Count = 1000  # durable checkpoints; a resume point every round anyway
     evaluation: EvaluationSection = Field(default_factory=EvaluationSection)

@@ -67,6 +67,10 @@ def _assert_one_clear_line(result, *needles):
             ["nodes[0].id", "'orchestrator' is the orchestrator's identity"],
         ),
         ({"round_deadline": 1e10}, ["round_deadline", "up to 1e+06"]),
+        # Seeds travel to the nodes as int64: a larger one passed simulate and crashed run.
+        ({"seed": 2**70}, ["seed", "at most 9223372036854775807"]),
+        ({"data": {"source": "synthetic", "size": 5, "seed": 2**63}}, ["data.seed", "at most"]),
+        ({"faults": [{"link": "all", "drop": 0.1, "seed": 2**70}]}, ["faults[0].seed", "at most"]),
         # YAML 1.1 reads 1e-3 (no dot) as text: the error says why.
         ({"hyperparameters": {"rho": "1e-3"}}, ["hyperparameters.rho", "write it with a dot"]),
         ({"round_deadline": "2e0"}, ["round_deadline", "write it with a dot"]),
