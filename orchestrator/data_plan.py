@@ -16,6 +16,7 @@ given every node's data) take their data from :func:`data_specs`, so they cannot
 from __future__ import annotations
 
 from starling.node.config import NODE_SOURCE
+from starling.node.data import file_rows
 from starling.node.params import ConfigError
 from starling.node.spec import DataSpec
 from starling.orchestrator.experiment import Experiment
@@ -77,6 +78,10 @@ def data_specs(experiment: Experiment) -> dict[str, DataSpec]:
             total=d.total or 0 if d.source == "synthetic" else 0,
             **held_out_split(experiment),
         )
+    if d.source == "synthetic" and d.total:
+        # As a file of too few rows is refused (node/data.py), before any node starts.
+        if any(file_rows(specs[node], d.total).size == 0 for node in shared):
+            raise ConfigError(f"data.total: {d.total} points, too few for {num_shards} nodes")
     return specs
 
 

@@ -218,3 +218,13 @@ def test_real_nodes_hold_the_planned_rows(tmp_path, starling_home):
     for node, values in expected.items():
         with np.load(tmp_path / "run" / "samples" / f"node-{node}.npz") as data:
             assert data["samples"].tobytes() == values.tobytes(), node
+
+
+@pytest.mark.parametrize("partition", ["interleaved", "random"])
+def test_a_synthetic_total_too_small_for_the_nodes_is_refused(partition):
+    # Found by trying total: 2 on 4 nodes: two nodes silently held no data at all, where a
+    # file of too few rows is refused.
+    data = {"source": "synthetic", "total": 3, "partition": partition, "seed": 8}
+    with pytest.raises(ConfigError, match=r"^data\.total: 3 points, too few for 4 nodes"):
+        data_specs(_experiment(data=data))
+    data_specs(_experiment(data={**data, "total": 4}))
