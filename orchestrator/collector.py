@@ -42,12 +42,20 @@ class Collector:
         """Stream what ``node`` stored past our offset; returns how many samples came.
         ``stored_run`` (experiment, node id) asks an idle process for a run's stored
         samples (:meth:`NodeClient.samples`)."""
-        got = 0
-        for round_index, value in client.samples(self.offset(node), stored_run=stored_run):
-            self.rounds.setdefault(node, []).append(round_index)
-            self.values.setdefault(node, []).append(value)
-            got += 1
-        return got
+        pull = Pull(self.offset(node))
+        try:
+            return pull.take(client, stored_run)
+        finally:  # what came before a broken stream is kept, as a prefix of the store
+            self.adopt(node, pull)
+
+    def adopt(self, node: str, pull: Pull) -> int:
+        """Append what ``pull`` streamed for ``node`` (from this collector's offset) and
+        close it to further samples; returns how many it held."""
+        with pull.lock:
+            pull.dropped = True
+            self.rounds.setdefault(node, []).extend(pull.rounds)
+            self.values.setdefault(node, []).extend(pull.values)
+            return len(pull.rounds)
 
     def truncate(self, node: str, count: int) -> int:
         """Keep the first ``count`` samples of ``node``; returns how many were let go."""
@@ -131,12 +139,9 @@ def pull_all(
             thread.join(None if deadline is None else max(deadline - time.monotonic(), 0.0))
     finally:  # a second Ctrl-C while waiting keeps what came too
         for node, pull in pulls.items():
-            with pull.lock:
-                pull.dropped = True
-                outcome = ended.get(node) or Outcome(late=True)
-                collector.rounds.setdefault(node, []).extend(pull.rounds)
-                collector.values.setdefault(node, []).extend(pull.values)
-                outcome.got = len(pull.rounds)
+            got = collector.adopt(node, pull)  # closed first: the thread keeps nothing more
+            outcome = ended.get(node) or Outcome(late=True)
+            outcome.got = got
             outcomes[node] = outcome
     return outcomes
 

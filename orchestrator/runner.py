@@ -332,17 +332,22 @@ def _unreached(nodes: list[str], out_dir: Path, account: Account) -> dict:
     they serve again."""
     if not nodes:
         return {}
-    who, they = (f"node {nodes[0]}", "it") if len(nodes) == 1 else (
-        f"nodes {', '.join(nodes)}", "they")  # fmt: skip
+    who, they = _naming(nodes)
     line = (f"not collected: {who} unreachable at the end; once {they} serve again, "
             f"`starling collect {out_dir}` recovers what {they} stored")  # fmt: skip
     account.plain(line)
     return {"nodes": list(nodes), "line": line}
 
 
+def _naming(nodes: list[str]) -> tuple[str, str]:
+    """("node a", "it") or ("nodes a, b", "they"): how a line names ``nodes``."""
+    if len(nodes) == 1:
+        return f"node {nodes[0]}", "it"
+    return f"nodes {', '.join(nodes)}", "they"
+
+
 def _not_collected_line(nodes: list[str], seconds: float, out_dir: Path) -> str:
-    who, they = (f"node {nodes[0]}", "it") if len(nodes) == 1 else (
-        f"nodes {', '.join(nodes)}", "they")  # fmt: skip
+    who, they = _naming(nodes)
     return (f"not collected: {who} did not answer within {seconds:.0f} s; "
             f"`starling collect {out_dir}` recovers what {they} stored")  # fmt: skip
 
