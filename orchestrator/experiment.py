@@ -223,9 +223,9 @@ DATA_SOURCES = ("synthetic", "file", "node")
 def _hpd_level_known(spec: ExperimentFile, model) -> bool:
     """Whether [003]'s HPD level η_α is at hand: exact (a Gaussian posterior) or from
     reference samples (:mod:`starling.orchestrator.hpd`)."""
-    method = spec.evaluation.reference.method
-    if method == "auto":
-        method = "grid" if hasattr(model, "reference_posterior") else "none"
+    from starling.orchestrator.reference import resolved_method
+
+    method = resolved_method(model, spec.evaluation.reference.method)
     return hasattr(model, "exact_posterior") or method != "none"
 
 

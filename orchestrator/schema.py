@@ -221,7 +221,8 @@ class ReferenceSection(BaseModel):
 
     model_config = STRICT
     method: Str = "auto"
-    """``auto`` (the model's grid if it has one, else MALA), ``grid``, ``mala`` or ``none``."""
+    """``auto`` (the model's grid if it has one, else none: MALA is asked for by name),
+    ``grid``, ``mala`` or ``none``."""
     size: Count = 2000
     seed: Seed = 0
     steps: Count = 4000
