@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import queue
 import threading
+import time
 
 import grpc
 import numpy as np
@@ -327,33 +328,55 @@ def test_sample_streams_are_limited_and_control_keeps_answering(node):
     client.configure(_spec())
     channel = grpc.insecure_channel(proc.address)
     stub = control_pb2_grpc.ControlStub(channel)
-    followers = [
-        stub.StreamSamples(control_pb2.SamplesRequest(follow=True), timeout=60)
-        for _ in range(MAX_SAMPLE_STREAMS)
-    ]
+    followers = [_Follower(stub) for _ in range(MAX_SAMPLE_STREAMS)]
     try:
         # Each follower holds a server thread for as long as the run lasts.
-        for follower in followers:
-            threading.Thread(target=_drain, args=(follower,), daemon=True).start()
         wait_until(lambda: _refused(stub) is not None, 20, "one stream past the limit refused")
         assert f"limit of {MAX_SAMPLE_STREAMS} sample streams" in (_refused(stub) or "")
         assert client.status().state == "configured"  # Control still answers
         for follower in followers:
-            follower.cancel()
+            follower.stop()
         # The slots come back once the followers are gone.
         wait_until(lambda: _refused(stub) is None, 20, "slots released")
     finally:
         for follower in followers:
-            follower.cancel()
+            follower.stop()
         channel.close()
 
 
-def _drain(stream) -> None:
-    try:
-        for _ in stream:
-            pass
-    except grpc.RpcError:
-        pass  # cancelled
+class _Follower:
+    """A follow stream held open in a thread. A probe of :func:`_refused` can take the last
+    slot for a moment before a slow-starting follower is served: the follower refused then
+    opens its stream again, so the limit is reached whatever the order."""
+
+    def __init__(self, stub: control_pb2_grpc.ControlStub) -> None:
+        self._stub = stub
+        self._stopped = threading.Event()
+        self._stream = None
+        self._lock = threading.Lock()
+        threading.Thread(target=self._hold, daemon=True).start()
+
+    def _hold(self) -> None:
+        while not self._stopped.is_set():
+            with self._lock:
+                if self._stopped.is_set():
+                    return
+                self._stream = self._stub.StreamSamples(
+                    control_pb2.SamplesRequest(follow=True), timeout=60
+                )
+            try:
+                for _ in self._stream:
+                    pass
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    return  # cancelled
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped.set()
+            if self._stream is not None:
+                self._stream.cancel()
 
 
 def _refused(stub: control_pb2_grpc.ControlStub) -> str | None:
