@@ -107,13 +107,15 @@ def scheduled_link_counts(specs) -> dict[str, dict[str, int]]:
     """
     counts: dict[str, dict[str, int]] = {}
     for spec in specs:
-        tallies: dict[str, list[int]] = {}  # receiver -> [sent, withheld], first-seen order
+        # Every link the node's schedule has, also one that carried nothing (a node killed
+        # at round 0): ``run`` lists each link its node was configured with.
+        tallies: dict[str, list[int]] = {
+            receiver: [0, 0] for hood in spec.schedule for receiver in hood.out_peers
+        }
         faults = spec.link_faults
         for round_index in range(spec.rounds):
             for receiver in spec.neighbourhood(round_index).out_peers:
-                tally = tallies.get(receiver)
-                if tally is None:
-                    tally = tallies[receiver] = [0, 0]
+                tally = tallies.setdefault(receiver, [0, 0])
                 out = bool(faults) and withheld_by_schedule(
                     faults, spec.node_id, receiver, round_index
                 )

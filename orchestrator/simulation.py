@@ -35,6 +35,8 @@ def simulate_experiment(
     There is no wire, so the link counters are what the schedule alone does
     (:func:`starling.orchestrator.fault_account.scheduled_link_counts`) and node faults are their
     isolation schedule: the killed node's rounds go on without its peers, as in ``run``.
+    A node killed and never restarted keeps, as in ``run``, only the rounds before its kill
+    (none, killed at round 0: no samples file), and its links count no message after it.
     ``progress`` shows the rounds (lockstep: every node at the same round).
 
     Ctrl-C or SIGTERM ends it as ``run`` ends: the rounds every node completed until then
@@ -69,6 +71,7 @@ def simulate_experiment(
             samples, node_failed = failed.samples, True
     if progress is not None:
         progress.finished()
+    samples, played = _cut_at_kills(experiment, samples, played, account)
     rounds = {node: np.arange(values.shape[0]) for node, values in samples.items()}
     return close_run(
         experiment, out_dir, samples, rounds, account, scheduled_link_counts(played),
@@ -82,6 +85,33 @@ def simulate_experiment(
         },
         None if quiet else say,
     )  # fmt: skip
+
+
+def _cut_at_kills(experiment: Experiment, samples: dict[str, np.ndarray], played, account: Account):
+    """What a node killed for good left: its rounds before the kill. The in-process engine
+    ran its later rounds in isolation (its programs are built for the whole run), but no
+    process of ``run`` would have, so they are dropped here, with a line in the account."""
+    down = {f.node: f.at_round for f in experiment.node_faults if f.restart_round is None}
+    if not down:
+        return samples, played
+    kept = {}
+    for node, values in samples.items():
+        if node not in down:
+            kept[node] = values
+            continue
+        values = values[: down[node]]
+        held = (
+            f"{len(values)} samples (rounds 0..{len(values) - 1})" if len(values) else "no samples"
+        )
+        account.plain(f"node {node}: down at the end (killed at round {down[node]}, not "
+                      f"restarted); {held} kept")  # fmt: skip
+        if len(values):
+            kept[node] = values
+    played = [
+        dataclasses.replace(s, rounds=min(s.rounds, down[s.node_id])) if s.node_id in down else s
+        for s in played
+    ]
+    return kept, played
 
 
 def _shown(progress: Progress | None, specs, total: int) -> Callable[[int], None] | None:

@@ -254,7 +254,7 @@ def test_running_sums_reach_the_posterior_after_a_cut_and_plain_push_sum_does_no
 def test_a_node_killed_before_round_0_is_listed_with_no_sample(tmp_path, starling_home):
     """A node the schedule kills before its first round records nothing: it is still in
     ``samples_per_node`` (with 0), the run is ``partial`` (it stored fewer samples than
-    rounds), and the summary and the report show it."""
+    rounds), and the summary and the report show it. ``simulate`` says the same."""
     rounds = 12
     path, _ = _experiment(
         tmp_path, "dead-at-0",
@@ -270,6 +270,37 @@ def test_a_node_killed_before_round_0_is_listed_with_no_sample(tmp_path, starlin
     report = run_cli("report", str(tmp_path / "run"), env_home=starling_home, timeout=120)
     assert report.returncode == 0, report.stderr[-2000:]
     assert (tmp_path / "run" / "report.html").is_file()
+    _same_as_simulate(path, tmp_path, starling_home, metrics)
+
+
+def test_nodes_killed_for_good_leave_the_same_results_in_run_and_simulate(tmp_path, starling_home):
+    """Node 1 is killed at round 7 and node 3 at round 0, neither restarted: each keeps the
+    rounds before its kill and its links count nothing after it, in both engines (the
+    in-process engine runs a dead node's later rounds in isolation and drops them)."""
+    path, _ = _experiment(
+        tmp_path, "dead-for-good",
+        algorithm="d-admms", hyperparameters={"rho": 5.0},
+        topology={"kind": "ring", "nodes": 5}, rounds=15, chains=3, round_deadline=5.0,
+        faults=[{"node": "1", "kill_at_round": 7}, {"node": "3", "kill_at_round": 0}],
+    )  # fmt: skip
+    metrics, _ = _run(path, tmp_path / "run", starling_home)
+    assert metrics["samples_per_node"] == {"0": 15, "1": 7, "2": 15, "3": 0, "4": 15}
+    _same_as_simulate(path, tmp_path, starling_home, metrics)
+
+
+def _same_as_simulate(path: Path, tmp_path: Path, home: Path, run_metrics: dict) -> None:
+    sim_metrics, _ = _run(path, tmp_path / "sim", home, command="simulate")
+    ran, simulated = _samples(tmp_path / "run"), _samples(tmp_path / "sim")
+    assert sorted(ran) == sorted(simulated)
+    for node, (values, rounds) in ran.items():
+        assert values.tobytes() == simulated[node][0].tobytes(), f"node {node} differs"
+        assert list(rounds) == list(simulated[node][1]), node
+    for key in ("samples_per_node", "status", "w2", "consensus_error"):
+        assert run_metrics[key] == sim_metrics[key], key
+    run_links, sim_links = run_metrics["links"], sim_metrics["links"]
+    assert sorted(run_links) == sorted(sim_links)
+    for link, counters in sim_links.items():
+        assert {k: run_links[link][k] for k in counters} == counters, link
 
 
 def test_a_restart_counts_each_message_once_on_every_link(tmp_path, starling_home):
