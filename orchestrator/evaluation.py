@@ -250,7 +250,8 @@ def evaluate(
     if experiment.evaluation.hpd is not None:
         from starling.orchestrator.hpd import hpd_section
 
-        metrics["hpd"] = hpd_section(
-            model, data(), posterior, series, window, experiment.evaluation.hpd
-        )
+        metrics["hpd"], tables["hpd_curve"] = hpd_section(
+            model, data(), posterior, series, window, experiment.evaluation.hpd,
+            curve_points=experiment.evaluation.curve_points,
+        )  # fmt: skip
     return Evaluation(metrics, curves, tables)

@@ -42,6 +42,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from starling.node.models.base import Dataset, GaussianPosterior
+from starling.orchestrator.predictive import curve_rounds
 
 __all__ = ["BATCHES", "POINTS", "hpd_section", "mode_level", "reference_level", "true_level"]
 
@@ -107,10 +108,16 @@ def hpd_section(
     window: int,
     alpha: float,
     reference: tuple[np.ndarray, dict] | None = None,
-) -> dict:
-    """``metrics.json``'s ``hpd``: the relative error of every series (node id or
-    ``average`` -> samples (rounds, chains, d), the last ``window`` rounds pooled, thinned
-    to about :data:`POINTS` samples).
+    curve_points: int = 100,
+) -> tuple[dict, list[dict]]:
+    """``metrics.json``'s ``hpd`` and the rows of ``hpd_curve.csv``.
+
+    The section holds the relative error of every series (node id or ``average`` ->
+    samples (rounds, chains, d), the last ``window`` rounds pooled, thinned to about
+    :data:`POINTS` samples). The curve is [003] Fig. 3's error "during the sampling
+    procedure": at up to ``curve_points`` rounds t of that window, the error of ``η̂_α``
+    from the window's samples up to t (its first rounds are the burn-in left out); its last
+    row is the section's figure.
 
     ``η_α`` is exact when ``posterior`` is given, else estimated from ``reference``
     (:func:`starling.orchestrator.reference.reference_samples`'s ``(samples, description)``).
@@ -133,17 +140,27 @@ def hpd_section(
         raise ValueError("hpd_section: needs an exact posterior or reference samples")
     errors: dict[str, float | None] = {}
     excess: dict[str, float | None] = {}
+    rows: list[dict] = []
     for name, values in series.items():
-        recent = values[-window:]
+        start = max(values.shape[0] - window, 0)
+        recent = values[start:]
         every = max(1, -(-recent.shape[0] * recent.shape[1] // POINTS))  # ceil
-        pooled = np.asarray(recent[::every], dtype=float).reshape(-1, values.shape[-1])
+        thinned = np.asarray(recent[::every], dtype=float)
+        pooled = thinned.reshape(-1, values.shape[-1])
         if not np.all(np.isfinite(pooled)):
             errors[name] = excess[name] = None
             continue
-        level = float(np.quantile(_levels(potential, pooled), 1.0 - alpha))
+        levels = _levels(potential, pooled)
+        level = float(np.quantile(levels, 1.0 - alpha))
         errors[name] = abs(level - eta) / abs(eta)
         excess[name] = abs(level - eta) / height
-    return {
+        by_round = levels.reshape(thinned.shape[0], -1)
+        for k in curve_rounds(thinned.shape[0], curve_points):
+            running = float(np.quantile(by_round[: k + 1], 1.0 - alpha))
+            rows.append({"round": start + int(k) * every, "node": name,
+                         "relative_error": abs(running - eta) / abs(eta),
+                         "excess_error": abs(running - eta) / height})  # fmt: skip
+    section = {
         "alpha": alpha,
         "eta_true": eta,
         "mode_potential": eta - height,
@@ -153,6 +170,7 @@ def hpd_section(
         **_by_node(errors),
         "excess": _by_node(excess),
     }
+    return section, rows
 
 
 def _by_node(values: Mapping[str, float | None]) -> dict:

@@ -63,9 +63,10 @@ def score_beyond_w2(
             if evaluation.hpd is not None and not hasattr(model, "exact_posterior"):
                 from starling.orchestrator.hpd import hpd_section  # η from the reference
 
-                metrics["hpd"] = hpd_section(
-                    model, shards(), None, series, evaluation.window, evaluation.hpd, reference
-                )
+                metrics["hpd"], tables["hpd_curve"] = hpd_section(
+                    model, shards(), None, series, evaluation.window, evaluation.hpd, reference,
+                    evaluation.curve_points,
+                )  # fmt: skip
     if evaluation.diagnostics:
         from starling.orchestrator.diagnostics import diagnostics_section
 

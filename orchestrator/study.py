@@ -17,7 +17,8 @@ Each run's fields are ``base``, then the cell, then the variant, then the varian
 ``per_cell`` entry for that cell, merged mapping by mapping. The study writes every run's
 results folder under ``<out>/<cell>/<variant>/``, plus ``curves.csv`` (W2 per iteration of
 one agent and of the agent average), ``table.csv`` and ``table.md`` (final W2 and consensus
-error), and one plot per cell when matplotlib is installed.
+error), and one plot per cell when matplotlib is installed; with ``evaluation.hpd``, also
+``hpd_curves.csv`` and ``hpd-<cell>.png`` (:mod:`starling.orchestrator.study_hpd`).
 
 Replicates and error bars (:mod:`starling.orchestrator.replicates`): ``seeds: K`` runs every
 (cell, variant) K times, with the experiment's ``seed`` (and, with ``vary_data: true``,
@@ -51,6 +52,7 @@ from starling.orchestrator.study_figures import (
     run_row,
     summarise,
 )
+from starling.orchestrator.study_hpd import plot_hpd_curves, read_hpd_rows, write_hpd_curves
 from starling.orchestrator.study_report import plot_against_x, plot_curves, slug, write_tables
 from starling.orchestrator.validation import STRICT, Float, Str
 
@@ -251,6 +253,7 @@ def run_study(
     out = Path(out)
     rows: list[dict] = []
     curves: list[Curve] = []
+    hpd_rows: list[dict] = []
     progress = progress or Progress()
     inner = progress.inner()
     total = len(study.replicates)
@@ -269,10 +272,12 @@ def run_study(
         if metrics.get("interrupted"):  # Ctrl-C or SIGTERM, in either engine
             if rows:
                 write_tables(out, study, rows, curves)
+                write_hpd_curves(out, hpd_rows)
             say(f"interrupted during {cell} / {variant}; the runs before it are in {out}")
             raise KeyboardInterrupt
         samples_of = {n: c for n, c in (metrics.get("samples_per_node") or {}).items() if c}
         agent = study.agent if study.agent in samples_of else min(samples_of, default=study.agent)
+        hpd_rows += read_hpd_rows(folder, cell, variant, r, agent, experiment.rounds)
         read = read_curves(folder / "w2_curve.csv")
         curve = Curve(cell, variant, r, read.get("average"), read.get(f"node-{agent}"))
         row = run_row(study, experiment, metrics, curve, agent, r)
@@ -287,7 +292,9 @@ def run_study(
         )
     progress.cells(total, total)
     write_tables(out, study, rows, curves)
+    write_hpd_curves(out, hpd_rows)
     plotted = plot_curves(out, study, curves) + plot_against_x(out, study, summarise(study, rows))
+    plotted += plot_hpd_curves(out, study.name, hpd_rows)
     if plotted:
         say(f"plots: {', '.join(str(p) for p in plotted)}")
     for line in headline(study, rows):

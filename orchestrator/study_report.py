@@ -28,7 +28,7 @@ from starling.orchestrator.study_figures import (
 if TYPE_CHECKING:
     from starling.orchestrator.study import Study
 
-__all__ = ["plot_against_x", "plot_curves", "slug", "write_tables"]
+__all__ = ["figure_class", "plot_against_x", "plot_curves", "slug", "write_tables"]
 
 
 def slug(label: str) -> str:
@@ -166,7 +166,7 @@ def _md(value, row: Mapping | None = None) -> str:
     return f"{value:.4f}" if abs(value) < 1e3 else f"{value:.3g}"
 
 
-def _figures():
+def figure_class():
     """``Figure``, matplotlib's figure class drawn by its Agg renderer without pyplot (no
     global figure registry to close, a lighter import), or None without matplotlib."""
     try:
@@ -188,7 +188,7 @@ def _ceiling(values: list[float]) -> float | None:
 
 def plot_against_x(out: Path, study: Study, rows: list[dict]) -> list[Path]:
     xs = _cell_x(study)
-    Figure = _figures()  # noqa: N806 - a class
+    Figure = figure_class()  # noqa: N806 - a class
     if not xs or Figure is None:
         return []
     figure = Figure(figsize=(12, 4))
@@ -251,7 +251,7 @@ def _emptied(axes) -> None:
 def plot_curves(out: Path, study: Study, curves: list[Curve]) -> list[Path]:
     """One figure per cell: W2 of the agent and of the agent average against the iteration,
     one line per variant (the mean over the seeds, a band between the seeds' extremes)."""
-    Figure = _figures()  # noqa: N806 - a class
+    Figure = figure_class()  # noqa: N806 - a class
     if Figure is None:
         return []
     written = []

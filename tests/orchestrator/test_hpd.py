@@ -44,7 +44,7 @@ def test_relative_error_is_small_for_exact_draws_and_grows_with_a_bias():
     rng = np.random.default_rng(1)
     exact = rng.multivariate_normal(posterior.mean, posterior.cov, size=(50, 400))
     shifted = exact + 3.0 * np.sqrt(np.diag(posterior.cov))  # three posterior stds off
-    section = hpd_section(model, data, posterior, {"0": exact, "1": shifted}, 50, 0.1)
+    section, _ = hpd_section(model, data, posterior, {"0": exact, "1": shifted}, 50, 0.1)
     eta = section["eta_true"]
     # The sample quantile of U over 20,000 exact draws is within ~0.1 of η (χ²_2 quantile
     # noise ½·0.06); relative to η that is below 0.1 / η.
@@ -63,6 +63,36 @@ def test_relative_error_is_small_for_exact_draws_and_grows_with_a_bias():
     assert eta == pytest.approx(true_level(model, data, posterior, 0.1)) and eta > 0.5 * chi2.ppf(
         0.9, 2
     )
+
+
+def test_the_curve_follows_the_error_as_the_window_fills():
+    """``hpd_curve.csv``'s rows: at each scored round t of the window, the error of the
+    samples from the window's start to t. Exact draws throughout, after 30 rounds that are
+    three posterior stds off (a burn-in left out by the window of 50): the curve's last row
+    is the section's figure, each row is the error recomputed by hand from the samples to
+    its round. With a window of all 80 rounds the curve starts on the biased rounds alone
+    and falls at every scored round as exact ones join (measured excess 6.1 at round 0,
+    4.5 at round 78, fixed seed: the bias moves U's quantile by heights, the sampling noise
+    by hundredths of one)."""
+    model = LinearRegression()
+    data, posterior = _setup(model)
+    rng = np.random.default_rng(4)
+    exact = rng.multivariate_normal(posterior.mean, posterior.cov, size=(80, 400))
+    exact[:30] += 3.0 * np.sqrt(np.diag(posterior.cov))
+    section, rows = hpd_section(model, data, posterior, {"0": exact}, 50, 0.1, curve_points=6)
+    assert [r["round"] for r in rows] == [30, 40, 50, 59, 69, 79]
+    assert {r["node"] for r in rows} == {"0"}
+    assert rows[-1]["relative_error"] == pytest.approx(section["per_node"]["0"], rel=1e-12)
+    assert rows[-1]["excess_error"] == pytest.approx(section["excess"]["per_node"]["0"], rel=1e-12)
+    potential, eta = _pooled_potential(model, data), section["eta_true"]
+    for row in rows:
+        upto = exact[30 : row["round"] + 1].reshape(-1, 2)
+        level = float(np.quantile(potential.value(upto), 0.9))
+        assert row["relative_error"] == pytest.approx(abs(level - eta) / abs(eta), rel=1e-9)
+    _, whole = hpd_section(model, data, posterior, {"0": exact}, 80, 0.1, curve_points=6)
+    falling = [r["excess_error"] for r in whole]
+    assert whole[0]["round"] == 0 and falling == sorted(falling, reverse=True), falling
+    assert falling[-1] < 0.8 * falling[0], falling
 
 
 def _pooled_potential(model, data):
@@ -101,8 +131,10 @@ def test_without_an_exact_posterior_the_level_and_mode_come_from_the_reference()
     rng = np.random.default_rng(3)
     reference = rng.multivariate_normal(posterior.mean, posterior.cov, size=40_000)
     exact = rng.multivariate_normal(posterior.mean, posterior.cov, size=(50, 400))
-    section = hpd_section(model, data, None, {"0": exact}, 50, 0.1, (reference, {"method": "grid"}))
-    truth = hpd_section(model, data, posterior, {"0": exact}, 50, 0.1)
+    section, _ = hpd_section(
+        model, data, None, {"0": exact}, 50, 0.1, (reference, {"method": "grid"})
+    )
+    truth, _ = hpd_section(model, data, posterior, {"0": exact}, 50, 0.1)
     assert section["eta_source"] == "grid" and truth["eta_source"] == "exact"
     assert section["mode_potential"] == pytest.approx(truth["mode_potential"], abs=1e-6)
     assert 0 < section["eta_se"] < 0.05
