@@ -49,6 +49,10 @@ __all__ = ["BATCHES", "POINTS", "hpd_section", "mode_level", "reference_level", 
 BATCHES = 20
 """Consecutive batches of the reference for the batch-means error of its ``η_α``."""
 
+CURVE_POINTS = 12_500
+"""At most about this many samples of a series enter its curve (``hpd_curve.csv``), all
+its points together: half the figure's own budget, on a coarser grid of rounds."""
+
 POINTS = 25_000
 """At most about this many samples of a series enter its ``η̂_α``: beyond it, every k-th
 round of the window (all its chains). ``U`` over all the data costs n·d per sample, and a
@@ -115,9 +119,9 @@ def hpd_section(
     The section holds the relative error of every series (node id or ``average`` ->
     samples (rounds, chains, d), the last ``window`` rounds pooled, thinned to about
     :data:`POINTS` samples). The curve is [003] Fig. 3's error "during the sampling
-    procedure": at up to ``curve_points`` rounds t of that window, the error of ``η̂_α``
-    from the window's samples up to t (its first rounds are the burn-in left out); its last
-    row is the section's figure.
+    procedure": at up to ``curve_points`` rounds t over the run, the error of ``η̂_α`` had
+    the run stopped at t, with the same share of its rounds kept (:func:`_curve`); its
+    last row is the section's figure.
 
     ``η_α`` is exact when ``posterior`` is given, else estimated from ``reference``
     (:func:`starling.orchestrator.reference.reference_samples`'s ``(samples, description)``).
@@ -154,12 +158,8 @@ def hpd_section(
         level = float(np.quantile(levels, 1.0 - alpha))
         errors[name] = abs(level - eta) / abs(eta)
         excess[name] = abs(level - eta) / height
-        by_round = levels.reshape(thinned.shape[0], -1)
-        for k in curve_rounds(thinned.shape[0], curve_points):
-            running = float(np.quantile(by_round[: k + 1], 1.0 - alpha))
-            rows.append({"round": start + int(k) * every, "node": name,
-                         "relative_error": abs(running - eta) / abs(eta),
-                         "excess_error": abs(running - eta) / height})  # fmt: skip
+        rows += _curve(name, values, potential, (eta, height, alpha), window, every,
+                       curve_points, level)  # fmt: skip
     section = {
         "alpha": alpha,
         "eta_true": eta,
@@ -171,6 +171,46 @@ def hpd_section(
         "excess": _by_node(excess),
     }
     return section, rows
+
+
+def _curve(
+    name: str,
+    values: np.ndarray,
+    potential,
+    truth: tuple[float, float, float],
+    window: int,
+    every: int,
+    points: int,
+    final: float,
+) -> list[dict]:
+    """The rows of ``name`` in ``hpd_curve.csv``: at up to ``points`` rounds t spread over
+    the run, the error the run would have reported had it stopped at t, its samples' last
+    ``window / rounds`` share kept (rounds ``t − ⌈(t + 1)·window/rounds⌉ + 1 .. t``).
+
+    ``U`` is evaluated on a grid of rounds, every ``stride``-th (a multiple of the window's
+    own thinning ``every``, so the curve costs at most :data:`CURVE_POINTS` samples more);
+    the last row is ``final``, the section's own figure."""
+    eta, height, alpha = truth
+    total, chains = values.shape[0], values.shape[1]
+    stride = every * max(1, -(-total * chains // (every * CURVE_POINTS)))  # ceil
+    start = max(total - window, 0)
+    grid = np.arange(start % stride, total, stride)
+    grid = grid[np.all(np.isfinite(values[grid]).reshape(len(grid), -1), axis=1)]
+    levels = _levels(potential, values[grid].reshape(-1, values.shape[-1]))
+    levels = levels.reshape(len(grid), chains)
+    rows = []
+    for t in curve_rounds(total, points):
+        kept = -(-(int(t) + 1) * window // total)  # ceil
+        chosen = levels[(grid > t - kept) & (grid <= t)]
+        if int(t) == total - 1:
+            level = final
+        elif chosen.size:
+            level = float(np.quantile(chosen, 1.0 - alpha))
+        else:
+            continue  # no grid round in this stretch yet, or only runaway samples
+        rows.append({"round": int(t), "node": name, "relative_error": abs(level - eta) / abs(eta),
+                     "excess_error": abs(level - eta) / height})  # fmt: skip
+    return rows
 
 
 def _by_node(values: Mapping[str, float | None]) -> dict:

@@ -12,8 +12,8 @@
 <out>/predictive_curve.csv   (classifiers with evaluation.test) accuracy, AUC, log-loss per
                              scored round, for the average iterate and every node
 <out>/distance_curve.csv     (reference samples) Sinkhorn and sliced W2 per scored round
-<out>/hpd_curve.csv          (evaluation.hpd) [003]'s HPD error of the samples up to each
-                             scored round of the window, as sampling goes on
+<out>/hpd_curve.csv          (evaluation.hpd) [003]'s HPD error as sampling goes on: at
+                             each scored round, as if the run had stopped there
 <out>/summary.txt            ``status: ...`` then the table printed at the end of the run
 <out>/manifest.json          every file the run wrote (:mod:`starling.orchestrator.outdir`)
 """
