@@ -20,7 +20,10 @@ counted in ``overruns`` on its inbound link. Without a bound nothing is waited f
 What one sender may have waiting for rounds the loop has not reached is bounded
 (:data:`PENDING_MESSAGES`, :data:`PENDING_BYTES`, what a sender's link itself keeps for a
 resend): past it a message is refused (``"overflow"``), so a peer racing ahead, or one
-flooding valid messages for future rounds, cannot fill the receiver's memory.
+flooding valid messages for future rounds, cannot fill the receiver's memory. An
+asynchronous program keeps no message but each sender's latest; what it counts as pending
+is kept per (round, sender, outcome), however many messages arrive for that round, so
+there too a flood costs no memory per message (the round window bounds the rounds).
 
 Counting, on the sender's inbound link (:meth:`Inbox.deliver`): a message or notice for a
 round the node has not run yet is also *pending* until it has (``pending_received``,
@@ -86,10 +89,14 @@ class Inbox:
         # Per sender: messages and payload bytes in _pending.
         self._load: dict[str, list[int]] = {}
         # Asynchronous programs: where this process started (a resume round), and what it
-        # counted for rounds it has not gathered yet: (round, sender, outcome, bytes).
+        # counted for rounds it has not gathered yet, one entry per (round, sender,
+        # outcome) however many messages it stands for: round -> (sender, outcome) ->
+        # [messages, bytes], with a heap of those rounds. A flood of messages for one
+        # future round costs no memory per message; rounds are bounded by the round window.
         self._first_round = next_round
         self._gathered = next_round - 1  # the last round gathered for
-        self._ahead: list[tuple[int, str, str, int]] = []
+        self._ahead: dict[int, dict[tuple[str, str], list[int]]] = {}
+        self._ahead_rounds: list[int] = []
 
     def deliver(
         self,
@@ -128,7 +135,7 @@ class Inbox:
                     self._stats.add(sender, outcome, nbytes=size)
                 else:  # pending until a gather of its round (see _settle_ahead)
                     self._stats.file(sender, outcome, size)
-                    heapq.heappush(self._ahead, (round_index, sender, outcome, size))
+                    self._file_ahead(round_index, sender, outcome, size)
             elif key <= self._closed:
                 # A notice carries nothing, so it is never late data: a receiver that knew
                 # from the schedule not to wait has closed the round before it came.
@@ -209,9 +216,21 @@ class Inbox:
         earlier rounds is no longer pending (lock held). What a process that dies still
         holds pending, its successor counts when it is resent."""
         self._gathered = max(self._gathered, round_index)
-        while self._ahead and self._ahead[0][0] <= round_index:
-            _, sender, outcome, size = heapq.heappop(self._ahead)
-            self._stats.settle(sender, outcome, size)
+        while self._ahead_rounds and self._ahead_rounds[0] <= round_index:
+            filed = self._ahead.pop(heapq.heappop(self._ahead_rounds))
+            for (sender, outcome), (count, size) in filed.items():
+                self._stats.settle(sender, outcome, size, count=count)
+
+    def _file_ahead(self, round_index: int, sender: str, outcome: str, size: int) -> None:
+        """Asynchronous programs: note one message counted pending for ``round_index``
+        (lock held), coalesced with the others of its round, sender and outcome."""
+        filed = self._ahead.get(round_index)
+        if filed is None:
+            filed = self._ahead[round_index] = {}
+            heapq.heappush(self._ahead_rounds, round_index)
+        entry = filed.setdefault((sender, outcome), [0, 0])
+        entry[0] += 1
+        entry[1] += size
 
     def wait_latest(
         self, expected: Iterable[str], round_index: int, max_staleness: int, deadline: float

@@ -45,12 +45,13 @@ class StatsBook:
             counters.bytes += nbytes
             counters.pending_bytes += nbytes
 
-    def settle(self, peer: str, outcome: str, nbytes: int = 0) -> None:
-        """A filed message's round was run (or closed): no longer pending."""
+    def settle(self, peer: str, outcome: str, nbytes: int = 0, count: int = 1) -> None:
+        """``count`` filed messages (``nbytes`` in all) whose round was run (or closed):
+        no longer pending."""
         with self._lock:
             counters = self._entry(peer)
             pending = f"pending_{outcome}"
-            setattr(counters, pending, getattr(counters, pending) - 1)
+            setattr(counters, pending, getattr(counters, pending) - count)
             counters.pending_bytes -= nbytes
 
     def note_staleness(self, peer: str, staleness: int) -> None:
