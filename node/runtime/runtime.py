@@ -49,7 +49,7 @@ from starling.node.runtime.status import (
 from starling.node.runtime.store import SampleStore
 from starling.node.runtime.streaming import Batch, stream_samples
 from starling.node.runtime.transport import ChannelSettings
-from starling.node.spec import NodeSpec
+from starling.node.spec import MAX_SECONDS, NodeSpec
 
 __all__ = [
     "ConfigureResult",
@@ -258,8 +258,8 @@ class NodeRuntime:
     ) -> None:
         if drop is not None and not 0.0 <= drop <= 1.0:
             raise ConfigError(f"drop: must be a probability in [0, 1], got {drop!r}")
-        if delay_ms is not None and not delay_ms >= 0.0:
-            raise ConfigError(f"delay_ms: must be >= 0, got {delay_ms!r}")
+        if delay_ms is not None and not 0.0 <= delay_ms <= MAX_SECONDS * 1000.0:
+            raise ConfigError(f"delay_ms: must be in [0, {MAX_SECONDS * 1e3:g}], got {delay_ms!r}")
         with self._lock:
             run = self._run
             if run is None:
@@ -305,7 +305,7 @@ class NodeRuntime:
             run = self._run
             if run is None:
                 raise PreconditionError("node is not configured; nothing to checkpoint")
-            if self._state != NodeState.RUNNING:
+            if self._state != NodeState.RUNNING or self._holding:  # at a boundary: now
                 if run.consistent:
                     self._write_checkpoint(run)
                 return max(run.last_checkpoint, 0)

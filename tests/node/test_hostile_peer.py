@@ -4,13 +4,31 @@ refused; each must now be bounded or refused, with the node running on."""
 
 from __future__ import annotations
 
+import time
 import tracemalloc
 
 import numpy as np
+import pytest
 
 from starling.node.messages import Message
+from starling.node.params import ConfigError
 from starling.node.runtime.inbox import Inbox
+from starling.node.runtime.run import CHECKPOINT_FILE
 from starling.node.runtime.stats import StatsBook
+from starling.orchestrator.node_specs import node_specs
+from tests.node.test_runtime_harness import Cluster, ring_experiment
+from tests.waiting import wait_until
+
+NOWHERE = {"0": "127.0.0.1:1", "1": "127.0.0.1:2", "2": "127.0.0.1:3"}
+
+
+@pytest.fixture
+def node(tmp_path):
+    with Cluster(tmp_path) as cluster:
+        (proc,) = cluster.start_nodes(["0"]).values()
+        client = proc.client()
+        client.wait_ready()
+        yield proc, client
 
 
 def test_a_flood_for_one_future_round_costs_an_asynchronous_inbox_no_memory_per_message():
@@ -42,3 +60,35 @@ def test_a_flood_for_one_future_round_costs_an_asynchronous_inbox_no_memory_per_
     assert counters.pending_bytes == message.nbytes
     inbox.latest(("1",), 51)
     assert stats.snapshot()["1"].pending_received == 0
+
+
+@pytest.mark.e2e
+def test_a_checkpoint_asked_of_a_held_node_is_written_at_once(node):
+    """A held node waits at a round boundary: a Checkpoint used to wait there for a round
+    that never came (a round budget and 5 s more, days for a long deadline), holding a
+    Control thread, and returned without writing one."""
+    proc, client = node
+    spec = node_specs(ring_experiment("held", rounds=20, deadline=60.0), NOWHERE)[0]
+    client.configure(spec)
+    client.hold(0)
+    client.start()
+    wait_until(lambda: client.status().holding, 20, "held before round 0")
+    started = time.monotonic()
+    client.checkpoint()  # the client gives up after 30 s, well before 60 s + 5 s
+    assert time.monotonic() - started < 25
+    assert (proc.state_dir / "held" / "0" / CHECKPOINT_FILE).is_file()
+    status = client.status()
+    assert (status.state, status.holding, status.round) == ("running", True, 0)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("delay_ms", [float("inf"), 1e300, -1.0, float("nan")])
+def test_a_link_delay_no_clock_can_wait_is_refused_naming_it(node, delay_ms):
+    """An infinite delay was taken: the link then held every message it was given for the
+    rest of the run (memory growing each round) and never sent one."""
+    _, client = node
+    client.configure(node_specs(ring_experiment("delay", rounds=5, deadline=1.0), NOWHERE)[0])
+    with pytest.raises(ConfigError, match=r"delay_ms: must be in \[0, 1e\+09\]"):
+        client.set_link("1", delay_ms=delay_ms)
+    client.set_link("1", delay_ms=1e9)  # the longest a setting may wait (MAX_SECONDS)
+    assert client.status().state == "configured"
