@@ -39,6 +39,7 @@ from starling.orchestrator.topology import (
     node_count,
     parse_topology,
 )
+from starling.orchestrator.topology.kinds import MAX_NODES
 from starling.orchestrator.yaml_files import read_yaml_file, refuse_non_finite
 
 __all__ = [
@@ -284,6 +285,8 @@ def _parse_nodes_and_topology(
     entries: list[NodeEntry] = []
     params: dict[str, Any] = {}  # node id -> its hyperparameters, for info.graph_check
     if spec.nodes is not None:
+        if len(spec.nodes) > MAX_NODES:
+            raise ConfigError(f"nodes: {len(spec.nodes):,} nodes, over the {MAX_NODES:,} allowed")
         ids = [item.id for item in spec.nodes]
         default_roles = {i: info.roles[0] for i in ids}
         if hub is not None:
@@ -321,6 +324,9 @@ def _parse_nodes_and_topology(
             raise ConfigError("topology.nodes: required field is missing (or give a nodes list)")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ConfigError(f"topology.nodes: expected a positive integer, got {count!r}")
+        if count > MAX_NODES:
+            field = "nodes" if "nodes" in topology else "rows"
+            raise ConfigError(f"topology.{field}: {count:,} nodes, over the {MAX_NODES:,} allowed")
         ids = [str(k) for k in range(count)]
         roles = {i: info.roles[0] for i in ids}
         if hub is not None:

@@ -22,7 +22,16 @@ from starling.orchestrator.topology.builders import (
 )
 from starling.orchestrator.topology.graph import Graph
 
-__all__ = ["KINDS", "TOPOLOGIES", "Kind", "build_graph"]
+__all__ = ["KINDS", "MAX_LINKS", "MAX_NODES", "TOPOLOGIES", "Kind", "build_graph", "link_bound"]
+
+MAX_NODES = 100_000
+"""The most nodes an experiment may have: a ring of 100,000 parses in about 3 s; a typo
+(``nodes: 100000000000000``) would otherwise build ids, graphs and shards for ever."""
+
+MAX_LINKS = 1_000_000
+"""The most directed links the graphs of one topology may hold together (a full graph
+on 1,000 nodes has 999,000): checked on each kind's bound before a graph is built, since
+``full`` or ``erdos_renyi`` on 5,000 nodes took minutes and gigabytes to build and check."""
 
 
 def _probability(value: Any, where: str) -> float:
@@ -83,6 +92,25 @@ KINDS: dict[str, Kind] = {
 TOPOLOGIES = {name: kind.build for name, kind in KINDS.items()}
 
 _COMMON_KEYS = ("kind", "seed", "weights")
+
+
+def link_bound(kind: str, params: Mapping[str, Any], nodes: int) -> int:
+    """At most how many directed links (and pairs drawn) ``kind`` builds over ``nodes``:
+    known before a graph is built, so an oversized one is refused, not built."""
+    key = str(kind).replace("-", "_")
+    if key in ("full", "erdos_renyi", "random_digraph"):
+        return nodes * (nodes - 1)
+    if key == "random_regular":
+        k = params.get("k")
+        return nodes * k if isinstance(k, int) and not isinstance(k, bool) and k > 0 else 0
+    if key == "edges":
+        edges = params.get("edges")
+        return 2 * len(edges) if isinstance(edges, (list, tuple)) else 0
+    if key == "none":
+        return 0
+    if key == "directed_ring":
+        return nodes
+    return (4 if key == "grid" else 2) * nodes  # ring, path, star, grid
 
 
 def _kind(name: Any, where: str) -> tuple[str, Kind]:

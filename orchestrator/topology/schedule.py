@@ -11,7 +11,14 @@ import numpy as np
 from starling.node.params import ConfigError
 from starling.node.spec import Neighbourhood
 from starling.orchestrator.topology.graph import Graph
-from starling.orchestrator.topology.kinds import _count, _flag, _kind, build_graph
+from starling.orchestrator.topology.kinds import (
+    MAX_LINKS,
+    _count,
+    _flag,
+    _kind,
+    build_graph,
+    link_bound,
+)
 from starling.orchestrator.topology.weights import Matrix, neighbourhoods, parse_weights
 
 __all__ = ["Topology", "node_count", "parse_topology"]
@@ -72,10 +79,32 @@ def node_count(raw: Mapping[str, Any]) -> int | None:
     """How many nodes a ``topology`` section implies: ``nodes``, or a grid's rows × cols."""
     if "nodes" in raw:
         return raw["nodes"]
-    rows, cols = raw.get("rows"), raw.get("cols")
-    if str(raw.get("kind")) == "grid" and isinstance(rows, int) and isinstance(cols, int):
-        return rows * cols
+    if str(raw.get("kind")) == "grid" and "schedule" not in raw:
+        # A bad rows or cols is named here: a None would read as "nodes is missing".
+        rows = _count(raw.get("rows"), "topology.rows")
+        return rows * _count(raw.get("cols"), "topology.cols")
     return None
+
+
+def _check_size(params: Mapping[str, Any], schedule: Any, nodes: int) -> None:
+    """Refuse, before building anything, graphs that would hold over MAX_LINKS links."""
+    entries = [(params, "topology")]
+    if isinstance(schedule, list):
+        entries = [
+            (item, f"topology.schedule[{k}]")
+            for k, item in enumerate(schedule)
+            if isinstance(item, Mapping)
+        ]
+    total = 0
+    for entry, where in entries:
+        total += link_bound(entry.get("kind", ""), entry, nodes)
+        if total > MAX_LINKS:
+            raise ConfigError(
+                f"{where}.kind: {entry.get('kind')} on {nodes:,} nodes "
+                + ("(with the schedule's graphs before it) " if where != "topology" else "")
+                + f"would hold up to {total:,} links, over {MAX_LINKS:,}; use a sparser "
+                "kind or fewer nodes"
+            )
 
 
 def _entry_seed(base: int, slot: int) -> int:
@@ -110,6 +139,7 @@ def parse_topology(
     params = dict(raw)
     params.pop("nodes", None)
     schedule = params.pop("schedule", None)
+    _check_size(params, schedule, len(nodes))
     period = _count(params.pop("period", 1), "topology.period")
     window = params.pop("window", None)
     allow = _flag(params.pop("allow_disconnected", False), "topology.allow_disconnected")
