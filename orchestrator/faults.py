@@ -353,6 +353,13 @@ def parse_faults(
             raise ConfigError(f"{where}: expected a mapping such as {{link: [A, B], ...}}")
         if "node" in item and "link" in item:
             raise ConfigError(f"{where}: a fault is on a link or on a node, not both")
+        if "node" not in item and "link" not in item and "drop" not in item:
+            # Only ``{drop: p}`` is short for ``link: all``: an entry naming nothing (``{}``,
+            # ``{rounds: [2, 5]}``, a node fault without its node) cut every link.
+            keys = ", ".join(str(key) for key in item) or "nothing"
+            raise ConfigError(
+                f"{where}: name what fails, link: [A, B], link: all or node: ID (got {keys})"
+            )
         if "node" in item:
             fault = _node_fault(item, k, graph.nodes, rounds, round_seconds)
             for j, other in node_faults:
