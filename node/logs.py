@@ -21,9 +21,18 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from typing import IO, Any
 
-__all__ = ["FORMATS", "JsonFormatter", "TextFormatter", "redact", "set_context", "setup"]
+__all__ = [
+    "FORMATS",
+    "JsonFormatter",
+    "TextFormatter",
+    "redact",
+    "redact_run",
+    "set_context",
+    "setup",
+]
 
 FORMATS = ("text", "json")
 FIELDS = ("event", "node", "experiment", "round", "peer")
@@ -31,6 +40,8 @@ REDACTED = "[redacted]"
 
 _context: dict[str, Any] = {}
 _secrets: set[str] = set()
+_run_secrets: list[frozenset[str]] = []
+"""A node's secrets of its current run and of the run before it (:func:`redact_run`)."""
 _secrets_lock = threading.Lock()
 
 
@@ -46,8 +57,20 @@ def redact(secret: str) -> None:
             _secrets.add(secret)
 
 
+def redact_run(secrets: Iterable[str]) -> None:
+    """Like :func:`redact`, for the secrets of the run a node is configured for: they
+    replace those of the run before the last, so a node that serves run after run keeps two
+    runs' secrets, not every run's (which grew its memory, and the cost of every log line,
+    with each Configure)."""
+    kept = frozenset(secret for secret in secrets if secret and len(secret) >= 4)
+    with _secrets_lock:
+        _run_secrets[:] = [*_run_secrets[-1:], kept]
+
+
 def _scrub(text: str) -> str:
-    for secret in tuple(_secrets):
+    with _secrets_lock:
+        secrets = (*_secrets, *(secret for run in _run_secrets for secret in run))
+    for secret in secrets:
         if secret in text:
             text = text.replace(secret, REDACTED)
     return text

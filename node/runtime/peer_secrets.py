@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from starling.node.logs import redact
-from starling.node.security import same_secret
+from starling.node.logs import redact_run
+from starling.node.params import ConfigError
+from starling.node.security import MAX_TOKEN_CHARS, same_secret
 
 __all__ = ["PeerSecrets"]
 
@@ -28,6 +29,21 @@ class PeerSecrets:
     """Receiver -> the secret this node's stream to it carries."""
     accept: Mapping[str, str] = field(default_factory=dict, repr=False)
     """Sender -> the secret a stream from it must carry; when given, the only ones taken."""
+
+    def __post_init__(self) -> None:
+        """Refuse, naming the field, a secret no Peer stream's metadata could carry: it
+        would fail every stream, and a node would keep it (in its logs' redaction) for as
+        long as it runs."""
+        named = [("peer_secret", self.shared)]
+        for side, secrets in (("send_secrets", self.send), ("accept_secrets", self.accept)):
+            named += [(f"{side}.{peer}", secret) for peer, secret in secrets.items()]
+        for where, secret in named:
+            if len(secret) > MAX_TOKEN_CHARS:
+                raise ConfigError(f"{where}: {len(secret)} characters; at most "
+                                  f"{MAX_TOKEN_CHARS} fit a gRPC header")  # fmt: skip
+            if not all(" " <= char <= "~" for char in secret):
+                raise ConfigError(f"{where}: a character other than printable ASCII, "
+                                  "which no gRPC header carries")  # fmt: skip
 
     @classmethod
     def of(cls, given: str | PeerSecrets) -> PeerSecrets:
@@ -46,6 +62,5 @@ class PeerSecrets:
         return same_secret(given, self.shared) if self.shared else True
 
     def redact(self) -> None:
-        """Keep every one of them out of the logs from now on."""
-        for secret in (self.shared, *self.send.values(), *self.accept.values()):
-            redact(secret)
+        """Keep every one of them out of the logs, for this run and the next."""
+        redact_run((self.shared, *self.send.values(), *self.accept.values()))

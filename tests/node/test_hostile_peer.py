@@ -4,14 +4,19 @@ refused; each must now be bounded or refused, with the node running on."""
 
 from __future__ import annotations
 
+import logging
+import re
 import time
 import tracemalloc
 
+import grpc
 import numpy as np
 import pytest
 
+from starling.node.logs import TextFormatter, redact_run
 from starling.node.messages import Message
 from starling.node.params import ConfigError
+from starling.node.protocol.starling.v1 import control_pb2_grpc
 from starling.node.runtime.inbox import Inbox
 from starling.node.runtime.run import CHECKPOINT_FILE
 from starling.node.runtime.stats import StatsBook
@@ -92,3 +97,56 @@ def test_a_link_delay_no_clock_can_wait_is_refused_naming_it(node, delay_ms):
         client.set_link("1", delay_ms=delay_ms)
     client.set_link("1", delay_ms=1e9)  # the longest a setting may wait (MAX_SECONDS)
     assert client.status().state == "configured"
+
+
+def test_a_node_keeps_the_secrets_of_two_runs_for_its_logs_not_of_every_run():
+    """Every Configure added its secrets to the logs' redaction for good: a node serving
+    run after run (or a client configuring it again and again, with megabyte secrets)
+    grew its memory, and the time of every log line, with each one."""
+
+    def line(text: str) -> str:
+        return TextFormatter().format(logging.LogRecord("t", logging.INFO, "", 0, text, (), None))
+
+    redact_run(["run-0-secret"])
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for k in range(1, 2001):
+            redact_run([f"run-{k}-secret-" + "s" * 1000])
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 64 * 1024, f"{grown} bytes kept for 2000 runs' secrets"
+    current, previous = "run-2000-secret-" + "s" * 1000, "run-1999-secret-" + "s" * 1000
+    assert line(f"a {current} b") == line("a [redacted] b")
+    assert line(f"a {previous} b") == line("a [redacted] b")
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("field", "secret", "reason"),
+    [
+        ("peer_secret", "s" * 5000, r"^peer_secret: 5000 characters; at most 4096 fit"),
+        ("accept_secrets", "sécret", r"^accept_secrets\.1: a character other than printable"),
+        ("send_secrets", "a\nb", r"^send_secrets\.1: a character other than printable"),
+    ],
+)
+def test_a_secret_no_stream_can_carry_is_refused_naming_the_field(node, field, secret, reason):
+    proc, client = node
+    spec = node_specs(ring_experiment("secret", rounds=5, deadline=1.0), NOWHERE)[0]
+    client.configure(spec)
+    config = client.configure_request(spec)
+    if field == "peer_secret":
+        config.peer_secret = secret
+    else:
+        getattr(config, field)["1"] = secret
+    channel = grpc.insecure_channel(proc.address)
+    try:
+        with pytest.raises(grpc.RpcError) as refused:
+            control_pb2_grpc.ControlStub(channel).Configure(config, timeout=10)
+    finally:
+        channel.close()
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert re.match(reason, refused.value.details() or "")
+    status = client.status()
+    assert (status.experiment, status.state) == ("secret", "configured")  # the run it had
