@@ -230,7 +230,7 @@ def _span(entry: LinkFaultEntry, where: str, rounds: int, round_seconds: float |
         raise ConfigError(
             f"{where}.{given[0]}: starts at round {start}, after the last round ({rounds - 1})"
         )
-    return start, stop
+    return start, min(stop, FOREVER)  # the nodes get stop as an int64: FOREVER is the end
 
 
 def _link_fault(
@@ -311,8 +311,8 @@ def _node_fault(
                 f"{where}.restart_after_seconds: with kill_at_round, give restart_after_rounds"
             )
         restart = None
-        if "restart_after_rounds" in item:
-            restart = at + entry.restart_after_rounds
+        if "restart_after_rounds" in item:  # long after the run still fits an int64
+            restart = min(at + entry.restart_after_rounds, FOREVER - 1)
     else:
         rs = _need_round_seconds(round_seconds, f"{where}.kill_at_seconds")
         at_seconds = entry.kill_at_seconds
@@ -323,7 +323,7 @@ def _node_fault(
         if "restart_after_seconds" in item:
             after_seconds = entry.restart_after_seconds
         at, stop = rounds_covering(at_seconds, after_seconds, rs)
-        restart = None if after_seconds is None else stop
+        restart = None if after_seconds is None else min(stop, FOREVER - 1)
     if at >= rounds:
         raise ConfigError(
             f"{where}.{when[0]}: kills at round {at}, after the last round ({rounds - 1})"

@@ -95,9 +95,13 @@ NodeId = Annotated[
     AfterValidator(_not_the_orchestrator),
 ]
 Name = Annotated[str, Field(strict=True), AfterValidator(plain_name)]
-Count = Annotated[Int, Field(ge=1)]
-Natural = Annotated[Int, Field(ge=0)]
-Seed = Annotated[Int, Field(ge=0, le=2**63 - 1)]
+INT64_MAX = 2**63 - 1
+"""Every count and seed fits an int64: the nodes are sent them as protobuf int64s
+(``NodeConfig.rounds``, ``checkpoint_every``, ``DataConfig.size``, ...), and a larger one
+failed ``starling run`` with a traceback after the nodes had started."""
+Count = Annotated[Int, Field(ge=1, le=INT64_MAX)]
+Natural = Annotated[Int, Field(ge=0, le=INT64_MAX)]
+Seed = Annotated[Int, Field(ge=0, le=INT64_MAX)]
 """A seed: the nodes are sent it as an int64 (``NodeConfig.seed``, ``DataSpec.seed``)."""
 
 

@@ -43,6 +43,8 @@ def _probability(value: Any, where: str) -> float:
 def _count(value: Any, where: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"{where}: expected an integer >= {minimum}, got {value!r}")
+    if value > 2**63 - 1:  # ``period`` is sent to the nodes as an int64
+        raise ConfigError(f"{where}: must be at most {2**63 - 1}, got {value}")
     return value
 
 
