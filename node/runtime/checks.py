@@ -20,7 +20,7 @@ from starling.node.samplers.base import NodeProgram
 from starling.node.security import ORCHESTRATOR_ID, check_data_path
 from starling.node.spec import MAX_SECONDS, DataSpec, NodeSpec
 
-__all__ = ["Rejected", "admit_spec", "check_iterate", "check_spec"]
+__all__ = ["Rejected", "admit_spec", "check_iterate", "check_link_setting", "check_spec"]
 
 
 ROUND_WINDOW = 10_000
@@ -97,6 +97,14 @@ def check_spec(spec: NodeSpec) -> None:
             raise ConfigError(f"{where}[{k}].drop: must be in [0, 1], got {fault.drop!r}")
     if spec.data is not None and spec.data.num_shards < 1:
         raise ConfigError("data.num_shards: must be at least 1")
+
+
+def check_link_setting(drop: float | None, delay_ms: float | None) -> None:
+    """A live link setting (``SetLink``): a drop probability, a delay no clock balks at."""
+    if drop is not None and not 0.0 <= drop <= 1.0:
+        raise ConfigError(f"drop: must be a probability in [0, 1], got {drop!r}")
+    if delay_ms is not None and not 0.0 <= delay_ms <= MAX_SECONDS * 1000.0:
+        raise ConfigError(f"delay_ms: must be in [0, {MAX_SECONDS * 1e3:g}], got {delay_ms!r}")
 
 
 def admit_spec(

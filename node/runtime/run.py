@@ -41,6 +41,7 @@ __all__ = [
     "EARLIER_SUFFIX",
     "SAMPLES_FILE",
     "Run",
+    "announce",
     "build",
     "open_run",
     "spec_fingerprint",
@@ -269,6 +270,17 @@ def open_run(
         slots=slots,
         durable_at=time.monotonic(),
     )
+
+
+def announce(run: Run) -> None:
+    """Log that the node is configured for ``run``, and where it starts."""
+    spec = run.spec
+    log.info(
+        "configured %s/%s (%s, role %s): %s at round %d, %d samples stored",
+        spec.experiment, spec.node_id, spec.algorithm, spec.role,
+        "resuming" if run.resumed else "starting", run.next_round, len(run.store),
+        extra={"event": "configured", "round": run.next_round},
+    )  # fmt: skip
 
 
 def resume_points(directory: Path) -> list[Checkpoint]:

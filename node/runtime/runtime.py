@@ -33,11 +33,11 @@ from starling.node.engine.rounds import run_round
 from starling.node.logs import set_context
 from starling.node.params import ConfigError
 from starling.node.protocol.starling.v1 import peer_pb2
-from starling.node.runtime.checks import ROUND_WINDOW, admit_spec
+from starling.node.runtime.checks import ROUND_WINDOW, admit_spec, check_link_setting
 from starling.node.runtime.peer_secrets import PeerSecrets
 from starling.node.runtime.profiling import run_loop
 from starling.node.runtime.receive import file_iterate
-from starling.node.runtime.run import SAMPLES_FILE, Run, build, open_run, spec_fingerprint
+from starling.node.runtime.run import SAMPLES_FILE, Run, announce, build, open_run, spec_fingerprint
 from starling.node.runtime.state import NodeState
 from starling.node.runtime.stats import FaultTally
 from starling.node.runtime.status import (
@@ -49,7 +49,7 @@ from starling.node.runtime.status import (
 from starling.node.runtime.store import SampleStore
 from starling.node.runtime.streaming import Batch, stream_samples
 from starling.node.runtime.transport import ChannelSettings
-from starling.node.spec import MAX_SECONDS, NodeSpec
+from starling.node.spec import NodeSpec
 
 __all__ = [
     "ConfigureResult",
@@ -87,6 +87,7 @@ class NodeRuntime:
         """The node's own data (``--shard``/``--data-file``), for ``data.source: node``."""
         self._channel = channel or ChannelSettings()
         self._lock = threading.RLock()
+        self._configuring = threading.Lock()
         self.on_state: Callable[[NodeState], None] | None = None
         """Told each new state, under the lock (health follows it: runtime/standard.py)."""
         self._state = NodeState.IDLE
@@ -135,22 +136,29 @@ class NodeRuntime:
             data_dir=self.data_dir,
             secret_needed=not secrets and self._channel.credentials is None,
         )
+        with self._configuring:  # one at a time; Status answers meanwhile (not _lock)
+            run = self._configure(spec, fresh, secrets)
+        return ConfigureResult(run.next_round, run.resumed, len(run.store), own)
+
+    def _configure(self, spec: NodeSpec, fresh: bool, secrets: PeerSecrets) -> Run:
         with self._lock:
             self._refuse_while_running()
-        # Built outside the lock: loading a large shard takes seconds, and Status must
-        # answer meanwhile.
-        program, rng = build(spec)
+        program, rng = build(spec)  # loading a large shard takes seconds
         with self._lock:
             self._refuse_while_running()
-            self._release()
-            self._run = None  # released: not configured until the new run is open
-            channel = self._channel.speaking_as(spec.node_id, secrets.shared, secrets.send)
-            try:
-                run = open_run(spec, program, rng, self.state_dir, channel, fresh)
-            except Exception as exc:
-                self._state = NodeState.IDLE
+            # Not configured until the new run is open: Start is refused, peers put off.
+            old, self._run, self._state = self._run, None, NodeState.IDLE
+        # Closing links, scanning the store, moving folders take time: never under the lock.
+        if old is not None:
+            old.close()
+        channel = self._channel.speaking_as(spec.node_id, secrets.shared, secrets.send)
+        try:
+            run = open_run(spec, program, rng, self.state_dir, channel, fresh)
+        except Exception as exc:
+            with self._lock:
                 self._error = f"configure failed: {type(exc).__name__}: {exc}"
-                raise
+            raise
+        with self._lock:
             self._run = run
             self.generation += 1
             self._secrets = secrets
@@ -159,13 +167,8 @@ class NodeRuntime:
             self._state, self._error = NodeState.CONFIGURED, ""
             secrets.redact()
             set_context(node=spec.node_id, experiment=spec.experiment)
-            log.info(
-                "configured %s/%s (%s, role %s): %s at round %d, %d samples stored",
-                spec.experiment, spec.node_id, spec.algorithm, spec.role,
-                "resuming" if run.resumed else "starting", run.next_round, len(run.store),
-                extra={"event": "configured", "round": run.next_round},
-            )  # fmt: skip
-            return ConfigureResult(run.next_round, run.resumed, len(run.store), own)
+            announce(run)
+            return run
 
     def _refuse_while_running(self) -> None:
         if self._state == NodeState.RUNNING and self._run is not None:
@@ -256,10 +259,7 @@ class NodeRuntime:
         drop: float | None = None,
         delay_ms: float | None = None,
     ) -> None:
-        if drop is not None and not 0.0 <= drop <= 1.0:
-            raise ConfigError(f"drop: must be a probability in [0, 1], got {drop!r}")
-        if delay_ms is not None and not 0.0 <= delay_ms <= MAX_SECONDS * 1000.0:
-            raise ConfigError(f"delay_ms: must be in [0, {MAX_SECONDS * 1e3:g}], got {delay_ms!r}")
+        check_link_setting(drop, delay_ms)
         with self._lock:
             run = self._run
             if run is None:

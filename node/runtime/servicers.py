@@ -311,7 +311,11 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
                     # speaks on only if its metadata passes the gate under the new terms.
                     generation = self.runtime.generation
                     self.gate.peer(context)
-                if self.runtime.receive(iterate, sender) == "rejected":
+                try:
+                    outcome = self.runtime.receive(iterate, sender)
+                except PreconditionError:  # being configured again: retriable, as above
+                    context.abort(grpc.StatusCode.UNAVAILABLE, NOT_CONFIGURED)
+                if outcome == "rejected":
                     rejected += 1
                 else:
                     received += 1
