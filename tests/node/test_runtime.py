@@ -261,7 +261,7 @@ def test_bad_peers_are_rejected_counted_and_survived(cluster, tmp_path):
     channel = open_channel(proc.address)
     try:
         stub = peer_pb2_grpc.PeerStub(channel)
-        summary = stub.Exchange(iter(stream), timeout=10, metadata=as_one)
+        summary = stub.Exchange(iter(stream), timeout=60, metadata=as_one)
         # Streams that are not an in-neighbour's with the experiment's secret never start.
         refusals = [
             ((("starling-sender", "stranger"), ("starling-secret", secret)), "PERMISSION_DENIED"),
