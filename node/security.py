@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ORCHESTRATOR_ID",
     "check_data_path",
+    "check_header_value",
     "SECRET_KEY",
     "SENDER_KEY",
     "TlsFiles",
@@ -218,15 +219,20 @@ def read_token(path: str, where: str = "--token-file") -> str:
         raise ConfigError(f"{where}: {path!r} is not text") from None
     if not token:
         raise ConfigError(f"{where}: {path!r} is empty")
-    # What a gRPC header carries: a token beyond it was accepted here and then failed every
-    # call (INTERNAL 'Invalid metadata', or a metadata size error) on the sending side.
-    if len(token) > MAX_TOKEN_CHARS:
-        raise ConfigError(f"{where}: {path!r} holds a token of {len(token)} characters; "
-                          f"at most {MAX_TOKEN_CHARS} fit a gRPC header")  # fmt: skip
-    if not all(" " <= char <= "~" for char in token):
-        raise ConfigError(f"{where}: {path!r} holds a character other than printable ASCII, "
-                          "which no gRPC header carries")  # fmt: skip
+    check_header_value(token, f"{where}: {path!r} holds")
     return token
+
+
+def check_header_value(value: str, where: str) -> None:
+    """Refuse, as ``"<where> ..."``, a secret no gRPC header carries: one accepted anyway
+    failed every call (INTERNAL 'Invalid metadata', or a metadata size error) on the
+    sending side. Never echoes the value."""
+    if len(value) > MAX_TOKEN_CHARS:
+        raise ConfigError(f"{where} {len(value)} characters; at most {MAX_TOKEN_CHARS} fit a "
+                          "gRPC header")  # fmt: skip
+    if not all(" " <= char <= "~" for char in value):
+        raise ConfigError(f"{where} a character other than printable ASCII, which no gRPC "
+                          "header carries")  # fmt: skip
 
 
 def same_secret(given: str | None, expected: str) -> bool:

@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from starling.node.logs import redact_run
-from starling.node.params import ConfigError
-from starling.node.security import MAX_TOKEN_CHARS, same_secret
+from starling.node.security import check_header_value, same_secret
 
 __all__ = ["PeerSecrets"]
 
@@ -38,12 +37,7 @@ class PeerSecrets:
         for side, secrets in (("send_secrets", self.send), ("accept_secrets", self.accept)):
             named += [(f"{side}.{peer}", secret) for peer, secret in secrets.items()]
         for where, secret in named:
-            if len(secret) > MAX_TOKEN_CHARS:
-                raise ConfigError(f"{where}: {len(secret)} characters; at most "
-                                  f"{MAX_TOKEN_CHARS} fit a gRPC header")  # fmt: skip
-            if not all(" " <= char <= "~" for char in secret):
-                raise ConfigError(f"{where}: a character other than printable ASCII, "
-                                  "which no gRPC header carries")  # fmt: skip
+            check_header_value(secret, f"{where}:")
 
     @classmethod
     def of(cls, given: str | PeerSecrets) -> PeerSecrets:

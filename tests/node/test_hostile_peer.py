@@ -22,19 +22,10 @@ from starling.node.runtime.inbox import Inbox
 from starling.node.runtime.run import CHECKPOINT_FILE
 from starling.node.runtime.stats import StatsBook
 from starling.orchestrator.node_specs import node_specs
-from tests.node.test_runtime_harness import Cluster, ring_experiment
+from tests.node.test_runtime_harness import ring_experiment
 from tests.waiting import wait_until
 
 NOWHERE = {"0": "127.0.0.1:1", "1": "127.0.0.1:2", "2": "127.0.0.1:3"}
-
-
-@pytest.fixture
-def node(tmp_path):
-    with Cluster(tmp_path) as cluster:
-        (proc,) = cluster.start_nodes(["0"]).values()
-        client = proc.client()
-        client.wait_ready()
-        yield proc, client
 
 
 def test_a_flood_for_one_future_round_costs_an_asynchronous_inbox_no_memory_per_message():

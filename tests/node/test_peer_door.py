@@ -37,7 +37,7 @@ from starling.orchestrator.access import Access
 from starling.orchestrator.client import NodeClient, NodeRejected
 from starling.orchestrator.experiment import parse_experiment
 from starling.orchestrator.node_specs import node_specs
-from tests.node.test_runtime_harness import Cluster, as_peer, ring_experiment, wait_until
+from tests.node.test_runtime_harness import as_peer, ring_experiment, wait_until
 
 NOWHERE = {"0": "127.0.0.1:1", "1": "127.0.0.1:2", "2": "127.0.0.1:3"}
 
@@ -224,15 +224,6 @@ def test_a_fresh_start_keeps_the_earlier_runs_samples_one_run_back(tmp_path):
 
 
 # ----------------------------------------------------------------- a real node process
-
-
-@pytest.fixture
-def node(tmp_path):
-    with Cluster(tmp_path) as cluster:
-        (proc,) = cluster.start_nodes(["0"]).values()
-        client = proc.client()
-        client.wait_ready()
-        yield proc, client
 
 
 @pytest.mark.e2e

@@ -161,7 +161,7 @@ def test_the_orchestrators_files_are_checked_when_its_access_is_read(certs):
 @pytest.mark.parametrize(
     "content, message",
     [
-        ("x" * (MAX_TOKEN_CHARS + 1), f"holds a token of {MAX_TOKEN_CHARS + 1} characters"),
+        ("x" * (MAX_TOKEN_CHARS + 1), f"holds {MAX_TOKEN_CHARS + 1} characters"),
         ("abc\tdef", "holds a character other than printable ASCII"),
         ("café-token", "holds a character other than printable ASCII"),
         ("", "is empty"),
