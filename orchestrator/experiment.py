@@ -149,6 +149,7 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
         )
     if spec.data.source == "file" and not spec.data.path:
         raise ConfigError("data.path: required for data.source file")
+    _check_unused_data_fields(spec.data)
     rounds = spec.rounds
     nodes, topology = _parse_nodes_and_topology(spec, info, built.dim)
     if spec.evaluation.window > rounds:
@@ -219,6 +220,22 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
 
 
 DATA_SOURCES = ("synthetic", "file", "node")
+
+
+def _check_unused_data_fields(data) -> None:
+    """A field the data source never reads is a mistake, not a default: a ``path`` given
+    beside ``source: synthetic`` (the source's default) was ignored without a word."""
+    if data.source != "file":
+        for name in ("path", "format"):
+            if getattr(data, name):
+                raise ConfigError(
+                    f"data.{name}: only read with data.source file, but the source is "
+                    f"{data.source} (set source: file to read it)"
+                )
+    if data.source != "synthetic" and data.total is not None:
+        raise ConfigError(
+            f"data.total: only drawn with data.source synthetic, but the source is {data.source}"
+        )
 
 
 def _hpd_level_known(spec: ExperimentFile, model) -> bool:

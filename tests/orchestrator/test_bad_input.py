@@ -83,6 +83,9 @@ def _assert_one_clear_line(result, *needles):
             ["model.params.noise_std", "between 1e-100 and 1e+100"],
         ),
         ({"faults": [{"node": "7", "kill_at_round": 3}]}, ["faults[0].node", "'7'"]),
+        # A field the source never reads was ignored without a word.
+        ({"data": {"source": "synthetic", "path": "mine.csv"}}, ["data.path", "source: file"]),
+        ({"data": {"source": "file", "path": "x.csv", "total": 9}}, ["data.total", "synthetic"]),
     ],
 )
 def test_broken_experiment_is_refused_clearly(tmp_path, starling_home, command, changes, needles):
