@@ -47,6 +47,9 @@ MAX_DIMENSIONS = 32
 """The most dimensions a tensor may have on the wire (numpy's own limit is 64; iterates
 have two)."""
 
+_NATIVE_NAMES = {np.dtype(name): name for name in DTYPES}
+"""The wire's dtypes in this machine's byte order, by dtype (a fast lookup)."""
+
 _EXACT_INT = 2**53  # beyond this a double cannot hold every integer
 
 
@@ -68,10 +71,15 @@ def _fill_tensor(tensor: tensor_pb2.Tensor, array: np.ndarray, name: str) -> Non
     """Write ``array`` into ``tensor`` in place: a tensor added to its message directly is
     not copied into it again (one copy of an 8 MB iterate fewer per link)."""
     value = np.asarray(array)
-    if value.dtype.name not in DTYPES:
-        raise TensorError(f"tensor {name!r}: dtype {value.dtype} cannot be sent")
-    wire = np.ascontiguousarray(value, dtype=DTYPES[value.dtype.name])
-    tensor.name, tensor.dtype = name, value.dtype.name
+    # ``dtype.name`` is computed in Python (microseconds, on every message): a native dtype
+    # is looked up by the dtype itself, anything else takes the slow path once.
+    wire_name = _NATIVE_NAMES.get(value.dtype)
+    if wire_name is None:
+        wire_name = value.dtype.name
+        if wire_name not in DTYPES:
+            raise TensorError(f"tensor {name!r}: dtype {value.dtype} cannot be sent")
+    wire = np.ascontiguousarray(value, dtype=DTYPES[wire_name])
+    tensor.name, tensor.dtype = name, wire_name
     tensor.shape.extend(value.shape)
     tensor.data = wire.tobytes()
 
@@ -93,8 +101,8 @@ def array_from_tensor(tensor: tensor_pb2.Tensor, writable: bool = True) -> np.nd
         raise TensorError(
             f"tensor {tensor.name!r}: {len(tensor.shape)} dimensions (at most {MAX_DIMENSIONS})"
         )
-    shape = tuple(int(n) for n in tensor.shape)
-    if any(n < 0 for n in shape):
+    shape = tuple(tensor.shape)  # Python ints already (repeated int64)
+    if shape and min(shape) < 0:
         raise TensorError(f"tensor {tensor.name!r}: negative dimension in shape {shape}")
     expected = math.prod(shape) * dtype.itemsize
     data = tensor.data  # each access copies the field out of protobuf: read it once
