@@ -145,7 +145,8 @@ def check_iterate(
 
     ``newest_round``: the latest round a message may be for (the receiver's round plus its
     window); a message beyond it is refused, never trusted — a peer cannot claim a round so
-    far ahead that the receiver would count it as answered for the rest of the run.
+    far ahead that the receiver would count it as answered for the rest of the run. A
+    message for a round the run does not have (``spec.rounds`` or later) is refused too.
     """
     sender = iterate.sender
     if spec is None:
@@ -165,6 +166,14 @@ def check_iterate(
         raise Rejected(
             f"peer {sender!r}: round {iterate.round} is beyond this node's window "
             f"(it accepts rounds up to {newest_round})"
+        )
+    if iterate.round >= spec.rounds:
+        # Nothing legitimate sends for such a round (every program sends only in the rounds
+        # it runs, resends included); filed, it would wait as pending for ever. A run that
+        # is extended is configured again, with its new number of rounds.
+        raise Rejected(
+            f"peer {sender!r}: round {iterate.round} is past this run's last round "
+            f"(the run has {spec.rounds} rounds, 0 to {spec.rounds - 1})"
         )
     if iterate.withheld:
         if len(iterate.tensors):

@@ -87,6 +87,41 @@ def test_a_message_far_ahead_is_refused_and_the_peer_still_waited_for(cluster):
     client.stop()
 
 
+def test_a_message_for_a_round_past_the_run_is_refused_until_the_run_is_extended(cluster):
+    """A run of 5 rounds has rounds 0 to 4: a message for round 5 (well inside the round
+    window) was filed as pending for a round that never comes. It is rejected naming the
+    peer, the round and the run's rounds; configured again with more rounds (an extended
+    run, same fingerprint) the node takes it."""
+    proc, client = _lonely_node(cluster, "past", rounds=5, deadline=0.2)
+    channel = open_channel(proc.address)
+    try:
+        stub = peer_pb2_grpc.PeerStub(channel)
+        summary = stub.Exchange(iter([_iterate("past", "1", r) for r in (4, 5, 9)]),
+                                timeout=10, metadata=as_peer(client, "1"))  # fmt: skip
+        assert (summary.received, summary.rejected) == (1, 2)
+        withheld = peer_pb2.Iterate(experiment="past", sender="2", receiver="0", round=5,
+                                    phase=0, withheld=True)  # fmt: skip
+        summary = stub.Exchange(iter([withheld]), timeout=10, metadata=as_peer(client, "2"))
+        assert (summary.received, summary.rejected) == (0, 1)
+        inbound = client.status().inbound
+        assert (inbound["1"].received, inbound["1"].rejected) == (1, 2)
+        assert inbound["1"].pending_received == 1  # round 4 only
+        assert inbound["1"].last_error == (
+            "peer '1': round 9 is past this run's last round (the run has 5 rounds, 0 to 4)"
+        )
+        assert "peer '2': round 5 is past" in inbound["2"].last_error
+        assert inbound["2"].pending_withheld == 0
+
+        extended = node_specs(ring_experiment("past", rounds=10, deadline=0.2),
+                              {"0": proc.address, "1": _nowhere(), "2": _nowhere()})[0]  # fmt: skip
+        client.configure(extended)
+        summary = stub.Exchange(iter([_iterate("past", "1", 9)]), timeout=10,
+                                metadata=as_peer(client, "1"))  # fmt: skip
+        assert (summary.received, summary.rejected) == (1, 0)
+    finally:
+        channel.close()
+
+
 def test_streams_beyond_the_limit_are_refused_and_control_still_answers(cluster):
     """100 idle peer streams against a limit of 4: four are served, 96 refused with
     RESOURCE_EXHAUSTED and counted, and Control.Status answers promptly throughout."""
