@@ -222,9 +222,8 @@ def open_run(
         directory.rename(earlier)
         found = []
     if any(point.fingerprint != fingerprint for point in found):
-        aside = directory.with_name(f"{directory.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
+        aside = _move_aside(directory)
         log.warning("state in %s belongs to a different spec; moved to %s", directory, aside)
-        shutil.move(str(directory), str(aside))
         found = []
     directory.mkdir(parents=True, exist_ok=True)
     store = SampleStore(directory / SAMPLES_FILE)
@@ -270,6 +269,34 @@ def open_run(
         slots=slots,
         durable_at=time.monotonic(),
     )
+
+
+REPLACED_INFIX = ".replaced-"
+"""A run's folder whose state belongs to another spec is kept beside it as
+``<folder>.replaced-<YYYYmmdd-HHMMSS>``, with ``-2``, ``-3`` ... when that name is taken."""
+
+
+def _move_aside(directory: Path) -> Path:
+    """Rename ``directory`` to a name of its own beside it; returns that name.
+
+    Two Configures in one second each moving another spec's state aside once shared a
+    name: the second folder was moved *into* the first (nested), a third failed the
+    Configure. A name that is taken (by anything, even an empty folder) is never reused,
+    so no earlier state is lost or nested."""
+    base = f"{directory.name}{REPLACED_INFIX}{time.strftime('%Y%m%d-%H%M%S')}"
+    count = 1
+    while True:
+        aside = directory.with_name(base if count == 1 else f"{base}-{count}")
+        count += 1
+        if aside.exists() or aside.is_symlink():
+            continue
+        try:
+            directory.rename(aside)  # a sibling: the same file system, one step
+        except OSError:
+            if aside.exists() or aside.is_symlink():
+                continue  # taken meanwhile
+            raise
+        return aside
 
 
 def announce(run: Run) -> None:

@@ -9,6 +9,9 @@ import time
 import numpy as np
 import pytest
 
+from starling.node.runtime.checkpoint import load_checkpoint
+from starling.node.runtime.run import CHECKPOINT_FILE
+from starling.orchestrator.experiment import parse_experiment
 from starling.orchestrator.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster, ring_experiment
 from tests.waiting import holds_for, wait_until
@@ -192,3 +195,45 @@ def test_a_held_node_stops_before_its_round_keeps_serving_and_goes_on_when_relea
     wait_until(lambda: all(c.status().state == "done" for c in clients.values()), 60, "done")
     assert [r for r, _ in clients["1"].samples()] == list(range(20))
     assert not clients["1"].status().holding
+
+
+def test_state_of_other_specs_moved_aside_in_one_second_each_keeps_a_folder(cluster):
+    """Each Configure finding another spec's state moves it to ``0.replaced-<second>``: two in
+    one second once shared that name, and the second folder went *into* the first (a third
+    failed the Configure). Every name of this minute is taken here, by folders of the
+    user's: each state still gets a folder of its own beside the run's, none is nested, and
+    what held the names is left alone."""
+    (proc,) = cluster.start_nodes(["0"]).values()
+    client = proc.client()
+    client.wait_ready()
+    folder = proc.state_dir / "aside" / "0"
+    folder.parent.mkdir(parents=True)
+    now = time.time()
+    taken = {
+        folder.with_name("0.replaced-" + time.strftime("%Y%m%d-%H%M%S", time.localtime(now + s)))
+        for s in range(-1, 60)
+    }
+    for where in taken:
+        where.mkdir()
+        (where / "mine.txt").write_text("the user's")
+    for seed in (11, 12, 13, 14):  # a single node without links: each Configure is quick
+        raw = {
+            "name": "aside", "algorithm": "ula", "rounds": 5, "chains": 2, "seed": seed,
+            "model": {"name": "linear_regression", "params": {"dim": 2}},
+            "data": {"source": "synthetic", "size": 20, "seed": 5},
+            "topology": {"kind": "none", "nodes": 1},
+        }  # fmt: skip
+        client.configure(node_specs(parse_experiment(raw), {"0": proc.address})[0])
+        client.checkpoint()  # a resume point of this spec, for the next Configure to move
+    for where in taken:
+        assert [p.name for p in where.iterdir()] == ["mine.txt"], where
+    held = {}
+    for where in folder.parent.iterdir():
+        if where not in taken:
+            checkpoint = load_checkpoint(where / CHECKPOINT_FILE)
+            assert checkpoint is not None and not (where / "0").exists(), where
+            held[checkpoint.fingerprint] = where.name
+    # Four specs' states (four fingerprints), each in a folder of its own.
+    assert len(held) == 4 and "0" in held.values()
+    assert set(held.values()) - {"0"} <= {f"{w.name}-{k}" for w in taken for k in (2, 3, 4)}
+    assert "moved to" in proc.log() and "Configure failed" not in proc.log()
