@@ -17,8 +17,9 @@ from starling.node.protocol.starling.v1 import peer_pb2
 from starling.node.runtime.checks import Rejected, check_iterate
 from starling.node.runtime.inbox import PENDING_BYTES, PENDING_MESSAGES, WITHHELD
 from starling.node.runtime.run import Run
+from starling.node.runtime.status import PreconditionError
 
-__all__ = ["file_iterate"]
+__all__ = ["Reconfigured", "file_iterate", "receive_at"]
 
 log = logging.getLogger("starling.node")
 
@@ -28,6 +29,34 @@ _REFUSALS = {
     f"{PENDING_MESSAGES} messages, {PENDING_BYTES // 2**20} MiB)",
 }
 """Inbox outcomes that refuse a well-formed message, and why (counted ``rejected``)."""
+
+
+class Reconfigured(Exception):
+    """The node was configured again since the stream was admitted: nothing was filed, and
+    the stream must pass the gate under the new terms (``generation``) before it speaks on."""
+
+    def __init__(self, generation: int):
+        super().__init__(f"configured again (generation {generation})")
+        self.generation = generation
+
+
+def receive_at(
+    door: tuple[Run | None, int],
+    iterate: peer_pb2.Iterate,
+    window: int,
+    stream_sender: str | None = None,
+    generation: int = -1,
+) -> str:
+    """File ``iterate`` in the run behind ``door`` — (run, generation), read as one object
+    without a lock, so a message is never held up by the round loop, a checkpoint's fsync or
+    a status snapshot, and never filed in a run its stream was not admitted for:
+    :class:`Reconfigured` if ``generation`` (the stream's, −1: any) is not the door's."""
+    run, current = door
+    if generation >= 0 and current != generation:
+        raise Reconfigured(current)
+    if run is None:
+        raise PreconditionError("node is not configured; it takes no iterates yet")
+    return file_iterate(run, iterate, window, stream_sender)
 
 
 def file_iterate(

@@ -7,14 +7,11 @@ nothing in this module touches protobuf except the incoming iterates it validate
 (:func:`starling.node.engine.rounds.run_round`) over the network transport
 (:mod:`starling.node.runtime.network`) — the same round the simulator runs in memory.
 
-After the last phase of a round its sample (if any) and its resume point — program state,
-RNG state, next round — are taken (copies); they are written once the next round's first
-messages are handed to the links, so the disk works while the messages fly: the sample is
-appended to the store (flushed to the OS), then the resume point goes to a resume slot
-(:mod:`starling.node.runtime.resume`, no ``fsync``). A node whose process is killed and is
-configured again with the same spec resumes from the last resume point written — at most
-two rounds back — and loses no stored sample; the rounds it runs again reproduce the same
-numbers, since the resume point holds the generators' states.
+After each round its sample and resume point (program and RNG states, next round) are
+taken, and written while the next round's messages fly (:meth:`Run.finish_round
+<starling.node.runtime.run.Run.finish_round>`; no ``fsync``). A node killed and configured
+again with the same spec resumes from the last one written, at most two rounds back, with
+no stored sample lost and the same numbers.
 Durability against a power loss is group-committed: every ``checkpoint_every`` rounds, and
 at least every :data:`~starling.node.runtime.run.DURABLE_SECONDS`, the samples are fsynced and a
 durable checkpoint is written (:mod:`starling.node.runtime.checkpoint`).
@@ -36,7 +33,7 @@ from starling.node.protocol.starling.v1 import peer_pb2
 from starling.node.runtime.checks import ROUND_WINDOW, admit_spec, check_link_setting
 from starling.node.runtime.peer_secrets import PeerSecrets
 from starling.node.runtime.profiling import run_loop
-from starling.node.runtime.receive import file_iterate
+from starling.node.runtime.receive import receive_at
 from starling.node.runtime.run import SAMPLES_FILE, Run, announce, build, open_run, spec_fingerprint
 from starling.node.runtime.state import NodeState
 from starling.node.runtime.stats import FaultTally
@@ -101,9 +98,8 @@ class NodeRuntime:
         self._holding = False
         self._hold_changed = threading.Condition(self._lock)
         self.faults_applied = FaultTally()
-        self.generation = 0
-        """Counts successful configurations: a peer stream admitted under an earlier one
-        must pass the gate again (a new run may have a new secret and other in-peers)."""
+        self._door: tuple[Run | None, int] = (None, 0)
+        """(run, generation), replaced whole under the lock, read without it (:meth:`receive`)."""
 
     @property
     def _state(self) -> NodeState:
@@ -114,6 +110,11 @@ class NodeRuntime:
         previous, self.state = getattr(self, "state", None), state
         if state != previous and self.on_state is not None:
             self.on_state(state)
+
+    @property
+    def generation(self) -> int:
+        """Configurations so far: a peer stream admitted under an earlier one is gated again."""
+        return self._door[1]
 
     @property
     def current_run(self) -> Run | None:
@@ -148,6 +149,7 @@ class NodeRuntime:
             self._refuse_while_running()
             # Not configured until the new run is open: Start is refused, peers put off.
             old, self._run, self._state = self._run, None, NodeState.IDLE
+            self._door = (None, self.generation)
         # Closing links, scanning the store, moving folders take time: never under the lock.
         if old is not None:
             old.close()
@@ -160,7 +162,7 @@ class NodeRuntime:
             raise
         with self._lock:
             self._run = run
-            self.generation += 1
+            self._door = (run, self.generation + 1)
             self._secrets = secrets
             self._hold_at, self._holding = None, False
             self._stop.clear()
@@ -325,13 +327,12 @@ class NodeRuntime:
 
     # ------------------------------------------------------------------ peers
 
-    def receive(self, iterate: peer_pb2.Iterate, stream_sender: str | None = None) -> str:
-        """File one iterate of ``stream_sender``'s stream; the outcome (``received`` ...)."""
-        with self._lock:
-            run = self._run
-        if run is None:
-            raise PreconditionError("node is not configured; it takes no iterates yet")
-        return file_iterate(run, iterate, self.round_window, stream_sender)
+    def receive(
+        self, iterate: peer_pb2.Iterate, stream_sender: str | None = None, generation: int = -1
+    ) -> str:
+        """File one iterate of a stream admitted under configuration ``generation``
+        (:func:`~starling.node.runtime.receive.receive_at`: no lock is taken)."""
+        return receive_at(self._door, iterate, self.round_window, stream_sender, generation)
 
     # ------------------------------------------------------------------ samples
 

@@ -28,6 +28,7 @@ from starling.node.protocol.starling.v1 import (
 from starling.node.runtime.archive import NoStoredRun, read_batches, run_directory
 from starling.node.runtime.gate import Gate
 from starling.node.runtime.peer_secrets import PeerSecrets
+from starling.node.runtime.receive import Reconfigured
 from starling.node.runtime.run import SAMPLES_FILE
 from starling.node.runtime.runtime import NodeRuntime, PreconditionError
 from starling.node.runtime.store import StoreError
@@ -300,21 +301,22 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
         received = rejected = 0
         try:
             for iterate in request_iterator:
-                if not self.runtime.configured:
-                    # A restarted process is serving before the orchestrator configured it:
-                    # refuse the stream as retriable, so the sender keeps its messages and
-                    # sends them again once this node can use them.
-                    context.abort(grpc.StatusCode.UNAVAILABLE, NOT_CONFIGURED)
-                if self.runtime.generation != generation:
-                    # The node was configured again since the stream was admitted: a new
-                    # run, perhaps with another secret and other in-peers. The stream
-                    # speaks on only if its metadata passes the gate under the new terms.
-                    generation = self.runtime.generation
-                    self.gate.peer(context)
-                try:
-                    outcome = self.runtime.receive(iterate, sender)
-                except PreconditionError:  # being configured again: retriable, as above
-                    context.abort(grpc.StatusCode.UNAVAILABLE, NOT_CONFIGURED)
+                while True:
+                    try:
+                        outcome = self.runtime.receive(iterate, sender, generation)
+                        break
+                    except Reconfigured as change:
+                        # Configured again since the stream was admitted: a new run, perhaps
+                        # with another secret and other in-peers. The stream speaks on only
+                        # if its metadata passes the gate under the new terms.
+                        generation = change.generation
+                        self.gate.peer(context)
+                    except PreconditionError:
+                        # Not configured (a restarted process serving before the orchestrator
+                        # configured it, or being configured again): refuse the stream as
+                        # retriable, so the sender keeps its messages and sends them again
+                        # once this node can use them.
+                        context.abort(grpc.StatusCode.UNAVAILABLE, NOT_CONFIGURED)
                 if outcome == "rejected":
                     rejected += 1
                 else:

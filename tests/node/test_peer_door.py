@@ -255,6 +255,34 @@ def test_an_open_stream_does_not_outlive_its_runs_secret(node):
         channel.close()
 
 
+@pytest.mark.e2e
+def test_an_open_stream_whose_secret_still_holds_speaks_on_into_the_new_run(node):
+    """The other side of the test above: the node is configured again by the same
+    orchestrator (same link secrets) while a peer's stream is open. The stream's next
+    message passes the gate under the new terms and is filed in the new run, not the old."""
+    proc, client = node
+    client.configure(_spec())
+    outgoing: queue.Queue = queue.Queue()
+    channel = open_channel(proc.address)
+    try:
+        stub = peer_pb2_grpc.PeerStub(channel)
+        call = stub.Exchange.future(
+            iter(outgoing.get, None), metadata=as_peer(client, "1"), timeout=30
+        )
+        outgoing.put(_iterate({"x": np.zeros((3, 2))}))
+        wait_until(lambda: client.status().inbound["1"].received == 1, 10, "first message")
+        client.configure(_spec("door-b"))
+        outgoing.put(_iterate({"x": np.ones((3, 2))}, experiment="door-b"))
+        wait_until(lambda: client.status().inbound["1"].received == 1, 10, "in the new run")
+        status = client.status()
+        assert status.experiment == "door-b" and status.inbound["1"].rejected == 0
+        assert status.denied_peer_streams == 0
+        outgoing.put(None)
+        assert call.result(timeout=10).received == 2
+    finally:
+        channel.close()
+
+
 def test_each_node_is_handed_only_its_own_links_secrets():
     """Without TLS a node proves who it is only by a secret; with the run's one secret any
     node could speak as any other. Configure now hands node 0 the secrets of its own links
