@@ -135,6 +135,10 @@ def read_table(
         return load_builtin(path.removeprefix("builtin:"), n_features)
     file = Path(path)
     if not file.is_file():
+        if file.is_dir():
+            raise ConfigError(f"data.path: {path!r} is a directory, not a file")
+        if file.exists():
+            raise ConfigError(f"data.path: {path!r} is not a regular file")
         raise ConfigError(f"data.path: no such file {path!r}")
     fmt = _format(file, fmt)
     stat = file.stat()

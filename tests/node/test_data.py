@@ -74,6 +74,10 @@ def test_bad_libsvm_lines_name_data_path_and_the_line(tmp_path, text, message):
 def test_bad_files_give_config_errors(tmp_path):
     with pytest.raises(ConfigError, match=r"^data\.path: no such file"):
         read_table(str(tmp_path / "missing.csv"))
+    folder = tmp_path / "a-folder.csv"
+    folder.mkdir()
+    with pytest.raises(ConfigError, match=rf"^data\.path: '{folder}' is a directory, not a file"):
+        read_table(str(folder))
     with pytest.raises(ConfigError, match=r"^data\.format: unknown format 'parquet'"):
         read_table(_write(tmp_path / "a.csv", "1,2\n"), "parquet")
     with pytest.raises(ConfigError, match=r"^data\.format: cannot tell the format"):

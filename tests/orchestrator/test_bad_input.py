@@ -94,6 +94,18 @@ def test_broken_experiment_is_refused_clearly(tmp_path, starling_home, command, 
     _assert_one_clear_line(result, *needles)
 
 
+@pytest.mark.parametrize("command", ["run", "simulate"])
+def test_data_path_naming_a_directory_says_so(tmp_path, starling_home, command):
+    """A directory as data.path was reported as 'no such file': the user looked for a
+    missing file that was there, as a folder."""
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    path = _write(tmp_path, data={"source": "file", "path": str(folder), "format": "csv"})
+    result = run_cli(command, str(path), "--out", str(tmp_path / "out"), env_home=starling_home)
+    _assert_one_clear_line(result, "data.path", repr(str(folder)), "is a directory")
+    assert "no such file" not in result.stderr
+
+
 def test_missing_file_is_named(tmp_path, starling_home):
     result = run_cli("run", str(tmp_path / "nope.yaml"), env_home=starling_home)
     _assert_one_clear_line(result, "nope.yaml")
