@@ -187,13 +187,16 @@ def check_iterate(
         raise Rejected(
             f"peer {sender!r}: unexpected message kind {iterate.kind!r} ({exc})"
         ) from None
-    # Refuse an oversized message before allocating arrays for it.
+    # Refuse an oversized message before allocating arrays for it, by the shapes it
+    # declares: reading a tensor's bytes copies them out of protobuf (an 8 MB iterate's
+    # bytes were copied once here and again to decode them). Bytes that do not match
+    # their declared shape are refused on decoding (convert.array_from_tensor).
     limit = sum(math.prod(shape) for shape in expected.values()) * 8
-    size = sum(len(t.data) for t in iterate.tensors)
+    size = sum(math.prod(t.shape) for t in iterate.tensors) * 8  # no dtype is wider
     if size > limit:
         raise Rejected(
             f"peer {sender!r}: oversized message {iterate.kind!r} "
-            f"({size} bytes, at most {limit} expected)"
+            f"(its shapes declare {size} bytes, at most {limit} expected)"
         )
     try:
         message = convert.iterate_to_message(iterate)

@@ -70,6 +70,27 @@ def test_a_message_of_a_kind_the_program_never_receives_is_rejected():
         check_iterate(_iterate({"foo": np.zeros((3, 2))}, kind="foo"), spec, program, senders)
 
 
+@pytest.mark.parametrize(
+    ("shape", "data_bytes", "reason"),
+    [
+        ((3000, 2), 48_000, "oversized message 'x' \\(its shapes declare 48000 bytes"),
+        ((2**40, 2**40), 48, "oversized"),  # refused by its declared shape alone
+        ((3, 2), 48_000, "48000 bytes for shape \\(3, 2\\)"),  # more bytes than it declares
+        ((3, 2), 40, "40 bytes for shape"),
+    ],
+)
+def test_a_tensor_whose_size_is_wrong_is_refused_whatever_it_declares(shape, data_bytes, reason):
+    """The size check reads the shapes a message declares, not its bytes (reading those
+    copies them); bytes that disagree with the declared shape are refused on decoding."""
+    spec = _spec()
+    program, _ = build(spec)
+    iterate = _iterate({})
+    tensor = iterate.tensors.add(name="x", dtype="float64", data=bytes(data_bytes))
+    tensor.shape.extend(shape)
+    with pytest.raises(Rejected, match=reason):
+        check_iterate(iterate, spec, program, frozenset({"1", "2"}))
+
+
 def test_push_sum_refuses_the_other_variants_kind():
     raw = {
         "name": "door-ps", "algorithm": "push-sum-rs",
