@@ -42,15 +42,17 @@ def run_directory(state_dir: str | Path, experiment: str, node_id: str) -> Path:
 
 def read_batches(path: Path, offset: int, active: Callable[[], bool]) -> Iterator[Batch]:
     """Batches of the store file ``path`` from ``offset``, as ``StreamSamples`` sends a
-    finished run's. Opening the store cuts a torn last record, as a restart would. Raises
-    :class:`NoStoredRun` (before the first batch) when there is no such file."""
+    finished run's: read-only, so reading never changes a store — a torn last record
+    (the process was killed inside a write) is left as it is and not sent; every whole
+    record before it is. Raises :class:`NoStoredRun` (before the first batch) when there is
+    no such file."""
     try:
         stored = path.is_file()
     except OSError:  # a name no file can have (too long): nothing stored under it either
         stored = False
     if not stored:
         raise NoStoredRun(f"no stored samples at {path.parent.name!r}")
-    store = SampleStore(path)
+    store = SampleStore(path, read_only=True)
     try:
         yield from stream_samples(lambda: (store, NodeState.DONE), offset, False, active)
     finally:

@@ -7,7 +7,9 @@ Record ``k`` is the k-th sample the node produced::
 with the payload ``rows × cols`` little-endian float64 (C order). Appends are flushed to
 the operating system after each round, so a SIGKILL of the process loses nothing already
 appended; ``sync()`` (called before each checkpoint) makes them durable against a power
-loss too. On open, a torn last record (the process died inside ``write``) is cut off.
+loss too. On open, a torn last record (the process died inside ``write``) is cut off —
+unless the store is opened ``read_only`` (a stored run served to a reader): then it is left
+as it is, and neither indexed nor read.
 ``truncate(n)`` keeps the first ``n`` records: on resume the store is cut back to the
 checkpoint, and the rounds after it are run again.
 """
@@ -15,6 +17,7 @@ checkpoint, and the rounds after it are run again.
 from __future__ import annotations
 
 import array
+import io
 import os
 import struct
 import threading
@@ -35,23 +38,35 @@ class StoreError(RuntimeError):
 
 
 class SampleStore:
-    """Thread-safe: the round loop appends while ``StreamSamples`` readers read."""
+    """Thread-safe: the round loop appends while ``StreamSamples`` readers read.
 
-    def __init__(self, path: str | Path):
+    ``read_only``: the file must exist, and nothing is ever written to it — no torn record
+    cut, no append, no truncate, no fsync. The whole records before a torn last one are
+    the store; a stored run is read so, never changed by being read."""
+
+    def __init__(self, path: str | Path, read_only: bool = False):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Condition()
         # The index, one int64 each (16 bytes a record, not a list's 72): a long run's
         # store index stays small on a small device.
         self._offsets = array.array("q")  # byte offset of each record
         self._rounds = array.array("q")
         self._end = 0
-        self.path.touch(exist_ok=True)
+        self._file: io.BufferedRandom | None = None
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.touch(exist_ok=True)
         self._scan()
-        self._file = open(self.path, "r+b")  # noqa: SIM115 - lives as long as the store
-        self._file.truncate(self._end)
-        self._file.seek(self._end)
+        if not read_only:
+            self._file = open(self.path, "r+b")  # noqa: SIM115 - lives as long as the store
+            self._file.truncate(self._end)
+            self._file.seek(self._end)
         self._closed = False
+
+    def _writer(self) -> io.BufferedRandom:
+        if self._file is None:
+            raise StoreError(f"{self.path}: opened read-only")
+        return self._file
 
     def _scan(self) -> None:
         size = self.path.stat().st_size
@@ -89,9 +104,10 @@ class SampleStore:
             _MAGIC, round_index, array.shape[0], array.shape[1], zlib.crc32(payload)
         )
         with self._lock:
-            self._file.write(header)
-            self._file.write(payload)
-            self._file.flush()
+            file = self._writer()
+            file.write(header)
+            file.write(payload)
+            file.flush()
             self._offsets.append(self._end)
             self._rounds.append(int(round_index))
             self._end += len(header) + payload.nbytes
@@ -101,7 +117,7 @@ class SampleStore:
     def sync(self) -> None:
         """Make every appended record durable (fsync)."""
         with self._lock:
-            if not self._closed:
+            if not self._closed and self._file is not None:
                 self._file.flush()
                 os.fsync(self._file.fileno())
 
@@ -114,13 +130,14 @@ class SampleStore:
                 )
             if count == len(self._offsets):
                 return
+            file = self._writer()
             self._end = self._offsets[count]
             del self._offsets[count:]
             del self._rounds[count:]
-            self._file.truncate(self._end)
-            self._file.seek(self._end)
-            self._file.flush()
-            os.fsync(self._file.fileno())
+            file.truncate(self._end)
+            file.seek(self._end)
+            file.flush()
+            os.fsync(file.fileno())
 
     def rounds(self) -> list[int]:
         with self._lock:
@@ -136,8 +153,13 @@ class SampleStore:
         with open(self.path, "rb") as file:
             for index, round_index, offset in spans:
                 file.seek(offset)
-                _, _, rows, cols, _ = _HEADER.unpack(file.read(_HEADER.size))
-                payload = file.read(rows * cols * _FLOAT.itemsize)
+                header = file.read(_HEADER.size)
+                magic, _, rows, cols, _ = _HEADER.unpack(header.ljust(_HEADER.size, b"\0"))
+                payload = file.read(rows * cols * _FLOAT.itemsize) if magic == _MAGIC else b""
+                if magic != _MAGIC or len(payload) != rows * cols * _FLOAT.itemsize:
+                    # Changed since it was indexed (cut by another process): never a
+                    # guess at what it held.
+                    raise StoreError(f"{self.path}: record {index} changed while read")
                 array = np.frombuffer(payload, dtype=_FLOAT).reshape(rows, cols)
                 out.append((index, round_index, array.astype(np.float64)))
         return out
@@ -157,8 +179,9 @@ class SampleStore:
         with self._lock:
             if self._closed:
                 return
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+            if self._file is not None:
+                self._file.flush()
+                os.fsync(self._file.fileno())
+                self._file.close()
             self._closed = True
             self._lock.notify_all()

@@ -7,6 +7,7 @@ only in-process checks are the pure conversions and the sample store.
 from __future__ import annotations
 
 import dataclasses
+import re
 import signal
 import socket
 import threading
@@ -22,9 +23,10 @@ from starling.node.params import ConfigError
 from starling.node.protocol import convert
 from starling.node.protocol.starling.v1 import control_pb2, peer_pb2, peer_pb2_grpc
 from starling.node.runtime.inbox import WITHHELD, Inbox
+from starling.node.runtime.links import OutboundLink
 from starling.node.runtime.stats import StatsBook
-from starling.node.runtime.store import SampleStore
-from starling.node.runtime.transport import open_channel
+from starling.node.runtime.store import SampleStore, StoreError
+from starling.node.runtime.transport import ChannelSettings, open_channel
 from starling.orchestrator.client import NodeClient, NodeRejected, NodeUnavailable
 from starling.orchestrator.experiment import load_experiment
 from starling.orchestrator.node_specs import node_specs
@@ -92,6 +94,31 @@ def test_sample_store_cuts_a_torn_record_and_truncates(tmp_path):
     assert [(i, r) for i, r, _ in got] == [(0, 10), (1, 11), (2, 12)]
     assert np.array_equal(got[2][2], values[3])
     store.close()
+
+
+def test_a_store_opened_read_only_never_writes_its_file(tmp_path):
+    """A stored run is read so: a torn last record is neither indexed nor cut, and what
+    would write (append, truncate) is refused."""
+    path = tmp_path / "s.bin"
+    store = SampleStore(path)
+    for k in range(3):
+        store.append(k, np.full((2, 3), float(k)))
+    store.close()
+    whole = path.read_bytes()
+    path.write_bytes(whole + whole[: len(whole) // 3 - 5])  # the 4th record, torn
+    torn = path.read_bytes()
+    store = SampleStore(path, read_only=True)
+    assert len(store) == 3 and [r for _, r, _ in store.read(0, 10)] == [0, 1, 2]
+    with pytest.raises(StoreError, match="read-only"):
+        store.append(3, np.zeros((2, 3)))
+    with pytest.raises(StoreError, match="read-only"):
+        store.truncate(1)
+    store.sync()
+    store.close()
+    assert path.read_bytes() == torn
+    with pytest.raises(FileNotFoundError):
+        SampleStore(tmp_path / "absent.bin", read_only=True)
+    assert not (tmp_path / "absent.bin").exists()
 
 
 def _msg(round_index: int) -> Message:
@@ -335,6 +362,36 @@ def test_message_over_the_transport_limit_ends_only_its_stream(cluster):
     assert client.status().inbound["1"].received == 1
     client.start()
     wait_until(lambda: client.status().state == "done", 20, "done")
+
+
+@pytest.mark.e2e
+def test_a_sender_does_not_send_a_message_over_its_limit_and_says_why(cluster):
+    """The sending side of the test above: a link whose iterate would exceed the limit does
+    not send it (the receiver's transport would end the whole stream), counts a send error
+    naming the size and the limit, and sends the next message that fits on the same stream."""
+    (proc,) = cluster.start_nodes(["0"]).values()
+    experiment = ring_experiment("limits", rounds=5, deadline=0.2)
+    addresses = {"0": proc.address, "1": "127.0.0.1:9", "2": "127.0.0.1:9"}
+    specs = {spec.node_id: spec for spec in node_specs(experiment, addresses)}
+    client = proc.client()
+    client.wait_ready()
+    client.configure(specs["0"])
+    secret = as_peer(client, "1")[1][1]
+    settings = ChannelSettings(
+        max_message_bytes=100_000, sender="1", peer_secret="", link_secrets={"0": secret}
+    )
+    stats = StatsBook()
+    link = OutboundLink(specs["1"], "0", proc.address, stats, settings)
+    try:
+        link.send(0, 0, Message("x", {"x": np.zeros((20000, 2))}))  # 320 kB
+        link.send(0, 0, Message("x", {"x": np.ones((3, 2))}))
+        wait_until(lambda: client.status().inbound["1"].received == 1, 10, "the one that fits")
+    finally:
+        link.close()
+    sent = stats.snapshot()["0"]
+    assert (sent.sent, sent.send_errors) == (1, 1)
+    assert re.search(r"round 0: 3200\d\d bytes exceed the 100000-byte limit", sent.last_error)
+    assert client.status().inbound["1"].rejected == 0
 
 
 @pytest.mark.e2e
