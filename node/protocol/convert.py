@@ -35,6 +35,7 @@ __all__ = [
     "spec_to_config",
     "struct_from_mapping",
     "tensor_from_array",
+    "wire_array",
     "withheld_iterate",
 ]
 
@@ -67,9 +68,10 @@ def tensor_from_array(array: np.ndarray, name: str = "") -> tensor_pb2.Tensor:
     return tensor
 
 
-def _fill_tensor(tensor: tensor_pb2.Tensor, array: np.ndarray, name: str) -> None:
-    """Write ``array`` into ``tensor`` in place: a tensor added to its message directly is
-    not copied into it again (one copy of an 8 MB iterate fewer per link)."""
+def wire_array(array: np.ndarray, name: str = "") -> tuple[str, np.ndarray]:
+    """The wire's dtype name for ``array`` and its data as sent: little-endian, C order
+    (a copy only when it is not already). Note that numpy makes a 0-d array 1-d here: the
+    shape to send is ``array``'s own."""
     value = np.asarray(array)
     # ``dtype.name`` is computed in Python (microseconds, on every message): a native dtype
     # is looked up by the dtype itself, anything else takes the slow path once.
@@ -78,9 +80,15 @@ def _fill_tensor(tensor: tensor_pb2.Tensor, array: np.ndarray, name: str) -> Non
         wire_name = value.dtype.name
         if wire_name not in DTYPES:
             raise TensorError(f"tensor {name!r}: dtype {value.dtype} cannot be sent")
-    wire = np.ascontiguousarray(value, dtype=DTYPES[wire_name])
+    return wire_name, np.ascontiguousarray(value, dtype=DTYPES[wire_name])
+
+
+def _fill_tensor(tensor: tensor_pb2.Tensor, array: np.ndarray, name: str) -> None:
+    """Write ``array`` into ``tensor`` in place: a tensor added to its message directly is
+    not copied into it again (one copy of an 8 MB iterate fewer per link)."""
+    wire_name, wire = wire_array(array, name)
     tensor.name, tensor.dtype = name, wire_name
-    tensor.shape.extend(value.shape)
+    tensor.shape.extend(np.shape(array))
     tensor.data = wire.tobytes()
 
 

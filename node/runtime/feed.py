@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from starling.node.messages import Message
-from starling.node.protocol.starling.v1 import peer_pb2
 
 __all__ = [
     "CLOSED",
@@ -59,10 +58,11 @@ class Outgoing:
 
 @dataclass(frozen=True)
 class Request:
-    """An outgoing message, encoded: what the feed yields, and its payload bytes."""
+    """An outgoing message, encoded (a serialised ``peer.Iterate``: what the feed yields),
+    and its payload bytes."""
 
     item: Outgoing
-    iterate: peer_pb2.Iterate
+    encoded: bytes
     payload: int
 
 
@@ -93,7 +93,7 @@ class StreamFeed:
         self._recent: collections.deque[tuple[Outgoing, int]] = collections.deque()
         self._recent_bytes = 0
 
-    def requests(self) -> Iterator[peer_pb2.Iterate]:
+    def requests(self) -> Iterator[bytes]:
         while True:
             with self._busy:
                 got = self._take(self.ended)
@@ -104,7 +104,7 @@ class StreamFeed:
                     return
                 assert isinstance(got, Request)
                 self.remember(got.item, got.payload)
-            yield got.iterate
+            yield got.encoded
 
     def remember(self, item: Outgoing, payload: int) -> None:
         """Keep ``item`` for a resend, dropping what is older than the hold time or beyond

@@ -2,8 +2,9 @@
 
 The round loop never blocks on the network. It hands each message to its link's queue and
 moves on; gRPC's sending thread of the link's one open client stream takes it from there
-(:mod:`starling.node.runtime.feed`), applies the live delay, converts it to protobuf and
-sends it — one thread hand-off, as in a plain grpcio client. The link's own thread only
+(:mod:`starling.node.runtime.feed`), applies the live delay, serialises it
+(:mod:`starling.node.protocol.wire`) and sends it — one thread hand-off, as in a plain
+grpcio client. The link's own thread only
 supervises: a receiver that is down costs the round loop nothing, the link thread keeps
 reconnecting with bounded backoff (gRPC's channel backoff, see
 :mod:`starling.node.runtime.transport`) and *holds* what the round loop queued meanwhile, in
@@ -37,8 +38,8 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypedDict
 
 import grpc
 import numpy as np
@@ -47,7 +48,8 @@ from starling.node.faults import stable_id
 from starling.node.messages import Message, all_finite
 from starling.node.protocol import convert
 from starling.node.protocol.contract import NOT_CONFIGURED
-from starling.node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
+from starling.node.protocol.starling.v1 import peer_pb2
+from starling.node.protocol.wire import encode_iterate
 from starling.node.runtime.feed import CLOSED, Closed, Outgoing, Request, StreamFeed
 from starling.node.runtime.stats import StatsBook
 from starling.node.runtime.transport import ChannelSettings
@@ -67,9 +69,12 @@ restarted node not yet configured) is not hammered."""
 CLOSE_WAIT = 1.5
 """At shutdown, how long a link may take to deliver what is still queued."""
 
-_ENVELOPE_BYTES = 64 * 1024
-"""More than an Iterate's fields other than tensor data ever take on the wire (names, ids,
-shapes): a message whose payload plus this fits the limit is not measured exactly."""
+_PEER = peer_pb2.DESCRIPTOR.services_by_name["Peer"]
+EXCHANGE = f"/{_PEER.full_name}/{_PEER.methods_by_name['Exchange'].name}"
+"""The method path of ``Peer.Exchange``, called with requests serialised already."""
+
+Exchange = Callable[..., grpc.Future]
+"""Opens one ``Peer.Exchange`` stream: ``(requests, metadata=...)`` -> its call."""
 
 
 class _Close(enum.Enum):
@@ -79,16 +84,6 @@ class _Close(enum.Enum):
 
 
 _CLOSE = _Close.CLOSE
-
-
-class _Header(TypedDict):
-    """Who sends which round and phase: the fields every Iterate of a link carries."""
-
-    experiment: str
-    sender: str
-    receiver: str
-    round: int
-    phase: int
 
 
 @dataclass
@@ -163,26 +158,26 @@ class OutboundLink:
 
     # ------------------------------------------------------------ the link's thread and its streams
 
-    def _iterate(self, item: Outgoing) -> peer_pb2.Iterate:
-        common = _Header(
+    def _encoded(self, item: Outgoing) -> bytes:
+        """``item`` as the bytes of its ``peer.Iterate`` (:mod:`starling.node.protocol.wire`)."""
+        return encode_iterate(
+            item.message,
             experiment=self.spec.experiment,
             sender=self.spec.node_id,
             receiver=self.receiver,
             round=item.round,
             phase=item.phase,
+            resent=item.resent,
         )
-        if item.message is None:
-            iterate = convert.withheld_iterate(**common)
-        else:
-            iterate = convert.message_to_iterate(item.message, **common)
-        iterate.resent = item.resent
-        return iterate
 
     def _run(self) -> None:
         """The link's supervisor: connects, opens one stream at a time and waits for it to end.
         It wakes only when a stream starts or ends; messages never pass through it."""
         channel = self._channel.open(self.address, self.receiver)
-        stub = peer_pb2_grpc.PeerStub(channel)
+        # Peer.Exchange taking its requests already serialised (encode_iterate).
+        stub = channel.stream_unary(
+            EXCHANGE, response_deserializer=peer_pb2.ExchangeSummary.FromString
+        ).future
         try:
             while not self._closing.is_set():
                 try:
@@ -195,7 +190,7 @@ class OutboundLink:
         finally:
             channel.close()
 
-    def _connect_and_stream(self, channel: grpc.Channel, stub: peer_pb2_grpc.PeerStub) -> bool:
+    def _connect_and_stream(self, channel: grpc.Channel, stub: Exchange) -> bool:
         """One connection attempt and, if it succeeds, one stream; True once closed."""
         ready = grpc.channel_ready_future(channel)
         try:
@@ -233,7 +228,7 @@ class OutboundLink:
                 )
         return closing
 
-    def _stream(self, stub: peer_pb2_grpc.PeerStub) -> bool:
+    def _stream(self, stub: Exchange) -> bool:
         """One Exchange stream, from opening to its end: False if it broke, True if the
         link closed.
 
@@ -244,9 +239,7 @@ class OutboundLink:
         what may have died with it back in front of the queue, marked ``resent``.
         """
         feed = StreamFeed(self._next_request, self._hold_seconds)
-        call = stub.Exchange.future(
-            feed.requests(), metadata=self._channel.stream_metadata(self.receiver)
-        )
+        call = stub(feed.requests(), metadata=self._channel.stream_metadata(self.receiver))
         self._call = call
 
         def on_done(_call: grpc.Future) -> None:
@@ -291,14 +284,14 @@ class OutboundLink:
             prepared = self._prepared(item)
             if prepared is None:
                 continue
-            iterate, payload = prepared
+            encoded, payload = prepared
             if item.message is not None and not item.resent:
                 self._stats.add(self.receiver, "sent", nbytes=payload)
             elif payload:
                 self._stats.add(self.receiver, "bytes", payload)  # a resend: bytes only
-            return Request(item, iterate, payload)
+            return Request(item, encoded, payload)
 
-    def _prepared(self, item: Outgoing) -> tuple[peer_pb2.Iterate, int] | None:
+    def _prepared(self, item: Outgoing) -> tuple[bytes, int] | None:
         """The wire form of ``item`` and its payload bytes; None (counted as a send error)
         if it cannot be sent. A non-finite iterate goes out as a withheld notice."""
         stats, receiver = self._stats, self.receiver
@@ -311,22 +304,23 @@ class OutboundLink:
                 "send_errors",
                 error=f"round {item.round}: iterate not finite, sent as withheld",
             )
-            item = Outgoing(item.due, item.round, item.phase, None)  # fmt: skip
-        try:
-            iterate = self._iterate(item)
-        except convert.TensorError as exc:
-            stats.add(receiver, "send_errors", error=str(exc))
-            return None
+            item = dataclasses.replace(item, message=None)
         payload = 0 if item.message is None else item.message.nbytes
         limit = self._channel.max_message_bytes
-        if payload + _ENVELOPE_BYTES > limit:
-            size = iterate.ByteSize()  # exact, only near the limit
-            if size > limit:
-                # The receiver's transport would abort the whole stream for it.
-                reason = f"round {item.round}: {size} bytes exceed the {limit}-byte limit"
-                stats.add(receiver, "send_errors", error=reason)
+        size = payload  # the message is at least its payload: not encoded if that is too much
+        if payload <= limit:
+            try:
+                encoded = self._encoded(item)
+            except convert.TensorError as exc:
+                stats.add(receiver, "send_errors", error=str(exc))
                 return None
-        return iterate, payload
+            size = len(encoded)
+        if size > limit:
+            # The receiver's transport would abort the whole stream for it.
+            reason = f"round {item.round}: {size} bytes exceed the {limit}-byte limit"
+            stats.add(receiver, "send_errors", error=reason)
+            return None
+        return encoded, payload
 
     def _wait_until(self, due: float, broken: threading.Event) -> bool:
         """Sleep until ``due`` (the live delay); False if the stream broke meanwhile."""
