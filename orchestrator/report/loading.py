@@ -22,6 +22,7 @@ import numpy as np
 import yaml
 
 from starling.node.params import ConfigError
+from starling.orchestrator.report.metrics_types import METRICS, type_error
 
 __all__ = [
     "MAX_POINTS",
@@ -85,24 +86,12 @@ def read_metrics(folder: Path) -> dict[str, Any]:
         raise damaged(path, f"not valid JSON ({exc})") from None
     if not isinstance(metrics, dict):
         raise damaged(path, f"expected a JSON object, got {type(metrics).__name__}")
-    for key, value in metrics.items():
-        kind = _METRIC_TYPES.get(key)
-        if value is not None and kind is not None and not isinstance(value, kind[0]):
-            # A hand-edited field of another type ("status": ["x"]) was a traceback later.
-            raise damaged(path, f"{key}: expected {kind[1]}, got {type(value).__name__}")
+    # A hand-edited field of another type ("status": ["x"], "w2": {"average": "x"}) was a
+    # traceback later, or a figure drawn from a string.
+    error = type_error(metrics, METRICS)
+    if error is not None:
+        raise damaged(path, error)
     return metrics
-
-
-_TEXT, _MAP = (str, "a string"), (dict, "a JSON object")
-_SECTIONS = "samples_per_node w2 posterior faults links link_stats diverged program_metrics"
-_SECTIONS += " diagnostics predictive distances hpd"
-_METRIC_TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {
-    **dict.fromkeys(("status", "experiment", "algorithm", "backend", "error"), _TEXT),
-    **dict.fromkeys(("rounds", "chains", "nodes"), (int, "an integer")),
-    **dict.fromkeys(("account",), (list, "a JSON list")),
-    **dict.fromkeys(_SECTIONS.split(), _MAP),
-}
-"""The JSON type of each top-level field of ``metrics.json`` the report reads."""
 
 
 def read_sample_file(path: Path) -> tuple[np.ndarray, np.ndarray]:

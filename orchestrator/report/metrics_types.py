@@ -1,0 +1,193 @@
+"""The JSON type of every field of ``metrics.json`` a reader of a results folder relies on,
+top-level and nested: a hand-edited file (``"w2": {"average": "x"}``, ``"faults": {"nodes":
+[1]}``) is refused in one line naming the field (``w2.average``, ``faults.nodes[0]``), never
+a traceback or a figure drawn from a string.
+
+A field the schema does not name is left alone, as is ``null`` wherever the writer may put
+one (every number: :func:`starling.orchestrator.results.write_results` writes NaN and
+infinity as ``null``). Sections shown only as generic tables (``diagnostics``,
+``predictive``, ``distances``, ``hpd``, ``link_stats``) are checked as objects only: any
+leaf of theirs is shown as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["METRICS", "type_error"]
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """A string, number, integer or true/false (``types``), said as ``what``."""
+
+    types: type | tuple[type, ...]
+    what: str
+    null: bool = True
+
+    def accepts(self, value: Any) -> bool:
+        if isinstance(value, bool) and bool not in _tuple(self.types):
+            return False  # JSON true/false are Python ints: never a number or a count here
+        return isinstance(value, self.types)
+
+
+@dataclass(frozen=True)
+class Obj:
+    """A JSON object: the ``fields`` named (others left alone), ``required`` ones present."""
+
+    fields: Mapping[str, Kind] = field(default_factory=dict)
+    required: tuple[str, ...] = ()
+    null: bool = True
+    what: str = "a JSON object"
+
+
+@dataclass(frozen=True)
+class Each:
+    """A JSON object whose every value (a node's, a link's ...) is ``value``."""
+
+    value: Kind
+    null: bool = True
+    what: str = "a JSON object"
+
+
+@dataclass(frozen=True)
+class Items:
+    """A JSON list of ``item``, of ``size`` items when given."""
+
+    item: Kind
+    size: int | None = None
+    null: bool = True
+
+    @property
+    def what(self) -> str:
+        return "a JSON list" + (f" of {self.size}" if self.size is not None else "")
+
+
+Kind = Leaf | Obj | Each | Items
+
+
+def _dotted(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def type_error(value: Any, kind: Kind, where: str = "") -> str | None:
+    """The first field of ``value`` (``where``: its name, "" for the file itself) that is
+    not of ``kind``, as ``"<field>: expected ..., got ..."``; None when all is well."""
+    if value is None:
+        return None if kind.null else f"{where}: expected {kind.what}, got null"
+    if isinstance(kind, Leaf):
+        ok = kind.accepts(value)
+    elif isinstance(kind, Items):
+        ok = isinstance(value, list) and kind.size in (None, len(value))
+    else:
+        ok = isinstance(value, dict)
+    if not ok:
+        got = type(value).__name__
+        if isinstance(value, list) and isinstance(kind, Items):
+            got = f"{len(value)} items"
+        return f"{where}: expected {kind.what}, got {got}"
+    if isinstance(kind, Obj):
+        for name in kind.required:
+            if name not in value:
+                return f"{_dotted(where, name)}: missing"
+        children = [(_dotted(where, k), value[k], sub) for k, sub in kind.fields.items()
+                    if k in value]  # fmt: skip
+    elif isinstance(kind, Each):
+        children = [(_dotted(where, k), v, kind.value) for k, v in value.items()]
+    elif isinstance(kind, Items):
+        children = [(f"{where}[{k}]", v, kind.item) for k, v in enumerate(value)]
+    else:
+        children = []
+    for name, item, sub in children:
+        if (error := type_error(item, sub, name)) is not None:
+            return error
+    return None
+
+
+TEXT, NUMBER = Leaf(str, "a string"), Leaf((int, float), "a number")
+INTEGER, FLAG = Leaf(int, "an integer"), Leaf(bool, "true or false")
+_COUNT = Leaf(int, "an integer", null=False)
+_NAME = Leaf(str, "a string", null=False)
+_NUMBERS = Each(NUMBER)
+
+_FAULTS = Obj(
+    {
+        "scheduled_nodes": Items(
+            Obj(
+                {"node": _NAME, "kill_at_round": _COUNT, "restart_at_round": INTEGER},
+                required=("node", "kill_at_round"),
+                null=False,
+            )
+        ),
+        "scheduled_links": Items(
+            Obj(
+                {
+                    "rounds": Items(_COUNT, size=2),
+                    "link": Items(_NAME, size=2),
+                    "senders": Items(_NAME),
+                    "receiver": TEXT,
+                    "both_ways": FLAG,
+                    "drop": NUMBER,
+                },
+                null=False,
+            )
+        ),
+        "nodes": Items(
+            Obj({"node": _NAME, "event": _NAME, "round": INTEGER}, ("node", "event"), False)
+        ),
+        "live_links": Items(
+            Obj(
+                {"sender": TEXT, "receiver": TEXT, "action": TEXT, "sender_round": INTEGER},
+                null=False,
+            )
+        ),
+        "kernel": Items(
+            Obj(
+                {
+                    "node": TEXT,
+                    "peer": TEXT,
+                    "kind": TEXT,
+                    "started": FLAG,
+                    "started_round": INTEGER,
+                    "ended_round": INTEGER,
+                },
+                null=False,
+            )
+        ),
+    }
+)
+
+METRICS = Obj(
+    {
+        **dict.fromkeys(("status", "experiment", "algorithm", "backend", "error"), TEXT),
+        "interrupted_during": TEXT,
+        **dict.fromkeys(("rounds", "chains", "nodes"), INTEGER),
+        "interrupted": FLAG,
+        "consensus_error": NUMBER,
+        "account": Items(_NAME),
+        "samples_per_node": Each(INTEGER),
+        "diverged": Each(INTEGER),
+        "w2": Obj(
+            {
+                "average": NUMBER,
+                "per_node": _NUMBERS,
+                "node_mean": NUMBER,
+                "window": INTEGER,
+            }
+        ),
+        "posterior": Obj({"mean": Items(NUMBER), "std": Items(NUMBER)}),
+        "faults": _FAULTS,
+        "links": Each(Each(_COUNT, null=False)),
+        "program_metrics": Each(_NUMBERS),
+        "not_collected": Obj({"nodes": Items(_NAME), "line": TEXT}),
+        **dict.fromkeys(("link_stats", "diagnostics", "predictive", "distances", "hpd"), Obj()),
+    },
+    null=False,
+)
+"""``metrics.json`` as its readers (``starling report``, ``starling export``) rely on it."""
