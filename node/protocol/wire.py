@@ -55,7 +55,7 @@ def _tensor_parts(name: str, value: np.ndarray) -> list[bytes | memoryview]:
     head = tensor_pb2.Tensor(name=name, shape=shape, dtype=wire_name).SerializeToString()
     size = wire.nbytes
     if size:
-        payload: bytes | memoryview = memoryview(wire.reshape(-1)).cast("B")
+        payload: bytes | memoryview = wire.reshape(-1).data.cast("B")
         data = [_DATA_TAG, _varint(size), payload]
     else:
         data = []  # an empty bytes field is a proto3 default: left out
@@ -78,12 +78,14 @@ def encode_iterate(
     Raises :class:`~starling.node.protocol.convert.TensorError` for a tensor of a dtype the
     wire does not carry, as ``message_to_iterate`` does.
     """
-    header = dict(experiment=experiment, sender=sender, receiver=receiver, round=round, phase=phase)
+    envelope = peer_pb2.Iterate(
+        experiment=experiment, sender=sender, receiver=receiver, round=round, phase=phase
+    )
     if message is None:
-        return peer_pb2.Iterate(**header, withheld=True, resent=resent).SerializeToString()
-    parts: list[bytes | memoryview] = [
-        peer_pb2.Iterate(**header, kind=message.kind).SerializeToString()
-    ]
+        envelope.withheld, envelope.resent = True, resent
+        return envelope.SerializeToString()
+    envelope.kind = message.kind
+    parts: list[bytes | memoryview] = [envelope.SerializeToString()]
     for name, value in message.tensors.items():
         parts += _tensor_parts(name, value)
     if resent:

@@ -12,9 +12,8 @@ taken, and written while the next round's messages fly (:meth:`Run.finish_round
 <starling.node.runtime.run.Run.finish_round>`; no ``fsync``). A node killed and configured
 again with the same spec resumes from the last one written, at most two rounds back, with
 no stored sample lost and the same numbers.
-Durability against a power loss is group-committed: every ``checkpoint_every`` rounds, and
-at least every :data:`~starling.node.runtime.run.DURABLE_SECONDS`, the samples are fsynced and a
-durable checkpoint is written (:mod:`starling.node.runtime.checkpoint`).
+Against a power loss, samples are fsynced and a durable checkpoint written every
+``checkpoint_every`` rounds and at least every second (:meth:`Run.write_checkpoint`).
 """
 
 from __future__ import annotations
