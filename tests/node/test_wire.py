@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from starling.node.messages import Message
-from starling.node.protocol import convert
+from starling.node.protocol import convert, wire
 from starling.node.protocol.starling.v1 import peer_pb2
 from starling.node.protocol.wire import _varint, encode_iterate
 
@@ -34,10 +34,17 @@ TENSORS = {
 }
 
 
+@pytest.fixture(params=["spliced", "small ones by protobuf"])
+def splice_from(request, monkeypatch):
+    """Both encoders: every payload spliced by hand, and the default (small ones whole)."""
+    if request.param == "spliced":
+        monkeypatch.setattr(wire, "SPLICE_FROM", 0)
+
+
 @pytest.mark.parametrize("header", HEADERS)
 @pytest.mark.parametrize("tensors", TENSORS.values(), ids=TENSORS)
 @pytest.mark.parametrize("resent", [False, True])
-def test_an_iterate_encodes_to_protobufs_own_bytes(header, tensors, resent):
+def test_an_iterate_encodes_to_protobufs_own_bytes(header, tensors, resent, splice_from):
     message = Message("x" if header["phase"] >= 0 else "", tensors)
     expected = convert.message_to_iterate(message, **header)
     expected.resent = resent
@@ -58,7 +65,7 @@ def test_a_withheld_notice_encodes_to_protobufs_own_bytes(resent):
     assert encode_iterate(None, **header, resent=resent) == expected.SerializeToString()
 
 
-def test_a_dtype_the_wire_does_not_carry_is_refused_naming_the_tensor():
+def test_a_dtype_the_wire_does_not_carry_is_refused_naming_the_tensor(splice_from):
     with pytest.raises(convert.TensorError, match="tensor 'z': dtype complex128"):
         encode_iterate(Message("x", {"z": np.zeros(2, complex)}), **HEADERS[0])
 
