@@ -24,27 +24,19 @@ than a rate. Not part of ``make bench``: it measures where the cost lies, not a 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
-import queue
 import statistics
 import sys
-from concurrent import futures
 from contextlib import contextmanager
 from pathlib import Path
 
-import grpc
-
-from benchmarks.raw_ring import (
-    _HEADER,
-    _METHOD,
-    _OPTIONS,
-    NO_WORK,
-    _Arrivals,
-    node_report,
-    ring_stats,
-    round_loop,
-)
+import starling.node  # noqa: F401 - one BLAS thread per process, before numpy (node/__init__.py)
+from benchmarks.raw_ring import _HEADER, BYTES, Codec, _node, ring_stats
+from starling.node.messages import Message
+from starling.node.protocol import convert
+from starling.node.protocol.starling.v1 import peer_pb2
 
 __all__ = ["LADDER", "rung_stats"]
 
@@ -62,75 +54,41 @@ LADDER: list[tuple[str, tuple[str, ...] | None]] = [
 """Each rung: its name and, for Starling's, the parts taken out (None: a raw ring)."""
 
 
-def _wire_node(index: int, nodes: int, rounds: int, payload: int, pipe) -> None:
-    """A raw ring node (:func:`benchmarks.raw_ring._node`'s structure) that sends and
-    receives Starling's ``peer.Iterate`` messages, encoded and decoded as a node does."""
+@functools.cache
+def _payload(size: int):
+    """One iterate's tensor of ``size`` bytes, made once (numpy imported after
+    ``starling.node``, which sets one BLAS thread)."""
     import numpy as np
 
-    from starling.node.messages import Message
-    from starling.node.protocol import convert
-    from starling.node.protocol.starling.v1 import peer_pb2
+    return np.zeros(max(size // 8, 1))
 
-    arrivals = _Arrivals()
-    iterate_x = np.zeros(max(payload // 8, 1))
 
-    def push(request_iterator, context):
-        for iterate in request_iterator:
-            message = convert.iterate_to_message(iterate)
-            arrivals.add(int(iterate.sender), message.round)
-        return b""
+def _encode_iterate(data: bytes, sender: int, receiver: int) -> peer_pb2.Iterate:
+    """The round loop's bytes as Starling's ``peer.Iterate`` of the same size, built as a
+    node builds one (``message_to_iterate``; protobuf serialises it in gRPC's thread)."""
+    round_index, _ = _HEADER.unpack_from(data)
+    message = Message("x", {"x": _payload(len(data) - _HEADER.size)})
+    return convert.message_to_iterate(
+        message, experiment="bench", sender=str(sender), receiver=str(receiver),
+        round=round_index, phase=0,
+    )  # fmt: skip
 
-    handler = grpc.method_handlers_generic_handler(
-        "bench.Ring",
-        {
-            "Push": grpc.stream_unary_rpc_method_handler(
-                push, request_deserializer=peer_pb2.Iterate.FromString
-            )
-        },
-    )
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=_OPTIONS)
-    server.add_generic_rpc_handlers((handler,))
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    pipe.send(port)
-    ports = pipe.recv()
-    neighbours = sorted({(index - 1) % nodes, (index + 1) % nodes} - {index})
-    outboxes: dict[int, queue.Queue] = {}
-    calls = []
 
-    def encoded(box: queue.Queue, receiver: int):
-        for data in iter(box.get, None):
-            round_index, _ = _HEADER.unpack_from(data)
-            message = Message("x", {"x": iterate_x})
-            yield convert.message_to_iterate(
-                message, experiment="bench", sender=str(index), receiver=str(receiver),
-                round=round_index, phase=0,
-            )  # fmt: skip
+def _iterate_arrival(iterate: peer_pb2.Iterate) -> tuple[int, int]:
+    """A received ``peer.Iterate`` decoded as a node decodes one: (sender, round)."""
+    return int(iterate.sender), convert.iterate_to_message(iterate).round
 
-    for peer in neighbours:
-        channel = grpc.insecure_channel(f"127.0.0.1:{ports[peer]}", options=_OPTIONS)
-        grpc.channel_ready_future(channel).result(timeout=30)
-        box: queue.Queue = queue.Queue()
-        outboxes[peer] = box
-        stream = channel.stream_unary(
-            _METHOD, request_serializer=peer_pb2.Iterate.SerializeToString
-        )
-        calls.append(stream.future(encoded(box, peer)))
 
-    def send(message: bytes) -> None:
-        for box in outboxes.values():
-            box.put(message)
+def _serialise(iterate: peer_pb2.Iterate) -> bytes:
+    return iterate.SerializeToString()
 
-    measured = round_loop(
-        index, rounds, payload, pipe, NO_WORK, send, lambda r: arrivals.wait(neighbours, r)
-    )
-    for box in outboxes.values():
-        box.put(None)
-    for call in calls:
-        call.result(timeout=30)
-    pipe.send(node_report(measured))
-    pipe.recv()
-    server.stop(0)
+
+def _parse(data: bytes) -> peer_pb2.Iterate:
+    return peer_pb2.Iterate.FromString(data)
+
+
+STARLING_WIRE = Codec(_encode_iterate, _iterate_arrival, _serialise, _parse)
+"""Starling's wire format in the raw ring's structure."""
 
 
 @contextmanager
@@ -155,8 +113,8 @@ def rung_stats(name: str, parts: tuple[str, ...] | None, rounds: int, nodes: int
     from benchmarks.starling_ring import ring_experiment, starling_ring
 
     if parts is None:
-        node = _wire_node if name != "raw" else None
-        stats = ring_stats(nodes, rounds, 16, **({"node": node} if node else {}))
+        codec = BYTES if name == "raw" else STARLING_WIRE
+        stats = ring_stats(nodes, rounds, 16, node=functools.partial(_node, codec=codec))
         seconds, cpu = stats["seconds"], stats["cpu_s"]
     else:
         with _ablated(parts):

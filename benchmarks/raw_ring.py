@@ -23,7 +23,16 @@ from dataclasses import dataclass
 
 import grpc
 
-__all__ = ["NO_WORK", "Work", "ring_stats", "ring_time", "round_loop", "start_time"]
+__all__ = [
+    "BYTES",
+    "NO_WORK",
+    "Codec",
+    "Work",
+    "ring_stats",
+    "ring_time",
+    "round_loop",
+    "start_time",
+]
 
 _METHOD = "/bench.Ring/Push"
 _HEADER = struct.Struct("<qI")  # round, sender index
@@ -63,6 +72,11 @@ def _spin(microseconds: float) -> None:
         pass
 
 
+def _encoded(requests: Iterator[bytes], encode, sender: int, receiver: int) -> Iterator:
+    for data in requests:
+        yield encode(data, sender, receiver)
+
+
 def _worked(requests: Iterator[bytes], work: Work) -> Iterator[bytes]:
     for request in requests:
         work.message()
@@ -88,19 +102,53 @@ class _Arrivals:
                 self._seen.discard((s, round_index))
 
 
-def _node(index: int, nodes: int, rounds: int, payload: int, pipe, work: Work = NO_WORK) -> None:
+def _arrival(data: bytes) -> tuple[int, int]:
+    round_index, sender = _HEADER.unpack_from(data)
+    return sender, round_index
+
+
+@dataclass(frozen=True)
+class Codec:
+    """How a ring node's messages travel: :data:`BYTES` (the baseline: the round loop's
+    bytes as they are, no serialiser), or another form (:mod:`benchmarks.ladder` sends
+    Starling's own messages). Module-level functions only: nodes are spawned."""
+
+    encode: Callable[[bytes, int, int], object] | None = None
+    """(the round loop's bytes, sender, receiver) -> the request sent; None: the bytes."""
+    arrival: Callable[[object], tuple[int, int]] = _arrival
+    """A received request -> (sender, round)."""
+    request_serializer: Callable | None = None
+    request_deserializer: Callable | None = None
+
+
+BYTES = Codec()
+
+
+def _node(
+    index: int,
+    nodes: int,
+    rounds: int,
+    payload: int,
+    pipe,
+    work: Work = NO_WORK,
+    codec: Codec = BYTES,
+) -> None:
     arrivals = _Arrivals()
 
     def push(request_iterator, context):
         for data in request_iterator:
             if work.message_us:
                 work.message()
-            round_index, sender = _HEADER.unpack_from(data)
-            arrivals.add(sender, round_index)
+            arrivals.add(*codec.arrival(data))
         return b""
 
     handler = grpc.method_handlers_generic_handler(
-        "bench.Ring", {"Push": grpc.stream_unary_rpc_method_handler(push)}
+        "bench.Ring",
+        {
+            "Push": grpc.stream_unary_rpc_method_handler(
+                push, request_deserializer=codec.request_deserializer
+            )
+        },
     )
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=_OPTIONS)
     server.add_generic_rpc_handlers((handler,))
@@ -116,8 +164,10 @@ def _node(index: int, nodes: int, rounds: int, payload: int, pipe, work: Work = 
         grpc.channel_ready_future(channel).result(timeout=30)
         box: queue.Queue = queue.Queue()
         outboxes[peer] = box
-        stream = channel.stream_unary(_METHOD)
+        stream = channel.stream_unary(_METHOD, request_serializer=codec.request_serializer)
         requests = iter(box.get, None)
+        if codec.encode is not None:
+            requests = _encoded(requests, codec.encode, index, peer)
         calls.append(stream.future(_worked(requests, work) if work.message_us else requests))
 
     def send(message: bytes) -> None:
