@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from starling.node.params import ConfigError, parse_params
+from starling.node.params import ConfigError, existing_file, parse_params
 from starling.node.security import TlsFiles, tls_files
 from starling.node.spec import DataSpec
 
@@ -84,9 +84,7 @@ def load_settings(path: str | Path | None) -> NodeSettings:
     """Read a node config file (or the defaults for None); errors name the field."""
     if path is None:
         return NodeSettings()
-    file = Path(path)
-    if not file.is_file():
-        raise ConfigError(f"--config: no such file {str(path)!r}")
+    file = existing_file(path, "--config")
     import yaml  # only for a config file: a node started with flags alone never loads it
 
     try:

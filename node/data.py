@@ -33,7 +33,7 @@ import numpy as np
 
 from starling.node.builtin_data import load_builtin
 from starling.node.models.base import Dataset, Model
-from starling.node.params import ConfigError
+from starling.node.params import ConfigError, existing_file
 from starling.node.partition import shard_rows
 from starling.node.spec import DataSpec
 from starling.node.split import training_rows
@@ -133,13 +133,7 @@ def read_table(
     """
     if path.startswith("builtin:"):
         return load_builtin(path.removeprefix("builtin:"), n_features)
-    file = Path(path)
-    if not file.is_file():
-        if file.is_dir():
-            raise ConfigError(f"data.path: {path!r} is a directory, not a file")
-        if file.exists():
-            raise ConfigError(f"data.path: {path!r} is not a regular file")
-        raise ConfigError(f"data.path: no such file {path!r}")
+    file = existing_file(path, "data.path")
     fmt = _format(file, fmt)
     stat = file.stat()
     return _read_cached(path, stat.st_mtime_ns, stat.st_size, fmt, n_features, targets)

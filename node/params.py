@@ -25,11 +25,19 @@ import numbers
 import types
 import typing
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from starling.node.shown import shorten, shown
 
-__all__ = ["ConfigError", "check_dimension", "describe_params", "number_hint", "parse_params"]
+__all__ = [
+    "ConfigError",
+    "check_dimension",
+    "describe_params",
+    "existing_file",
+    "number_hint",
+    "parse_params",
+]
 
 T = TypeVar("T")
 
@@ -40,6 +48,21 @@ class ConfigError(ValueError):
 
     def __init__(self, message: object = "", *rest: object):
         super().__init__(shorten(str(message)), *rest)
+
+
+def existing_file(path: str | Path, where: str) -> Path:
+    """``path`` as a Path if it is a regular file; otherwise a ConfigError naming ``where``
+    (the field or option) and the path, and saying what is there instead: a directory
+    reported as 'no such file' sent the user after a missing file that was there as a
+    folder."""
+    file = Path(path)
+    if not file.is_file():
+        if file.is_dir():
+            raise ConfigError(f"{where}: {str(path)!r} is a directory, not a file")
+        if file.exists():
+            raise ConfigError(f"{where}: {str(path)!r} is not a regular file")
+        raise ConfigError(f"{where}: no such file {str(path)!r}")
+    return file
 
 
 class _Invalid(Exception):

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from starling.node.params import ConfigError
+from starling.node.params import ConfigError, existing_file
 from starling.orchestrator.backends.base import BackendError
 
 if TYPE_CHECKING:
@@ -42,9 +42,7 @@ _PAUSE_SECONDS = 0.2
 
 def load_inventory(path: str | Path) -> dict[str, Any]:
     """An inventory file as a ``backend`` section (``kind: inventory`` added)."""
-    file = Path(path)
-    if not file.is_file():
-        raise ConfigError(f"--inventory: no such file {str(path)!r}")
+    file = existing_file(path, "--inventory")
     try:
         raw = yaml.safe_load(file.read_text())
     except yaml.YAMLError as exc:

@@ -80,6 +80,27 @@ def test_serve_reports_a_bad_settings_file_in_one_line(tmp_path):
     ]
 
 
+def test_a_settings_path_that_is_a_directory_says_so(tmp_path):
+    with pytest.raises(ConfigError, match=r"^--config: no such file"):
+        load_settings(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match=rf"^--config: '{tmp_path}' is a directory, not a file"):
+        load_settings(tmp_path)
+
+
+@pytest.mark.e2e
+def test_serve_with_a_directory_as_config_says_it_is_one(tmp_path):
+    """A directory given as --config was reported as 'no such file': the user looked for a
+    missing file that was there, as a folder."""
+    done = subprocess.run(
+        [sys.executable, "-m", "starling.node", "serve", "--config", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"starling-node: --config: {str(tmp_path)!r} is a directory, not a file"
+    ]
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize(
     ("flags", "message"),

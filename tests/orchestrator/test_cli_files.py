@@ -119,6 +119,23 @@ def test_export_shows_no_arviz_warning(run_copy, tmp_path):
     assert data.posterior["x"].shape == (12, 6, 3, 2)  # (chain, draw, node, param)
 
 
+# --- starling run --inventory
+
+
+def test_run_with_a_directory_as_inventory_says_it_is_one(tmp_path, capsys):
+    """A directory given as --inventory was reported as 'no such file'."""
+    experiment = tmp_path / "exp.yaml"
+    experiment.write_text(yaml.safe_dump(EXPERIMENT))
+    folder = tmp_path / "inventory"
+    folder.mkdir()
+    argv = ["run", str(experiment), "--inventory", str(folder), "--out", str(tmp_path / "out")]
+    err = _refused(capsys, argv, "--inventory", repr(str(folder)), "is a directory")
+    assert "no such file" not in err
+    _refused(capsys, [*argv[:3], str(tmp_path / "none.yaml"), *argv[4:]], "--inventory",
+             "no such file")  # fmt: skip
+    assert not (tmp_path / "out").exists()
+
+
 # --- starling examples --copy
 
 
