@@ -108,79 +108,89 @@ def _concatenate(parts: list[Dataset]) -> Dataset:
     return Dataset(X=np.concatenate([p.X for p in parts]), y=np.concatenate([p.y for p in parts]))
 
 
-def load_file(path: str, fmt: str, model: Model) -> Dataset:
+def load_file(path: str, fmt: str, model: Model, field: str = "data") -> Dataset:
     """A whole file read for ``model``: width checked against its ``num_features``.
 
-    Also the way to read a held-out file (e.g. a9a.t) for evaluation.
+    Also the way to read a held-out file (e.g. a9a.t) for evaluation: ``field`` is the
+    section whose ``path`` and ``format`` errors name (``evaluation.test``).
     """
     width = getattr(model, "num_features", None)
-    table = read_table(path, fmt, n_features=width, targets=getattr(model, "supervised", True))
+    supervised = getattr(model, "supervised", True)
+    table = read_table(path, fmt, n_features=width, targets=supervised, field=field)
     if width is not None and table.X.shape[1] != width:
         raise ConfigError(
-            f"data.path: {path!r} has {table.X.shape[1]} feature columns but the model "
+            f"{field}.path: {path!r} has {table.X.shape[1]} feature columns but the model "
             f"expects {width}"
         )
     return table
 
 
 def read_table(
-    path: str, fmt: str = "", n_features: int | None = None, targets: bool = True
+    path: str,
+    fmt: str = "",
+    n_features: int | None = None,
+    targets: bool = True,
+    field: str = "data",
 ) -> Dataset:
     """Read features and targets from a file (see the module docstring for the formats).
 
     ``n_features`` fixes the width of LIBSVM rows; ``targets=False`` reads every column of
-    a CSV as an observation (``y`` is then zeros).
+    a CSV as an observation (``y`` is then zeros). Errors name ``<field>.path`` or
+    ``<field>.format``.
     """
     if path.startswith("builtin:"):
         return load_builtin(path.removeprefix("builtin:"), n_features)
-    file = existing_file(path, "data.path")
-    fmt = _format(file, fmt)
+    file = existing_file(path, f"{field}.path")
+    fmt = _format(file, fmt, field)
     stat = file.stat()
-    return _read_cached(path, stat.st_mtime_ns, stat.st_size, fmt, n_features, targets)
+    return _read_cached(path, stat.st_mtime_ns, stat.st_size, fmt, n_features, targets, field)
 
 
 @functools.lru_cache(maxsize=4)
 def _read_cached(
-    path: str, mtime_ns: int, size: int, fmt: str, n_features: int | None, targets: bool
-) -> Dataset:
+    path: str, mtime_ns: int, size: int, fmt: str, n_features: int | None, targets: bool,
+    field: str,
+) -> Dataset:  # fmt: skip
     """One parse per file version and process: the simulator builds every node in one
     process, and each node (and the evaluation) reads the same file for its own rows.
     The arrays are read-only so that no caller can change what the next one gets."""
     file = Path(path)
     try:
         if fmt == "npz":
-            table = _read_npz(file, targets)
+            table = _read_npz(file, targets, field)
         elif fmt == "csv":
-            table = _read_csv(file, targets)
+            table = _read_csv(file, targets, field)
         else:
-            table = read_libsvm(path, n_features)
+            table = read_libsvm(path, n_features, field)
     except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
         if isinstance(exc, ConfigError):
             raise
         # The parser's own message may quote the file: name only the kind of failure.
         raise ConfigError(
-            f"data.path: cannot read {path!r} as {fmt} ({type(exc).__name__})"
+            f"{field}.path: cannot read {path!r} as {fmt} ({type(exc).__name__})"
         ) from None
     if len(table) == 0:
-        raise ConfigError(f"data.path: {path!r} holds no rows")
+        raise ConfigError(f"{field}.path: {path!r} holds no rows")
     if not (np.all(np.isfinite(table.X)) and np.all(np.isfinite(table.y))):
-        raise ConfigError(f"data.path: {path!r} contains NaN or infinite values")
+        raise ConfigError(f"{field}.path: {path!r} contains NaN or infinite values")
     table.X.setflags(write=False)
     table.y.setflags(write=False)
     return table
 
 
-def read_libsvm(path: str, n_features: int | None = None) -> Dataset:
+def read_libsvm(path: str, n_features: int | None = None, field: str = "data") -> Dataset:
     """Parse LIBSVM / SVMlight sparse text (optionally gzip) into a dense ``Dataset``.
 
     Raw labels are kept (``±1`` stays ``±1``); classifiers map them to classes.
     """
     with _open_text(Path(path)) as handle:
-        return parse_libsvm_lines(handle, path, n_features)
+        return parse_libsvm_lines(handle, path, n_features, field)
 
 
-def parse_libsvm_lines(lines: Iterable[str], path: str, n_features: int | None = None) -> Dataset:
-    """LIBSVM lines (``path`` only names them in errors) as a dense ``Dataset``."""
+def parse_libsvm_lines(
+    lines: Iterable[str], path: str, n_features: int | None = None, field: str = "data"
+) -> Dataset:
+    """LIBSVM lines (``path`` and ``field`` only name them in errors) as a dense ``Dataset``."""
     labels: list[float] = []
     rows: list[int] = []
     cols: list[int] = []
@@ -190,7 +200,7 @@ def parse_libsvm_lines(lines: Iterable[str], path: str, n_features: int | None =
         if not line:
             continue
         tokens = line.split()
-        where = f"data.path: {path!r} line {number}"
+        where = f"{field}.path: {path!r} line {number}"
         try:
             label = float(tokens[0])
         except ValueError:
@@ -223,20 +233,20 @@ def parse_libsvm_lines(lines: Iterable[str], path: str, n_features: int | None =
     return Dataset(X=X, y=np.asarray(labels, dtype=float))
 
 
-def _format(file: Path, fmt: str) -> str:
+def _format(file: Path, fmt: str, field: str) -> str:
     if fmt:
         key = fmt.lower()
         if key not in _ALIASES:
-            raise ConfigError(f"data.format: unknown format {fmt!r} (use {', '.join(FORMATS)})")
+            raise ConfigError(f"{field}.format: unknown format {fmt!r} (use {', '.join(FORMATS)})")
         return _ALIASES[key]
     name = file.name.lower().removesuffix(".gz")
     suffix = Path(name).suffix.lstrip(".")
     if suffix in _ALIASES:
         return _ALIASES[suffix]
-    return _sniff(file)
+    return _sniff(file, field)
 
 
-def _sniff(file: Path) -> str:
+def _sniff(file: Path, field: str) -> str:
     """Guess from the first data line: ``label i:v ...`` is LIBSVM, commas mean CSV."""
     try:
         with open(file, "rb") as raw:
@@ -255,7 +265,7 @@ def _sniff(file: Path) -> str:
     except (OSError, EOFError, UnicodeDecodeError):
         pass
     raise ConfigError(
-        f"data.format: cannot tell the format of {str(file)!r}; set it to one of "
+        f"{field}.format: cannot tell the format of {str(file)!r}; set it to one of "
         f"{', '.join(FORMATS)}"
     )
 
@@ -273,23 +283,23 @@ def _open_text(file: Path) -> Iterator[io.TextIOBase]:
             yield handle
 
 
-def _read_npz(file: Path, targets: bool) -> Dataset:
+def _read_npz(file: Path, targets: bool, field: str) -> Dataset:
     with np.load(file) as arrays:
         if "X" not in arrays or (targets and "y" not in arrays):
             wanted = "'X' and 'y'" if targets else "'X'"
-            raise ConfigError(f"data.path: {str(file)!r} must hold arrays {wanted}")
+            raise ConfigError(f"{field}.path: {str(file)!r} must hold arrays {wanted}")
         X = np.asarray(arrays["X"], dtype=float)
         y = np.asarray(arrays["y"], dtype=float) if "y" in arrays else np.zeros(len(X))
     if X.ndim == 1:
         X = X[:, None]
     if X.ndim != 2 or y.shape != (X.shape[0],):
         raise ConfigError(
-            f"data.path: {str(file)!r}: X must be (n, p) and y (n,), got {X.shape} and {y.shape}"
+            f"{field}.path: {str(file)!r}: X must be (n, p) and y (n,), got {X.shape} and {y.shape}"
         )
     return Dataset(X=X, y=y)
 
 
-def _read_csv(file: Path, targets: bool) -> Dataset:
+def _read_csv(file: Path, targets: bool, field: str) -> Dataset:
     with _open_text(file) as handle:
         lines = [
             (number, line) for number, line in enumerate(handle, 1)
@@ -302,25 +312,25 @@ def _read_csv(file: Path, targets: bool) -> Dataset:
     try:
         table = np.loadtxt([line for _, line in lines], delimiter=",", ndmin=2)
     except ValueError:
-        _name_bad_line(file, lines)
+        _name_bad_line(file, lines, field)
         raise
     if not targets:
         return Dataset(X=table, y=np.zeros(len(table)))
     if table.shape[1] < 2:
         raise ConfigError(
-            f"data.path: {str(file)!r} needs feature columns and a last column of targets"
+            f"{field}.path: {str(file)!r} needs feature columns and a last column of targets"
         )
     return Dataset(X=table[:, :-1], y=table[:, -1])
 
 
-def _name_bad_line(file: Path, lines: list[tuple[int, str]]) -> None:
+def _name_bad_line(file: Path, lines: list[tuple[int, str]], field: str) -> None:
     """Raise a ConfigError naming the first row unlike the first one (by its line number,
     never its content: the file is private data)."""
     width = len(lines[0][1].split(","))
     for number, line in lines:
         if len(line.split(",")) != width or not _numeric(line):
             raise ConfigError(
-                f"data.path: {str(file)!r} line {number}: expected {width} numbers "
+                f"{field}.path: {str(file)!r} line {number}: expected {width} numbers "
                 "separated by commas, like the first row"
             )
 

@@ -64,7 +64,7 @@ def held_out_data(experiment: Experiment, model) -> tuple[Dataset, dict] | None:
     if test is None:
         return None
     if test.path:
-        table = load_file(test.path, test.format, model)
+        table = load_file(test.path, test.format, model, field="evaluation.test")
         return table, {"path": test.path, "rows": len(table)}
     d = experiment.data
     split = float(test.split or 0.0)  # not None: check_test allows only path or split

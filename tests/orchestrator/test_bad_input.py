@@ -106,6 +106,29 @@ def test_data_path_naming_a_directory_says_so(tmp_path, starling_home, command):
     assert "no such file" not in result.stderr
 
 
+@pytest.mark.parametrize("command", ["run", "simulate"])
+def test_a_bad_test_file_names_evaluation_test_path(tmp_path, starling_home, command):
+    """A missing, folder or malformed evaluation.test.path was reported as data.path (the
+    test file was read by the training data's loader): the user looked at a training file
+    that was fine."""
+    folder = tmp_path / "test-set.csv"
+    folder.mkdir()
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("1,2,1\n3,4\n")
+    model = {"name": "logistic_regression", "params": {"features": 2}}
+    for case, (test, needles) in enumerate([
+        (str(tmp_path / "none.csv"), ["evaluation.test.path", "no such file"]),
+        (str(folder), ["evaluation.test.path", repr(str(folder)), "is a directory"]),
+        (str(ragged), ["evaluation.test.path", "line 2"]),
+    ]):  # fmt: skip
+        path = _write(tmp_path, algorithm="d-sgld", hyperparameters={"eta": 0.01}, model=model,
+                      rounds=2, chains=2, evaluation={"test": {"path": test}})  # fmt: skip
+        out = tmp_path / f"out-{case}"
+        result = run_cli(command, str(path), "--out", str(out), env_home=starling_home)
+        _assert_one_clear_line(result, *needles)
+        assert "data.path" not in result.stderr
+
+
 def test_missing_file_is_named(tmp_path, starling_home):
     result = run_cli("run", str(tmp_path / "nope.yaml"), env_home=starling_home)
     _assert_one_clear_line(result, "nope.yaml")

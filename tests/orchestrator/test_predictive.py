@@ -143,6 +143,38 @@ def test_bad_evaluation_sections_are_one_line_naming_the_field(evaluation, model
     assert "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "fmt", "message"),
+    [
+        ("missing.csv", None, "", r"evaluation\.test\.path: no such file"),
+        ("folder.csv", "", "", r"evaluation\.test\.path: '.*folder\.csv' is a directory"),
+        ("ragged.csv", "1,2,1\n3,4\n", "", r"evaluation\.test\.path: '.*ragged\.csv' line 2"),
+        ("wide.csv", "1,2,3,1\n", "", r"evaluation\.test\.path: .* 3 feature columns"),
+        ("test.csv", "1,2,1\n", "parquet", r"evaluation\.test\.format: unknown format"),
+        ("mystery", "hello\n", "", r"evaluation\.test\.format: cannot tell the format"),
+        ("nan.libsvm", "1 1:nan\n", "", r"evaluation\.test\.path: .*NaN"),
+    ],
+)
+def test_a_bad_test_file_is_named_as_evaluation_test(tmp_path, name, content, fmt, message):
+    """The test file was read by the training data's loader, whose errors said data.path:
+    the user was sent to a training file that was fine."""
+    path = tmp_path / name
+    if content == "":
+        path.mkdir()
+    elif content is not None:
+        path.write_text(content)
+    experiment = parse_experiment({
+        "algorithm": "d-sgld", "model": {"name": "logistic_regression",
+                                          "params": {"features": 2}},
+        "data": {"source": "synthetic", "size": 10, "seed": 2},
+        "topology": {"kind": "ring", "nodes": 3}, "rounds": 2,
+        "evaluation": {"test": {"path": str(path), "format": fmt}},
+    })  # fmt: skip
+    with pytest.raises(ConfigError, match=f"^{message}") as error:
+        held_out_data(experiment, build_model(experiment.model))
+    assert "data.path" not in str(error.value) and "data.format" not in str(error.value)
+
+
 def test_a_ten_class_mlp_scores_accuracy_and_log_loss_but_no_auc():
     model = build_model(ModelSpec("mlp", {"hidden": 4}))
     rng = np.random.default_rng(0)
