@@ -12,7 +12,7 @@ leaf of theirs is shown as it is.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,21 +35,27 @@ class Leaf:
 
 @dataclass(frozen=True)
 class Obj:
-    """A JSON object: the ``fields`` named (others left alone), ``required`` ones present."""
+    """A JSON object: the ``fields`` named (others left alone), ``required`` ones present,
+    and ``rule`` (a check across fields, once each field has its type) returning None or
+    ``"<field>: <problem>"``."""
 
     fields: Mapping[str, Kind] = field(default_factory=dict)
     required: tuple[str, ...] = ()
     null: bool = True
     what: str = "a JSON object"
+    rule: Callable[[Mapping[str, Any]], str | None] | None = None
 
 
 @dataclass(frozen=True)
 class Each:
-    """A JSON object whose every value (a node's, a link's ...) is ``value``."""
+    """A JSON object whose every value (a node's, a link's ...) is ``value``, and every key
+    one ``key`` accepts (any key without it), said as ``key_what``."""
 
     value: Kind
     null: bool = True
     what: str = "a JSON object"
+    key: Callable[[str], bool] | None = None
+    key_what: str = ""
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,9 @@ def type_error(value: Any, kind: Kind, where: str = "") -> str | None:
         children = [(_dotted(where, k), value[k], sub) for k, sub in kind.fields.items()
                     if k in value]  # fmt: skip
     elif isinstance(kind, Each):
+        for k in value:
+            if kind.key is not None and not kind.key(k):
+                return f"{_dotted(where, k)}: expected a key {kind.key_what}"
         children = [(_dotted(where, k), v, kind.value) for k, v in value.items()]
     elif isinstance(kind, Items):
         children = [(f"{where}[{k}]", v, kind.item) for k, v in enumerate(value)]
@@ -107,6 +116,9 @@ def type_error(value: Any, kind: Kind, where: str = "") -> str | None:
     for name, item, sub in children:
         if (error := type_error(item, sub, name)) is not None:
             return error
+    if isinstance(kind, Obj) and kind.rule is not None:
+        if (error := kind.rule(value)) is not None:
+            return _dotted(where, error)
     return None
 
 
@@ -115,6 +127,28 @@ INTEGER, FLAG = Leaf(int, "an integer"), Leaf(bool, "true or false")
 _COUNT = Leaf(int, "an integer", null=False)
 _NAME = Leaf(str, "a string", null=False)
 _NUMBERS = Each(NUMBER)
+
+
+def _is_link(key: str) -> bool:
+    """``SENDER->RECEIVER``, both named: a key the report splits into its two ends."""
+    sender, arrow, receiver = key.partition("->")
+    return bool(sender and arrow and receiver)
+
+
+def _scheduled_link(record: Mapping[str, Any]) -> str | None:
+    """A scheduled link fault names its link, or (receiver ``*``) at least one sender: the
+    timeline draws its row from one or the other."""
+    if record.get("receiver") == "*":
+        name, want = "senders", "a JSON list of 1 or more"
+    else:
+        name, want = "link", "a JSON list of 2"
+    if name not in record:
+        return f"{name}: missing"
+    if not record[name]:
+        got = "null" if record[name] is None else "0 items"
+        return f"{name}: expected {want}, got {got}"
+    return None
+
 
 _FAULTS = Obj(
     {
@@ -128,14 +162,15 @@ _FAULTS = Obj(
         "scheduled_links": Items(
             Obj(
                 {
-                    "rounds": Items(_COUNT, size=2),
+                    "rounds": Items(_COUNT, size=2, null=False),
                     "link": Items(_NAME, size=2),
                     "senders": Items(_NAME),
                     "receiver": TEXT,
                     "both_ways": FLAG,
-                    "drop": NUMBER,
+                    "drop": Leaf((int, float), "a number", null=False),
                 },
                 null=False,
+                rule=_scheduled_link,
             )
         ),
         "nodes": Items(
@@ -183,7 +218,7 @@ METRICS = Obj(
         ),
         "posterior": Obj({"mean": Items(NUMBER), "std": Items(NUMBER)}),
         "faults": _FAULTS,
-        "links": Each(Each(_COUNT, null=False)),
+        "links": Each(Each(_COUNT, null=False), key=_is_link, key_what="SENDER->RECEIVER"),
         "program_metrics": Each(_NUMBERS),
         "not_collected": Obj({"nodes": Items(_NAME), "line": TEXT}),
         **dict.fromkeys(("link_stats", "diagnostics", "predictive", "distances", "hpd"), Obj()),

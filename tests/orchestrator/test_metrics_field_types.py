@@ -152,3 +152,51 @@ def test_a_required_field_of_a_fault_record_is_named_when_missing(written, tmp_p
     assert (
         str(caught.value) == f"results: {where}: faults.scheduled_nodes[0].kill_at_round: missing"
     )
+
+
+def _rename_link(metrics: dict) -> None:
+    metrics["links"]["ab"] = metrics["links"].pop("0->1")
+
+
+def _drop_link(metrics: dict) -> None:
+    del metrics["faults"]["scheduled_links"][0]["link"]
+
+
+def _no_senders(metrics: dict) -> None:
+    metrics["faults"]["scheduled_links"][1]["senders"] = []
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (_rename_link, "links.ab: expected a key SENDER->RECEIVER"),
+        (_set("links.->1", {"sent": 1}), "links.->1: expected a key SENDER->RECEIVER"),
+        (_drop_link, "faults.scheduled_links[0].link: missing"),
+        (_set("faults.scheduled_links[0].link", None),
+         "faults.scheduled_links[0].link: expected a JSON list of 2, got null"),
+        (_no_senders, "faults.scheduled_links[1].senders: expected a JSON list of 1 or more, "
+                      "got 0 items"),
+        (_set("faults.scheduled_links[0].rounds", None),
+         "faults.scheduled_links[0].rounds: expected a JSON list of 2, got null"),
+        (_set("faults.scheduled_links[0].drop", None),
+         "faults.scheduled_links[0].drop: expected a number, got null"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("experiment_file", [True, False])
+def test_a_link_the_report_cannot_split_or_draw_is_named(
+    written, tmp_path, capsys, edit, expected, experiment_file
+):
+    """A links key without '->' (drawn from when experiment.yaml is gone), or a scheduled
+    link fault with no link (or, for every link out of a node, no sender), ended starling
+    report in a traceback (ValueError, KeyError, IndexError)."""
+    folder = tmp_path / "run"
+    shutil.copytree(written, folder)
+    if not experiment_file:
+        (folder / "experiment.yaml").unlink()
+    metrics = json.loads((folder / "metrics.json").read_text())
+    edit(metrics)
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    assert main(["report", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"starling: results: {folder / 'metrics.json'}: {expected}\n"
+    assert not (folder / "report.html").exists()
