@@ -28,6 +28,7 @@ lint: $(BIN)/.installed
 	ln -sfn ../../../node build/typecheck/starling/node
 	ln -sfn ../../../orchestrator build/typecheck/starling/orchestrator
 	$(BIN)/mypy
+	$(BIN)/python scripts/module_sizes.py
 
 # The tests that start no process (no node, no backend, no docker): seconds to minutes,
 # for the edit-test loop. Every test that starts one is marked e2e (tests/process_guard.py

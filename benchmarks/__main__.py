@@ -60,8 +60,10 @@ def ring_rate(quick: bool) -> dict:
     lengths = (30, 130) if quick else (100, 500)
     starling, every, raw, aio = [], [], [], []
     for rounds in lengths:
-        _say(f"ring rate: {rounds} rounds, Starling (defaults, checkpoint_every 1), raw grpcio"
-             " (threads, then grpc.aio)")  # fmt: skip
+        _say(
+            f"ring rate: {rounds} rounds, Starling (defaults, checkpoint_every 1), raw grpcio"
+            " (threads, then grpc.aio)"
+        )
         starling.append(starling_ring(ring_experiment(5, rounds, chains=1, dim=2)))
         every.append(starling_ring(ring_experiment(5, rounds, chains=1, dim=2, checkpoint_every=1)))
         raw.append(ring_stats(5, rounds, 16))
@@ -270,72 +272,178 @@ def _cpu_rows(figures: dict, form: str) -> list[tuple]:
     keep = figures.get("storage_cpu_ms", 0.0)
     return [
         _pair("  CPU per node and round (all threads, marginal)", total, raw, form),
-        ("    of which the sampler's own rounds (simulate, in-process)",
-         form.format(own), "-", "-", "-"),
+        (
+            "    of which the sampler's own rounds (simulate, in-process)",
+            form.format(own),
+            "-",
+            "-",
+            "-",
+        ),
         _pair("    beyond them: the network and the disk", total - own, raw, form),
-        ("    storing each sample and resume point, alone (no network)",
-         form.format(keep), "-", "-", "-"),
-        ("    ceiling of the ratio, CPU-bound: raw / (raw + sampler's own + storing)",
-         "-", "-", _ratio(raw, raw + own + keep), "-"),
-    ]  # fmt: skip
+        (
+            "    storing each sample and resume point, alone (no network)",
+            form.format(keep),
+            "-",
+            "-",
+            "-",
+        ),
+        (
+            "    ceiling of the ratio, CPU-bound: raw / (raw + sampler's own + storing)",
+            "-",
+            "-",
+            _ratio(raw, raw + own + keep),
+            "-",
+        ),
+    ]
 
 
 def table(report: dict) -> str:
     """The one table: what, Starling, raw grpcio, ratio, the issue's goal."""
     r = report["ring_rate"]
     rows = [
-        _pair("5-node ring, dim 2, 1 chain: marginal rounds/s (default checkpoints)",
-              r["starling"], r["raw"], "{:.0f} r/s", ">= 0.5x"),
+        _pair(
+            "5-node ring, dim 2, 1 chain: marginal rounds/s (default checkpoints)",
+            r["starling"],
+            r["raw"],
+            "{:.0f} r/s",
+            ">= 0.5x",
+        ),
         *_cpu_rows(r, "{:.2f} ms"),
-        ("  context switches per node and round (voluntary + involuntary)",
-         _switch_pair(r["starling_switches"]), _switch_pair(r["raw_switches"]),
-         _ratio(sum(r["starling_switches"]), sum(r["raw_switches"])), "-"),
-        _pair("  reference: the raw ring on grpc.aio (one event loop a process)",
-              r["starling"], r["raw_aio"], "{:.0f} r/s"),
-        _pair("    its CPU per node and round",
-              r["starling_cpu_ms"], r["raw_aio_cpu_ms"], "{:.2f} ms"),
-        _pair("  the same, checkpoint_every: 1 (3 fsyncs every round)",
-              r["starling_durable_every_round"], r["raw"], "{:.0f} r/s"),
-    ]  # fmt: skip
+        (
+            "  context switches per node and round (voluntary + involuntary)",
+            _switch_pair(r["starling_switches"]),
+            _switch_pair(r["raw_switches"]),
+            _ratio(sum(r["starling_switches"]), sum(r["raw_switches"])),
+            "-",
+        ),
+        _pair(
+            "  reference: the raw ring on grpc.aio (one event loop a process)",
+            r["starling"],
+            r["raw_aio"],
+            "{:.0f} r/s",
+        ),
+        _pair(
+            "    its CPU per node and round", r["starling_cpu_ms"], r["raw_aio_cpu_ms"], "{:.2f} ms"
+        ),
+        _pair(
+            "  the same, checkpoint_every: 1 (3 fsyncs every round)",
+            r["starling_durable_every_round"],
+            r["raw"],
+            "{:.0f} r/s",
+        ),
+    ]
     li = report["large_iterates"]
-    rows.append(_pair(f"5-node ring, {li['chains']} chains x dim {li['dim']} "
-                      f"({li['payload_mb']:.0f} MB iterates): MB/s sent per node",
-                      li["starling"], li["raw"], "{:.0f} MB/s", ">= 0.5x"))  # fmt: skip
+    rows.append(
+        _pair(
+            f"5-node ring, {li['chains']} chains x dim {li['dim']} "
+            f"({li['payload_mb']:.0f} MB iterates): MB/s sent per node",
+            li["starling"],
+            li["raw"],
+            "{:.0f} MB/s",
+            ">= 0.5x",
+        )
+    )
     rows += _cpu_rows(li, "{:.1f} ms")
     one = report["one_node_start"]
-    rows.append(_pair("start-up, one node (launched to serving; best of 3)",
-                      one["starling"], one["raw"], "{:.2f} s", "<= 0.5 s"))  # fmt: skip
-    rows.append(_pair("start-up, 5 nodes (processes launched to all serving)",
-                      r["startup5_starling_s"], r["startup5_raw_s"], "{:.2f} s"))  # fmt: skip
+    rows.append(
+        _pair(
+            "start-up, one node (launched to serving; best of 3)",
+            one["starling"],
+            one["raw"],
+            "{:.2f} s",
+            "<= 0.5 s",
+        )
+    )
+    rows.append(
+        _pair(
+            "start-up, 5 nodes (processes launched to all serving)",
+            r["startup5_starling_s"],
+            r["startup5_raw_s"],
+            "{:.2f} s",
+        )
+    )
     for ring in report.get("big_rings", []):
         n = ring["nodes"]
         goal = {20: "<= 10 s", 100: "<= 30 s"}.get(n, "-")
-        rows.append(_pair(f"start-up, {n} nodes", ring["startup_starling_s"],
-                          ring["startup_raw_s"], "{:.2f} s", goal))  # fmt: skip
-        rows.append(_pair(f"{n}-node ring, {ring['rounds']} rounds: rounds/s",
-                          ring["starling"], ring["raw"], "{:.1f} r/s",
-                          ">= 0.5x" if n == 100 else "-"))  # fmt: skip
-        rows.append((f"{n}-node ring: peak RSS of all nodes", f"{ring['rss_sum_mb']:.0f} MB",
-                     "-", "-", "-"))  # fmt: skip
+        rows.append(
+            _pair(
+                f"start-up, {n} nodes",
+                ring["startup_starling_s"],
+                ring["startup_raw_s"],
+                "{:.2f} s",
+                goal,
+            )
+        )
+        rows.append(
+            _pair(
+                f"{n}-node ring, {ring['rounds']} rounds: rounds/s",
+                ring["starling"],
+                ring["raw"],
+                "{:.1f} r/s",
+                ">= 0.5x" if n == 100 else "-",
+            )
+        )
+        rows.append(
+            (f"{n}-node ring: peak RSS of all nodes", f"{ring['rss_sum_mb']:.0f} MB", "-", "-", "-")
+        )
     q = report["rss"]
-    rows.append(_pair("one node process, peak RSS (quickstart model)",
-                      q["starling"], q["raw"], "{:.0f} MB", "<= 64 MB"))  # fmt: skip
-    rows.append(_pair("  of which its own (RssAnon: no shared-library pages)",
-                      q["starling_anon"], q["raw_anon"], "{:.0f} MB"))  # fmt: skip
+    rows.append(
+        _pair(
+            "one node process, peak RSS (quickstart model)",
+            q["starling"],
+            q["raw"],
+            "{:.0f} MB",
+            "<= 64 MB",
+        )
+    )
+    rows.append(
+        _pair(
+            "  of which its own (RssAnon: no shared-library pages)",
+            q["starling_anon"],
+            q["raw_anon"],
+            "{:.0f} MB",
+        )
+    )
     s = report["simulate"]
     names = ", ".join(s["studies"])
-    rows.append((f"simulate [000] studies, one seed each ({names})",
-                 f"{s['total_s']:.1f} s", "-", "-", "<= 15 s (all four)"))  # fmt: skip
-    rows.append(("  of which evaluation", f"{s['evaluate_s']:.1f} s", "-",
-                 f"{s['evaluate_s'] / s['total_s']:.0%} of it", "<= 25%"))  # fmt: skip
+    rows.append(
+        (
+            f"simulate [000] studies, one seed each ({names})",
+            f"{s['total_s']:.1f} s",
+            "-",
+            "-",
+            "<= 15 s (all four)",
+        )
+    )
+    rows.append(
+        (
+            "  of which evaluation",
+            f"{s['evaluate_s']:.1f} s",
+            "-",
+            f"{s['evaluate_s'] / s['total_s']:.0%} of it",
+            "<= 25%",
+        )
+    )
     if "plot_s" in s:
-        rows.append(("  of which drawing the plots", f"{s['plot_s']:.1f} s", "-",
-                     f"{s['plot_s'] / s['total_s']:.0%} of it", "-"))  # fmt: skip
-    rows.append((f"evaluation at dim {li['dim']}, {li['chains']} chains, "
-                 f"{li['evaluate_rounds']} rounds, 5 nodes",
-                 f"{li['evaluate_s']:.1f} s", "-",
-                 f"{li['evaluate_s'] / li['evaluate_loop_s']:.2f}x its run's loop",
-                 "<= 25% of a run"))  # fmt: skip
+        rows.append(
+            (
+                "  of which drawing the plots",
+                f"{s['plot_s']:.1f} s",
+                "-",
+                f"{s['plot_s'] / s['total_s']:.0%} of it",
+                "-",
+            )
+        )
+    rows.append(
+        (
+            f"evaluation at dim {li['dim']}, {li['chains']} chains, "
+            f"{li['evaluate_rounds']} rounds, 5 nodes",
+            f"{li['evaluate_s']:.1f} s",
+            "-",
+            f"{li['evaluate_s'] / li['evaluate_loop_s']:.2f}x its run's loop",
+            "<= 25% of a run",
+        )
+    )
     header = ("what", "Starling", "raw grpcio", "ratio", "goal")
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(5)]
     lines = [" | ".join(str(c).ljust(w) for c, w in zip(header, widths, strict=True))]
@@ -376,9 +484,11 @@ def main(argv: list[str] | None = None) -> int:
     report["table"] = text
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     m = report["machine"]
-    print(f"Starling beside raw grpcio ({'quick' if args.quick else 'full'} suite): "
-          f"{m['cpus']} CPUs, load {m['load_average_at_start'][0]:.1f} -> "
-          f"{m['load_average_at_end'][0]:.1f}, {report['total_s']:.0f} s")  # fmt: skip
+    print(
+        f"Starling beside raw grpcio ({'quick' if args.quick else 'full'} suite): "
+        f"{m['cpus']} CPUs, load {m['load_average_at_start'][0]:.1f} -> "
+        f"{m['load_average_at_end'][0]:.1f}, {report['total_s']:.0f} s"
+    )
     print(text)
     print(f"written to {args.out}")
     return 0

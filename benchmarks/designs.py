@@ -155,9 +155,12 @@ def main(argv: list[str] | None = None) -> None:
                 row = design_stats(design, work, rounds=args.rounds)
                 rows.append(row)
                 voluntary, involuntary = row["switches"]
-                print(f"| {design} | {work.round_us:.0f} + 4 × {work.message_us:.0f} µs "
-                      f"| {row['rounds_per_s']:.0f} | {row['cpu_ms']:.3f} ms "
-                      f"| {voluntary:.1f} + {involuntary:.1f} |", flush=True)  # fmt: skip
+                print(
+                    f"| {design} | {work.round_us:.0f} + 4 × {work.message_us:.0f} µs "
+                    f"| {row['rounds_per_s']:.0f} | {row['cpu_ms']:.3f} ms "
+                    f"| {voluntary:.1f} + {involuntary:.1f} |",
+                    flush=True,
+                )
     print(json.dumps(rows))
 
 

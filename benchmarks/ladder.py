@@ -69,9 +69,13 @@ def _encode_iterate(data: bytes, sender: int, receiver: int) -> peer_pb2.Iterate
     round_index, _ = _HEADER.unpack_from(data)
     message = Message("x", {"x": _payload(len(data) - _HEADER.size)})
     return convert.message_to_iterate(
-        message, experiment="bench", sender=str(sender), receiver=str(receiver),
-        round=round_index, phase=0,
-    )  # fmt: skip
+        message,
+        experiment="bench",
+        sender=str(sender),
+        receiver=str(receiver),
+        round=round_index,
+        phase=0,
+    )
 
 
 def _iterate_arrival(iterate: peer_pb2.Iterate) -> tuple[int, int]:
@@ -133,8 +137,12 @@ def main(argv: list[str] | None = None) -> None:
         for name, parts in LADDER:
             row = rung_stats(name, parts, args.rounds)
             rows.append(row)
-            print(f"  pass {repeat + 1}: {name}: {row['rounds_per_s']:.0f} r/s, "
-                  f"{row['cpu_ms']:.3f} ms", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"  pass {repeat + 1}: {name}: {row['rounds_per_s']:.0f} r/s, "
+                f"{row['cpu_ms']:.3f} ms",
+                file=sys.stderr,
+                flush=True,
+            )
     print("| rung | rounds/s (each pass) | CPU ms per node and round: mean ± s.e. |")
     print("|---|---|---|")
     for name, _ in LADDER:

@@ -310,8 +310,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bytes", type=int, default=16, help="payload bytes per message")
     args = parser.parse_args(argv)
     seconds = ring_time(args.nodes, args.rounds, args.bytes)
-    print(json.dumps({"nodes": args.nodes, "rounds": args.rounds, "bytes": args.bytes,
-                      "seconds": seconds, "rounds_per_s": args.rounds / seconds}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "nodes": args.nodes,
+                "rounds": args.rounds,
+                "bytes": args.bytes,
+                "seconds": seconds,
+                "rounds_per_s": args.rounds / seconds,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

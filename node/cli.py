@@ -56,78 +56,131 @@ def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
         "--config", metavar="FILE", help="node settings (YAML); the flags below override it"
     )
     serve.add_argument(
-        "--id", metavar="ID",
+        "--id",
+        metavar="ID",
         help="the experiment node id this node serves; configuring it as another is refused",
-    )  # fmt: skip
+    )
     serve.add_argument(
-        "--listen", metavar="HOST:PORT",
+        "--listen",
+        metavar="HOST:PORT",
         help="address to bind; port 0 picks a free port (default: 127.0.0.1:0)",
-    )  # fmt: skip
+    )
     serve.add_argument(
-        "--store", "--state-dir", dest="store", metavar="DIR",
+        "--store",
+        "--state-dir",
+        dest="store",
+        metavar="DIR",
         help="where samples and checkpoints live (default: a fresh temporary directory, "
         "removed at a clean exit); give the same DIR after a crash to resume",
-    )  # fmt: skip
+    )
     own = serve.add_argument_group(
         "the node's own data", "used when an experiment says data: {source: node}"
     )
     own.add_argument("--shard", type=int, metavar="K", help="synthetic shard K")
-    own.add_argument("--data-size", dest="size", type=int, metavar="N",
-                     help="points in the synthetic shard (default 50)")  # fmt: skip
-    own.add_argument("--data-seed", dest="seed", type=int, metavar="S",
-                     help="seed of the synthetic shards (default 0)")  # fmt: skip
-    own.add_argument("--data-file", dest="path", metavar="PATH",
-                     help="a file on this machine: all its rows are this node's")  # fmt: skip
-    own.add_argument("--data-format", dest="format", metavar="FMT",
-                     help="npz, csv or libsvm (default: from the name)")  # fmt: skip
-    own.add_argument("--data-dir", dest="data_dir", metavar="DIR",
-                     help="files an experiment names must lie under DIR (default: the "
-                     "working directory)")  # fmt: skip
+    own.add_argument(
+        "--data-size",
+        dest="size",
+        type=int,
+        metavar="N",
+        help="points in the synthetic shard (default 50)",
+    )
+    own.add_argument(
+        "--data-seed",
+        dest="seed",
+        type=int,
+        metavar="S",
+        help="seed of the synthetic shards (default 0)",
+    )
+    own.add_argument(
+        "--data-file",
+        dest="path",
+        metavar="PATH",
+        help="a file on this machine: all its rows are this node's",
+    )
+    own.add_argument(
+        "--data-format",
+        dest="format",
+        metavar="FMT",
+        help="npz, csv or libsvm (default: from the name)",
+    )
+    own.add_argument(
+        "--data-dir",
+        dest="data_dir",
+        metavar="DIR",
+        help="files an experiment names must lie under DIR (default: the working directory)",
+    )
     access = serve.add_argument_group(
         "access", "mutual TLS on every channel, or a token for Control (README, Devices)"
     )
     access.add_argument("--tls-ca", metavar="PEM", help="CA that signs every party's certificate")
     access.add_argument("--tls-cert", metavar="PEM", help="this node's certificate")
     access.add_argument("--tls-key", metavar="PEM", help="this node's private key")
-    access.add_argument("--token-file", metavar="FILE",
-                        help="Control calls must carry this bearer token (TLS or not)")  # fmt: skip
-    access.add_argument("--insecure", action="store_true", default=None,
-                        help="a non-loopback --listen without TLS (private network)")  # fmt: skip
+    access.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="Control calls must carry this bearer token (TLS or not)",
+    )
+    access.add_argument(
+        "--insecure",
+        action="store_true",
+        default=None,
+        help="a non-loopback --listen without TLS (private network)",
+    )
     serve.add_argument(
-        "--max-workers", type=int, default=None, metavar="N",
+        "--max-workers",
+        type=int,
+        default=None,
+        metavar="N",
         help="server threads, made on demand (default and minimum: --max-peer-streams + 64, "
         "so Control and Health always have threads)",
-    )  # fmt: skip
+    )
     serve.add_argument(
-        "--max-peer-streams", type=int, default=None, metavar="N",
+        "--max-peer-streams",
+        type=int,
+        default=None,
+        metavar="N",
         help="concurrent inbound peer streams; more are refused with RESOURCE_EXHAUSTED "
         "(default: 256)",
-    )  # fmt: skip
+    )
     serve.add_argument(
-        "--max-message-bytes", type=int, default=None, metavar="N",
+        "--max-message-bytes",
+        type=int,
+        default=None,
+        metavar="N",
         help="largest gRPC message sent or accepted (default: 256 MiB)",
-    )  # fmt: skip
+    )
     serve.add_argument("--log-level", choices=LOG_LEVELS, help="stderr log level (default: INFO)")
     serve.add_argument(
-        "--log-format", choices=["text", "json"],
+        "--log-format",
+        choices=["text", "json"],
         help="stderr log lines: text (default) or json, one object per line",
-    )  # fmt: skip
+    )
     ops = serve.add_argument_group("operating", "reflection and metrics (README, Operating nodes)")
-    ops.add_argument("--metrics", metavar="ADDR",
-                     help="serve Prometheus metrics on HOST:PORT (a bare PORT: on loopback); "
-                     "off by default")  # fmt: skip
-    ops.add_argument("--no-reflection", dest="reflection", action="store_false", default=None,
-                     help="do not serve gRPC reflection (on by default)")  # fmt: skip
+    ops.add_argument(
+        "--metrics",
+        metavar="ADDR",
+        help="serve Prometheus metrics on HOST:PORT (a bare PORT: on loopback); off by default",
+    )
+    ops.add_argument(
+        "--no-reflection",
+        dest="reflection",
+        action="store_false",
+        default=None,
+        help="do not serve gRPC reflection (on by default)",
+    )
     check = sub.add_parser("health", help="exit 0 if the node at HOST:PORT is serving")
     check.add_argument("address", metavar="HOST:PORT")
     check.add_argument("--timeout", type=float, default=3.0, metavar="SECONDS")
     check.add_argument(
-        "--service", default="", metavar="NAME",
+        "--service",
+        default="",
+        metavar="NAME",
         help="one service's health, e.g. starling.v1.Peer: NOT_SERVING while the node is "
         "stopped or failed (default: the whole server)",
-    )  # fmt: skip
-    check.add_argument("--config", metavar="FILE",
-                       help="a node config whose tls section (if any) the check uses")  # fmt: skip
+    )
+    check.add_argument(
+        "--config", metavar="FILE", help="a node config whose tls section (if any) the check uses"
+    )
     check.add_argument("--id", metavar="ID", help="with TLS: the node id its certificate names")
     for name in ("ca", "cert", "key"):
         check.add_argument(f"--tls-{name}", metavar="PEM", help=f"with TLS: the {name} to use")
@@ -164,11 +217,22 @@ def _settings(args: argparse.Namespace) -> NodeSettings:
 
     settings = override(
         load_settings(args.config),
-        id=args.id, listen=args.listen, store=args.store, log_level=args.log_level,
-        shard=args.shard, size=args.size, seed=args.seed, path=args.path, format=args.format,
-        data_dir=args.data_dir, token_file=args.token_file, insecure=args.insecure,
-        metrics=args.metrics, reflection=args.reflection, log_format=args.log_format,
-    )  # fmt: skip
+        id=args.id,
+        listen=args.listen,
+        store=args.store,
+        log_level=args.log_level,
+        shard=args.shard,
+        size=args.size,
+        seed=args.seed,
+        path=args.path,
+        format=args.format,
+        data_dir=args.data_dir,
+        token_file=args.token_file,
+        insecure=args.insecure,
+        metrics=args.metrics,
+        reflection=args.reflection,
+        log_format=args.log_format,
+    )
     given = {k: getattr(args, f"tls_{k}") for k in ("ca", "cert", "key")}
     if any(given.values()):
         if not all(given.values()):
@@ -176,8 +240,9 @@ def _settings(args: argparse.Namespace) -> NodeSettings:
             raise ConfigError(f"--tls-{missing}: required with the other --tls-* flags")
         settings = replace(settings, tls=tls_files(given, "--tls"))
     if settings.id == ORCHESTRATOR_ID:
-        raise ConfigError(f"id: {ORCHESTRATOR_ID!r} is the orchestrator's identity; no node "
-                          "may take it")  # fmt: skip
+        raise ConfigError(
+            f"id: {ORCHESTRATOR_ID!r} is the orchestrator's identity; no node may take it"
+        )
     if settings.log_level not in LOG_LEVELS:
         raise ConfigError(f"log_level: expected one of {', '.join(LOG_LEVELS)}")
     if settings.log_format not in FORMATS:

@@ -76,8 +76,20 @@ class NodeSettings:
     log_format: str = "text"
 
 
-_KNOWN = ("id", "listen", "store", "data", "data_dir", "tls", "token_file", "insecure",
-          "log_level", "metrics", "reflection", "log_format")  # fmt: skip
+_KNOWN = (
+    "id",
+    "listen",
+    "store",
+    "data",
+    "data_dir",
+    "tls",
+    "token_file",
+    "insecure",
+    "log_level",
+    "metrics",
+    "reflection",
+    "log_format",
+)
 
 
 def load_settings(path: str | Path | None) -> NodeSettings:
@@ -105,16 +117,29 @@ def load_settings(path: str | Path | None) -> NodeSettings:
         if not isinstance(raw["data"], Mapping):
             raise ConfigError(f"data: expected a mapping, got {raw['data']!r}")
         data = check_home_data(parse_params(HomeData, raw["data"], "data"))
-    names = ("id", "listen", "store", "log_level", "data_dir", "token_file", "metrics",
-             "log_format")  # fmt: skip
+    names = (
+        "id",
+        "listen",
+        "store",
+        "log_level",
+        "data_dir",
+        "token_file",
+        "metrics",
+        "log_format",
+    )
     fields = {k: raw[k] for k in names if k in raw}
     if isinstance(fields.get("metrics"), int) and not isinstance(fields["metrics"], bool):
         fields["metrics"] = str(fields["metrics"])  # `metrics: 9464`, a bare port
     for key, value in fields.items():
         if not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {value!r}")
-    return NodeSettings(**fields, data=data, tls=tls, insecure=raw.get("insecure", False),
-                        reflection=raw.get("reflection", True))  # fmt: skip
+    return NodeSettings(
+        **fields,
+        data=data,
+        tls=tls,
+        insecure=raw.get("insecure", False),
+        reflection=raw.get("reflection", True),
+    )
 
 
 def check_home_data(data: HomeData) -> HomeData:
@@ -161,9 +186,14 @@ def home_data(spec_data: DataSpec, mine: HomeData | None, node_id: str) -> DataS
         )
     if mine.source == "synthetic":
         return replace(
-            spec_data, source="synthetic", shard=mine.shard, size=mine.size, seed=mine.seed,
-            path="", format="",
-        )  # fmt: skip
+            spec_data,
+            source="synthetic",
+            shard=mine.shard,
+            size=mine.size,
+            seed=mine.seed,
+            path="",
+            format="",
+        )
     return replace(
         spec_data, source="file", shard=0, num_shards=1, path=mine.path, format=mine.format
     )

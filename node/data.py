@@ -148,9 +148,14 @@ def read_table(
 
 @functools.lru_cache(maxsize=4)
 def _read_cached(
-    path: str, mtime_ns: int, size: int, fmt: str, n_features: int | None, targets: bool,
+    path: str,
+    mtime_ns: int,
+    size: int,
+    fmt: str,
+    n_features: int | None,
+    targets: bool,
     field: str,
-) -> Dataset:  # fmt: skip
+) -> Dataset:
     """One parse per file version and process: the simulator builds every node in one
     process, and each node (and the evaluation) reads the same file for its own rows.
     The arrays are read-only so that no caller can change what the next one gets."""
@@ -302,9 +307,10 @@ def _read_npz(file: Path, targets: bool, field: str) -> Dataset:
 def _read_csv(file: Path, targets: bool, field: str) -> Dataset:
     with _open_text(file) as handle:
         lines = [
-            (number, line) for number, line in enumerate(handle, 1)
+            (number, line)
+            for number, line in enumerate(handle, 1)
             if line.strip() and not line.lstrip().startswith("#")
-        ]  # fmt: skip
+        ]
     if lines and not _numeric(lines[0][1]):
         lines = lines[1:]  # a header
     if not lines:

@@ -111,12 +111,15 @@ class TlsFiles:
                 self.cert, self.key, password=_no_password
             )
         except _Encrypted:
-            raise ConfigError(f"{where}.key: {self.key!r} is encrypted; gRPC takes a key "
-                              "only unencrypted (mode 0600)") from None  # fmt: skip
+            raise ConfigError(
+                f"{where}.key: {self.key!r} is encrypted; gRPC takes a key "
+                "only unencrypted (mode 0600)"
+            ) from None
         except ssl.SSLError as exc:
             if exc.reason == "KEY_VALUES_MISMATCH":
-                raise ConfigError(f"{where}.key: {self.key!r} is not the key of "
-                                  f"{where}.cert {self.cert!r}") from None  # fmt: skip
+                raise ConfigError(
+                    f"{where}.key: {self.key!r} is not the key of {where}.cert {self.cert!r}"
+                ) from None
             raise ConfigError(f"{where}.key: {self.key!r} holds no PEM private key") from None
         return [w for w in [others_can_read(self.key, f"{where}.key")] if w]
 
@@ -147,16 +150,22 @@ def _check_certificate(path: str, identity: str, where: str) -> None:
     if ssl.cert_time_to_seconds(fields["notAfter"]) < now:
         raise ConfigError(f"{where}: {path!r} expired on {fields['notAfter']}")
     if ssl.cert_time_to_seconds(fields["notBefore"]) > now:
-        raise ConfigError(f"{where}: {path!r} is valid only from {fields['notBefore']} "
-                          "(is this machine's clock right?)")  # fmt: skip
+        raise ConfigError(
+            f"{where}: {path!r} is valid only from {fields['notBefore']} "
+            "(is this machine's clock right?)"
+        )
     names = [value for kind, value in fields.get("subjectAltName", ()) if kind == "DNS"]
     if identity and identity not in names:
         named = ", ".join(names) or "none"
-        raise ConfigError(f"{where}: {path!r} does not name {identity!r} as a DNS name in "
-                          f"its subjectAltName (it names {named})")  # fmt: skip
+        raise ConfigError(
+            f"{where}: {path!r} does not name {identity!r} as a DNS name in "
+            f"its subjectAltName (it names {named})"
+        )
     if identity and identity != ORCHESTRATOR_ID and ORCHESTRATOR_ID in names:
-        raise ConfigError(f"{where}: {path!r} names {ORCHESTRATOR_ID!r} too: with it node "
-                          f"{identity!r} could call Control on every node")  # fmt: skip
+        raise ConfigError(
+            f"{where}: {path!r} names {ORCHESTRATOR_ID!r} too: with it node "
+            f"{identity!r} could call Control on every node"
+        )
 
 
 def others_can_read(path: str, where: str) -> str | None:
@@ -190,8 +199,9 @@ def server_credentials(tls: TlsFiles) -> grpc.ServerCredentials:
     import grpc  # here: reading settings loads no grpc
 
     ca, cert, key = tls.read()
-    return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca,
-                                       require_client_auth=True)  # fmt: skip
+    return grpc.ssl_server_credentials(
+        [(key, cert)], root_certificates=ca, require_client_auth=True
+    )
 
 
 def channel_credentials(tls: TlsFiles) -> grpc.ChannelCredentials:
@@ -199,8 +209,9 @@ def channel_credentials(tls: TlsFiles) -> grpc.ChannelCredentials:
     import grpc
 
     ca, cert, key = tls.read()
-    return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key,
-                                        certificate_chain=cert)  # fmt: skip
+    return grpc.ssl_channel_credentials(
+        root_certificates=ca, private_key=key, certificate_chain=cert
+    )
 
 
 def target_override(node_id: str) -> list[tuple[str, str]]:
@@ -228,11 +239,13 @@ def check_header_value(value: str, where: str) -> None:
     failed every call (INTERNAL 'Invalid metadata', or a metadata size error) on the
     sending side. Never echoes the value."""
     if len(value) > MAX_TOKEN_CHARS:
-        raise ConfigError(f"{where} {len(value)} characters; at most {MAX_TOKEN_CHARS} fit a "
-                          "gRPC header")  # fmt: skip
+        raise ConfigError(
+            f"{where} {len(value)} characters; at most {MAX_TOKEN_CHARS} fit a gRPC header"
+        )
     if not all(" " <= char <= "~" for char in value):
-        raise ConfigError(f"{where} a character other than printable ASCII, which no gRPC "
-                          "header carries")  # fmt: skip
+        raise ConfigError(
+            f"{where} a character other than printable ASCII, which no gRPC header carries"
+        )
 
 
 def same_secret(given: str | None, expected: str) -> bool:

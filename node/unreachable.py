@@ -18,27 +18,49 @@ _TLS = "TLS: "
 # (fragments of gRPC's error text, lower case; what they mean), first match wins.
 _WITH_TLS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("hostname verification",), _NOT_NAMED),
-    (("certificate has expired", "certificate_expired", "certificate is not yet valid"),
-     _TLS + "a certificate is expired or not yet valid"),
+    (
+        ("certificate has expired", "certificate_expired", "certificate is not yet valid"),
+        _TLS + "a certificate is expired or not yet valid",
+    ),
     (("wrong_version_number",), _TLS + "the node does not speak TLS (started --insecure?)"),
-    (("certificate signature failure", "bad_signature", "unknown_ca", "unknown ca",
-      "unable to get local issuer", "certificate verify failed", "certificate_verify_failed"),
-     _TLS + "the node's certificate is not signed by the CA given (tls.ca)"),
-    (("socket closed", "connection reset"),
-     _TLS + "the node closed the handshake: it does not take this client's certificate "
-     "(signed by another CA?)"),
+    (
+        (
+            "certificate signature failure",
+            "bad_signature",
+            "unknown_ca",
+            "unknown ca",
+            "unable to get local issuer",
+            "certificate verify failed",
+            "certificate_verify_failed",
+        ),
+        _TLS + "the node's certificate is not signed by the CA given (tls.ca)",
+    ),
+    (
+        ("socket closed", "connection reset"),
+        _TLS + "the node closed the handshake: it does not take this client's certificate "
+        "(signed by another CA?)",
+    ),
     (("handshake",), _TLS + "the handshake failed"),
-)  # fmt: skip
+)
 _PLAIN: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("socket closed", "connection reset"),
-     "the node closed the connection at once: does it want TLS (tls: / --tls-*)?"),
-)  # fmt: skip
+    (
+        ("socket closed", "connection reset"),
+        "the node closed the connection at once: does it want TLS (tls: / --tls-*)?",
+    ),
+)
 _NETWORK: tuple[tuple[tuple[str, ...], str], ...] = (
     (("connection refused",), "connection refused: nothing listens on that port"),
-    (("domain name not found", "name or service not known", "errors resolving",
-      "dns resolution failed"), "host name not found"),
+    (
+        (
+            "domain name not found",
+            "name or service not known",
+            "errors resolving",
+            "dns resolution failed",
+        ),
+        "host name not found",
+    ),
     (("no route to host", "network is unreachable"), "no route to that host"),
-)  # fmt: skip
+)
 
 
 def unreachable_reason(exc: grpc.RpcError, tls: bool, node: str = "") -> str:
@@ -65,5 +87,7 @@ def tls_hint(tls: bool) -> str:
     """What to check when every reason was a TLS one (:func:`is_tls_reason`)."""
     if not tls:
         return "the nodes want TLS: give the orchestrator's certificate in tls: {ca, cert, key}"
-    return ("check the TLS files: one CA for every party, each node's certificate naming its "
-            "id, the orchestrator's naming 'orchestrator'")  # fmt: skip
+    return (
+        "check the TLS files: one CA for every party, each node's certificate naming its "
+        "id, the orchestrator's naming 'orchestrator'"
+    )

@@ -56,9 +56,8 @@ class Account:
         elapsed = self.elapsed()
         stamp = time.strftime("%H:%M:%S")
         self.node_events.append(
-            {"node": node, "event": event, "clock": stamp, "elapsed": round(elapsed, 2),
-             **fields}
-        )  # fmt: skip
+            {"node": node, "event": event, "clock": stamp, "elapsed": round(elapsed, 2), **fields}
+        )
         self.lines.append(f"{stamp} (+{elapsed:.1f} s) node {node}: {text}")
         if echo:
             self._tell(f"node {node}: {text}", node=node, event=event, round=fields.get("round"))
@@ -69,8 +68,12 @@ class Account:
         stamp = time.strftime("%H:%M:%S")
         self.kernel_faults.append({**record, "clock": stamp, "elapsed": round(elapsed, 2)})
         self.lines.append(f"{stamp} (+{elapsed:.1f} s) kernel: {text}")
-        self._tell(f"kernel: {text}", node=record.get("node"), peer=record.get("peer"),
-                   event=f"kernel_{record.get('kind')}")  # fmt: skip
+        self._tell(
+            f"kernel: {text}",
+            node=record.get("node"),
+            peer=record.get("peer"),
+            event=f"kernel_{record.get('kind')}",
+        )
 
     def live_link(self, event: dict) -> None:
         """A link change made with ``starling links``, from the run's journal."""
@@ -96,9 +99,13 @@ class Account:
             f"{stamp} (+{elapsed:.1f} s) live: link {record['sender']}→{record['receiver']} "
             f"{what}{at}, by {record['who']}"
         )
-        self._tell(f"live: link {record['sender']}→{record['receiver']} {what}",
-                   node=record["sender"], peer=record["receiver"],
-                   event=f"link_{record['action']}", round=record["sender_round"])  # fmt: skip
+        self._tell(
+            f"live: link {record['sender']}→{record['receiver']} {what}",
+            node=record["sender"],
+            peer=record["receiver"],
+            event=f"link_{record['action']}",
+            round=record["sender_round"],
+        )
 
     def section(self) -> dict:
         return {

@@ -112,7 +112,7 @@ def init_certs(
                 decipher_only=False,
             ),
             critical=True,
-        )  # fmt: skip
+        )
         .sign(ca_key, hashes.SHA256())
     )
     written = [out / "ca.pem", out / "ca.key"]
@@ -171,9 +171,11 @@ def add_commands(sub) -> None:
     init.add_argument("folder", metavar="DIR", help="where to write (created; must hold no CA)")
     init.add_argument("--nodes", required=True, help="node ids, comma-separated: a,b,c")
     init.add_argument(
-        "--host", action="append", metavar="ID=NAME",
+        "--host",
+        action="append",
+        metavar="ID=NAME",
         help="another DNS name or IP for ID's certificate (repeatable; replaces the default "
         "localhost and 127.0.0.1 for that ID)",
-    )  # fmt: skip
+    )
     init.add_argument("--days", type=int, default=365, help="validity (default 365)")
     init.set_defaults(handler=cmd_init)

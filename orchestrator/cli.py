@@ -52,8 +52,9 @@ def _experiment_file(name: str) -> str | Path:
     return example_path(name) or name
 
 
-def _into_folder(args, name: str, work: Callable[[Path], object],
-                 then: Sequence[Callable[[], None]] = ()) -> dict:  # fmt: skip
+def _into_folder(
+    args, name: str, work: Callable[[Path], object], then: Sequence[Callable[[], None]] = ()
+) -> dict:
     """Run ``work`` in the results folder the policy gives (:mod:`starling.orchestrator.outdir`); a
     run that ends without results still says so in ``metrics.json`` and ``summary.txt``.
     ``then``: steps that need the final manifest written first (a complete local run's
@@ -116,8 +117,12 @@ def cmd_run(args) -> int:
             _into_folder(args, loaded.name, study)
             return 0
         later: list[Callable[[], None]] = []  # the release of a complete local run's stores
-        run = _reported(args, lambda out: run_experiment(loaded, out, say=_say, progress=shown,
-                                                         after_manifest=later.append))  # fmt: skip
+        run = _reported(
+            args,
+            lambda out: run_experiment(
+                loaded, out, say=_say, progress=shown, after_manifest=later.append
+            ),
+        )
         metrics = _into_folder(args, loaded.name, run, then=later)
     return exit_code(metrics)
 
@@ -282,29 +287,35 @@ def _experiment_context(name: str) -> None:
 
 def _out_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--out", help="results folder, absent or empty (default: a new "
+        "--out",
+        help="results folder, absent or empty (default: a new "
         "results/<experiment name>/<UTC time>, linked from results/<experiment name>/latest)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--overwrite", action="store_true",
+        "--overwrite",
+        action="store_true",
         help="--out may hold an earlier run: its files (listed in its manifest.json) are "
         "replaced, nothing else is touched",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--no-report", action="store_true",
+        "--no-report",
+        action="store_true",
         help="do not write report.html at the end (starling report DIR writes it later)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--quiet", action="store_true",
+        "--quiet",
+        action="store_true",
         help="no progress display (on a terminal a live one, in a log a line every few seconds)",
-    )  # fmt: skip
+    )
 
 
 def _log_format_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--log-format", choices=["text", "json"], default=None,
+        "--log-format",
+        choices=["text", "json"],
+        default=None,
         help="progress and log lines: text (default) or json, one object per line on stdout",
-    )  # fmt: skip
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -321,15 +332,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     _out_options(run)
     run.add_argument(
-        "--inventory", metavar="FILE",
+        "--inventory",
+        metavar="FILE",
         help="drive nodes that already run: a YAML file mapping node ids to host:port "
         "(nodes: {a: host:port, ...}), in place of the experiment's backend",
-    )  # fmt: skip
+    )
     run.add_argument(
-        "--metrics", metavar="ADDR",
+        "--metrics",
+        metavar="ADDR",
         help="serve the orchestrator's Prometheus metrics on HOST:PORT (a bare PORT: on "
         "loopback) while the run lasts (README, Operating nodes)",
-    )  # fmt: skip
+    )
     _log_format_option(run)
     run.set_defaults(handler=cmd_run)
 
@@ -342,9 +355,9 @@ def _parser() -> argparse.ArgumentParser:
     simulate.set_defaults(handler=cmd_simulate)
 
     collect = sub.add_parser(
-        "collect", help="write the results of a run whose orchestrator died, from what its "
-        "nodes stored",
-    )  # fmt: skip
+        "collect",
+        help="write the results of a run whose orchestrator died, from what its nodes stored",
+    )
     collect.add_argument("results", help="the run's results folder")
     _log_format_option(collect)
     collect.set_defaults(handler=cmd_collect)
@@ -358,16 +371,18 @@ def _parser() -> argparse.ArgumentParser:
     algorithms.set_defaults(handler=cmd_algorithms)
 
     examples = sub.add_parser(
-        "examples", help="list the shipped example experiments (starling run quickstart), or "
+        "examples",
+        help="list the shipped example experiments (starling run quickstart), or "
         "copy them into a folder to edit",
-    )  # fmt: skip
+    )
     examples.add_argument("--copy", metavar="FOLDER", help="copy every example into FOLDER")
     examples.set_defaults(handler=cmd_examples)
 
     node = sub.add_parser(
-        "node", help="run one node (starling node serve --config node.yaml) or check one "
+        "node",
+        help="run one node (starling node serve --config node.yaml) or check one "
         "(starling node health HOST:PORT)",
-    )  # fmt: skip
+    )
     node.add_argument("action", choices=["serve", "health"])
 
     live_cli.add_commands(sub)

@@ -87,8 +87,9 @@ class Pull:
         """Stream what the node stored past what this pull holds (as :meth:`Collector.pull`);
         returns how many samples came."""
         got = 0
-        for round_index, value in client.samples(self.offset + len(self.rounds),
-                                                 stored_run=stored_run):  # fmt: skip
+        for round_index, value in client.samples(
+            self.offset + len(self.rounds), stored_run=stored_run
+        ):
             with self.lock:
                 if self.dropped:
                     break
@@ -128,8 +129,10 @@ def pull_all(
         except BaseException as exc:  # noqa: BLE001 - the caller accounts for it
             ended[node] = Outcome(error=exc)
 
-    threads = [threading.Thread(target=one, args=(node,), name=f"collect-{node}", daemon=True)
-               for node in work]  # fmt: skip
+    threads = [
+        threading.Thread(target=one, args=(node,), name=f"collect-{node}", daemon=True)
+        for node in work
+    ]
     for thread in threads:
         thread.start()
     outcomes: dict[str, Outcome] = {}
@@ -156,6 +159,8 @@ class StoredRun:
     def line(self, collector: Collector, got: int) -> str:
         last = collector.rounds.get(self.node, [])
         held = f"{len(last)} samples (rounds {last[0]}..{last[-1]})" if last else "no samples"
-        return (f"node {self.node}: down at the end; {held} collected, {got} of them (from "
-                f"index {self.before}) streamed by its process started again idle on its state "
-                "dir")  # fmt: skip
+        return (
+            f"node {self.node}: down at the end; {held} collected, {got} of them (from "
+            f"index {self.before}) streamed by its process started again idle on its state "
+            "dir"
+        )

@@ -102,7 +102,7 @@ def generate(
                 # Prometheus metrics inside the compose network (no port published).
                 "--metrics",
                 f"0.0.0.0:{METRICS_PORT}",
-            ],  # fmt: skip
+            ],
             "volumes": [f"node-{node}:/var/lib/starling"],
             "healthcheck": {
                 "test": ["CMD", "starling", "node", "health", f"127.0.0.1:{PORT}"],
@@ -124,7 +124,7 @@ def generate(
             "/etc/starling/experiment.yaml",
             "--metrics",
             f"0.0.0.0:{ORCHESTRATOR_METRICS_PORT}",
-        ],  # fmt: skip
+        ],
         "configs": [{"source": "experiment", "target": "/etc/starling/experiment.yaml"}],
         "volumes": ["${STARLING_RESULTS:-./results}:/results"],
         "depends_on": {f"node-{n}": {"condition": "service_healthy"} for n in ids},
@@ -160,8 +160,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from starling.orchestrator.export import check_out_file, write_replacing
 
     if args.experiment is not None and not args.experiment.strip():
-        raise ConfigError(f"--experiment: expected a file or a shipped example's name, got "
-                          f"{args.experiment!r}")  # fmt: skip
+        raise ConfigError(
+            f"--experiment: expected a file or a shipped example's name, got {args.experiment!r}"
+        )
     target = check_out_file(args.out, args.overwrite) if args.out is not None else None
     base = read_experiment(args.experiment or DEFAULT_EXPERIMENT)
     text = generate(args.nodes, args.topology, base, args.data_size, args.data_seed)
@@ -177,19 +178,24 @@ def add_commands(sub) -> None:
     actions = compose.add_subparsers(metavar="ACTION")
     gen = actions.add_parser("generate", help="print a compose file for N nodes on a graph")
     gen.add_argument("--nodes", type=int, default=5, help="node containers (default 5)")
-    gen.add_argument("--topology", default="ring",
-                     help="topology kind: ring, full, star, path, ... (default ring)")  # fmt: skip
     gen.add_argument(
-        "--experiment", metavar="FILE",
+        "--topology",
+        default="ring",
+        help="topology kind: ring, full, star, path, ... (default ring)",
+    )
+    gen.add_argument(
+        "--experiment",
+        metavar="FILE",
         help="experiment YAML file, or a shipped example's name (starling examples), to run "
         f"(default: the shipped {DEFAULT_EXPERIMENT})",
-    )  # fmt: skip
+    )
     gen.add_argument("--data-size", type=int, default=50, help="points per node (default 50)")
     gen.add_argument("--data-seed", type=int, default=1, help="seed of the shards (default 1)")
     gen.add_argument(
-        "--out", metavar="FILE",
+        "--out",
+        metavar="FILE",
         help="write here instead of stdout, in a folder that exists; an existing FILE is "
         "refused without --overwrite",
-    )  # fmt: skip
+    )
     gen.add_argument("--overwrite", action="store_true", help="--out may replace its FILE")
     gen.set_defaults(handler=cmd_generate)

@@ -26,8 +26,11 @@ if TYPE_CHECKING:  # no grpc for `starling status`'s import of this module
 __all__ = ["add_books", "summed_books"]
 
 
-_PENDING = {"received": "pending_received", "withheld": "pending_withheld",
-            "bytes": "pending_bytes"}  # fmt: skip
+_PENDING = {
+    "received": "pending_received",
+    "withheld": "pending_withheld",
+    "bytes": "pending_bytes",
+}
 """Counter -> the part of it a process held pending (lost if the process dies)."""
 
 

@@ -58,10 +58,15 @@ def data_specs(experiment: Experiment) -> dict[str, DataSpec]:
         if node in private:
             assert mine is not None and mine.path is not None
             specs[node] = DataSpec(
-                source="file", shard=0, num_shards=1, seed=d.seed,
-                size=mine.size or 0, sizes=(mine.size,) if mine.size else (),
-                path=mine.path, format=mine.format,
-            )  # fmt: skip
+                source="file",
+                shard=0,
+                num_shards=1,
+                seed=d.seed,
+                size=mine.size or 0,
+                sizes=(mine.size,) if mine.size else (),
+                path=mine.path,
+                format=mine.format,
+            )
             continue
         shard = shard_of[node]
         specs[node] = DataSpec(

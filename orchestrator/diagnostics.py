@@ -17,9 +17,13 @@ from collections.abc import Mapping
 import numpy as np
 
 __all__ = [
-    "LISTED", "MAX_PARAMS", "MIN_DRAWS", "chain_diagnostics", "diagnostics_section",
+    "LISTED",
+    "MAX_PARAMS",
+    "MIN_DRAWS",
+    "chain_diagnostics",
+    "diagnostics_section",
     "import_arviz",
-]  # fmt: skip
+]
 
 MAX_PARAMS = 32
 LISTED = 10

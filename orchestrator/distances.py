@@ -61,8 +61,9 @@ def distance_section(
     if len(samples) >= 2 * min(settings.points, len(samples) // 2) > 0:
         half = min(settings.points, len(samples) // 2)
         order = rng.permutation(len(samples))
-        floor = _distances(samples[order[:half]], samples[order[half : 2 * half]],
-                           settings, rng, half)  # fmt: skip
+        floor = _distances(
+            samples[order[:half]], samples[order[half : 2 * half]], settings, rng, half
+        )
     known = [v for v in nodes.values() if v is not None]
     section = {
         "reference": {**described, "size": len(samples)},

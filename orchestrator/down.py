@@ -58,8 +58,7 @@ class DownNotices:
             text += "nobody waits for it"
         if later:
             text += f"; {', '.join(later)} will be told when they answer"
-        self._supervisor.account.node(node, "declared_down", text, why=why, told=told,
-                                      untold=later)  # fmt: skip
+        self._supervisor.account.node(node, "declared_down", text, why=why, told=told, untold=later)
 
     def undeclare(self, node: str) -> None:
         """``node`` is configured again: its out-peers wait for it again."""

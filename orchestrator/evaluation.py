@@ -251,7 +251,12 @@ def evaluate(
         from starling.orchestrator.hpd import hpd_section
 
         metrics["hpd"], tables["hpd_curve"] = hpd_section(
-            model, data(), posterior, series, window, experiment.evaluation.hpd,
+            model,
+            data(),
+            posterior,
+            series,
+            window,
+            experiment.evaluation.hpd,
             curve_points=experiment.evaluation.curve_points,
-        )  # fmt: skip
+        )
     return Evaluation(metrics, curves, tables)

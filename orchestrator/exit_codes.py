@@ -24,9 +24,12 @@ def exit_code(metrics: dict) -> int:
 
         during = PHASES.get(metrics.get("interrupted_during") or "")
         missing = (metrics.get("not_collected") or {}).get("line")
-        print(f"starling: interrupted by the user{f' {during}' if during else ''}; what was "
-              f"collected is written{f', but {missing}' if missing else ''}; "
-              f"exit {EXIT_INTERRUPTED}", file=sys.stderr)  # fmt: skip
+        print(
+            f"starling: interrupted by the user{f' {during}' if during else ''}; what was "
+            f"collected is written{f', but {missing}' if missing else ''}; "
+            f"exit {EXIT_INTERRUPTED}",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
     events = (metrics.get("faults") or {}).get("nodes") or []
     failed = [e for e in events if e.get("event") == "failed"]
@@ -38,8 +41,10 @@ def exit_code(metrics: dict) -> int:
         )
         return EXIT_FAILED
     if metrics.get("status") == "failed":
-        print(f"starling: the run failed: no node stored a sample; exit {EXIT_FAILED}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"starling: the run failed: no node stored a sample; exit {EXIT_FAILED}",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
     diverged = metrics.get("diverged") or {}
     if diverged:

@@ -201,10 +201,10 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
     from starling.orchestrator.data_plan import data_specs  # it imports Experiment from here
 
     limits = spec.limits  # file data: check_file_data, before a run starts (reads files)
-    check_synthetic(spec.data.source, spec.chains, built.dim, data_specs(experiment),
-                    limits.node_memory)  # fmt: skip
-    check_samples(spec.rounds, spec.chains, built.dim, len(experiment.nodes),
-                  limits.samples_memory)  # fmt: skip
+    check_synthetic(
+        spec.data.source, spec.chains, built.dim, data_specs(experiment), limits.node_memory
+    )
+    check_samples(spec.rounds, spec.chains, built.dim, len(experiment.nodes), limits.samples_memory)
     last_port = spec.backend.base_port + len(experiment.nodes) - 1
     if spec.backend.base_port and last_port > 65535:
         raise ConfigError(

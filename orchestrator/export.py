@@ -64,8 +64,9 @@ def to_inference_data(results_dir: str | Path):
         x[:, : values.shape[0], k, :] = np.transpose(values, (1, 0, 2))
     attrs = {"created_by": "starling export", "results": str(folder)}
     metrics = read_metrics(folder)
-    attrs.update({k: str(metrics[k]) for k in ("experiment", "algorithm", "status")
-                  if k in metrics})  # fmt: skip
+    attrs.update(
+        {k: str(metrics[k]) for k in ("experiment", "algorithm", "status") if k in metrics}
+    )
     from starling.orchestrator.diagnostics import import_arviz
 
     az = import_arviz()
@@ -110,8 +111,7 @@ def write_replacing(target: Path, write: Callable[[Path], object], option: str =
     fails leaves ``target`` as it was."""
     temporary: Path | None = None
     try:
-        handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                        dir=target.parent)  # fmt: skip
+        handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         os.close(handle)
         temporary = Path(name)
         umask = os.umask(0)
@@ -169,18 +169,21 @@ def cmd_export(args) -> int:
 
 def add_commands(sub) -> None:
     export = sub.add_parser(
-        "export", help="write a results folder's samples as ArviZ InferenceData (netcdf): "
+        "export",
+        help="write a results folder's samples as ArviZ InferenceData (netcdf): "
         "chains × draws × parameters, node as a coordinate",
-    )  # fmt: skip
+    )
     export.add_argument("results", help="the run's results folder")
     export.add_argument("--format", default="netcdf", help="netcdf (the only one)")
     export.add_argument(
-        "--out", metavar="FILE",
+        "--out",
+        metavar="FILE",
         help="the file to write, in a folder that exists (default: RESULTS/posterior.nc); "
         "never a file of the run itself (samples/, or one its manifest.json lists)",
-    )  # fmt: skip
+    )
     export.add_argument(
-        "--overwrite", action="store_true",
+        "--overwrite",
+        action="store_true",
         help="replace FILE if it exists (without it, an existing file is refused)",
-    )  # fmt: skip
+    )
     export.set_defaults(handler=cmd_export)

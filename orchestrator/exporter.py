@@ -54,25 +54,37 @@ class RunMetrics(Collector):
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             supervisor, experiment = self._supervisor, self._experiment
-        up = GaugeMetricFamily("starling_orchestrator_node_up",
-                               "1 unless the node stopped answering (down or given up).",
-                               labels=["experiment", "node"])  # fmt: skip
-        counts = GaugeMetricFamily("starling_orchestrator_nodes", "Nodes by state.",
-                                   labels=["experiment", "state"])  # fmt: skip
-        rounds = GaugeMetricFamily("starling_experiment_rounds", "Rounds the experiment asks for.",
-                                   labels=["experiment"])  # fmt: skip
-        node_round = GaugeMetricFamily("starling_experiment_node_round",
-                                       "The round each node last reported.",
-                                       labels=["experiment", "node"])  # fmt: skip
-        progress = GaugeMetricFamily("starling_experiment_progress_ratio",
-                                     "Mean over nodes of round / rounds (1 when done).",
-                                     labels=["experiment"])  # fmt: skip
-        samples = GaugeMetricFamily("starling_experiment_samples_collected",
-                                    "Samples the orchestrator holds, per node.",
-                                    labels=["experiment", "node"])  # fmt: skip
-        faults = CounterMetricFamily("starling_orchestrator_faults_applied",
-                                     "Faults the orchestrator carried out, by kind.",
-                                     labels=["experiment", "kind"])  # fmt: skip
+        up = GaugeMetricFamily(
+            "starling_orchestrator_node_up",
+            "1 unless the node stopped answering (down or given up).",
+            labels=["experiment", "node"],
+        )
+        counts = GaugeMetricFamily(
+            "starling_orchestrator_nodes", "Nodes by state.", labels=["experiment", "state"]
+        )
+        rounds = GaugeMetricFamily(
+            "starling_experiment_rounds", "Rounds the experiment asks for.", labels=["experiment"]
+        )
+        node_round = GaugeMetricFamily(
+            "starling_experiment_node_round",
+            "The round each node last reported.",
+            labels=["experiment", "node"],
+        )
+        progress = GaugeMetricFamily(
+            "starling_experiment_progress_ratio",
+            "Mean over nodes of round / rounds (1 when done).",
+            labels=["experiment"],
+        )
+        samples = GaugeMetricFamily(
+            "starling_experiment_samples_collected",
+            "Samples the orchestrator holds, per node.",
+            labels=["experiment", "node"],
+        )
+        faults = CounterMetricFamily(
+            "starling_orchestrator_faults_applied",
+            "Faults the orchestrator carried out, by kind.",
+            labels=["experiment", "kind"],
+        )
         if supervisor is not None:
             total = max(supervisor.experiment.rounds, 1)
             tally = {"up": 0, "down": 0, "finished": 0, "failed": 0}

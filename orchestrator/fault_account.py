@@ -43,9 +43,8 @@ def describe_link_faults(
         if fault.receiver == "*":
             # Directed links of ``link: all`` carry one seed per sender: still one fault.
             others = [
-                (s, f) for s, f in pending
-                if f.receiver == "*" and (f.start, f.stop, f.drop) == key
-            ]  # fmt: skip
+                (s, f) for s, f in pending if f.receiver == "*" and (f.start, f.stop, f.drop) == key
+            ]
             for item in others:
                 pending.remove(item)
             senders = [sender] + [s for s, _ in others]
@@ -54,9 +53,15 @@ def describe_link_faults(
             out.append((record, f"scheduled: {text}, {when}"))
             continue
         reverse = next(
-            ((s, f) for s, f in pending if s == fault.receiver and f.receiver == sender
-             and (f.start, f.stop, f.drop, f.seed) == (*key, fault.seed)), None,
-        )  # fmt: skip
+            (
+                (s, f)
+                for s, f in pending
+                if s == fault.receiver
+                and f.receiver == sender
+                and (f.start, f.stop, f.drop, f.seed) == (*key, fault.seed)
+            ),
+            None,
+        )
         if reverse is not None:
             pending.remove(reverse)
         record = {
@@ -122,6 +127,10 @@ def scheduled_link_counts(specs) -> dict[str, dict[str, int]]:
                 tally[out] += 1
         for receiver, (sent, withheld) in tallies.items():
             counts[f"{spec.node_id}->{receiver}"] = {
-                "sent": sent, "delivered": sent, "withheld": withheld, "dropped": 0, "late": 0,
-            }  # fmt: skip
+                "sent": sent,
+                "delivered": sent,
+                "withheld": withheld,
+                "dropped": 0,
+                "late": 0,
+            }
     return dict(sorted(counts.items()))

@@ -52,11 +52,21 @@ class NodeFaultPlan:
         # both engines isolate the node for, so the real kill lands where the schedule says.
         for fault in experiment.node_faults:
             given = f" ({fault.at_seconds:g} s)" if fault.at_seconds is not None else ""
-            self.pending.append(_Pending("kill", fault.node, fault.at_round,
-                                         f"round {fault.at_round}{given}", fault))  # fmt: skip
+            self.pending.append(
+                _Pending(
+                    "kill", fault.node, fault.at_round, f"round {fault.at_round}{given}", fault
+                )
+            )
             if fault.restart_round is not None:
-                self.pending.append(_Pending("restart", fault.node, fault.restart_round,
-                                             f"round {fault.restart_round}", fault))  # fmt: skip
+                self.pending.append(
+                    _Pending(
+                        "restart",
+                        fault.node,
+                        fault.restart_round,
+                        f"round {fault.restart_round}",
+                        fault,
+                    )
+                )
 
     def victims(self) -> set[str]:
         """Nodes with a kill still to come (polled quickly)."""
@@ -74,10 +84,14 @@ class NodeFaultPlan:
         replaces it); restarts of its later scheduled faults stay."""
         killing = [p for p in self.pending if p.action == "kill"]
         self.pending = [
-            p for p in self.pending
-            if not (p.action == "restart" and p.node == node
-                    and not any(self._same_outage(k, p) for k in killing))
-        ]  # fmt: skip
+            p
+            for p in self.pending
+            if not (
+                p.action == "restart"
+                and p.node == node
+                and not any(self._same_outage(k, p) for k in killing)
+            )
+        ]
 
     def fire_due(self, rounds: dict[str, int], supervisor: Supervisor) -> None:
         """Carry out, through ``supervisor``, every fault whose moment has come."""
@@ -102,18 +116,24 @@ class NodeFaultPlan:
                 )
                 if state.finished:
                     self.pending = [
-                        p for p in self.pending
+                        p
+                        for p in self.pending
                         if p is not item and not (p.action == "restart" and p.node == item.node)
-                    ]  # fmt: skip
+                    ]
                     supervisor.account.node(
-                        item.node, "kill_skipped",
+                        item.node,
+                        "kill_skipped",
                         f"finished before its kill scheduled at {item.scheduled}",
-                    )  # fmt: skip
+                    )
                     continue
                 if due:
                     self.pending.remove(item)
-                    supervisor.kill(item.node, f"scheduled at {item.scheduled}",
-                                    rounds.get(item.node), item.fault)  # fmt: skip
+                    supervisor.kill(
+                        item.node,
+                        f"scheduled at {item.scheduled}",
+                        rounds.get(item.node),
+                        item.fault,
+                    )
                 continue
             if any(p.action == "kill" and self._same_outage(p, item) for p in self.pending):
                 continue  # its kill has not happened yet

@@ -138,8 +138,11 @@ def hpd_section(
         levels = _levels(potential, np.asarray(samples, dtype=float))
         eta, se = reference_level(levels, alpha)
         height = eta - mode_level(potential, samples, levels)
-        source = {"eta_source": described.get("method", "reference"), "eta_se": se,
-                  "reference": described}  # fmt: skip
+        source = {
+            "eta_source": described.get("method", "reference"),
+            "eta_se": se,
+            "reference": described,
+        }
     else:
         raise ValueError("hpd_section: needs an exact posterior or reference samples")
     errors: dict[str, float | None] = {}
@@ -158,8 +161,9 @@ def hpd_section(
         level = float(np.quantile(levels, 1.0 - alpha))
         errors[name] = abs(level - eta) / abs(eta)
         excess[name] = abs(level - eta) / height
-        rows += _curve(name, values, potential, (eta, height, alpha), window, every,
-                       curve_points, level)  # fmt: skip
+        rows += _curve(
+            name, values, potential, (eta, height, alpha), window, every, curve_points, level
+        )
     section = {
         "alpha": alpha,
         "eta_true": eta,
@@ -208,8 +212,14 @@ def _curve(
             level = float(np.quantile(chosen, 1.0 - alpha))
         else:
             continue  # no grid round in this stretch yet, or only runaway samples
-        rows.append({"round": int(t), "node": name, "relative_error": abs(level - eta) / abs(eta),
-                     "excess_error": abs(level - eta) / height})  # fmt: skip
+        rows.append(
+            {
+                "round": int(t),
+                "node": name,
+                "relative_error": abs(level - eta) / abs(eta),
+                "excess_error": abs(level - eta) / height,
+            }
+        )
     return rows
 
 

@@ -205,16 +205,26 @@ class KernelFaultPlan:
             self._end(item, rounds, supervisor)
         for fault in self.pending:
             supervisor.account.kernel(
-                {"kind": fault.kind, "node": fault.node, "peer": fault.peer,
-                 "at_round": fault.at_round, "started": False},
+                {
+                    "kind": fault.kind,
+                    "node": fault.node,
+                    "peer": fault.peer,
+                    "at_round": fault.at_round,
+                    "started": False,
+                },
                 f"{fault.label}: never started (the run ended first)",
-            )  # fmt: skip
+            )
         self.pending = []
 
     def live_link(
-        self, supervisor: Supervisor, sender: str, receiver: str, kind: str,
-        amount: float | None, who: str,
-    ) -> None:  # fmt: skip
+        self,
+        supervisor: Supervisor,
+        sender: str,
+        receiver: str,
+        kind: str,
+        amount: float | None,
+        who: str,
+    ) -> None:
         """``starling links cut|set|restore A B --kernel`` during the run: a kernel link
         fault set now (replacing one already on that link) or, for ``restore``, ended now;
         either way its record with the link's counters goes into the account as for a
@@ -224,9 +234,10 @@ class KernelFaultPlan:
                 f"the {self.backend.kind} backend cannot fault a link in the kernel (docker can)"
             )
         on_link = [
-            item for item in self.active
+            item
+            for item in self.active
             if item.fault.node == sender and item.fault.peer == receiver
-        ]  # fmt: skip
+        ]
         if kind == "restore" and not on_link:
             raise BackendError(f"link {sender}->{receiver}: no kernel fault is on")
         for item in on_link:
@@ -265,9 +276,14 @@ class KernelFaultPlan:
             self._release(fault.node, supervisor)
         receivers = {b for _, b in self._links(fault, supervisor)}
         self.active.append(
-            _Active(fault, max(rounds.values()), supervisor.link_stats(),
-                    {r: rounds.get(r, 0) for r in receivers}, live)
-        )  # fmt: skip
+            _Active(
+                fault,
+                max(rounds.values()),
+                supervisor.link_stats(),
+                {r: rounds.get(r, 0) for r in receivers},
+                live,
+            )
+        )
         by = f" (live, by {live['who']})" if live else ""
         supervisor.account.plain(f"kernel: {fault.label} on at round {max(rounds.values())}{by}")
 
@@ -286,18 +302,30 @@ class KernelFaultPlan:
             late = _delta(item.before, after, b, "inbound", a, "late")
             advanced = supervisor.rounds().get(b, 0) - item.receiver_rounds.get(b, 0)
             effect[f"{a}->{b}"] = {
-                "sent": sent, "received": got, "late": late, "missing": max(advanced - got, 0)
-            }  # fmt: skip
+                "sent": sent,
+                "received": got,
+                "late": late,
+                "missing": max(advanced - got, 0),
+            }
         ended = max(supervisor.rounds().values(), default=item.started_round)
         missing = sum(e["missing"] for e in effect.values())
         late = sum(e["late"] for e in effect.values())
         supervisor.account.kernel(
-            {"kind": fault.kind, "node": fault.node, "peer": fault.peer, "amount": fault.amount,
-             "at_round": fault.at_round, "started_round": item.started_round,
-             "ended_round": ended, "started": True, "links": effect, **(item.live or {})},
+            {
+                "kind": fault.kind,
+                "node": fault.node,
+                "peer": fault.peer,
+                "amount": fault.amount,
+                "at_round": fault.at_round,
+                "started_round": item.started_round,
+                "ended_round": ended,
+                "started": True,
+                "links": effect,
+                **(item.live or {}),
+            },
             f"{fault.label}{' (live)' if item.live else ''}: rounds {item.started_round}..{ended}, "
             f"{missing} messages missing and {late} late on the links it touched",
-        )  # fmt: skip
+        )
 
 
 def _delta(before: Mapping, after: Mapping, node: str, direction: str, peer: str, key: str):

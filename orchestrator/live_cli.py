@@ -85,12 +85,23 @@ def cmd_kernel_link(args) -> int:
         raise ConfigError(f"node {args.receiver!r} is not part of experiment {record.name!r}")
     result = live.post_request(record, "kernel-link", args.sender, extra=extra)
     if not result.get("ok"):
-        raise ConfigError(f"links {args.action} --kernel {args.sender} {args.receiver}: "
-                          + result.get("error", "the orchestrator refused"))  # fmt: skip
+        raise ConfigError(
+            f"links {args.action} --kernel {args.sender} {args.receiver}: "
+            + result.get("error", "the orchestrator refused")
+        )
     at_round = result.get("round")
     if args.format == "json":
-        print(json.dumps({"ok": True, "sender": args.sender, "receiver": args.receiver,
-                          "round": at_round, **extra}))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "ok": True,
+                    "sender": args.sender,
+                    "receiver": args.receiver,
+                    "round": at_round,
+                    **extra,
+                }
+            )
+        )
     else:
         print(
             f"link {args.sender} -> {args.receiver}: kernel {extra['kind']} done"
@@ -134,13 +145,21 @@ def cmd_links(args) -> int:
             at_round = None
     finally:
         client.close()
-    event = {"kind": "link", "action": args.action, "sender": args.sender,
-             "receiver": args.receiver, "round": at_round, **change}  # fmt: skip
+    event = {
+        "kind": "link",
+        "action": args.action,
+        "sender": args.sender,
+        "receiver": args.receiver,
+        "round": at_round,
+        **change,
+    }
     try:
         live.log_event(record.out_dir, event)
     except OSError as exc:  # the change is made; only the run's account misses it
-        print(f"starling: warning: could not note the change in {record.out_dir}: {exc}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"starling: warning: could not note the change in {record.out_dir}: {exc}",
+            file=sys.stderr,
+        )
     if args.format == "json":
         print(json.dumps({"ok": True, **event}))
     else:
@@ -155,11 +174,20 @@ def cmd_nodes(args) -> int:
     record = live.find_run(args.run)
     result = live.post_request(record, args.action, args.node)
     if not result.get("ok"):
-        raise ConfigError(f"nodes {args.action} {args.node}: "
-                          + result.get("error", "the orchestrator refused"))  # fmt: skip
+        raise ConfigError(
+            f"nodes {args.action} {args.node}: " + result.get("error", "the orchestrator refused")
+        )
     if args.format == "json":
-        print(json.dumps({"ok": True, "action": args.action, "node": args.node,
-                          "address": result.get("address")}))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "ok": True,
+                    "action": args.action,
+                    "node": args.node,
+                    "address": result.get("address"),
+                }
+            )
+        )
     else:
         print(f"node {args.node}: {args.action} done")
     return 0
@@ -175,8 +203,10 @@ def cmd_stop(args) -> int:
 
     record = live.find_run(args.run)
     access = access_from_section(record.access, "run record")
-    clients = {node: NodeClient(address, timeout=5.0, access=access, node_id=node)
-               for node, address in record.addresses.items()}  # fmt: skip
+    clients = {
+        node: NodeClient(address, timeout=5.0, access=access, node_id=node)
+        for node, address in record.addresses.items()
+    }
     try:
         errors = stop_all(clients)
     finally:
@@ -205,8 +235,7 @@ def status_report(record: live.RunRecord) -> dict:
             report["nodes"][node] = {"address": address, **dataclasses.asdict(status)}
             books[node] = summed_books(carried.get(node, {}), status)
         except NodeUnavailable as exc:
-            report["nodes"][node] = {"address": address, "state": "unreachable",
-                                     "error": str(exc)}  # fmt: skip
+            report["nodes"][node] = {"address": address, "state": "unreachable", "error": str(exc)}
         finally:
             client.close()
     links = link_summary(books)
@@ -242,8 +271,10 @@ def cmd_status(args) -> int:
             line += f" — {status['error']}"
         print(line)
     if report["links"]:
-        print(f"  {'link':<12}{'sent':>8}{'delivered':>10}{'withheld':>9}{'dropped':>8}"
-              f"{'late':>6}  live state")  # fmt: skip
+        print(
+            f"  {'link':<12}{'sent':>8}{'delivered':>10}{'withheld':>9}{'dropped':>8}"
+            f"{'late':>6}  live state"
+        )
         for key, c in report["links"].items():
             state = c.get("live")
             text = ""
@@ -253,8 +284,10 @@ def cmd_status(args) -> int:
                     text += f", drop {state['drop']:g}"
                 if state.get("delay_ms"):
                     text += f", delay {state['delay_ms']:g} ms"
-            print(f"  {key:<12}{c['sent']:>8}{c['delivered']:>10}{c['withheld']:>9}"
-                  f"{c['dropped']:>8}{c['late']:>6}  {text}")  # fmt: skip
+            print(
+                f"  {key:<12}{c['sent']:>8}{c['delivered']:>10}{c['withheld']:>9}"
+                f"{c['dropped']:>8}{c['late']:>6}  {text}"
+            )
     return 0
 
 
@@ -294,8 +327,9 @@ def add_commands(sub) -> None:
     status.add_argument("--format", choices=["text", "json"], default="text")
     status.add_argument("--run", help="experiment name or results folder (if several run)")
     status.add_argument(
-        "--watch", action="store_true",
+        "--watch",
+        action="store_true",
         help="a live view, redrawn every second: each node's round and state, each link's "
         "state (up, cut, lossy, delayed) and counters; Ctrl-C leaves",
-    )  # fmt: skip
+    )
     status.set_defaults(handler=cmd_status)

@@ -76,10 +76,9 @@ def _kernel_request(supervisor: Supervisor, answer_path, node: str, action: str,
         live.answer(answer_path, {"ok": False, "error": f"node {node}: {exc}".splitlines()[0]})
         return False
     supervisor.account.kernel(
-        {"kind": action, "node": node, "peer": None, "live": True, "who": who,
-         "round": round_now},
+        {"kind": action, "node": node, "peer": None, "live": True, "who": who, "round": round_now},
         f"node {node} {action} (live, by {who}) at round {round_now}",
-    )  # fmt: skip
+    )
     if action in ("unpause", "reconnect"):
         supervisor.poll([node], pull=False)
     live.answer(answer_path, {"ok": True, "address": supervisor.backend.addresses().get(node)})
@@ -106,8 +105,9 @@ def _kernel_link_request(
         live.answer(answer_path, {"ok": False, "error": error})
         return
     try:
-        kernel.live_link(supervisor, sender, receiver, kind,
-                         None if amount is None else float(amount), who)  # fmt: skip
+        kernel.live_link(
+            supervisor, sender, receiver, kind, None if amount is None else float(amount), who
+        )
     except BackendError as exc:
         live.answer(answer_path, {"ok": False, "error": str(exc).splitlines()[0]})
         return

@@ -71,8 +71,9 @@ class ResultsFolder:
         """The folder of an earlier run and its manifest (ConfigError if it has none)."""
         manifest = read_manifest(path)
         if manifest is None:
-            raise ConfigError(f"collect: {path} has no {MANIFEST}, so it is not a Starling results "
-                              "folder")  # fmt: skip
+            raise ConfigError(
+                f"collect: {path} has no {MANIFEST}, so it is not a Starling results folder"
+            )
         return cls(path, set(manifest.get("foreign") or [])), manifest
 
 
@@ -99,8 +100,9 @@ def read_manifest(folder: Path) -> dict | None:
     return body
 
 
-def prepare(out: str | None, name: str, overwrite: bool = False,
-            root: Path = DEFAULT_ROOT) -> ResultsFolder:  # fmt: skip
+def prepare(
+    out: str | None, name: str, overwrite: bool = False, root: Path = DEFAULT_ROOT
+) -> ResultsFolder:
     """The folder this run writes into, created; see the module docstring for the policy."""
     if out is None:
         if overwrite:

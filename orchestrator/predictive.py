@@ -105,8 +105,9 @@ def predictive_section(
         for t in curve_rounds(values.shape[0], curve_points):
             if not _finite(values[t]):
                 continue
-            rows.append({"round": int(t), "node": name,
-                         **score_samples(model, values[t], X, labels)})  # fmt: skip
+            rows.append(
+                {"round": int(t), "node": name, **score_samples(model, values[t], X, labels)}
+            )
     nodes = {n: v for n, v in final.items() if n != "average"}
     section = {
         "test": described,

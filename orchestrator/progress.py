@@ -42,9 +42,12 @@ class Pace:
 
 
 def describe_rounds(
-    done: Mapping[str, int], total: int, rate: float | None, late: int | None,
+    done: Mapping[str, int],
+    total: int,
+    rate: float | None,
+    late: int | None,
     withheld: int | None,
-) -> str:  # fmt: skip
+) -> str:
     """``rounds 41..47 of 100 (slowest node 3, fastest node 0), 12.3 rounds/s, 5 s left,
     late 0, withheld 12``."""
     if not done:
@@ -52,9 +55,11 @@ def describe_rounds(
     slow = min(done, key=lambda n: (done[n], n))
     fast = max(done, key=lambda n: (done[n], n))
     low, high = done[slow], done[fast]
-    text = f"rounds {low} of {total}" if low == high else (
-        f"rounds {low}..{high} of {total} (slowest node {slow}, fastest node {fast})"
-    )  # fmt: skip
+    text = (
+        f"rounds {low} of {total}"
+        if low == high
+        else (f"rounds {low}..{high} of {total} (slowest node {slow}, fastest node {fast})")
+    )
     if rate:
         text += f", {rate:.1f} rounds/s, {_duration((total - low) / rate)} left"
     if late is not None:
@@ -77,8 +82,13 @@ class Progress:
     def step(self, text: str) -> None:
         """A start-up step and what it waits for."""
 
-    def rounds(self, done: Mapping[str, int], total: int, late: int | None = None,
-               withheld: int | None = None) -> None:  # fmt: skip
+    def rounds(
+        self,
+        done: Mapping[str, int],
+        total: int,
+        late: int | None = None,
+        withheld: int | None = None,
+    ) -> None:
         """Rounds done per node (round index + 1), of ``total``."""
 
     def cells(self, done: int, total: int, label: str = "") -> None:
@@ -107,8 +117,12 @@ class PlainProgress(Progress):
     ``--log-format json`` the orchestrator's JSON lines, :mod:`starling.orchestrator.output`: the
     fields ``event`` and ``round`` go into them); by default it prints to ``stream``."""
 
-    def __init__(self, stream: IO[str] | None = None, every: float = PLAIN_SECONDS,
-                 emit: Callable[..., None] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        stream: IO[str] | None = None,
+        every: float = PLAIN_SECONDS,
+        emit: Callable[..., None] | None = None,
+    ):
         self.stream = stream or sys.stdout
         self.every = every
         self.emit = emit
@@ -157,9 +171,15 @@ class LiveProgress(Progress):
 
         console = Console(file=stream or sys.stdout)
         # transient: the bars leave the terminal when done; the printed account stays.
-        self.bars = Bars(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                         TextColumn("{task.fields[info]}"), console=console, transient=True,
-                         refresh_per_second=4)  # fmt: skip
+        self.bars = Bars(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[info]}"),
+            console=console,
+            transient=True,
+            refresh_per_second=4,
+        )
         self.bars.start()
         self.task_rounds: Any = None
         self.task_cells: Any = None
@@ -206,9 +226,11 @@ class LiveProgress(Progress):
 
 
 def make_progress(
-    quiet: bool = False, stream: IO[str] | None = None, emit: Callable[..., None] | None = None,
+    quiet: bool = False,
+    stream: IO[str] | None = None,
+    emit: Callable[..., None] | None = None,
     plain: bool = False,
-) -> Progress:  # fmt: skip
+) -> Progress:
     """The display for this process's stdout (see the module docstring); ``plain`` asks for
     lines even on a terminal (JSON logs), written by ``emit`` when given."""
     stream = stream or sys.stdout

@@ -44,8 +44,9 @@ NODES_STOP_SECONDS = 30.0
 """How long ``collect`` waits for the crashed run's node processes to stop."""
 
 
-def write_start(out_dir: Path, experiment: Experiment, specs: Mapping[str, NodeSpec],
-                backend) -> None:  # fmt: skip
+def write_start(
+    out_dir: Path, experiment: Experiment, specs: Mapping[str, NodeSpec], backend
+) -> None:
     """What ``collect`` needs if this run's orchestrator dies: written once nodes started."""
     out_dir = Path(out_dir)
     processes = getattr(backend, "nodes", {}) if backend.kind == "local" else {}
@@ -66,8 +67,9 @@ def write_start(out_dir: Path, experiment: Experiment, specs: Mapping[str, NodeS
         "orchestrator_pid": os.getpid(),
         "nodes": nodes,
     }
-    (out_dir / "experiment.yaml").write_text(yaml.safe_dump(dict(experiment.source),
-                                                            sort_keys=False))  # fmt: skip
+    (out_dir / "experiment.yaml").write_text(
+        yaml.safe_dump(dict(experiment.source), sort_keys=False)
+    )
     (out_dir / START).write_text(json.dumps(body, indent=2) + "\n")
 
 
@@ -83,8 +85,10 @@ def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
     folder, manifest = ResultsFolder.existing(out)
     # An ended run whose manifest names nodes it did not collect left the rest to us.
     if manifest.get("status") != RUNNING and not manifest.get("not_collected"):
-        raise ConfigError(f"collect: the run in {out} ended ({manifest.get('status')}); its "
-                          "results are already there")  # fmt: skip
+        raise ConfigError(
+            f"collect: the run in {out} ended ({manifest.get('status')}); its "
+            "results are already there"
+        )
     _refuse_if_alive(
         manifest.get("pid"),
         "the run writing {folder} (pid {pid}) still runs; "
@@ -92,12 +96,15 @@ def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
         folder=out,
     )
     start = _read_start(out)
-    experiment = parse_experiment(read_yaml_file(out / "experiment.yaml"),
-                                  default_name=start["experiment"])  # fmt: skip
+    experiment = parse_experiment(
+        read_yaml_file(out / "experiment.yaml"), default_name=start["experiment"]
+    )
     _wait_stopped(start["nodes"], _live_pids(out))
     account = Account(say)
-    account.plain("the orchestrator stopped before writing results; `starling collect` "
-                  "recovered what the nodes stored")  # fmt: skip
+    account.plain(
+        "the orchestrator stopped before writing results; `starling collect` "
+        "recovered what the nodes stored"
+    )
     # What the run was meant to go through, and the live link changes made during it: the
     # schedule is the experiment's, the changes are in the run's journal. (Node events and
     # link counters lived in the dead orchestrator; they are not recovered.)
@@ -107,11 +114,17 @@ def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
     samples, rounds = _gather(out, start, account, experiment.backend)
     try:
         metrics = close_run(
-            experiment, out, samples, rounds, account, {},
+            experiment,
+            out,
+            samples,
+            rounds,
+            account,
+            {},
             f"collected in {time.monotonic() - started:.1f} s",
             {"backend": start.get("backend"), "recovered": True, "status": "partial"},
-            say, load_node_data(start),  # data: {source: node}: the nodes' recipes
-        )  # fmt: skip
+            say,
+            load_node_data(start),  # data: {source: node}: the nodes' recipes
+        )
         folder.end("partial")
     except OSError as exc:  # a full disk, say: one line, and the stores stay for a next try
         raise unwritable(out, exc) or exc from None
@@ -125,8 +138,10 @@ def _read_start(out: Path) -> dict:
     try:
         start = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"collect: {out} has no {START}: the run stopped before its nodes "
-                          "started, so nothing was stored") from None  # fmt: skip
+        raise ConfigError(
+            f"collect: {out} has no {START}: the run stopped before its nodes "
+            "started, so nothing was stored"
+        ) from None
     except OSError as exc:
         raise ConfigError(f"collect: {path}: unreadable ({exc.strerror or exc})") from None
     except ValueError as exc:
@@ -134,12 +149,15 @@ def _read_start(out: Path) -> dict:
 
     def damaged(field: str, expected: str, got: object) -> ConfigError:
         shown = repr(got) if len(repr(got)) <= 60 else repr(got)[:57] + "..."
-        return ConfigError(f"collect: {path}: {field}: expected {expected}, got {shown} "
-                           "(the file is damaged)")  # fmt: skip
+        return ConfigError(
+            f"collect: {path}: {field}: expected {expected}, got {shown} (the file is damaged)"
+        )
 
     if not isinstance(start, dict):
-        raise ConfigError(f"collect: {path}: expected a JSON object, got a "
-                          f"{type(start).__name__} (the file is damaged)")  # fmt: skip
+        raise ConfigError(
+            f"collect: {path}: expected a JSON object, got a "
+            f"{type(start).__name__} (the file is damaged)"
+        )
     for key in ("experiment", "backend"):
         if not isinstance(start.get(key), str) or not start[key]:
             raise damaged(key, "a name", start.get(key))
@@ -153,8 +171,11 @@ def _read_start(out: Path) -> dict:
         if not isinstance(entry, dict):
             raise damaged(f"nodes.{node}", "a mapping", entry)
         stored = entry.get("stored_run")
-        if not (isinstance(stored, list) and len(stored) == 2
-                and all(isinstance(v, str) and v for v in stored)):  # fmt: skip
+        if not (
+            isinstance(stored, list)
+            and len(stored) == 2
+            and all(isinstance(v, str) and v for v in stored)
+        ):
             raise damaged(f"nodes.{node}.stored_run", "[experiment, node id]", stored)
         address = entry.get("address")
         if not (isinstance(address, str) and address) and not (local and address is None):
@@ -187,8 +208,10 @@ def _gather(out: Path, start: dict, account: Account, section: Any = None):
             for node, process in backend.nodes.items():
                 recorded = nodes[node].get("state_dir")
                 if recorded and (out / recorded).resolve() != process.state_dir.resolve():
-                    raise ConfigError(f"collect: node {node}: its state dir {recorded} is not "
-                                      f"where the local backend keeps it")  # fmt: skip
+                    raise ConfigError(
+                        f"collect: node {node}: its state dir {recorded} is not "
+                        f"where the local backend keeps it"
+                    )
         else:
             addresses = {node: entry["address"] for node, entry in nodes.items()}
         for node, entry in nodes.items():

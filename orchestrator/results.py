@@ -51,8 +51,15 @@ __all__ = [
 ]
 
 LINK_COUNTERS = (
-    "sent", "delivered", "withheld", "dropped", "late", "rejected", "send_errors", "overruns",
-)  # fmt: skip
+    "sent",
+    "delivered",
+    "withheld",
+    "dropped",
+    "late",
+    "rejected",
+    "send_errors",
+    "overruns",
+)
 """Per directed link: ``sent`` on the wire, ``delivered`` in time for its round, ``withheld``
 by an emulated fault (scheduled, or live cut/drop), ``dropped`` because the receiver could
 not be reached, ``late`` (arrived after the receiver's deadline), ``rejected`` (malformed),
@@ -88,16 +95,18 @@ def link_summary(link_stats: Mapping[str, Mapping[str, Mapping[str, Mapping]]]) 
 def link_account(links: Mapping[str, Mapping[str, int]]) -> list[str]:
     """Lines for the account: every link that lost something, or one line saying none did."""
     lossy = [
-        (key, c) for key, c in links.items()
+        (key, c)
+        for key, c in links.items()
         if any(
             c.get(k, 0)
             for k in ("withheld", "dropped", "late", "rejected", "send_errors", "overruns")
         )
-    ]  # fmt: skip
+    ]
     if not lossy:
         return [f"links: all {len(links)} links delivered every message in time"] if links else []
-    lines = [f"links: {len(lossy)} of {len(links)} lost messages (sent/delivered/withheld/"
-             "dropped/late):"]  # fmt: skip
+    lines = [
+        f"links: {len(lossy)} of {len(links)} lost messages (sent/delivered/withheld/dropped/late):"
+    ]
     for key, c in lossy:
         extra = "".join(
             f" {name} {c[name]}" for name in ("rejected", "send_errors", "overruns") if c.get(name)
@@ -195,9 +204,11 @@ def table_csv(rows: Sequence[Mapping]) -> str:
     lines = [",".join(keys)]
     for row in rows:
         cells = [row.get(k) for k in keys]
-        lines.append(",".join(
-            "" if v is None else f"{v:.6g}" if isinstance(v, float) else str(v) for v in cells
-        ))  # fmt: skip
+        lines.append(
+            ",".join(
+                "" if v is None else f"{v:.6g}" if isinstance(v, float) else str(v) for v in cells
+            )
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -79,8 +79,13 @@ def run_experiment(
         return _run(experiment, Path(out_dir), say, progress or Progress(), after_manifest)
 
 
-def _run(experiment: Experiment, out_dir: Path, say: Callable[[str], None],
-         progress: Progress, after_manifest: Callable | None = None) -> dict:  # fmt: skip
+def _run(
+    experiment: Experiment,
+    out_dir: Path,
+    say: Callable[[str], None],
+    progress: Progress,
+    after_manifest: Callable | None = None,
+) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     wall_started = time.monotonic()
     account = Account(say)
@@ -110,8 +115,10 @@ def _run(experiment: Experiment, out_dir: Path, say: Callable[[str], None],
             write_start(out_dir, experiment, specs, backend)  # what `starling collect` reads
             access = access_from_section(experiment.backend)  # with a fresh peer secret
             phases.enter("configuring")
-            clients = {node: NodeClient(address, access=access, node_id=node)
-                       for node, address in addresses.items()}  # fmt: skip
+            clients = {
+                node: NodeClient(address, access=access, node_id=node)
+                for node, address in addresses.items()
+            }
             journal: Journal | None = None
             try:
                 node_data = _configure_and_start(experiment, specs, clients, account, progress)
@@ -128,18 +135,21 @@ def _run(experiment: Experiment, out_dir: Path, say: Callable[[str], None],
                 live.publish(record)
                 journal = Journal(record.out_dir, account)
                 plan = NodeFaultPlan(experiment)
-                kernel = KernelFaultPlan(experiment.kernel_faults, backend,
-                                         kernel_holds(experiment))  # fmt: skip
-                supervisor = Supervisor(experiment, specs, clients, backend, collector, record,
-                                        account, plan)  # fmt: skip
+                kernel = KernelFaultPlan(
+                    experiment.kernel_faults, backend, kernel_holds(experiment)
+                )
+                supervisor = Supervisor(
+                    experiment, specs, clients, backend, collector, record, account, plan
+                )
                 exporter.attach(supervisor)  # the --metrics endpoint, if any
                 phases.enter("rounds")
                 _watch(supervisor, plan, journal, progress, kernel)
                 not_collected = _unreached(supervisor.uncollected, out_dir, account)
             except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (Terminated)
                 interrupted, interrupted_during = True, phases.now()
-                account.plain(f"interrupted by the user {phases.during()}, "
-                              f"after {account.elapsed():.1f} s")  # fmt: skip
+                account.plain(
+                    f"interrupted by the user {phases.during()}, after {account.elapsed():.1f} s"
+                )
                 phases.enter("collecting")
                 say("interrupted: stopping the nodes' rounds, then collecting what they hold")
                 began = time.monotonic()
@@ -174,7 +184,12 @@ def _run(experiment: Experiment, out_dir: Path, say: Callable[[str], None],
     samples, rounds = collector.arrays()
     link_stats = supervisor.link_stats() if supervisor is not None else {}
     metrics = close_run(
-        experiment, out_dir, samples, rounds, account, link_summary(link_stats),
+        experiment,
+        out_dir,
+        samples,
+        rounds,
+        account,
+        link_summary(link_stats),
         f"wall time {time.monotonic() - wall_started:.1f} s",
         {
             "link_stats": link_stats,
@@ -187,7 +202,7 @@ def _run(experiment: Experiment, out_dir: Path, say: Callable[[str], None],
         },
         say,
         node_data,
-    )  # fmt: skip
+    )
     if experiment.backend.kind == "local" and metrics.get("status") == "complete":
         release = lambda: _release(out_dir, samples, rounds, say)  # noqa: E731
         (after_manifest or (lambda now: now()))(release)
@@ -197,8 +212,10 @@ def _run(experiment: Experiment, out_dir: Path, say: Callable[[str], None],
 def _release(out_dir: Path, samples: dict, rounds: dict, say: Callable[[str], None]) -> None:
     _, kept = release_local_stores(out_dir, samples, rounds)
     if kept:
-        say(f"nodes {', '.join(kept)}: samples/ does not read back equal to what was "
-            "collected; their stores are kept in nodes/state/")  # fmt: skip
+        say(
+            f"nodes {', '.join(kept)}: samples/ does not read back equal to what was "
+            "collected; their stores are kept in nodes/state/"
+        )
 
 
 def _configure_and_start(
@@ -229,8 +246,9 @@ def _configure_and_start(
         if experiment.link_delay_ms:
             client.set_link("*", delay_ms=experiment.link_delay_ms)
     if experiment.link_delay_ms:
-        account.plain(f"every link delays each message by "
-                      f"{experiment.link_delay_ms:g} ms (link_delay)")  # fmt: skip
+        account.plain(
+            f"every link delays each message by {experiment.link_delay_ms:g} ms (link_delay)"
+        )
     for client in clients.values():
         client.start()
     account.restart_clock()  # the account's times count from the start
@@ -293,8 +311,9 @@ def _left(began: float) -> float:
     return max(began + INTERRUPT_SECONDS - time.monotonic(), COLLECT_AT_LEAST_SECONDS)
 
 
-def _collect_all(clients: Mapping[str, NodeClient], collector: Collector, account: Account,
-                 within: float) -> list[str]:  # fmt: skip
+def _collect_all(
+    clients: Mapping[str, NodeClient], collector: Collector, account: Account, within: float
+) -> list[str]:
     """Every node's samples at once, within ``within`` s; returns the nodes that were late."""
     work = {node: _client_pull(client) for node, client in clients.items()}
     outcomes = pull_all(collector, work, within)
@@ -321,8 +340,11 @@ def _not_collected(late: list[str], seconds: float, out_dir: Path, account: Acco
         return {}
     for node in late:
         account.plain(_not_collected_line([node], seconds, out_dir))
-    return {"nodes": late, "within_seconds": round(seconds, 1),
-            "line": _not_collected_line(late, seconds, out_dir)}  # fmt: skip
+    return {
+        "nodes": late,
+        "within_seconds": round(seconds, 1),
+        "line": _not_collected_line(late, seconds, out_dir),
+    }
 
 
 def _unreached(nodes: list[str], out_dir: Path, account: Account) -> dict:
@@ -333,8 +355,10 @@ def _unreached(nodes: list[str], out_dir: Path, account: Account) -> dict:
     if not nodes:
         return {}
     who, they = _naming(nodes)
-    line = (f"not collected: {who} unreachable at the end; once {they} serve again, "
-            f"`starling collect {out_dir}` recovers what {they} stored")  # fmt: skip
+    line = (
+        f"not collected: {who} unreachable at the end; once {they} serve again, "
+        f"`starling collect {out_dir}` recovers what {they} stored"
+    )
     account.plain(line)
     return {"nodes": list(nodes), "line": line}
 
@@ -348,16 +372,21 @@ def _naming(nodes: list[str]) -> tuple[str, str]:
 
 def _not_collected_line(nodes: list[str], seconds: float, out_dir: Path) -> str:
     who, they = _naming(nodes)
-    return (f"not collected: {who} did not answer within {seconds:.0f} s; "
-            f"`starling collect {out_dir}` recovers what {they} stored")  # fmt: skip
+    return (
+        f"not collected: {who} did not answer within {seconds:.0f} s; "
+        f"`starling collect {out_dir}` recovers what {they} stored"
+    )
 
 
-def _status(experiment: Experiment, samples: dict, interrupted: bool,
-            supervisor: Supervisor | None) -> str:  # fmt: skip
+def _status(
+    experiment: Experiment, samples: dict, interrupted: bool, supervisor: Supervisor | None
+) -> str:
     nodes = supervisor.nodes.values() if supervisor is not None else ()
     return run_status(
-        experiment.rounds, samples, interrupted,
+        experiment.rounds,
+        samples,
+        interrupted,
         failed=any(s.failed_reported for s in nodes),
         incomplete=supervisor is None or any(s.given_up or not s.finished for s in nodes),
         expected=experiment.sampling_nodes(),
-    )  # fmt: skip
+    )

@@ -64,9 +64,15 @@ def score_beyond_w2(
                 from starling.orchestrator.hpd import hpd_section  # η from the reference
 
                 metrics["hpd"], tables["hpd_curve"] = hpd_section(
-                    model, shards(), None, series, evaluation.window, evaluation.hpd, reference,
+                    model,
+                    shards(),
+                    None,
+                    series,
+                    evaluation.window,
+                    evaluation.hpd,
+                    reference,
                     evaluation.curve_points,
-                )  # fmt: skip
+                )
     if evaluation.diagnostics:
         from starling.orchestrator.diagnostics import diagnostics_section
 

@@ -54,37 +54,58 @@ def simulate_experiment(
     node_failed = interrupted = False
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"), sigterm_interrupts():
         try:
-            samples = simulate(specs, on_round=_shown(progress, specs, experiment.rounds),
-                               metrics_out=program_metrics)  # fmt: skip
+            samples = simulate(
+                specs,
+                on_round=_shown(progress, specs, experiment.rounds),
+                metrics_out=program_metrics,
+            )
         except SimulationInterrupted as stopped:
             interrupted = True
-            account.plain(f"interrupted by the user after {account.elapsed():.1f} s, "
-                          f"{stopped.rounds} rounds done on every node")  # fmt: skip
+            account.plain(
+                f"interrupted by the user after {account.elapsed():.1f} s, "
+                f"{stopped.rounds} rounds done on every node"
+            )
             say(f"interrupted: writing the {stopped.rounds} rounds every node completed")
             samples = stopped.samples
             played = [dataclasses.replace(s, rounds=min(s.rounds, stopped.rounds)) for s in specs]
         except NodeFailed as failed:
             # As a node's failed round loop in ``run``: the account names node, round and
             # cause, and the rounds before it are kept.
-            account.node(failed.node, "failed", f"failed: {failed}", echo=not quiet,
-                         round=failed.round, error=str(failed))  # fmt: skip
+            account.node(
+                failed.node,
+                "failed",
+                f"failed: {failed}",
+                echo=not quiet,
+                round=failed.round,
+                error=str(failed),
+            )
             samples, node_failed = failed.samples, True
     if progress is not None:
         progress.finished()
     samples, played = _cut_at_kills(experiment, samples, played, account)
     rounds = {node: np.arange(values.shape[0]) for node, values in samples.items()}
     return close_run(
-        experiment, out_dir, samples, rounds, account, scheduled_link_counts(played),
+        experiment,
+        out_dir,
+        samples,
+        rounds,
+        account,
+        scheduled_link_counts(played),
         f"simulated in-process in {account.elapsed():.2f} s",
         {
             "program_metrics": {n: m for n, m in program_metrics.items() if m},
             "backend": "simulate",
             "interrupted": interrupted,
-            "status": run_status(experiment.rounds, samples, interrupted, failed=node_failed,
-                                 expected=experiment.sampling_nodes()),  # fmt: skip
+            "status": run_status(
+                experiment.rounds,
+                samples,
+                interrupted,
+                failed=node_failed,
+                expected=experiment.sampling_nodes(),
+            ),
         },
         None if quiet else say,
-    )  # fmt: skip
+    )
 
 
 def _cut_at_kills(experiment: Experiment, samples: dict[str, np.ndarray], played, account: Account):
@@ -103,8 +124,10 @@ def _cut_at_kills(experiment: Experiment, samples: dict[str, np.ndarray], played
         held = (
             f"{len(values)} samples (rounds 0..{len(values) - 1})" if len(values) else "no samples"
         )
-        account.plain(f"node {node}: down at the end (killed at round {down[node]}, not "
-                      f"restarted); {held} kept")  # fmt: skip
+        account.plain(
+            f"node {node}: down at the end (killed at round {down[node]}, not "
+            f"restarted); {held} kept"
+        )
         if len(values):
             kept[node] = values
     played = [

@@ -267,8 +267,9 @@ def run_study(
         if mode == "run":
             metrics = run_experiment(experiment, folder, say=lambda _m: None, progress=inner)
         else:
-            metrics = simulate_experiment(experiment, folder, say=lambda _m: None, quiet=True,
-                                          progress=inner)  # fmt: skip
+            metrics = simulate_experiment(
+                experiment, folder, say=lambda _m: None, quiet=True, progress=inner
+            )
         if metrics.get("interrupted"):  # Ctrl-C or SIGTERM, in either engine
             if rows:
                 write_tables(out, study, rows, curves)

@@ -23,8 +23,7 @@ from starling.orchestrator.study_report import figure_class, slug
 
 __all__ = ["HEADER", "plot_hpd_curves", "read_hpd_rows", "write_hpd_curves"]
 
-HEADER = ("cell", "variant", "seed", "series", "round", "share", "relative_error",
-          "excess_error")  # fmt: skip
+HEADER = ("cell", "variant", "seed", "series", "round", "share", "relative_error", "excess_error")
 
 
 def read_hpd_rows(
@@ -42,10 +41,18 @@ def read_hpd_rows(
             if series is None or row["relative_error"] == "":
                 continue
             at = int(row["round"])
-            rows.append({"cell": cell, "variant": variant, "seed": seed, "series": series,
-                         "round": at, "share": (at + 1) / rounds,
-                         "relative_error": float(row["relative_error"]),
-                         "excess_error": float(row["excess_error"])})  # fmt: skip
+            rows.append(
+                {
+                    "cell": cell,
+                    "variant": variant,
+                    "seed": seed,
+                    "series": series,
+                    "round": at,
+                    "share": (at + 1) / rounds,
+                    "relative_error": float(row["relative_error"]),
+                    "excess_error": float(row["excess_error"]),
+                }
+            )
     return rows
 
 
@@ -75,10 +82,15 @@ def plot_hpd_curves(out: Path, name: str, rows: Sequence[dict]) -> list[Path]:
             for variant in dict.fromkeys(r["variant"] for r in mine):
                 shares = sorted({r["share"] for r in mine if r["variant"] == variant})
                 means = [
-                    np.mean([r["excess_error"] for r in mine
-                             if r["variant"] == variant and r["share"] == s])
+                    np.mean(
+                        [
+                            r["excess_error"]
+                            for r in mine
+                            if r["variant"] == variant and r["share"] == s
+                        ]
+                    )
                     for s in shares
-                ]  # fmt: skip
+                ]
                 ax.semilogy(shares, means, marker="o", markersize=3, label=variant)
             ax.set_title(f"{cell}: {series}")
             ax.set_xlabel("share of the run done, (round + 1) / rounds")

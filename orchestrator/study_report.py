@@ -42,12 +42,20 @@ def write_tables(out: Path, study: Study, rows: list[dict], curves: list[Curve])
     out.mkdir(parents=True, exist_ok=True)
     (out / "study.yaml").write_text(
         yaml.safe_dump(
-            {"study": study.name, "description": study.description, "base": dict(study.base),
-             "variants": list(study.variants), "cells": list(study.cells), "agent": study.agent,
-             "seeds": study.seeds, "x_label": study.x_label, "summary": study.summary},
+            {
+                "study": study.name,
+                "description": study.description,
+                "base": dict(study.base),
+                "variants": list(study.variants),
+                "cells": list(study.cells),
+                "agent": study.agent,
+                "seeds": study.seeds,
+                "x_label": study.x_label,
+                "summary": study.summary,
+            },
             sort_keys=False,
         )
-    )  # fmt: skip
+    )
     _csv(out / "seeds.csv", rows)
     summaries = summarise(study, rows)
     _csv(out / "table.csv", summaries)
@@ -87,9 +95,10 @@ def write_tables(out: Path, study: Study, rows: list[dict], curves: list[Curve])
     for summary in summaries:
         cells = [_md_figure(summary, k) for k in shown]
         lines.append(
-            f"| {summary['cell']} | {summary['variant']} | " + " | ".join(cells)
+            f"| {summary['cell']} | {summary['variant']} | "
+            + " | ".join(cells)
             + f" | {summary['seconds']:.1f} |"
-        )  # fmt: skip
+        )
     if _cell_x(study):
         lines += ["", f"{study.summary_text} / consensus error, by {study.x_label}:", ""]
         lines.append(_pivot(study, summaries))
@@ -210,8 +219,14 @@ def plot_against_x(out: Path, study: Study, rows: list[dict]) -> list[Path]:
                 marked["off"] = True
             gone = np.array([r["diverged"] is not None and r[key] is None for r in mine])
             if any(gone):
-                ax.plot(x[gone], np.full(int(gone.sum()), top), "x", ms=11, mew=2,
-                        color=line.get_color())  # fmt: skip
+                ax.plot(
+                    x[gone],
+                    np.full(int(gone.sum()), top),
+                    "x",
+                    ms=11,
+                    mew=2,
+                    color=line.get_color(),
+                )
                 marked["diverged"] = True
         ax.set_xlabel(study.x_label)
         ax.set_yscale("log")
@@ -224,8 +239,9 @@ def plot_against_x(out: Path, study: Study, rows: list[dict]) -> list[Path]:
     if marked["diverged"]:
         notes.append("✕ diverged (not finite)")
     handles, labels = axes[0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="center right", title="\n".join(notes) or None,
-                  title_fontsize="small")  # fmt: skip
+    figure.legend(
+        handles, labels, loc="center right", title="\n".join(notes) or None, title_fontsize="small"
+    )
     figure.suptitle(study.name)
     # Fixed margins: tight_layout draws the whole figure once more to measure it (half the
     # plotting time of a study, README: Performance).
@@ -269,8 +285,11 @@ def plot_curves(out: Path, study: Study, curves: list[Curve]) -> list[Path]:
                 with warnings.catch_warnings():
                     # A round every seed diverged in is all NaN: no point there, no warning.
                     warnings.simplefilter("ignore", RuntimeWarning)
-                    low, mean, high = (np.nanmin(stack, axis=0), np.nanmean(stack, axis=0),
-                                       np.nanmax(stack, axis=0))  # fmt: skip
+                    low, mean, high = (
+                        np.nanmin(stack, axis=0),
+                        np.nanmean(stack, axis=0),
+                        np.nanmax(stack, axis=0),
+                    )
                 line = ax.semilogy(x, mean, label=variant, color=color)
                 color = line[0].get_color()
                 if len(mine) > 1:

@@ -38,8 +38,10 @@ def scoring_lines(metrics: Mapping) -> list[str]:
         lines.append(
             f"held-out {test.get('rows')} rows ({where}), last {predictive.get('window')} round(s)"
         )
-        lines.append(f"{'node':>10}  {'accuracy':>8}  {'AUC':>8}  {'log-loss':>8}  "
-                     f"{'per-sample accuracy':>8}")  # fmt: skip
+        lines.append(
+            f"{'node':>10}  {'accuracy':>8}  {'AUC':>8}  {'log-loss':>8}  "
+            f"{'per-sample accuracy':>8}"
+        )
         rows = [("average", predictive.get("average")), *predictive["per_node"].items()]
         lines += _node_rows(
             rows,

@@ -129,17 +129,25 @@ class Supervisor:
             if status.state == Lifecycle.FAILED:
                 if not state.failed_reported:
                     state.failed_reported = True
-                    self.account.node(node, "failed", f"failed: {status.error}",
-                                      round=status.round, error=status.error)  # fmt: skip
+                    self.account.node(
+                        node,
+                        "failed",
+                        f"failed: {status.error}",
+                        round=status.round,
+                        error=status.error,
+                    )
                     self.notices.declare(node, f"failed at round {status.round}")
                 state.finished = True
             elif status.state == Lifecycle.STOPPED:
                 # This orchestrator never stops a node mid-run: someone else did.
                 if not state.finished:
-                    self.account.node(node, "stopped",
-                                      f"stopped at round {status.round} from outside "
-                                      "(Control.Stop), not by this run",
-                                      round=status.round)  # fmt: skip
+                    self.account.node(
+                        node,
+                        "stopped",
+                        f"stopped at round {status.round} from outside "
+                        "(Control.Stop), not by this run",
+                        round=status.round,
+                    )
                     self.notices.declare(node, f"stopped at round {status.round}")
                 state.finished = True
             elif status.state == Lifecycle.DONE:
@@ -202,8 +210,14 @@ class Supervisor:
             )
         if reapplied:
             text += f"; live link state re-applied to {', '.join(reapplied)}"
-        self.account.node(node, "resumed", text, round=configured.next_round,
-                          resumed=configured.resumed, replaced_samples=replaced)  # fmt: skip
+        self.account.node(
+            node,
+            "resumed",
+            text,
+            round=configured.next_round,
+            resumed=configured.resumed,
+            replaced_samples=replaced,
+        )
         self.notices.undeclare(node)
 
     def _reapply_links(self, node: str, client: NodeClient) -> list[str]:
@@ -230,10 +244,10 @@ class Supervisor:
             if time.monotonic() - state.down_since > self.patience:
                 state.finished = state.given_up = True
                 self.account.node(
-                    node, "given_up",
-                    f"unreachable for {self.patience:g} s, given up; the others finish "
-                    "without it",
-                )  # fmt: skip
+                    node,
+                    "given_up",
+                    f"unreachable for {self.patience:g} s, given up; the others finish without it",
+                )
                 self.notices.declare(node, f"unreachable for {self.patience:g} s")
 
     # ------------------------------------------------------------ acting on nodes
@@ -260,9 +274,11 @@ class Supervisor:
             state.finished = True
             text += "; not restarted, the others finish without it"
         if (
-            fault is not None and fault.restart_round is not None
-            and at_round is not None and at_round >= fault.restart_round
-        ):  # fmt: skip
+            fault is not None
+            and fault.restart_round is not None
+            and at_round is not None
+            and at_round >= fault.restart_round
+        ):
             text += (
                 f"; it was already past its scheduled restart round {fault.restart_round}, "
                 "so this run's schedule no longer matches simulate's"
@@ -304,8 +320,7 @@ class Supervisor:
             text = f"killed at round {running_at} and restarted at once ({why})"
         else:
             text = f"restarted ({why})"
-        self.account.node(node, "restarted", text, address=address, why=why,
-                          round=running_at)  # fmt: skip
+        self.account.node(node, "restarted", text, address=address, why=why, round=running_at)
         self.publish()
         return address
 
@@ -334,8 +349,9 @@ class Supervisor:
         its own calls' time, not theirs added up. With ``within`` (seconds, an interrupted
         run) the whole collection ends by then; returns the nodes that had not answered
         (their store keeps what was not collected)."""
-        outcomes = pull_all(self.collector, {node: self._final(node) for node in self.clients},
-                            within)  # fmt: skip
+        outcomes = pull_all(
+            self.collector, {node: self._final(node) for node in self.clients}, within
+        )
         late = []
         for node, outcome in outcomes.items():  # in node order: the account reads the same
             if outcome.late:

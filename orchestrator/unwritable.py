@@ -35,8 +35,10 @@ def unwritable(folder: Path, exc: BaseException) -> ResultsUnwritable | None:
         return None
     where = f": {os.fsdecode(name)}" if name is not None else ""
     if (Path(folder) / "start.json").is_file():  # a networked run: its nodes keep their stores
-        then = (f"the samples the nodes stored are kept; once the folder can be written, "
-                f"`starling collect {folder}` recovers them")  # fmt: skip
+        then = (
+            f"the samples the nodes stored are kept; once the folder can be written, "
+            f"`starling collect {folder}` recovers them"
+        )
     else:
         then = "nothing was kept; run it again once the folder can be written"
     return ResultsUnwritable(

@@ -42,8 +42,9 @@ def _schedule(out_dir: str) -> tuple[tuple[str, Any], ...]:
         return ()
 
 
-def link_state(key: str, live_state: Mapping | None, schedule, sender_round: int | None,
-               base_delay_ms: float) -> str:  # fmt: skip
+def link_state(
+    key: str, live_state: Mapping | None, schedule, sender_round: int | None, base_delay_ms: float
+) -> str:
     """``up``, ``cut``, ``lossy 0.3`` and/or ``delayed 20 ms`` for link ``A->B``."""
     sender, receiver = key.split("->", 1)
     state = {"up": True, "drop": 0.0, "delay_ms": base_delay_ms, **(live_state or {})}
@@ -109,8 +110,15 @@ class _View:
             if s.get("error"):
                 state += f" — {s['error']}"
             extra = f"told down: {', '.join(s['peers_down'])}" if s.get("peers_down") else ""
-            nodes.append([node, "–" if s.get("round") is None else str(s["round"]), state,
-                          str(s.get("samples_stored", "–")), extra])  # fmt: skip
+            nodes.append(
+                [
+                    node,
+                    "–" if s.get("round") is None else str(s["round"]),
+                    state,
+                    str(s.get("samples_stored", "–")),
+                    extra,
+                ]
+            )
         links = link_summary(self.books)
         states = live.link_states(self.events)
         for key in states:
@@ -118,8 +126,9 @@ class _View:
         table = []
         for key, counts in sorted(links.items()):
             sender_round = self.nodes.get(key.split("->", 1)[0], {}).get("round")
-            text = link_state(key, states.get(key), self.schedule, sender_round,
-                              self.record.link_delay_ms)  # fmt: skip
+            text = link_state(
+                key, states.get(key), self.schedule, sender_round, self.record.link_delay_ms
+            )
             table.append(
                 [key.replace("->", " -> "), text] + [str(counts.get(c, 0)) for c in COUNTERS]
             )

@@ -188,16 +188,76 @@ class NamespaceBed:
         root on the sender's eth0 whose default class is unlimited, and a class for packets
         to the receiver's address (u32 filter) holding a ``tc tbf`` of ``rate``."""
         namespace, tc = self.namespaces[sender], ("tc",)
-        self._in(namespace, *tc, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb",
-                 "default", "20")  # fmt: skip
+        self._in(
+            namespace,
+            *tc,
+            "qdisc",
+            "add",
+            "dev",
+            "eth0",
+            "root",
+            "handle",
+            "1:",
+            "htb",
+            "default",
+            "20",
+        )
         for classid, ceiling in (("1:10", rate), ("1:20", "10gbit")):
-            self._in(namespace, *tc, "class", "add", "dev", "eth0", "parent", "1:", "classid",
-                     classid, "htb", "rate", ceiling)  # fmt: skip
-        self._in(namespace, *tc, "qdisc", "add", "dev", "eth0", "parent", "1:10", "handle",
-                 "10:", "tbf", "rate", rate, "burst", "32kbit", "latency", "400ms")  # fmt: skip
-        self._in(namespace, *tc, "filter", "add", "dev", "eth0", "parent", "1:", "protocol",
-                 "ip", "prio", "1", "u32", "match", "ip", "dst",
-                 f"{self.addresses[receiver]}/32", "flowid", "1:10")  # fmt: skip
+            self._in(
+                namespace,
+                *tc,
+                "class",
+                "add",
+                "dev",
+                "eth0",
+                "parent",
+                "1:",
+                "classid",
+                classid,
+                "htb",
+                "rate",
+                ceiling,
+            )
+        self._in(
+            namespace,
+            *tc,
+            "qdisc",
+            "add",
+            "dev",
+            "eth0",
+            "parent",
+            "1:10",
+            "handle",
+            "10:",
+            "tbf",
+            "rate",
+            rate,
+            "burst",
+            "32kbit",
+            "latency",
+            "400ms",
+        )
+        self._in(
+            namespace,
+            *tc,
+            "filter",
+            "add",
+            "dev",
+            "eth0",
+            "parent",
+            "1:",
+            "protocol",
+            "ip",
+            "prio",
+            "1",
+            "u32",
+            "match",
+            "ip",
+            "dst",
+            f"{self.addresses[receiver]}/32",
+            "flowid",
+            "1:10",
+        )
 
     def delay(self, receiver: str, milliseconds: int) -> None:
         """Delay what the bridge sends towards ``receiver`` (tc netem; see netem_available)."""

@@ -68,9 +68,12 @@ def need(tool: str) -> str:
 def promtool_check(text: str) -> None:
     """``promtool check metrics`` passes on ``text`` (no lint problem at all)."""
     done = subprocess.run(
-        [need("promtool"), "check", "metrics"], input=text, capture_output=True, text=True,
+        [need("promtool"), "check", "metrics"],
+        input=text,
+        capture_output=True,
+        text=True,
         timeout=60,
-    )  # fmt: skip
+    )
     assert done.returncode == 0 and not done.stdout.strip(), done.stdout + done.stderr
 
 

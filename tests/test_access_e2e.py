@@ -305,9 +305,10 @@ def test_a_node_reads_only_under_its_data_dir_and_quotes_no_data(tmp_path):
 def test_no_node_serves_as_the_orchestrator(tmp_path):
     command = [sys.executable, "-m", "starling.node", "serve", "--id", "orchestrator"]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert (done.returncode, done.stderr.strip().splitlines()) == (2, [
-        "starling-node: id: 'orchestrator' is the orchestrator's identity; no node may take it"
-    ])  # fmt: skip
+    assert (done.returncode, done.stderr.strip().splitlines()) == (
+        2,
+        ["starling-node: id: 'orchestrator' is the orchestrator's identity; no node may take it"],
+    )
 
 
 def test_a_non_loopback_address_needs_tls_or_insecure(tmp_path):

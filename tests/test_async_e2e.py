@@ -122,10 +122,14 @@ def test_ec_sghmc_runs_over_grpc_with_bounded_staleness(procs):
         envelope = [pooled[i] for _, pooled in laws.values()]
         worst = _inside_envelope(samples[node][burn:], envelope, f"worker {node}")
         ratios = variance_ratios(prob.post_cov, np.cov(samples[node][burn:].reshape(-1, 2).T))
-        print(f"ec-sghmc over gRPC, worker {node}: {worst:.2f} MCSE outside the exact-law "
-              f"envelope, variance ratio to the posterior {ratios.round(3)}")  # fmt: skip
-    print(f"ec-sghmc over gRPC: {rounds} rounds in {elapsed:.1f} s; mean staleness of c̃ "
-          f"{np.round(staleness, 2)} (lockstep model: {(s + 1) / 2})")  # fmt: skip
+        print(
+            f"ec-sghmc over gRPC, worker {node}: {worst:.2f} MCSE outside the exact-law "
+            f"envelope, variance ratio to the posterior {ratios.round(3)}"
+        )
+    print(
+        f"ec-sghmc over gRPC: {rounds} rounds in {elapsed:.1f} s; mean staleness of c̃ "
+        f"{np.round(staleness, 2)} (lockstep model: {(s + 1) / 2})"
+    )
 
 
 def test_async_sghmc_runs_over_grpc_with_bounded_staleness(procs):
@@ -156,11 +160,13 @@ def test_async_sghmc_runs_over_grpc_with_bounded_staleness(procs):
         variance_ratios(prob.post_cov, cov).round(3)
         for cov in (fresh[1], lockstep[1], np.cov(samples["0"][burn:].reshape(-1, 2).T))
     ]
-    print(f"async-sghmc over gRPC: {rounds} rounds in {elapsed:.1f} s; gradient staleness "
-          f"mean {metrics['gradient_staleness_mean']:.2f} (lockstep {(s + 3) / 2}), message "
-          f"staleness {metrics['message_staleness_mean']:.2f} (lockstep 1); {worst:.2f} MCSE "
-          f"outside the envelope; variance ratios fresh {ratios[0]}, lockstep {ratios[1]}, "
-          f"measured {ratios[2]}")  # fmt: skip
+    print(
+        f"async-sghmc over gRPC: {rounds} rounds in {elapsed:.1f} s; gradient staleness "
+        f"mean {metrics['gradient_staleness_mean']:.2f} (lockstep {(s + 3) / 2}), message "
+        f"staleness {metrics['message_staleness_mean']:.2f} (lockstep 1); {worst:.2f} MCSE "
+        f"outside the envelope; variance ratios fresh {ratios[0]}, lockstep {ratios[1]}, "
+        f"measured {ratios[2]}"
+    )
 
 
 def test_a_dead_worker_costs_the_centre_one_deadline_per_round_and_is_counted(procs):
@@ -191,8 +197,11 @@ def test_examples_are_the_papers_toy():
     ec = load_experiment(ROOT / "examples" / "ec-sghmc-gaussian.yaml")
     hyper = ec.hyperparameters
     assert (hyper["alpha"], hyper["eps"], hyper["friction"], hyper["centre_noise"]) == (
-        1.0, 0.01, 1.0, 1.0,
-    )  # fmt: skip
+        1.0,
+        0.01,
+        1.0,
+        1.0,
+    )
     assert len(ec.data_nodes()) == 4 and ec.model.params["dim"] == 2
     baseline = load_experiment(ROOT / "examples" / "async-sghmc-gaussian.yaml")
     assert baseline.hyperparameters["sync_period"] == 8 and len(baseline.data_nodes()) == 4

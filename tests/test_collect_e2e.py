@@ -60,8 +60,13 @@ def _gone(pid: int) -> bool:
 def test_collect_recovers_every_stored_sample_after_the_orchestrator_is_killed(
     tmp_path, starling_home
 ):
-    raw = _ring("crash", rounds=100_000, chains=3, round_deadline=1.0,
-                faults=[{"link": [1, 2], "rounds": [50_000, 50_010]}])  # fmt: skip
+    raw = _ring(
+        "crash",
+        rounds=100_000,
+        chains=3,
+        round_deadline=1.0,
+        faults=[{"link": [1, 2], "rounds": [50_000, 50_010]}],
+    )
     with LiveRun(tmp_path, starling_home, raw) as run:
         run.wait_started(min_round=5)
         run.cli("links", "set", "0", "1", "--drop", "0.25")  # a live change, in the journal
@@ -70,9 +75,12 @@ def test_collect_recovers_every_stored_sample_after_the_orchestrator_is_killed(
         os.close(read_end)
         piped = subprocess.run(  # the same command line as run_cli, its stdout a dead pipe
             [sys.executable, "-m", "starling.orchestrator.cli", "status"],
-            stdout=write_end, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "STARLING_HOME": str(starling_home)}, timeout=WAIT,
-        )  # fmt: skip
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "STARLING_HOME": str(starling_home)},
+            timeout=WAIT,
+        )
         os.close(write_end)
         assert piped.returncode == 0 and piped.stderr == "", piped.stderr
         start = json.loads((run.out / "start.json").read_text())
@@ -126,14 +134,23 @@ def test_collect_scores_a_run_on_the_nodes_own_data_as_the_run_would(tmp_path, s
     nodes = ("a", "b", "c")
     with Cluster(tmp_path) as cluster:
         procs = {
-            node: cluster.launch(node, extra=["--id", node, "--shard", str(k), "--data-seed",
-                                              "3", "--data-size", "50"])
+            node: cluster.launch(
+                node,
+                extra=["--id", node, "--shard", str(k), "--data-seed", "3", "--data-size", "50"],
+            )
             for k, node in enumerate(nodes)
-        }  # fmt: skip
+        }
         inventory = {n: cluster.ready(p).address for n, p in procs.items()}
-        raw = _ring("own-data", topology={"kind": "ring"}, nodes=[{"id": n} for n in nodes],
-                    data={"source": "node"}, rounds=100_000, chains=3, round_deadline=1.0,
-                    backend={"kind": "inventory", "nodes": inventory})  # fmt: skip
+        raw = _ring(
+            "own-data",
+            topology={"kind": "ring"},
+            nodes=[{"id": n} for n in nodes],
+            data={"source": "node"},
+            rounds=100_000,
+            chains=3,
+            round_deadline=1.0,
+            backend={"kind": "inventory", "nodes": inventory},
+        )
         with LiveRun(tmp_path, starling_home, raw) as run:
             run.wait_started(min_round=5)
             run.process.send_signal(signal.SIGKILL)
@@ -151,8 +168,13 @@ def test_collect_scores_a_run_on_the_nodes_own_data_as_the_run_would(tmp_path, s
         with np.load(run.out / "samples" / f"node-{node}.npz") as got:
             samples[node] = got["samples"]
         assert len(samples[node]) >= 5, node
-    twin = parse_experiment({**raw, "data": {"source": "synthetic", "size": 50, "seed": 3},
-                             "backend": {"kind": "local"}})  # fmt: skip
+    twin = parse_experiment(
+        {
+            **raw,
+            "data": {"source": "synthetic", "size": 50, "seed": 3},
+            "backend": {"kind": "local"},
+        }
+    )
     expected = evaluate(twin, samples).metrics
     assert "w2" in metrics, sorted(metrics)
     for key in ("mean", "std"):
@@ -181,9 +203,13 @@ def test_a_node_killed_for_good_mid_run_is_left_to_collect_and_loses_nothing(
 
     with Cluster(tmp_path) as cluster:
         procs, inventory, raw = inventory_ring(
-            cluster, "killed-for-good", rounds=ROUNDS, chains=3, round_deadline=1.0,
+            cluster,
+            "killed-for-good",
+            rounds=ROUNDS,
+            chains=3,
+            round_deadline=1.0,
             limits={"down_grace": 2},
-        )  # fmt: skip
+        )
         with LiveRun(tmp_path, starling_home, raw) as run:
             run.wait_started(min_round=5)
             procs["c"].process.send_signal(signal.SIGKILL)
@@ -196,9 +222,11 @@ def test_a_node_killed_for_good_mid_run_is_left_to_collect_and_loses_nothing(
         assert first["a"] == first["b"] == ROUNDS, first
 
         # The node serves again, on its store and its address: collect gets all it stored.
-        again = cluster.ready(cluster.launch("c", listen=inventory["c"],
-                                             state_dir=procs["c"].state_dir,
-                                             extra=["--id", "c"]))  # fmt: skip
+        again = cluster.ready(
+            cluster.launch(
+                "c", listen=inventory["c"], state_dir=procs["c"].state_dir, extra=["--id", "c"]
+            )
+        )
         done = run_cli("collect", str(run.out), env_home=starling_home, timeout=600)
         assert done.returncode == 0, done.stderr
         assert again.process.poll() is None

@@ -62,10 +62,21 @@ class _Run:
         self.out = out
         env = {**os.environ, "STARLING_HOME": str(home)}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "starling.orchestrator.cli",
-             "run", str(path), "--out", str(out)],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "starling.orchestrator.cli",
+                "run",
+                str(path),
+                "--out",
+                str(out),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 90
         while not (out / "run.json").exists():
             assert self.process.poll() is None, self.process.communicate()

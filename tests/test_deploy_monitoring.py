@@ -19,8 +19,12 @@ pytestmark = pytest.mark.e2e  # runs promtool
 
 def test_scrape_config_is_valid_and_covers_the_testbed():
     config = ROOT / "deploy" / "prometheus.yml"
-    done = subprocess.run([need("promtool"), "check", "config", str(config)],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [need("promtool"), "check", "config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     jobs = {job["job_name"]: job for job in yaml.safe_load(config.read_text())["scrape_configs"]}
     targets = {

@@ -51,8 +51,9 @@ def test_simulate_reports_held_out_accuracy_auc_and_log_loss(tmp_path):
         assert scores["predictive_accuracy"] > 0.85
         assert scores["predictive_auc"] > 0.9
         assert 0 < scores["predictive_log_loss"] < 0.4  # ln 2 ≈ 0.69 is a coin
-    curve = np.genfromtxt(out / "predictive_curve.csv", delimiter=",", names=True, dtype=None,
-                          encoding="utf-8")  # fmt: skip
+    curve = np.genfromtxt(
+        out / "predictive_curve.csv", delimiter=",", names=True, dtype=None, encoding="utf-8"
+    )
     assert set(curve["node"].astype(str)) == {"average", "0", "1", "2", "3"}
     last = curve["round"].max()
     assert last == 199
@@ -100,8 +101,9 @@ def test_simulate_reports_sinkhorn_sliced_w2_ess_rhat_and_exports_netcdf(tmp_pat
         # is to itself, which no sampler can beat (minus subsampling noise).
         assert floor["sinkhorn"] - 0.05 < d["sinkhorn"] < floor["sinkhorn"] + 0.5, name
         assert 0 < d["sliced_w2"] < 0.5, name
-    curve = np.genfromtxt(out / "distance_curve.csv", delimiter=",", names=True, dtype=None,
-                          encoding="utf-8")  # fmt: skip
+    curve = np.genfromtxt(
+        out / "distance_curve.csv", delimiter=",", names=True, dtype=None, encoding="utf-8"
+    )
     average = curve[curve["node"].astype(str) == "average"]
     assert average["round"][-1] == 599 and average["sinkhorn"][-1] < average["sinkhorn"][0]
     diagnostics = metrics["diagnostics"]

@@ -61,14 +61,20 @@ def _samples(out: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 def test_a_seeded_schedule_means_the_same_in_run_and_simulate(tmp_path, starling_home):
     rounds = 60
     path, _ = _experiment(
-        tmp_path, "schedule",
-        algorithm="d-sgld", hyperparameters={"eta": 0.009},
-        topology={"kind": "ring", "nodes": 5}, rounds=rounds, chains=8,
+        tmp_path,
+        "schedule",
+        algorithm="d-sgld",
+        hyperparameters={"eta": 0.009},
+        topology={"kind": "ring", "nodes": 5},
+        rounds=rounds,
+        chains=8,
         # Generous: with withheld notices nobody ever waits for a scheduled loss.
         round_deadline=10.0,
-        faults=[{"link": ["0", "1"], "rounds": [5, 15]},
-                {"link": "all", "drop": 0.3, "rounds": [20, 45]}],
-    )  # fmt: skip
+        faults=[
+            {"link": ["0", "1"], "rounds": [5, 15]},
+            {"link": "all", "drop": 0.3, "rounds": [20, 45]},
+        ],
+    )
     run_metrics, stdout = _run(path, tmp_path / "run", starling_home)
     sim_metrics, _ = _run(path, tmp_path / "sim", starling_home, command="simulate")
 
@@ -100,16 +106,23 @@ def test_a_node_killed_by_the_schedule_resumes_and_loses_no_sample(tmp_path, sta
     round 110 for good. Every sample either produced is collected, exactly once."""
     rounds, kill_at, down_for, final_kill = 150, 50, 3, 110
     path, raw = _experiment(
-        tmp_path, "scheduled-kill",
-        algorithm="d-sgld", hyperparameters={"eta": 0.009},
-        topology={"kind": "ring", "nodes": 4}, rounds=rounds, chains=8,
+        tmp_path,
+        "scheduled-kill",
+        algorithm="d-sgld",
+        hyperparameters={"eta": 0.009},
+        topology={"kind": "ring", "nodes": 4},
+        rounds=rounds,
+        chains=8,
         # Neighbours never wait for a node the schedule has killed; the deadline bounds
         # how long they wait for it at its restart round while its process boots. The
         # latency puts messages in flight when the kill lands.
-        round_deadline=5.0, link_delay="20ms",
-        faults=[{"node": "2", "kill_at_round": kill_at, "restart_after_rounds": down_for},
-                {"node": "0", "kill_at_round": final_kill}],
-    )  # fmt: skip
+        round_deadline=5.0,
+        link_delay="20ms",
+        faults=[
+            {"node": "2", "kill_at_round": kill_at, "restart_after_rounds": down_for},
+            {"node": "0", "kill_at_round": final_kill},
+        ],
+    )
     metrics, stdout = _run(path, tmp_path / "run", starling_home)
 
     events = metrics["faults"]["nodes"]
@@ -134,8 +147,10 @@ def test_a_node_killed_by_the_schedule_resumes_and_loses_no_sample(tmp_path, sta
     # ... and, down for good, it was named to the two nodes that waited for it.
     assert down["event"] == "declared_down" and sorted(down["told"]) == ["1", "3"], down
     assert "not restarted" in stdout
-    assert any("node 0: down at the end" in line and "started again idle" in line
-               for line in metrics["account"]), metrics["account"]  # fmt: skip
+    assert any(
+        "node 0: down at the end" in line and "started again idle" in line
+        for line in metrics["account"]
+    ), metrics["account"]
     kept = len(collected["0"][1])
     assert list(collected["0"][1]) == list(range(kept))
     assert kept == final_kill  # every round before the one it died at
@@ -161,17 +176,27 @@ def test_a_node_killed_and_restarted_twice_by_the_schedule_finishes_the_run(
     bit-identical to the simulator."""
     rounds = 40
     path, raw = _experiment(
-        tmp_path, "killed-twice",
-        algorithm="d-admms", hyperparameters={"rho": 5.0},
-        topology={"kind": "ring", "nodes": 3}, rounds=rounds, chains=4, round_deadline=5.0,
-        faults=[{"node": "1", "kill_at_round": 8, "restart_after_rounds": 3},
-                {"node": "1", "kill_at_round": 20, "restart_after_rounds": 3}],
-    )  # fmt: skip
+        tmp_path,
+        "killed-twice",
+        algorithm="d-admms",
+        hyperparameters={"rho": 5.0},
+        topology={"kind": "ring", "nodes": 3},
+        rounds=rounds,
+        chains=4,
+        round_deadline=5.0,
+        faults=[
+            {"node": "1", "kill_at_round": 8, "restart_after_rounds": 3},
+            {"node": "1", "kill_at_round": 20, "restart_after_rounds": 3},
+        ],
+    )
     metrics, _ = _run(path, tmp_path / "run", starling_home, timeout=240)
     events = [(e["event"], e.get("round")) for e in metrics["faults"]["nodes"] if e["node"] == "1"]
     assert [e for e, _ in events if e in ("killed", "resumed")] == [
-        "killed", "resumed", "killed", "resumed"
-    ], events  # fmt: skip
+        "killed",
+        "resumed",
+        "killed",
+        "resumed",
+    ], events
     assert [r for e, r in events if e == "killed"] == [8, 20], events
     collected = _samples(tmp_path / "run")
     expected = simulate(node_specs(parse_experiment(raw)))
@@ -205,14 +230,19 @@ def test_running_sums_reach_the_posterior_after_a_cut_and_plain_push_sum_does_no
     rounds, window, chains = 500, 200, 40
     common = dict(
         hyperparameters={"a": 0.02, "gamma": 0.0},
-        topology={"kind": "directed_ring", "nodes": 5}, rounds=rounds, chains=chains,
-        round_deadline=10.0, evaluation={"window": window},
-    )  # fmt: skip
+        topology={"kind": "directed_ring", "nodes": 5},
+        rounds=rounds,
+        chains=chains,
+        round_deadline=10.0,
+        evaluation={"window": window},
+    )
     cut = [{"link": ["0", "1"], "rounds": [100, 105]}]
-    rs_path, rs_raw = _experiment(tmp_path, "ps-rs-cut", algorithm="push-sum-rs", faults=cut,
-                                  **common)  # fmt: skip
-    plain_path, _ = _experiment(tmp_path, "ps-plain-cut", algorithm="push-sum", faults=cut,
-                                **common)  # fmt: skip
+    rs_path, rs_raw = _experiment(
+        tmp_path, "ps-rs-cut", algorithm="push-sum-rs", faults=cut, **common
+    )
+    plain_path, _ = _experiment(
+        tmp_path, "ps-plain-cut", algorithm="push-sum", faults=cut, **common
+    )
     rs_metrics, _ = _run(rs_path, tmp_path / "rs", starling_home)
     plain_metrics, _ = _run(plain_path, tmp_path / "plain", starling_home)
 
@@ -257,11 +287,16 @@ def test_a_node_killed_before_round_0_is_listed_with_no_sample(tmp_path, starlin
     rounds), and the summary and the report show it. ``simulate`` says the same."""
     rounds = 12
     path, _ = _experiment(
-        tmp_path, "dead-at-0",
-        algorithm="d-sgld", hyperparameters={"eta": 0.009},
-        topology={"kind": "ring", "nodes": 4}, rounds=rounds, chains=2, round_deadline=5.0,
+        tmp_path,
+        "dead-at-0",
+        algorithm="d-sgld",
+        hyperparameters={"eta": 0.009},
+        topology={"kind": "ring", "nodes": 4},
+        rounds=rounds,
+        chains=2,
+        round_deadline=5.0,
         faults=[{"node": "1", "kill_at_round": 0}],
-    )  # fmt: skip
+    )
     metrics, stdout = _run(path, tmp_path / "run", starling_home)
     assert metrics["samples_per_node"] == {"0": rounds, "1": 0, "2": rounds, "3": rounds}
     assert metrics["status"] == "partial"
@@ -278,11 +313,16 @@ def test_nodes_killed_for_good_leave_the_same_results_in_run_and_simulate(tmp_pa
     rounds before its kill and its links count nothing after it, in both engines (the
     in-process engine runs a dead node's later rounds in isolation and drops them)."""
     path, _ = _experiment(
-        tmp_path, "dead-for-good",
-        algorithm="d-admms", hyperparameters={"rho": 5.0},
-        topology={"kind": "ring", "nodes": 5}, rounds=15, chains=3, round_deadline=5.0,
+        tmp_path,
+        "dead-for-good",
+        algorithm="d-admms",
+        hyperparameters={"rho": 5.0},
+        topology={"kind": "ring", "nodes": 5},
+        rounds=15,
+        chains=3,
+        round_deadline=5.0,
         faults=[{"node": "1", "kill_at_round": 7}, {"node": "3", "kill_at_round": 0}],
-    )  # fmt: skip
+    )
     metrics, _ = _run(path, tmp_path / "run", starling_home)
     assert metrics["samples_per_node"] == {"0": 15, "1": 7, "2": 15, "3": 0, "4": 15}
     _same_as_simulate(path, tmp_path, starling_home, metrics)
@@ -312,16 +352,23 @@ def test_a_restart_counts_each_message_once_on_every_link(tmp_path, starling_hom
     held for rounds it never ran dies with it; the next one counts it when it comes."""
     rounds = 40
     path, _ = _experiment(
-        tmp_path, "restart-counts",
-        algorithm="d-sgld", hyperparameters={"eta": 0.009},
-        topology={"kind": "ring", "nodes": 4}, rounds=rounds, chains=2,
-        round_deadline=5.0, link_delay="20ms",
+        tmp_path,
+        "restart-counts",
+        algorithm="d-sgld",
+        hyperparameters={"eta": 0.009},
+        topology={"kind": "ring", "nodes": 4},
+        rounds=rounds,
+        chains=2,
+        round_deadline=5.0,
+        link_delay="20ms",
         faults=[{"node": "2", "kill_at_round": 20, "restart_after_rounds": 3}],
-    )  # fmt: skip
+    )
     metrics, _ = _run(path, tmp_path / "run", starling_home)
     assert [e["event"] for e in metrics["faults"]["nodes"] if e["node"] == "2"][:3] == [
-        "killed", "restarted", "resumed"
-    ]  # fmt: skip
+        "killed",
+        "restarted",
+        "resumed",
+    ]
     links = metrics["links"]
     for key, c in links.items():
         assert c["delivered"] <= c["sent"], (key, c)
@@ -342,15 +389,20 @@ def test_a_restart_counts_each_message_once_for_an_asynchronous_sampler(tmp_path
     deadline's worth, 20 rounds here - a second time (0→2 delivered 77 of 57 sent).
     A resend for a round before the process's first is its predecessor's, counted there."""
     rounds = 60
-    raw = yaml.safe_load((Path(__file__).parent.parent / "examples" / "ec-sghmc-gaussian.yaml")
-                         .read_text())  # fmt: skip
+    raw = yaml.safe_load(
+        (Path(__file__).parent.parent / "examples" / "ec-sghmc-gaussian.yaml").read_text()
+    )
     raw.pop("evaluation", None)
     path, _ = _experiment(
-        tmp_path, "restart-counts-async",
+        tmp_path,
+        "restart-counts-async",
         **{k: raw[k] for k in ("algorithm", "hyperparameters", "model", "data", "topology")},
-        rounds=rounds, chains=2, round_deadline=5.0, link_delay="20ms",
+        rounds=rounds,
+        chains=2,
+        round_deadline=5.0,
+        link_delay="20ms",
         faults=[{"node": "2", "kill_at_round": 20, "restart_after_rounds": 3}],
-    )  # fmt: skip
+    )
     metrics, _ = _run(path, tmp_path / "run", starling_home)
     assert "resumed" in [e["event"] for e in metrics["faults"]["nodes"] if e["node"] == "2"]
     for key, c in metrics["links"].items():

@@ -49,10 +49,12 @@ def _write(path, content) -> str:
 def test_run_drives_nodes_started_by_hand_and_leaves_them_reusable(tmp_path, starling_home):
     with Cluster(tmp_path) as cluster:
         procs = {
-            node: cluster.launch(node, extra=["--id", node, "--shard", str(k),
-                                              "--data-seed", "5", "--data-size", "20"])
+            node: cluster.launch(
+                node,
+                extra=["--id", node, "--shard", str(k), "--data-seed", "5", "--data-size", "20"],
+            )
             for k, node in enumerate(NODES)
-        }  # fmt: skip
+        }
         inventory = {"nodes": {n: cluster.ready(p).address for n, p in procs.items()}}
         inventory_file = _write(tmp_path / "nodes.yaml", inventory)
         experiment = _write(tmp_path / "exp.yaml", _experiment(tmp_path, {"source": "node"}))
@@ -64,8 +66,16 @@ def test_run_drives_nodes_started_by_hand_and_leaves_them_reusable(tmp_path, sta
         runs = []
         for attempt in ("first", "second"):  # the nodes outlive a run and serve the next
             out = tmp_path / attempt
-            done = run_cli("run", experiment, "--inventory", inventory_file, "--out", str(out),
-                           env_home=starling_home, timeout=300)  # fmt: skip
+            done = run_cli(
+                "run",
+                experiment,
+                "--inventory",
+                inventory_file,
+                "--out",
+                str(out),
+                env_home=starling_home,
+                timeout=300,
+            )
             assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
             runs.append(out)
         assert all(p.process.poll() is None for p in procs.values()), "a node was stopped"
@@ -79,8 +89,10 @@ def test_run_drives_nodes_started_by_hand_and_leaves_them_reusable(tmp_path, sta
         assert metrics["backend"] == "inventory"
         assert metrics["w2"] == expected["w2"]
         for node in NODES:
-            with np.load(out / "samples" / f"node-{node}.npz") as got, \
-                    np.load(sim / "samples" / f"node-{node}.npz") as want:  # fmt: skip
+            with (
+                np.load(out / "samples" / f"node-{node}.npz") as got,
+                np.load(sim / "samples" / f"node-{node}.npz") as want,
+            ):
                 assert np.array_equal(got["samples"], want["samples"]), node
         assert yaml.safe_load((out / "experiment.yaml").read_text())["backend"]["kind"] == (
             "inventory"
@@ -91,12 +103,22 @@ def test_a_missing_node_is_named_after_the_timeout(tmp_path, starling_home):
     with Cluster(tmp_path) as cluster:
         up = cluster.ready(cluster.launch("a", extra=["--shard", "0"]))
         with cluster_free_port() as nowhere, cluster_free_port() as elsewhere:
-            inventory = {"nodes": {"a": up.address, "b": elsewhere, "c": nowhere},
-                         "ready_timeout": 2}  # fmt: skip
+            inventory = {
+                "nodes": {"a": up.address, "b": elsewhere, "c": nowhere},
+                "ready_timeout": 2,
+            }
         inventory_file = _write(tmp_path / "nodes.yaml", inventory)
         experiment = _write(tmp_path / "exp.yaml", _experiment(tmp_path, {"source": "node"}))
-        done = run_cli("run", experiment, "--inventory", inventory_file, "--out",
-                       str(tmp_path / "out"), env_home=starling_home, timeout=120)  # fmt: skip
+        done = run_cli(
+            "run",
+            experiment,
+            "--inventory",
+            inventory_file,
+            "--out",
+            str(tmp_path / "out"),
+            env_home=starling_home,
+            timeout=120,
+        )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
@@ -108,8 +130,16 @@ def test_a_missing_node_is_named_after_the_timeout(tmp_path, starling_home):
 def test_an_experiment_node_missing_from_the_inventory_is_named(tmp_path, starling_home):
     inventory_file = _write(tmp_path / "nodes.yaml", {"nodes": {"a": "127.0.0.1:1"}})
     experiment = _write(tmp_path / "exp.yaml", _experiment(tmp_path, {"source": "node"}))
-    done = run_cli("run", experiment, "--inventory", inventory_file, "--out",
-                   str(tmp_path / "out"), env_home=starling_home, timeout=120)  # fmt: skip
+    done = run_cli(
+        "run",
+        experiment,
+        "--inventory",
+        inventory_file,
+        "--out",
+        str(tmp_path / "out"),
+        env_home=starling_home,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert done.stderr.strip() == (
         "starling: inventory: node 'b' of the experiment has no address (the inventory lists a)"
@@ -121,8 +151,16 @@ def test_an_address_no_node_can_have_is_refused_at_once(tmp_path, starling_home,
     nodes = {"a": address, "b": "127.0.0.1:1", "c": "127.0.0.1:2"}
     inventory_file = _write(tmp_path / "nodes.yaml", {"nodes": nodes})
     experiment = _write(tmp_path / "exp.yaml", _experiment(tmp_path, {"source": "node"}))
-    done = run_cli("run", experiment, "--inventory", inventory_file, "--out",
-                   str(tmp_path / "out"), env_home=starling_home, timeout=30)  # fmt: skip
+    done = run_cli(
+        "run",
+        experiment,
+        "--inventory",
+        inventory_file,
+        "--out",
+        str(tmp_path / "out"),
+        env_home=starling_home,
+        timeout=30,
+    )
     assert done.returncode == 2, done.stderr
     assert "backend.nodes.a: expected host:port with a port from 1 to 65535" in done.stderr
 
@@ -134,8 +172,16 @@ def test_an_address_listed_for_two_nodes_is_refused_at_once(tmp_path, starling_h
     nodes = {"a": "127.0.0.1:50999", "b": "127.0.0.1:50998", "c": "127.0.0.1:50999"}
     inventory_file = _write(tmp_path / "nodes.yaml", {"nodes": nodes, "ready_timeout": 2})
     experiment = _write(tmp_path / "exp.yaml", _experiment(tmp_path, {"source": "node"}))
-    done = run_cli("run", experiment, "--inventory", inventory_file, "--out",
-                   str(tmp_path / "out"), env_home=starling_home, timeout=60)  # fmt: skip
+    done = run_cli(
+        "run",
+        experiment,
+        "--inventory",
+        inventory_file,
+        "--out",
+        str(tmp_path / "out"),
+        env_home=starling_home,
+        timeout=60,
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == (
         "starling: backend.nodes: a and c are both at 127.0.0.1:50999; each node needs an "

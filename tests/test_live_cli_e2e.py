@@ -54,8 +54,13 @@ def inventory_ring(cluster, name: str, **fields) -> tuple[dict, dict[str, str], 
     nodes = ("a", "b", "c")
     procs = {n: cluster.launch(n, extra=["--id", n]) for n in nodes}
     inventory = {n: cluster.ready(p).address for n, p in procs.items()}
-    raw = _ring(name, topology={"kind": "ring"}, nodes=[{"id": n} for n in nodes],
-                backend={"kind": "inventory", "nodes": inventory}, **fields)  # fmt: skip
+    raw = _ring(
+        name,
+        topology={"kind": "ring"},
+        nodes=[{"id": n} for n in nodes],
+        backend={"kind": "inventory", "nodes": inventory},
+        **fields,
+    )
     return procs, inventory, raw
 
 
@@ -71,10 +76,21 @@ class LiveRun:
         self.stderr = open(tmp_path / "run.stderr", "w+")  # noqa: SIM115
         env = {**os.environ, "STARLING_HOME": str(home)}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "starling.orchestrator.cli",
-             "run", str(path), "--out", str(self.out)],
-            cwd=ROOT, env=env, stdout=self.stdout, stderr=self.stderr, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "starling.orchestrator.cli",
+                "run",
+                str(path),
+                "--out",
+                str(self.out),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self.stdout,
+            stderr=self.stderr,
+            text=True,
+        )
 
     def __enter__(self) -> LiveRun:
         return self
@@ -122,10 +138,11 @@ class LiveRun:
             assert time.monotonic() < deadline, "the run never started"
             time.sleep(0.2)
         return self.wait_for(
-            lambda s: all(n.get("state") == "running" and n["round"] >= min_round
-                          for n in s["nodes"].values()),
+            lambda s: all(
+                n.get("state") == "running" and n["round"] >= min_round for n in s["nodes"].values()
+            ),
             f"every node running past round {min_round}",
-        )  # fmt: skip
+        )
 
     def finish(self, timeout: float = 300) -> int:
         return self.process.wait(timeout=timeout)
@@ -155,8 +172,7 @@ def _seconds_per_round(run: LiveRun, node: str, at_least: float) -> float:
 
 
 def test_each_live_command_changes_what_status_shows(tmp_path, starling_home):
-    raw = _ring("live-commands", rounds=1_000_000, chains=4, round_deadline=1.0,
-                link_delay="10ms")  # fmt: skip
+    raw = _ring("live-commands", rounds=1_000_000, chains=4, round_deadline=1.0, link_delay="10ms")
     with LiveRun(tmp_path, starling_home, raw) as run:
         run.wait_started(min_round=5)
 
@@ -175,9 +191,13 @@ def test_each_live_command_changes_what_status_shows(tmp_path, starling_home):
         cut = json.loads(run.cli("links", "cut", "0", "1", "--format", "json").stdout)
         assert cut["ok"] and cut["action"] == "cut" and cut["round"] >= 5
         before = _link(run.status(), "0->1")
-        after = _link(run.wait_for(
-            lambda s: _link(s, "0->1")["withheld"] >= before["withheld"] + 15,
-            "withheld rising on the cut link 0->1"), "0->1")  # fmt: skip
+        after = _link(
+            run.wait_for(
+                lambda s: _link(s, "0->1")["withheld"] >= before["withheld"] + 15,
+                "withheld rising on the cut link 0->1",
+            ),
+            "0->1",
+        )
         assert after["sent"] <= before["sent"] + 1, (before, after)  # one may be in flight
         assert after["live"]["up"] is False
         assert _link(run.status(), "1->0")["withheld"] == 0  # one-way: the reverse is up
@@ -185,9 +205,13 @@ def test_each_live_command_changes_what_status_shows(tmp_path, starling_home):
         # links restore: messages flow again and withheld stops rising.
         run.cli("links", "restore", "0", "1")
         before = _link(run.status(), "0->1")
-        after = _link(run.wait_for(
-            lambda s: _link(s, "0->1")["sent"] >= before["sent"] + 15,
-            "messages sent again on 0->1"), "0->1")  # fmt: skip
+        after = _link(
+            run.wait_for(
+                lambda s: _link(s, "0->1")["sent"] >= before["sent"] + 15,
+                "messages sent again on 0->1",
+            ),
+            "0->1",
+        )
         assert after["withheld"] <= before["withheld"] + 1, (before, after)
         assert after["live"]["up"] is True
 
@@ -195,18 +219,26 @@ def test_each_live_command_changes_what_status_shows(tmp_path, starling_home):
         run.cli("links", "set", "1", "2", "--drop", "0.5")
         before = _link(run.status(), "1->2")
         total = lambda c: c["sent"] + c["withheld"]  # noqa: E731
-        after = _link(run.wait_for(
-            lambda s: total(_link(s, "1->2")) >= total(before) + 200,
-            "200 messages on 1->2 at drop 0.5"), "1->2")  # fmt: skip
+        after = _link(
+            run.wait_for(
+                lambda s: total(_link(s, "1->2")) >= total(before) + 200,
+                "200 messages on 1->2 at drop 0.5",
+            ),
+            "1->2",
+        )
         share = (after["withheld"] - before["withheld"]) / (total(after) - total(before))
         # Binomial, n >= 200, p = 0.5: SD <= 0.036; +-0.15 is over 4 SD.
         assert 0.35 < share < 0.65, share
         assert after["live"]["drop"] == 0.5
         run.cli("links", "set", "1", "2", "--drop", "0")
         before = _link(run.status(), "1->2")
-        after = _link(run.wait_for(
-            lambda s: _link(s, "1->2")["sent"] >= before["sent"] + 30,
-            "1->2 sending after drop 0"), "1->2")  # fmt: skip
+        after = _link(
+            run.wait_for(
+                lambda s: _link(s, "1->2")["sent"] >= before["sent"] + 30,
+                "1->2 sending after drop 0",
+            ),
+            "1->2",
+        )
         assert after["withheld"] <= before["withheld"] + 1
 
         # links set --delay: every round now waits for the delayed message.
@@ -247,9 +279,13 @@ def test_each_live_command_changes_what_status_shows(tmp_path, starling_home):
     metrics = run.metrics()
     live_links = metrics["faults"]["live_links"]
     assert [(e["action"], e["sender"], e["receiver"]) for e in live_links] == [
-        ("cut", "0", "1"), ("restore", "0", "1"), ("set", "1", "2"), ("set", "1", "2"),
-        ("set", "2", "3"), ("restore", "2", "3"),
-    ]  # fmt: skip
+        ("cut", "0", "1"),
+        ("restore", "0", "1"),
+        ("set", "1", "2"),
+        ("set", "1", "2"),
+        ("set", "2", "3"),
+        ("restore", "2", "3"),
+    ]
     assert all(e["who"] and e["sender_round"] is not None for e in live_links)
     kinds = [(e["node"], e["event"]) for e in metrics["faults"]["nodes"]]
     assert kinds == [("3", "killed"), ("3", "restarted"), ("3", "resumed")], kinds

@@ -59,13 +59,26 @@ def _run(tmp_path: Path, home: Path, name: str, access: dict, flags) -> str:
     work.mkdir()
     with Cluster(work) as cluster:
         procs = {
-            node: cluster.launch(node, extra=[
-                "--id", node, "--shard", str(k), "--data-seed", "5", "--data-size", "20",
-                "--log-level", "DEBUG", "--log-format", "text" if node == "a" else "json",
-                *flags(node),
-            ])
+            node: cluster.launch(
+                node,
+                extra=[
+                    "--id",
+                    node,
+                    "--shard",
+                    str(k),
+                    "--data-seed",
+                    "5",
+                    "--data-size",
+                    "20",
+                    "--log-level",
+                    "DEBUG",
+                    "--log-format",
+                    "text" if node == "a" else "json",
+                    *flags(node),
+                ],
+            )
             for k, node in enumerate(NODES)
-        }  # fmt: skip
+        }
         addresses = {n: cluster.ready(p).address for n, p in procs.items()}
         inventory = work / "nodes.yaml"
         inventory.write_text(yaml.safe_dump({"nodes": addresses, **access}))
@@ -74,8 +87,18 @@ def _run(tmp_path: Path, home: Path, name: str, access: dict, flags) -> str:
         said = []
         for fmt in ("json", "text"):
             out = work / f"out-{fmt}"
-            done = run_cli("run", str(experiment), "--inventory", str(inventory), "--out",
-                           str(out), "--log-format", fmt, env_home=home, timeout=300)  # fmt: skip
+            done = run_cli(
+                "run",
+                str(experiment),
+                "--inventory",
+                str(inventory),
+                "--out",
+                str(out),
+                "--log-format",
+                fmt,
+                env_home=home,
+                timeout=300,
+            )
             assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
             said.append(done.stdout + done.stderr)
             status = run_cli("status", "--format", "json", env_home=home, timeout=60)
@@ -100,8 +123,13 @@ def test_no_token_key_or_peer_secret_in_any_log(tmp_path, starling_home):
     token = "starling-test-token-7c1e9b2a4d6f"
     token_file.write_text(token + "\n")
     token_file.chmod(0o600)
-    written = _run(tmp_path, starling_home, "token", {"token_file": str(token_file)},
-                   lambda node: ["--token-file", str(token_file)])  # fmt: skip
+    written = _run(
+        tmp_path,
+        starling_home,
+        "token",
+        {"token_file": str(token_file)},
+        lambda node: ["--token-file", str(token_file)],
+    )
     assert token not in written
     assert not PEER_SECRET_SHAPE.findall(written)
 
@@ -109,10 +137,19 @@ def test_no_token_key_or_peer_secret_in_any_log(tmp_path, starling_home):
     init_certs(certs, NODES)
     mine = {k: str(certs / f"orchestrator.{e}") for k, e in (("cert", "pem"), ("key", "key"))}
     written = _run(
-        tmp_path, starling_home, "tls", {"tls": {"ca": str(certs / "ca.pem"), **mine}},
-        lambda node: ["--tls-ca", str(certs / "ca.pem"), "--tls-cert", str(certs / f"{node}.pem"),
-                      "--tls-key", str(certs / f"{node}.key")],
-    )  # fmt: skip
+        tmp_path,
+        starling_home,
+        "tls",
+        {"tls": {"ca": str(certs / "ca.pem"), **mine}},
+        lambda node: [
+            "--tls-ca",
+            str(certs / "ca.pem"),
+            "--tls-cert",
+            str(certs / f"{node}.pem"),
+            "--tls-key",
+            str(certs / f"{node}.key"),
+        ],
+    )
     bodies = _pem_bodies(certs)
     assert len(bodies) >= 4 * 3  # four keys, several lines each
     leaked = [line for line in bodies if line in written]

@@ -174,8 +174,12 @@ def _intruder(testbed, tmp_path, plan: dict):
     argv = [sys.executable, "-m", "tests.netns_intruder", json.dumps({**plan, "stop": str(stop)})]
     proc = subprocess.Popen(
         testbed.command("evil", argv),
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     found: dict = {}
     try:
         yield found
@@ -265,8 +269,15 @@ def test_mutual_tls_across_namespaces_equals_simulate(testbed, tmp_path, starlin
         out = tmp_path / "out"
         # d is a's in-neighbour in the ring: the intruder claims to be d, with a certificate
         # of another CA named d, and with b's genuine certificate.
-        plan = {"mode": "tls", "target": addresses["a"], "target_id": "a", "neighbour": "d",
-                "impostor": "b", "certs": str(certs), "stranger": str(other)}  # fmt: skip
+        plan = {
+            "mode": "tls",
+            "target": addresses["a"],
+            "target_id": "a",
+            "neighbour": "d",
+            "impostor": "b",
+            "certs": str(certs),
+            "stranger": str(other),
+        }
         with _intruder(testbed, tmp_path, plan) as intruder:
             done = _orchestrate(
                 testbed,
@@ -304,8 +315,12 @@ def test_control_token_across_namespaces_refuses_intruders(testbed, tmp_path, st
             tmp_path / "exp.yaml", _experiment(60, {"source": "node"}, 5.0, "netns-token")
         )
         out = tmp_path / "out"
-        plan = {"mode": "token", "target": addresses["a"], "neighbour": "d",
-                "wrong": token[:-1] + "z"}  # fmt: skip
+        plan = {
+            "mode": "token",
+            "target": addresses["a"],
+            "neighbour": "d",
+            "wrong": token[:-1] + "z",
+        }
         with _intruder(testbed, tmp_path, plan) as intruder:
             done = _orchestrate(
                 testbed,

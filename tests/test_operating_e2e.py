@@ -71,12 +71,26 @@ def _nodes_with_metrics(cluster: Cluster, extra: tuple[str, ...] = ()) -> tuple[
     """Three nodes with their own data, metrics and JSON logs: (addresses, metrics)."""
     metrics = {n: f"127.0.0.1:{free_port()}" for n in NODES}
     procs = {
-        node: cluster.launch(node, extra=[
-            "--id", node, "--shard", str(k), "--data-seed", "5", "--data-size", "20",
-            "--metrics", metrics[node], "--log-format", "json", *extra,
-        ])
+        node: cluster.launch(
+            node,
+            extra=[
+                "--id",
+                node,
+                "--shard",
+                str(k),
+                "--data-seed",
+                "5",
+                "--data-size",
+                "20",
+                "--metrics",
+                metrics[node],
+                "--log-format",
+                "json",
+                *extra,
+            ],
+        )
         for k, node in enumerate(NODES)
-    }  # fmt: skip
+    }
     return {n: cluster.ready(p).address for n, p in procs.items()}, metrics
 
 
@@ -84,8 +98,12 @@ def _run(args: list[str], home) -> subprocess.Popen:
     env = {**os.environ, "STARLING_HOME": str(home)}
     return subprocess.Popen(
         [sys.executable, "-m", "starling.orchestrator.cli", "run", *args],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _json_lines(text: str) -> list[dict]:
@@ -138,10 +156,14 @@ def test_reflection_lists_services_and_health_follows_the_node(tmp_path):
             with pytest.raises(grpc.RpcError) as off:
                 reflector.services()
             assert off.value.code() == grpc.StatusCode.UNIMPLEMENTED
-            assert reflector.channel.unary_unary(
-                "/grpc.health.v1.Health/Check", request_serializer=lambda _: b"",
-                response_deserializer=lambda raw: raw,
-            )(None, timeout=10) == b"\x08\x01"  # fmt: skip  # status: SERVING, on the wire
+            assert (
+                reflector.channel.unary_unary(
+                    "/grpc.health.v1.Health/Check",
+                    request_serializer=lambda _: b"",
+                    response_deserializer=lambda raw: raw,
+                )(None, timeout=10)
+                == b"\x08\x01"
+            )  # status: SERVING, on the wire
 
 
 def test_metrics_endpoints_and_json_logs_of_a_run(tmp_path, starling_home):
@@ -152,8 +174,20 @@ def test_metrics_endpoints_and_json_logs_of_a_run(tmp_path, starling_home):
         experiment = _write(tmp_path / "exp.yaml", _experiment("ops", rounds))
         orchestrator = f"127.0.0.1:{free_port()}"
         out = tmp_path / "out"
-        run = _run([experiment, "--inventory", inventory, "--out", str(out),
-                    "--metrics", orchestrator, "--log-format", "json"], starling_home)  # fmt: skip
+        run = _run(
+            [
+                experiment,
+                "--inventory",
+                inventory,
+                "--out",
+                str(out),
+                "--metrics",
+                orchestrator,
+                "--log-format",
+                "json",
+            ],
+            starling_home,
+        )
         try:
             seen: dict = {}
 
@@ -207,8 +241,10 @@ def test_metrics_endpoints_and_json_logs_of_a_run(tmp_path, starling_home):
                 assert sent_bytes == rounds * 4 * 2 * 8
                 in_link = {"node": peer, "peer": node, "direction": "in"}
                 assert value(tables[peer], "starling_link_bytes_total", **in_link) == sent_bytes
-                assert value(tables[peer], "starling_link_messages_received_total",
-                             **in_link) == rounds  # fmt: skip
+                assert (
+                    value(tables[peer], "starling_link_messages_received_total", **in_link)
+                    == rounds
+                )
 
         # One JSON object per line, from the orchestrator and from every node.
         said = _json_lines(stdout)
@@ -224,11 +260,20 @@ def test_metrics_endpoints_and_json_logs_of_a_run(tmp_path, starling_home):
 
 def test_local_nodes_log_in_the_orchestrators_format(tmp_path, starling_home):
     experiment = {k: v for k, v in _experiment("local-json", 10).items() if k != "nodes"}
-    experiment.update(data={"source": "synthetic", "size": 20, "seed": 5},
-                      topology={"kind": "ring", "nodes": 3})  # fmt: skip
+    experiment.update(
+        data={"source": "synthetic", "size": 20, "seed": 5}, topology={"kind": "ring", "nodes": 3}
+    )
     out = tmp_path / "out"
-    done = run_cli("run", _write(tmp_path / "exp.yaml", experiment), "--out", str(out),
-                   "--log-format", "json", env_home=starling_home, timeout=300)  # fmt: skip
+    done = run_cli(
+        "run",
+        _write(tmp_path / "exp.yaml", experiment),
+        "--out",
+        str(out),
+        "--log-format",
+        "json",
+        env_home=starling_home,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert {e["experiment"] for e in _json_lines(done.stdout)} == {"local-json"}
     logs = sorted((out / "nodes").rglob("*.log"))
@@ -278,24 +323,44 @@ def test_prometheus_scrapes_a_run_and_sees_a_cut_link(tmp_path, starling_home):
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "scrape_configs": [
-                {"job_name": "starling-nodes",
-                 "static_configs": [{"targets": sorted(metrics.values())}]},
-                {"job_name": "starling-orchestrator",
-                 "static_configs": [{"targets": [orchestrator]}]},
+                {
+                    "job_name": "starling-nodes",
+                    "static_configs": [{"targets": sorted(metrics.values())}],
+                },
+                {
+                    "job_name": "starling-orchestrator",
+                    "static_configs": [{"targets": [orchestrator]}],
+                },
             ],
-        }  # fmt: skip
+        }
         prometheus = f"127.0.0.1:{free_port()}"
         log = open(tmp_path / "prometheus.log", "wb")  # noqa: SIM115 - closed below
         scraper = subprocess.Popen(
-            [server, f"--config.file={_write(tmp_path / 'prometheus.yml', config)}",
-             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address={prometheus}"],
-            stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                server,
+                f"--config.file={_write(tmp_path / 'prometheus.yml', config)}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address={prometheus}",
+            ],
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+        )
         inventory = _write(tmp_path / "nodes.yaml", {"nodes": addresses})
         # Long enough to outlast the test: it is interrupted once everything was seen.
         experiment = _write(tmp_path / "exp.yaml", _experiment("watched", 1_000_000, 1.0))
-        run = _run([experiment, "--inventory", inventory, "--out", str(tmp_path / "out"),
-                    "--metrics", orchestrator], starling_home)  # fmt: skip
+        run = _run(
+            [
+                experiment,
+                "--inventory",
+                inventory,
+                "--out",
+                str(tmp_path / "out"),
+                "--metrics",
+                orchestrator,
+            ],
+            starling_home,
+        )
         try:
             wait_until(lambda: _ready(prometheus), 120, "Prometheus ready (see prometheus.log)")
             rounds = "max(starling_rounds_completed_total)"
@@ -306,23 +371,29 @@ def test_prometheus_scrapes_a_run_and_sees_a_cut_link(tmp_path, starling_home):
             wait_until(lambda: _scalar(prometheus, up) == 3.0, 60, "3 nodes up in Prometheus")
 
             # a -> b cut: a withholds, b hears notices; the a -> b link's counter rises.
-            withheld = ('starling_link_messages_withheld_total'
-                        '{node="b",peer="a",direction="in"}')  # fmt: skip
+            withheld = 'starling_link_messages_withheld_total{node="b",peer="a",direction="in"}'
             before = _scalar(prometheus, withheld) or 0.0
             done = run_cli("links", "cut", "a", "b", env_home=starling_home, timeout=120)
             assert done.returncode == 0, done.stderr
-            wait_until(lambda: (_scalar(prometheus, withheld) or 0) > before, 60,
-                       "a per-link withheld counter rise after links cut")  # fmt: skip
+            wait_until(
+                lambda: (_scalar(prometheus, withheld) or 0) > before,
+                60,
+                "a per-link withheld counter rise after links cut",
+            )
             faults = 'starling_faults_applied_total{node="a",kind="link_cut"}'
             wait_until(lambda: _scalar(prometheus, faults) == 1.0, 60, "the cut counted")
 
             # c -> b slower than b's deadline: its messages arrive late at b.
             late = 'starling_link_messages_late_total{node="b",peer="c",direction="in"}'
-            done = run_cli("links", "set", "c", "b", "--delay", "1500ms",
-                           env_home=starling_home, timeout=120)  # fmt: skip
+            done = run_cli(
+                "links", "set", "c", "b", "--delay", "1500ms", env_home=starling_home, timeout=120
+            )
             assert done.returncode == 0, done.stderr
-            wait_until(lambda: (_scalar(prometheus, late) or 0) > 0, 90,
-                       "a per-link late counter rise after links set --delay")  # fmt: skip
+            wait_until(
+                lambda: (_scalar(prometheus, late) or 0) > 0,
+                90,
+                "a per-link late counter rise after links set --delay",
+            )
             rate = _query(prometheus, "rate(starling_rounds_completed_total[10s])")
             assert {r["metric"]["node"] for r in rate} == set(NODES)
             _dashboard_queries_answer(prometheus)

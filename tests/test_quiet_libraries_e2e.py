@@ -18,13 +18,28 @@ pytestmark = pytest.mark.e2e
 
 
 def test_a_run_in_a_fresh_home_prints_no_arviz_notice(tmp_path):
-    env = {**os.environ, "HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(tmp_path / "cache"),
-           "STARLING_HOME": str(tmp_path / "starling")}  # fmt: skip
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path / "home"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "STARLING_HOME": str(tmp_path / "starling"),
+    }
     done = subprocess.run(
-        [sys.executable, "-m", "starling.orchestrator.cli", "simulate",
-         str(ROOT / "examples" / "quickstart.yaml"), "--out", str(tmp_path / "out")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "starling.orchestrator.cli",
+            "simulate",
+            str(ROOT / "examples" / "quickstart.yaml"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     assert "ESS bulk" in done.stdout  # the diagnostics ArviZ computes were printed
     said = done.stdout + done.stderr

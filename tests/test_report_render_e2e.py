@@ -38,12 +38,21 @@ def render(page, png, tmp_path, height: int = 5000) -> np.ndarray:
     import matplotlib.image
 
     command = [
-        _chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-        "--no-first-run", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", f"--user-data-dir={tmp_path / 'chromium-profile'}",
-        "--hide-scrollbars", f"--window-size=1300,{height}", f"--screenshot={png}",
+        _chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        "--hide-scrollbars",
+        f"--window-size=1300,{height}",
+        f"--screenshot={png}",
         page.resolve().as_uri(),
-    ]  # fmt: skip
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0 and png.is_file(), done.stderr[-2000:]
     return matplotlib.image.imread(png)
@@ -65,8 +74,10 @@ def test_the_quickstart_report_renders_with_its_figures(tmp_path, starling_home)
     assert main(["simulate", str(path), "--out", str(out)]) == 0
     pixels = render(out / "report.html", tmp_path / "report.png", tmp_path)
     inked, colours = _drawn(pixels)
-    print(f"rendered {pixels.shape[1]}x{pixels.shape[0]}: {100 * inked:.1f} % inked, "
-          f"{colours} colour bins")  # fmt: skip
+    print(
+        f"rendered {pixels.shape[1]}x{pixels.shape[0]}: {100 * inked:.1f} % inked, "
+        f"{colours} colour bins"
+    )
     assert pixels.shape[1] >= 1300
     assert inked > 0.03, "the page rendered (nearly) blank"
     assert colours > 40, "the page has too few colours to hold the plots"

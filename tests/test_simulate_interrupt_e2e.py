@@ -55,11 +55,23 @@ def test_an_interrupted_simulation_keeps_every_completed_round(signum, tmp_path,
     out = tmp_path / "out"
     env = {**os.environ, "STARLING_HOME": str(starling_home)}
     simulation = subprocess.Popen(
-        [sys.executable, "-m", "starling.orchestrator.cli", "simulate", str(long),
-         "--out", str(out), "--no-report"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "starling.orchestrator.cli",
+            "simulate",
+            str(long),
+            "--out",
+            str(out),
+            "--no-report",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         preexec_fn=_default_sigint,
-    )  # fmt: skip
+    )
     # Both pipes are read by threads of their own until the child closes them (never by
     # communicate() as well: two readers of one pipe race, and one finds it closed).
     lines: list[str] = []
@@ -73,8 +85,11 @@ def test_an_interrupted_simulation_keeps_every_completed_round(signum, tmp_path,
     try:
         # Its first progress line ("rounds 1 of 10000000") comes once round 0 is done on
         # every node: from then on there is something to keep.
-        wait_until(lambda: any(line.startswith("rounds ") for line in lines), 300,
-                   "the first round of the simulation")  # fmt: skip
+        wait_until(
+            lambda: any(line.startswith("rounds ") for line in lines),
+            300,
+            "the first round of the simulation",
+        )
         simulation.send_signal(signum)
         simulation.wait(timeout=600)
     finally:
@@ -111,8 +126,15 @@ def test_an_interrupted_simulation_keeps_every_completed_round(signum, tmp_path,
     # Evaluated like any partial run: the same rounds in a simulation that stops at k.
     short = _experiment(tmp_path, "short", rounds=k)
     expected_out = tmp_path / "expected"
-    done = run_cli("simulate", str(short), "--out", str(expected_out), "--no-report",
-                   env_home=starling_home, timeout=600)  # fmt: skip
+    done = run_cli(
+        "simulate",
+        str(short),
+        "--out",
+        str(expected_out),
+        "--no-report",
+        env_home=starling_home,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     expected = _samples(expected_out)
     assert sorted(expected) == NODES

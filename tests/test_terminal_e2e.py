@@ -34,15 +34,17 @@ def _experiment(tmp_path, name: str, rounds: int) -> str:
         "name": name,
         "algorithm": "d-sgld",
         "hyperparameters": {"eta": 0.009},
-        "model": {"name": "linear_regression",
-                  "params": {"dim": 2, "noise_std": 4.0, "prior_var": 10.0}},
+        "model": {
+            "name": "linear_regression",
+            "params": {"dim": 2, "noise_std": 4.0, "prior_var": 10.0},
+        },
         "data": {"source": "synthetic", "size": 50, "seed": 3},
         "topology": {"kind": "ring", "nodes": 4},
         "rounds": rounds,
         "chains": 4,
         "seed": 5,
         "link_delay": "30ms",  # a few dozen rounds a second: time to watch
-    }  # fmt: skip
+    }
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return str(path)
@@ -62,8 +64,9 @@ class Tmux:
         self.started = False
 
     def _tmux(self, *args: str) -> str:
-        done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
-                              text=True, timeout=30)  # fmt: skip
+        done = subprocess.run(
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=30
+        )
         return done.stdout
 
     def starling(self, args: str, first: bool) -> None:
@@ -104,16 +107,25 @@ def test_progress_and_watch_show_a_cut_link_within_a_second(tmp_path, tmux, star
     path = _experiment(tmp_path, "watched", rounds=3000)
     tmux.starling(f"run {path} --out {tmp_path / 'out'} --no-report", first=True)
     bar = r"rounds \(slowest node\) .*\d+/3000.*, [\d.]+ rounds/s, .* left, late \d+, withheld 0"
-    wait_until(lambda: re.search(bar, tmux.screen(0)), WAIT,
-               "the progress bar (rounds done of 3000, pace, time left, losses) on the run's "
-               "terminal")  # fmt: skip
+    wait_until(
+        lambda: re.search(bar, tmux.screen(0)),
+        WAIT,
+        "the progress bar (rounds done of 3000, pace, time left, losses) on the run's terminal",
+    )
     tmux.starling("status --watch --run watched", first=False)
-    wait_until(lambda: "delayed 30 ms" in _link_row(tmux.screen(1), "0 -> 1"), WAIT,
-               "status --watch showing link 0 -> 1 up, delayed 30 ms by link_delay")  # fmt: skip
+    wait_until(
+        lambda: "delayed 30 ms" in _link_row(tmux.screen(1), "0 -> 1"),
+        WAIT,
+        "status --watch showing link 0 -> 1 up, delayed 30 ms by link_delay",
+    )
     cut = run_cli("links", "cut", "0", "1", "--run", "watched", env_home=starling_home)
     assert cut.returncode == 0, cut.stderr
-    took = wait_until(lambda: "cut" in _link_row(tmux.screen(1), "0 -> 1"), 5.0,
-                      "link 0 -> 1 shown cut", every=0.02)  # fmt: skip
+    took = wait_until(
+        lambda: "cut" in _link_row(tmux.screen(1), "0 -> 1"),
+        5.0,
+        "link 0 -> 1 shown cut",
+        every=0.02,
+    )
     print(f"status --watch showed the cut {took:.2f} s after `starling links cut` returned")
     assert took < 1.0
     assert "cut" not in _link_row(tmux.screen(1), "1 -> 0")  # one way only
@@ -126,15 +138,19 @@ def test_progress_and_watch_show_a_cut_link_within_a_second(tmp_path, tmux, star
 def test_progress_stays_out_of_logs_and_quiet_shows_none(tmp_path, tmux, starling_home):
     path = _experiment(tmp_path, "logged", rounds=250)
     tmux.starling(f"run {path} --out {tmp_path / 'quiet'} --no-report --quiet", first=True)
-    log = run_cli("run", path, "--out", str(tmp_path / "log"), "--no-report",
-                  env_home=starling_home)  # fmt: skip
+    log = run_cli(
+        "run", path, "--out", str(tmp_path / "log"), "--no-report", env_home=starling_home
+    )
     assert log.returncode == 0, log.stderr
-    assert re.search(r"^starting 4 nodes \(local backend\): waiting until each one serves$",
-                     log.stdout, re.M)  # fmt: skip
-    assert re.search(r"^waiting for node 0 at 127\.0\.0\.1:\d+ to answer its health check$",
-                     log.stdout, re.M)  # fmt: skip
-    lines = re.findall(r"^rounds \d+.* of 250.*rounds/s.*left, late \d+, withheld \d+$",
-                       log.stdout, re.M)  # fmt: skip
+    assert re.search(
+        r"^starting 4 nodes \(local backend\): waiting until each one serves$", log.stdout, re.M
+    )
+    assert re.search(
+        r"^waiting for node 0 at 127\.0\.0\.1:\d+ to answer its health check$", log.stdout, re.M
+    )
+    lines = re.findall(
+        r"^rounds \d+.* of 250.*rounds/s.*left, late \d+, withheld \d+$", log.stdout, re.M
+    )
     assert lines, log.stdout  # the run lasts several seconds: at least one plain line
     assert "\x1b" not in log.stdout and "\r" not in log.stdout
     seen = []

@@ -46,11 +46,23 @@ def test_a_run_that_cannot_write_its_results_says_so_and_collect_recovers_them(
         (tmp_path / "exp.yaml").write_text(yaml.safe_dump(raw))
         out = tmp_path / "out"
         done = subprocess.run(
-            [sys.executable, "-m", "starling.orchestrator.cli", "run", str(tmp_path / "exp.yaml"),
-             "--out", str(out), "--quiet"],
-            cwd=ROOT, env={**os.environ, "STARLING_HOME": str(starling_home)},
-            capture_output=True, text=True, timeout=120, preexec_fn=_small_files,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "starling.orchestrator.cli",
+                "run",
+                str(tmp_path / "exp.yaml"),
+                "--out",
+                str(out),
+                "--quiet",
+            ],
+            cwd=ROOT,
+            env={**os.environ, "STARLING_HOME": str(starling_home)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            preexec_fn=_small_files,
+        )
         assert done.returncode == 1, done.stderr
         assert "Traceback" not in done.stderr, done.stderr[-3000:]
         last = done.stderr.strip().splitlines()[-1]
@@ -78,11 +90,22 @@ def _run_with_manifest_immutable(
     out = tmp_path / "out"
     manifest = out / "manifest.json"
     run = subprocess.Popen(
-        [sys.executable, "-m", "starling.orchestrator.cli", "run", str(tmp_path / "exp.yaml"),
-         "--out", str(out), *options],
-        cwd=ROOT, env={**os.environ, "STARLING_HOME": str(home)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "starling.orchestrator.cli",
+            "run",
+            str(tmp_path / "exp.yaml"),
+            "--out",
+            str(out),
+            *options,
+        ],
+        cwd=ROOT,
+        env={**os.environ, "STARLING_HOME": str(home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         while not (out / "start.json").is_file():
             assert run.poll() is None, run.communicate()

@@ -282,10 +282,16 @@ def public_data(data: DataSpec) -> control_pb2.DataConfig:
     data value), or for a file only that it is one — never its path or rows."""
     if data.source == "synthetic":
         return control_pb2.DataConfig(
-            source=data.source, shard=data.shard, num_shards=data.num_shards,
-            seed=data.seed, size=data.size, sizes=list(data.sizes), shards=list(data.shards),
-            total=data.total, partition=data.partition,
-        )  # fmt: skip
+            source=data.source,
+            shard=data.shard,
+            num_shards=data.num_shards,
+            seed=data.seed,
+            size=data.size,
+            sizes=list(data.sizes),
+            shards=list(data.shards),
+            total=data.total,
+            partition=data.partition,
+        )
     return control_pb2.DataConfig(source=data.source)
 
 
@@ -342,9 +348,12 @@ def config_to_spec(config: control_pb2.NodeConfig) -> NodeSpec:
 
 def _fault_to_proto(fault: LinkFault) -> control_pb2.LinkFault:
     return control_pb2.LinkFault(
-        receiver=fault.receiver, start=fault.start, stop=fault.stop, drop=fault.drop,
+        receiver=fault.receiver,
+        start=fault.start,
+        stop=fault.stop,
+        drop=fault.drop,
         seed=fault.seed,
-    )  # fmt: skip
+    )
 
 
 def _fault_from_proto(fault: control_pb2.LinkFault) -> LinkFault:

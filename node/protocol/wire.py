@@ -92,9 +92,13 @@ def encode_iterate(
         return envelope.SerializeToString()
     if message.nbytes < SPLICE_FROM:
         iterate = message_to_iterate(
-            message, experiment=experiment, sender=sender, receiver=receiver, round=round,
+            message,
+            experiment=experiment,
+            sender=sender,
+            receiver=receiver,
+            round=round,
             phase=phase,
-        )  # fmt: skip
+        )
         iterate.resent = resent
         return iterate.SerializeToString()
     envelope.kind = message.kind

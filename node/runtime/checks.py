@@ -59,8 +59,9 @@ def check_spec(spec: NodeSpec) -> None:
         *spec.peers,
         *(p for h in spec.schedule for p in h.in_peers),
     }:
-        raise ConfigError(f"node ids: {ORCHESTRATOR_ID!r} is the orchestrator's identity; "
-                          "no node may take it")  # fmt: skip
+        raise ConfigError(
+            f"node ids: {ORCHESTRATOR_ID!r} is the orchestrator's identity; no node may take it"
+        )
     _positive_int(spec.node_index, "node_index", 0)
     _positive_int(spec.rounds, "rounds")
     _positive_int(spec.chains, "chains")

@@ -44,20 +44,32 @@ class Gate:
 
     def control(self, context: grpc.ServicerContext) -> None:
         if self.tls and ORCHESTRATOR_ID not in identities(context):
-            self._deny(context, "control", grpc.StatusCode.PERMISSION_DENIED,
-                       "Control needs the orchestrator's certificate")  # fmt: skip
+            self._deny(
+                context,
+                "control",
+                grpc.StatusCode.PERMISSION_DENIED,
+                "Control needs the orchestrator's certificate",
+            )
         # Given both, both are needed: a token file given beside TLS is not silently ignored.
         if self.token is not None and not same_secret(token_given(context), self.token):
-            self._deny(context, "control", grpc.StatusCode.UNAUTHENTICATED,
-                       "Control needs this node's token (authorization: Bearer)")  # fmt: skip
+            self._deny(
+                context,
+                "control",
+                grpc.StatusCode.UNAUTHENTICATED,
+                "Control needs this node's token (authorization: Bearer)",
+            )
 
     def peer(self, context: grpc.ServicerContext) -> str:
         """The admitted sender of a Peer stream (aborts the call otherwise)."""
         given = metadata(context)
         sender = given.get(SENDER_KEY, "")
         if self.tls and sender not in identities(context):
-            self._deny(context, "peer", grpc.StatusCode.PERMISSION_DENIED,
-                       f"peer stream: the client certificate is not node {sender!r}'s")  # fmt: skip
+            self._deny(
+                context,
+                "peer",
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"peer stream: the client certificate is not node {sender!r}'s",
+            )
         terms = self.runtime.peer_terms()
         if terms is None:
             # No secret and no in-neighbours to check against yet: admitting the stream now
@@ -70,11 +82,19 @@ class Gate:
         # A stranger has no link secret to check: it is refused as one below.
         in_reach = sender in senders or not secrets.accept
         if in_reach and not secrets.admits(sender, given.get(SECRET_KEY)):
-            self._deny(context, "peer", grpc.StatusCode.UNAUTHENTICATED,
-                       "peer stream: no or a wrong secret for this link")  # fmt: skip
+            self._deny(
+                context,
+                "peer",
+                grpc.StatusCode.UNAUTHENTICATED,
+                "peer stream: no or a wrong secret for this link",
+            )
         if sender not in senders:
-            self._deny(context, "peer", grpc.StatusCode.PERMISSION_DENIED,
-                       f"peer stream: {sender!r} is not an in-neighbour of this node")  # fmt: skip
+            self._deny(
+                context,
+                "peer",
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"peer stream: {sender!r} is not an in-neighbour of this node",
+            )
         return sender
 
     def _deny(

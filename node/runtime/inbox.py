@@ -175,10 +175,10 @@ class Inbox:
         """The expected senders that have not answered for ``key`` (lock held)."""
         box = self._pending.get(key, {})
         return [
-            s for s in expected
-            if s not in box and s not in self._down
-            and self._last_seen.get(s, (-1, -1)) <= key
-        ]  # fmt: skip
+            s
+            for s in expected
+            if s not in box and s not in self._down and self._last_seen.get(s, (-1, -1)) <= key
+        ]
 
     def wait(
         self, round_index: int, phase: int, expected: Iterable[str], deadline: float
@@ -246,10 +246,12 @@ class Inbox:
         with self._cond:
             while True:
                 short = [
-                    s for s in expected
-                    if needed >= 0 and s not in self._down
+                    s
+                    for s in expected
+                    if needed >= 0
+                    and s not in self._down
                     and self._last_seen.get(s, (-1, -1))[0] < needed
-                ]  # fmt: skip
+                ]
                 if not short or self._interrupted:
                     break
                 remaining = deadline - time.monotonic()

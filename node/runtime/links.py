@@ -346,8 +346,13 @@ class OutboundLink:
         except Exception as exc:  # noqa: BLE001 - only for the message
             detail = str(exc) or type(exc).__name__
         self._stats.add(self.receiver, "send_errors", error=f"{self.address}: {detail}")
-        log.info("link to %s (%s) broke: %s; reconnecting", self.receiver, self.address, detail,
-                 extra={"event": "link_broken", "peer": self.receiver})  # fmt: skip
+        log.info(
+            "link to %s (%s) broke: %s; reconnecting",
+            self.receiver,
+            self.address,
+            detail,
+            extra={"event": "link_broken", "peer": self.receiver},
+        )
 
 
 def _finite(message: Message) -> bool:

@@ -42,22 +42,39 @@ __all__ = ["LINK_COUNTERS", "NodeCollector", "histogram", "node_registry"]
 LINK_COUNTERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     # field: (metric name without _total, help, directions it is counted in)
     "sent": ("starling_link_messages_sent", "Messages handed to the link's stream.", ("out",)),
-    "received": ("starling_link_messages_received",
-                 "Messages accepted in time for their round.", ("in",)),
-    "late": ("starling_link_messages_late",
-             "Messages that arrived after the receiver closed their round.", ("in",)),
-    "dropped": ("starling_link_messages_dropped",
-                "Messages discarded because the peer was unreachable.", ("out",)),
-    "withheld": ("starling_link_messages_withheld",
-                 "Messages an emulated fault took out (a notice went instead).", ("out", "in")),
-    "rejected": ("starling_link_messages_rejected",
-                 "Messages that failed validation.", ("in",)),
-    "send_errors": ("starling_link_send_errors",
-                    "Streams that broke and messages that could not be sent.", ("out",)),
-    "overruns": ("starling_link_overruns",
-                 "Rounds in which the peer's latest message was staler than the bound.", ("in",)),
+    "received": (
+        "starling_link_messages_received",
+        "Messages accepted in time for their round.",
+        ("in",),
+    ),
+    "late": (
+        "starling_link_messages_late",
+        "Messages that arrived after the receiver closed their round.",
+        ("in",),
+    ),
+    "dropped": (
+        "starling_link_messages_dropped",
+        "Messages discarded because the peer was unreachable.",
+        ("out",),
+    ),
+    "withheld": (
+        "starling_link_messages_withheld",
+        "Messages an emulated fault took out (a notice went instead).",
+        ("out", "in"),
+    ),
+    "rejected": ("starling_link_messages_rejected", "Messages that failed validation.", ("in",)),
+    "send_errors": (
+        "starling_link_send_errors",
+        "Streams that broke and messages that could not be sent.",
+        ("out",),
+    ),
+    "overruns": (
+        "starling_link_overruns",
+        "Rounds in which the peer's latest message was staler than the bound.",
+        ("in",),
+    ),
     "bytes": ("starling_link_bytes", "Tensor payload bytes over the link.", ("out", "in")),
-}  # fmt: skip
+}
 
 
 def histogram(name: str, doc: str, labels: dict[str, str], tally: TallySnapshot) -> Metric:
@@ -97,9 +114,11 @@ class NodeCollector(Collector):
         yield state
         yield _gauge("starling_node_round", "The round the node's loop is in.", base, status.round)
         yield _gauge(
-            "starling_samples_stored", "Samples in the node's store for this run.", base,
+            "starling_samples_stored",
+            "Samples in the node's store for this run.",
+            base,
             status.samples_stored,
-        )  # fmt: skip
+        )
         streams = GaugeMetricFamily(
             "starling_inbound_streams_open", "Inbound peer streams open now.", labels=["node"]
         )
@@ -116,27 +135,33 @@ class NodeCollector(Collector):
         if rounds is not None and checkpoints is not None:
             yield histogram(
                 "starling_round_duration_seconds",
-                "Seconds per round: send, gather, step, store.", base, rounds,
-            )  # fmt: skip
+                "Seconds per round: send, gather, step, store.",
+                base,
+                rounds,
+            )
             yield histogram(
                 "starling_checkpoint_duration_seconds",
-                "Seconds per checkpoint, store sync included.", base, checkpoints,
-            )  # fmt: skip
+                "Seconds per checkpoint, store sync included.",
+                base,
+                checkpoints,
+            )
 
         yield from _links(node, experiment, status.outbound, status.inbound)
 
         faults = CounterMetricFamily(
-            "starling_faults_applied", "Faults applied through Control, by kind.",
+            "starling_faults_applied",
+            "Faults applied through Control, by kind.",
             labels=["node", "experiment", "kind"],
-        )  # fmt: skip
+        )
         for kind, count in runtime.faults_applied.snapshot().items():
             faults.add_metric([node, experiment, kind], count)
         yield faults
 
         refused = CounterMetricFamily(
-            "starling_refused_requests", "Peer streams and Control calls refused, by reason.",
+            "starling_refused_requests",
+            "Peer streams and Control calls refused, by reason.",
             labels=["node", "reason"],
-        )  # fmt: skip
+        )
         refused.add_metric([node, "capacity"], status.refused_streams)
         if self.gate is not None:
             refused.add_metric([node, "peer_denied"], self.gate.denied["peer"])
@@ -144,9 +169,10 @@ class NodeCollector(Collector):
         yield refused
 
         program = GaugeMetricFamily(
-            "starling_program_metric", "The sampler's own figures (e.g. push-sum weight).",
+            "starling_program_metric",
+            "The sampler's own figures (e.g. push-sum weight).",
             labels=["node", "experiment", "name"],
-        )  # fmt: skip
+        )
         for name, value in sorted(status.program_metrics.items()):
             program.add_metric([node, experiment, name], value)
         yield program
@@ -178,8 +204,9 @@ def _links(
         yield family
     staleness = GaugeMetricFamily(
         "starling_link_max_staleness_rounds",
-        "Largest round gap of a message an asynchronous program used.", labels=names,
-    )  # fmt: skip
+        "Largest round gap of a message an asynchronous program used.",
+        labels=names,
+    )
     for peer, counters in inbound.items():
         staleness.add_metric([node, experiment, peer, "in"], counters.max_staleness)
     yield staleness

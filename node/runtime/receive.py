@@ -77,9 +77,12 @@ def file_iterate(
         count = run.inbound.add(sender, "rejected", error=str(exc))
         if count <= 10 or count % 1000 == 0:  # a flood of bad messages must not flood logs
             log.warning(
-                "rejected (%d from %r so far): %s", count, sender, exc,
+                "rejected (%d from %r so far): %s",
+                count,
+                sender,
+                exc,
                 extra={"event": "rejected", "peer": sender, "round": iterate.round},
-            )  # fmt: skip
+            )
         return "rejected"
     outcome = run.inbox.deliver(
         sender,
@@ -92,9 +95,10 @@ def file_iterate(
         return outcome
     if outcome in _REFUSALS:
         run.inbound.add(
-            sender, "rejected",
+            sender,
+            "rejected",
             error=f"peer {sender!r}: round {iterate.round} phase {iterate.phase}: "
             + _REFUSALS[outcome],
-        )  # fmt: skip
+        )
         return "rejected"
     return outcome  # counted by the inbox, with what is pending (Inbox.deliver)

@@ -65,8 +65,13 @@ def spec_fingerprint(spec: NodeSpec) -> str:
     """
     fields = asdict(spec)
     for name in (
-        "peers", "round_deadline", "link_faults", "inbound_faults", "rounds", "checkpoint_every",
-    ):  # fmt: skip
+        "peers",
+        "round_deadline",
+        "link_faults",
+        "inbound_faults",
+        "rounds",
+        "checkpoint_every",
+    ):
         fields.pop(name)
     text = json.dumps(fields, sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()
@@ -232,8 +237,9 @@ def open_run(
     # may be an older slot or the durable checkpoint.
     held = [point for point in found if point.samples <= len(store)]
     if len(held) < len(found):
-        log.warning("%s: a resume point counts samples the store lost; an older one is used",
-                    directory)  # fmt: skip
+        log.warning(
+            "%s: a resume point counts samples the store lost; an older one is used", directory
+        )
     checkpoint = held[0] if held else None
     next_round = 0
     if checkpoint is not None:
@@ -304,10 +310,15 @@ def announce(run: Run) -> None:
     spec = run.spec
     log.info(
         "configured %s/%s (%s, role %s): %s at round %d, %d samples stored",
-        spec.experiment, spec.node_id, spec.algorithm, spec.role,
-        "resuming" if run.resumed else "starting", run.next_round, len(run.store),
+        spec.experiment,
+        spec.node_id,
+        spec.algorithm,
+        spec.role,
+        "resuming" if run.resumed else "starting",
+        run.next_round,
+        len(run.store),
         extra={"event": "configured", "round": run.next_round},
-    )  # fmt: skip
+    )
 
 
 def resume_points(directory: Path) -> list[Checkpoint]:

@@ -250,8 +250,12 @@ class NodeRuntime:
                 raise ConfigError(f"peer: {peer!r} is not an in-peer of node {run.spec.node_id!r}")
         run.inbox.set_down(peer, down)
         self.faults_applied.add("peer_down" if down else "peer_up")
-        log.info("peer %s %s", peer, "declared down: not waited for" if down else "back up",
-                 extra={"event": "peer_down" if down else "peer_up", "peer": peer})  # fmt: skip
+        log.info(
+            "peer %s %s",
+            peer,
+            "declared down: not waited for" if down else "back up",
+            extra={"event": "peer_down" if down else "peer_up", "peer": peer},
+        )
 
     def set_link(
         self,
@@ -271,8 +275,14 @@ class NodeRuntime:
                 )
         run.links.set_state(receiver, up=up, drop=drop, delay_ms=delay_ms)
         self.faults_applied.link_change(up, drop, delay_ms)
-        log.info("link to %s set: up=%s drop=%s delay_ms=%s", receiver, up, drop, delay_ms,
-                 extra={"event": "link_set", "peer": receiver})  # fmt: skip
+        log.info(
+            "link to %s set: up=%s drop=%s delay_ms=%s",
+            receiver,
+            up,
+            drop,
+            delay_ms,
+            extra={"event": "link_set", "peer": receiver},
+        )
 
     def hold(self, round_index: int | None) -> None:
         """Run the rounds before ``round_index``, then wait before it until released
@@ -284,8 +294,11 @@ class NodeRuntime:
             self._hold_changed.notify_all()
         if round_index is not None:
             self.faults_applied.add("hold")
-        log.info("hold: %s", "released" if round_index is None else f"before round {round_index}",
-                 extra={"event": "hold", "round": round_index})  # fmt: skip
+        log.info(
+            "hold: %s",
+            "released" if round_index is None else f"before round {round_index}",
+            extra={"event": "hold", "round": round_index},
+        )
 
     def _wait_while_held(self, run: Run, round_index: int) -> None:
         with self._lock:
@@ -359,9 +372,15 @@ class NodeRuntime:
                 run.consistent = False
                 started = time.perf_counter()
                 if not run_round(
-                    program, round_index, run.transport, run.rng, run.faults,
-                    spec.round_deadline, self._stop.is_set, run.persist_finished,
-                ):  # fmt: skip
+                    program,
+                    round_index,
+                    run.transport,
+                    run.rng,
+                    run.faults,
+                    spec.round_deadline,
+                    self._stop.is_set,
+                    run.persist_finished,
+                ):
                     break  # stopped half way through the round
                 run.consistent = True
                 run.round_times.observe(time.perf_counter() - started)
@@ -377,16 +396,23 @@ class NodeRuntime:
                 run.round = round_index
                 if round_index >= spec.rounds:
                     self._state = NodeState.DONE
-                    log.info("run finished: %d rounds, %d samples", spec.rounds, len(store),
-                             extra={"event": "run_finished", "round": round_index})  # fmt: skip
+                    log.info(
+                        "run finished: %d rounds, %d samples",
+                        spec.rounds,
+                        len(store),
+                        extra={"event": "run_finished", "round": round_index},
+                    )
                 elif run.consistent and run.last_checkpoint != round_index:
                     self._write_checkpoint(run)
         except Exception as exc:  # noqa: BLE001 - the node reports and keeps serving
             with self._lock:
                 self._state = NodeState.FAILED
                 self._error = f"round {round_index}: {type(exc).__name__}: {exc}"
-            log.exception("round loop failed at round %d", round_index,
-                          extra={"event": "round_loop_failed", "round": round_index})  # fmt: skip
+            log.exception(
+                "round loop failed at round %d",
+                round_index,
+                extra={"event": "round_loop_failed", "round": round_index},
+            )
         finally:
             with self._lock:
                 try:

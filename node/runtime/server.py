@@ -108,9 +108,11 @@ class NodeServer:
                 raise
             log.info("metrics on %s", self.metrics.url, extra={"event": "metrics_serving"})
         log.info(
-            "serving on %s (reflection %s)", self.address, "on" if self.reflection else "off",
+            "serving on %s (reflection %s)",
+            self.address,
+            "on" if self.reflection else "off",
             extra={"event": "serving"},
-        )  # fmt: skip
+        )
 
     def shutdown(self, grace: float = SHUTDOWN_GRACE) -> None:
         """Stop the round loop, flush the store, close links, then stop serving."""

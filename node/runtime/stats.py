@@ -95,8 +95,12 @@ class FaultTally:
 
     def link_change(self, up: bool | None, drop: float | None, delay_ms: float | None) -> None:
         """A ``SetLink``: a cut, a restore, a drop probability, a delay (any of them)."""
-        given = {"link_cut": up is False, "link_restore": up is True,
-                 "link_drop": bool(drop), "link_delay": bool(delay_ms)}  # fmt: skip
+        given = {
+            "link_cut": up is False,
+            "link_restore": up is True,
+            "link_drop": bool(drop),
+            "link_delay": bool(delay_ms),
+        }
         for kind, applied in given.items():
             if applied:
                 self.add(kind)

@@ -49,8 +49,9 @@ def run_status(
 ) -> RuntimeStatus:
     """The status of a node in ``state`` with the configured ``run`` (None: none yet)."""
     if run is None:
-        return RuntimeStatus("", "", state, 0, error, 0, {}, {}, {},
-                             refused_streams=refused_streams)  # fmt: skip
+        return RuntimeStatus(
+            "", "", state, 0, error, 0, {}, {}, {}, refused_streams=refused_streams
+        )
     return RuntimeStatus(
         node_id=run.spec.node_id,
         experiment=run.spec.experiment,

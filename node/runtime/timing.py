@@ -16,13 +16,42 @@ from dataclasses import dataclass
 
 __all__ = ["CHECKPOINT_BUCKETS", "ROUND_BUCKETS", "Tally", "TallySnapshot"]
 
-ROUND_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-                 30.0, 60.0)  # fmt: skip
+ROUND_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
 """Upper bounds (seconds) of the round-duration histogram: a 1 ms round of a small model
 on a fast host up to a round that waits out a long deadline."""
 
-CHECKPOINT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
-                      2.5, 5.0, 10.0)  # fmt: skip
+CHECKPOINT_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
 """Upper bounds (seconds) for a checkpoint: three fsyncs on an SSD up to a large state on
 an SD card."""
 

@@ -303,8 +303,11 @@ class Worker(Program[WorkerState]):
         self.rho, self.gamma, guideline = worker_constants(hyper, potential, ctx.node_id)
         self.profile = np.zeros(PROFILE_SIZE)
         self.profile[[RHO, LOCAL_STEPS, GUIDELINE, STEP_TIME]] = (
-            self.rho, hyper.local_steps, guideline, hyper.step_time,
-        )  # fmt: skip
+            self.rho,
+            hyper.local_steps,
+            guideline,
+            hyper.step_time,
+        )
         shape = (ctx.chains, ctx.dim)
         if hyper.init == "mode":
             mode = potential.prox(np.zeros((1, ctx.dim)), _MODE_STEP, np.zeros((1, ctx.dim)))

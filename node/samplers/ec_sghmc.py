@@ -205,8 +205,10 @@ class _Elastic(Program[E]):
 
     def _staleness_metrics(self, name: str) -> dict[str, float]:
         total, count, worst = (float(v) for v in self.current.staleness)
-        return {f"{name}_staleness_mean": total / count if count else float("nan"),
-                f"{name}_staleness_max": worst}  # fmt: skip
+        return {
+            f"{name}_staleness_mean": total / count if count else float("nan"),
+            f"{name}_staleness_max": worst,
+        }
 
 
 def _ages(round_index: int, sent_rounds: np.ndarray) -> np.ndarray:

@@ -117,8 +117,9 @@ class LocalBackend:
             if d.source == "file" and not d.path.startswith("builtin:")
         }  # the shared file's folder, and those of nodes' own files (nodes[k].data.path)
         data_dir = os.path.commonpath(sorted(folders)) if folders else None
-        return cls(experiment.backend.host, experiment.backend.base_port, workdir,
-                   data_dir=data_dir)  # fmt: skip
+        return cls(
+            experiment.backend.host, experiment.backend.base_port, workdir, data_dir=data_dir
+        )
 
     def __enter__(self) -> LocalBackend:
         return self
@@ -170,9 +171,16 @@ class LocalBackend:
         proc.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(proc.log_path, "ab")  # noqa: SIM115 - owned by the child from here on
         command = [
-            sys.executable, "-c", _BOOT, str(os.getpid()), "serve",
-            "--listen", proc.listen, "--state-dir", str(proc.state_dir),
-        ]  # fmt: skip
+            sys.executable,
+            "-c",
+            _BOOT,
+            str(os.getpid()),
+            "serve",
+            "--listen",
+            proc.listen,
+            "--state-dir",
+            str(proc.state_dir),
+        ]
         if self.data_dir:
             command += ["--data-dir", self.data_dir]
         from starling.orchestrator.output import current_format  # `starling run --log-format`

@@ -196,8 +196,22 @@ class KernelFaultsMixin:
 
     def limit_rate(self, node: str, kbit: float) -> None:
         """A token bucket on the node's interface: what it sends leaves at ``kbit``."""
-        self._helper(node, "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf",
-                     "rate", f"{kbit:g}kbit", "burst", "16kb", "latency", "500ms")  # fmt: skip
+        self._helper(
+            node,
+            "tc",
+            "qdisc",
+            "replace",
+            "dev",
+            "eth0",
+            "root",
+            "tbf",
+            "rate",
+            f"{kbit:g}kbit",
+            "burst",
+            "16kb",
+            "latency",
+            "500ms",
+        )
         self._rates[node] = kbit
 
     def clear_rate(self, node: str) -> None:
@@ -235,8 +249,18 @@ class KernelFaultsMixin:
             self.limit_rate(fault.node, fault.amount)
         elif fault.kind == "delay":
             self.check_delay()
-            self._helper(fault.node, "tc", "qdisc", "replace", "dev", "eth0", "root", "netem",
-                         "delay", f"{fault.amount:g}ms")  # fmt: skip
+            self._helper(
+                fault.node,
+                "tc",
+                "qdisc",
+                "replace",
+                "dev",
+                "eth0",
+                "root",
+                "netem",
+                "delay",
+                f"{fault.amount:g}ms",
+            )
 
     def clear_fault(self, fault: KernelFault) -> None:
         if fault.kind == "pause":

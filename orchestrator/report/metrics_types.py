@@ -102,8 +102,9 @@ def type_error(value: Any, kind: Kind, where: str = "") -> str | None:
         for name in kind.required:
             if name not in value:
                 return f"{_dotted(where, name)}: missing"
-        children = [(_dotted(where, k), value[k], sub) for k, sub in kind.fields.items()
-                    if k in value]  # fmt: skip
+        children = [
+            (_dotted(where, k), value[k], sub) for k, sub in kind.fields.items() if k in value
+        ]
     elif isinstance(kind, Each):
         for k in value:
             if kind.key is not None and not kind.key(k):

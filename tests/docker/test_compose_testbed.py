@@ -49,8 +49,10 @@ def _fetch_wheelhouse() -> None:
     fetched = subprocess.run(
         ["bash", str(ROOT / "docker" / "wheelhouse.sh")],
         env={**os.environ, "PYTHON": sys.executable},
-        capture_output=True, text=True, timeout=1200,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert fetched.returncode == 0, fetched.stderr[-4000:]
 
 
@@ -63,18 +65,39 @@ def test_compose_up_runs_the_quickstart_on_five_containers(tmp_path):
     if base:
         _fetch_wheelhouse()
         env["STARLING_BASE_IMAGE"] = base
-    compose = ["docker", "compose", "--project-name", project, "--file",
-               str(ROOT / "docker-compose.yml")]  # fmt: skip
+    compose = [
+        "docker",
+        "compose",
+        "--project-name",
+        project,
+        "--file",
+        str(ROOT / "docker-compose.yml"),
+    ]
     try:
         up = subprocess.run(
-            [*compose, "up", "--build", "--abort-on-container-exit",
-             "--exit-code-from", "orchestrator"],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200,
-        )  # fmt: skip
+            [
+                *compose,
+                "up",
+                "--build",
+                "--abort-on-container-exit",
+                "--exit-code-from",
+                "orchestrator",
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
         assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
     finally:
-        subprocess.run([*compose, "down", "--volumes", "--remove-orphans"], cwd=ROOT, env=env,
-                       capture_output=True, timeout=300)  # fmt: skip
+        subprocess.run(
+            [*compose, "down", "--volumes", "--remove-orphans"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            timeout=300,
+        )
 
     parent = results / "compose-quickstart"
     out = (parent / "latest").resolve()  # the run's own new folder (starling.orchestrator.outdir)
@@ -104,8 +127,16 @@ def test_compose_up_runs_the_quickstart_on_five_containers(tmp_path):
     parent.rmdir()
 
 
-TESTBED_FILES = ("docker-compose.yml", "compose.tls.yml", "examples", "docker", "node",
-                 "orchestrator", "pyproject.toml", "README.md")  # fmt: skip
+TESTBED_FILES = (
+    "docker-compose.yml",
+    "compose.tls.yml",
+    "examples",
+    "docker",
+    "node",
+    "orchestrator",
+    "pyproject.toml",
+    "README.md",
+)
 """What ``docker compose`` reads from the folder: the compose files, the examples the
 orchestrator mounts, and the build context in case an image has to be built."""
 
@@ -115,8 +146,9 @@ def _copy_testbed(where: Path) -> Path:
     for name in TESTBED_FILES:
         source = ROOT / name
         if source.is_dir():
-            shutil.copytree(source, where / name, ignore=shutil.ignore_patterns(
-                "__pycache__", "*.whl", ".venv"))  # fmt: skip
+            shutil.copytree(
+                source, where / name, ignore=shutil.ignore_patterns("__pycache__", "*.whl", ".venv")
+            )
         else:
             shutil.copy2(source, where / name)
     return where
@@ -124,21 +156,41 @@ def _copy_testbed(where: Path) -> Path:
 
 def _certs_seen_by(project: str, service: str) -> set[str]:
     """The files in the volumes a (stopped) container of ``service`` mounted, but its store."""
-    labels = ["--filter", f"label=com.docker.compose.project={project}",
-              "--filter", f"label=com.docker.compose.service={service}"]  # fmt: skip
+    labels = [
+        "--filter",
+        f"label=com.docker.compose.project={project}",
+        "--filter",
+        f"label=com.docker.compose.service={service}",
+    ]
     ids = subprocess.run(["docker", "ps", "-aq", *labels], capture_output=True, text=True)
     (container,) = ids.stdout.split()
-    inspected = subprocess.run(["docker", "inspect", "-f", "{{json .Mounts}}", container],
-                               capture_output=True, text=True, check=True)  # fmt: skip
+    inspected = subprocess.run(
+        ["docker", "inspect", "-f", "{{json .Mounts}}", container],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     seen: set[str] = set()
     for mount in json.loads(inspected.stdout):
         if mount["Type"] != "volume" or mount["Destination"] == "/var/lib/starling":
             continue
         listed = subprocess.run(
-            ["docker", "run", "--rm", "-v", f"{mount['Name']}:/v:ro", "--entrypoint", "ls",
-             "starling-node:latest", "-A", "/v"],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
+            [
+                "docker",
+                "run",
+                "--rm",
+                "-v",
+                f"{mount['Name']}:/v:ro",
+                "--entrypoint",
+                "ls",
+                "starling-node:latest",
+                "-A",
+                "/v",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         seen |= set(listed.stdout.split())
     return seen
 
@@ -157,13 +209,25 @@ def test_compose_with_the_tls_overlay_runs_the_quickstart_over_mutual_tls(tmp_pa
     (folder / "results").mkdir()
     project = f"starling-tls-{uuid.uuid4().hex[:8]}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("STARLING_")}
-    compose = ["docker", "compose", "--project-name", project, "-f", "docker-compose.yml",
-               "-f", "compose.tls.yml"]  # fmt: skip
+    compose = [
+        "docker",
+        "compose",
+        "--project-name",
+        project,
+        "-f",
+        "docker-compose.yml",
+        "-f",
+        "compose.tls.yml",
+    ]
     try:
         up = subprocess.run(
             [*compose, "up", "--abort-on-container-exit", "--exit-code-from", "orchestrator"],
-            cwd=folder, env=env, capture_output=True, text=True, timeout=900,
-        )  # fmt: skip
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         log = up.stdout[-4000:] + up.stderr[-4000:]
         assert up.returncode == 0, log
         said = (up.stdout + up.stderr).splitlines()  # the containers' logs, prefixed
@@ -175,8 +239,13 @@ def test_compose_with_the_tls_overlay_runs_the_quickstart_over_mutual_tls(tmp_pa
             service = "orchestrator" if who == "orchestrator" else f"node-{who}"
             assert _certs_seen_by(project, service) == {"ca.pem", f"{who}.pem", f"{who}.key"}
     finally:
-        subprocess.run([*compose, "down", "--volumes", "--remove-orphans"], cwd=folder, env=env,
-                       capture_output=True, timeout=300)  # fmt: skip
+        subprocess.run(
+            [*compose, "down", "--volumes", "--remove-orphans"],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            timeout=300,
+        )
     out = (folder / "results" / "compose-quickstart" / "latest").resolve()
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["backend"] == "inventory" and metrics["status"] == "complete", metrics
@@ -187,9 +256,15 @@ def test_compose_with_the_tls_overlay_runs_the_quickstart_over_mutual_tls(tmp_pa
     assert metrics["w2"]["average"] == pytest.approx(reference["w2"]["average"], abs=1e-12)
     # The run's record names the orchestrator's certificate it reached the nodes with.
     record = json.loads((out / "run.json").read_text())
-    assert record["access"] == {"tls": {"ca": "/certs/ca.pem", "cert": "/certs/orchestrator.pem",
-                                        "key": "/certs/orchestrator.key"}}  # fmt: skip
+    assert record["access"] == {
+        "tls": {
+            "ca": "/certs/ca.pem",
+            "cert": "/certs/orchestrator.pem",
+            "key": "/certs/orchestrator.key",
+        }
+    }
     label = f"label=com.docker.compose.project={project}"
-    listed = subprocess.run(["docker", "ps", "-aq", "--filter", label], capture_output=True,
-                            text=True)  # fmt: skip
+    listed = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", label], capture_output=True, text=True
+    )
     assert not listed.stdout.split(), "a container of the TLS testbed outlived down"

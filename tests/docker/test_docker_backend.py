@@ -31,10 +31,19 @@ NODES = 4
 
 def _labelled(kind: str) -> list[str]:
     listed = subprocess.run(
-        ["docker", kind, "ls", "-q", *(["-a"] if kind == "container" else []),
-         "--filter", "label=starling.run"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        [
+            "docker",
+            kind,
+            "ls",
+            "-q",
+            *(["-a"] if kind == "container" else []),
+            "--filter",
+            "label=starling.run",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return listed.stdout.split()
 
 
@@ -72,8 +81,11 @@ def test_docker_backend_kill_pause_disconnect_and_cut_then_nothing_left(tmp_path
     out = tmp_path / "out"
     run = subprocess.run(
         [sys.executable, "-m", "starling.orchestrator.cli", "run", str(path), "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["backend"] == "docker" or metrics.get("backend", {}).get("kind") == "docker"
@@ -113,10 +125,20 @@ def test_real_loss_on_a_link_and_a_rate_limited_node_are_accounted(tmp_path):
     _image_present("starling-netfault:latest")
     # The node image stays clean: the tools are in the helper only.
     tools = subprocess.run(
-        ["docker", "run", "--rm", "--entrypoint", "sh", "starling-node:latest", "-c",
-         "command -v nft || command -v tc"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--entrypoint",
+            "sh",
+            "starling-node:latest",
+            "-c",
+            "command -v nft || command -v tc",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert tools.returncode != 0 and not tools.stdout.strip(), tools.stdout
     before = {kind: set(_labelled(kind)) for kind in ("container", "network", "volume")}
     raw = {
@@ -141,8 +163,11 @@ def test_real_loss_on_a_link_and_a_rate_limited_node_are_accounted(tmp_path):
     out = tmp_path / "out"
     run = subprocess.run(
         [sys.executable, "-m", "starling.orchestrator.cli", "run", str(path), "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["samples_per_node"] == {str(k): 45 for k in range(NODES)}
@@ -187,10 +212,20 @@ def test_link_faults_without_the_helper_image_are_refused_before_any_container(t
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     before = set(_labelled("container"))
     run = subprocess.run(
-        [sys.executable, "-m", "starling.orchestrator.cli", "run", str(path), "--out",
-         str(tmp_path / "out")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "starling.orchestrator.cli",
+            "run",
+            str(path),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr
     lines = [ln for ln in run.stderr.splitlines() if "no-such-tag" in ln]
     assert len(lines) == 1 and "docker/build-offline.sh" in lines[0], run.stderr
@@ -219,10 +254,20 @@ def test_delay_needs_netem_or_says_why(tmp_path):
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     before = set(_labelled("container"))  # another run's leftovers are not this one's
     run = subprocess.run(
-        [sys.executable, "-m", "starling.orchestrator.cli", "run", str(path), "--out",
-         str(tmp_path / "out")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "starling.orchestrator.cli",
+            "run",
+            str(path),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert "Traceback" not in run.stderr, run.stderr
     assert set(_labelled("container")) <= before, "a refused run left containers behind"
     if run.returncode != 0:
@@ -238,17 +283,46 @@ def test_cleanup_removes_what_a_crashed_run_left(tmp_path):
     removes exactly those."""
     run_id = f"test-crashed-{tmp_path.name[-8:]}"
     label = f"starling.run={run_id}"
-    subprocess.run(["docker", "network", "create", "--label", label, f"starling-{run_id}"],
-                   check=True, capture_output=True)  # fmt: skip
-    subprocess.run(["docker", "volume", "create", "--label", label, f"starling-{run_id}-a"],
-                   check=True, capture_output=True)  # fmt: skip
-    subprocess.run(["docker", "create", "--label", label, "--name", f"starling-{run_id}-a",
-                    "starling-node:latest"], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        ["docker", "network", "create", "--label", label, f"starling-{run_id}"],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        ["docker", "volume", "create", "--label", label, f"starling-{run_id}-a"],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            "docker",
+            "create",
+            "--label",
+            label,
+            "--name",
+            f"starling-{run_id}-a",
+            "starling-node:latest",
+        ],
+        check=True,
+        capture_output=True,
+    )
     done = subprocess.run(
-        [sys.executable, "-m", "starling.orchestrator.cli", "docker", "cleanup", "--run", run_id,
-         "--format", "json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "starling.orchestrator.cli",
+            "docker",
+            "cleanup",
+            "--run",
+            run_id,
+            "--format",
+            "json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     removed = json.loads(done.stdout)
     assert removed == {
@@ -257,9 +331,19 @@ def test_cleanup_removes_what_a_crashed_run_left(tmp_path):
         "volumes": [f"starling-{run_id}-a"],
     }
     for kind in ("container", "network", "volume"):
-        listed = subprocess.run(["docker", kind, "ls", "-aq" if kind == "container" else "-q",
-                                 "--filter", f"label={label}"],
-                                capture_output=True, text=True, check=True)  # fmt: skip
+        listed = subprocess.run(
+            [
+                "docker",
+                kind,
+                "ls",
+                "-aq" if kind == "container" else "-q",
+                "--filter",
+                f"label={label}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         assert not listed.stdout.split(), f"{kind} of {run_id} still there"
 
 
@@ -288,8 +372,12 @@ def test_ctrl_c_mid_run_removes_everything_and_live_pause_works(tmp_path):
     env = {**os.environ, "STARLING_HOME": str(tmp_path / "home")}
     run = subprocess.Popen(
         [sys.executable, "-m", "starling.orchestrator.cli", "run", str(path), "--out", str(out)],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not (out / "run.json").exists():
@@ -298,10 +386,22 @@ def test_ctrl_c_mid_run_removes_everything_and_live_pause_works(tmp_path):
             time.sleep(0.1)
         for action in ("pause", "unpause"):
             done = subprocess.run(
-                [sys.executable, "-m", "starling.orchestrator.cli", "nodes", action, "1", "--run",
-                 str(out)],
-                cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "starling.orchestrator.cli",
+                    "nodes",
+                    action,
+                    "1",
+                    "--run",
+                    str(out),
+                ],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert done.returncode == 0, done.stderr
             assert f"node 1: {action} done" in done.stdout
         # A kernel loss set and cleared by hand: nft in node 0's namespace via the helper.
@@ -312,17 +412,42 @@ def test_ctrl_c_mid_run_removes_everything_and_live_pause_works(tmp_path):
             if argv[0] == "restore":
                 time.sleep(3)  # a few rounds under loss
             done = subprocess.run(
-                [sys.executable, "-m", "starling.orchestrator.cli", "links", *argv,
-                 "--run", str(out)],
-                cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "starling.orchestrator.cli",
+                    "links",
+                    *argv,
+                    "--run",
+                    str(out),
+                ],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert done.returncode == 0, done.stderr
             assert said in done.stdout, done.stdout
         refused = subprocess.run(
-            [sys.executable, "-m", "starling.orchestrator.cli", "links", "restore", "0", "2",
-             "--kernel", "--run", str(out)],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "starling.orchestrator.cli",
+                "links",
+                "restore",
+                "0",
+                "2",
+                "--kernel",
+                "--run",
+                str(out),
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert refused.returncode == 2, refused.stdout + refused.stderr
         assert refused.stderr.strip().endswith("link 0->2: no kernel fault is on"), refused.stderr
         run.send_signal(signal.SIGINT)

@@ -50,8 +50,15 @@ def _lonely_node(cluster, name: str, rounds: int, deadline: float, extra=()):
 
 def _iterate(experiment: str, sender: str, round_index: int) -> peer_pb2.Iterate:
     tensor = convert.tensor_from_array(np.zeros((3, 2)), "x")
-    return peer_pb2.Iterate(experiment=experiment, sender=sender, receiver="0",
-                            round=round_index, phase=0, kind="x", tensors=[tensor])  # fmt: skip
+    return peer_pb2.Iterate(
+        experiment=experiment,
+        sender=sender,
+        receiver="0",
+        round=round_index,
+        phase=0,
+        kind="x",
+        tensors=[tensor],
+    )
 
 
 def test_a_message_far_ahead_is_refused_and_the_peer_still_waited_for(cluster):
@@ -64,8 +71,11 @@ def test_a_message_far_ahead_is_refused_and_the_peer_still_waited_for(cluster):
     try:
         stub = peer_pb2_grpc.PeerStub(channel)
         for sender in ("1", "2"):
-            summary = stub.Exchange(iter([_iterate("window", sender, 10**12)]), timeout=10,
-                                    metadata=as_peer(client, sender))  # fmt: skip
+            summary = stub.Exchange(
+                iter([_iterate("window", sender, 10**12)]),
+                timeout=10,
+                metadata=as_peer(client, sender),
+            )
             assert (summary.received, summary.rejected) == (0, 1)
     finally:
         channel.close()
@@ -96,11 +106,15 @@ def test_a_message_for_a_round_past_the_run_is_refused_until_the_run_is_extended
     channel = open_channel(proc.address)
     try:
         stub = peer_pb2_grpc.PeerStub(channel)
-        summary = stub.Exchange(iter([_iterate("past", "1", r) for r in (4, 5, 9)]),
-                                timeout=10, metadata=as_peer(client, "1"))  # fmt: skip
+        summary = stub.Exchange(
+            iter([_iterate("past", "1", r) for r in (4, 5, 9)]),
+            timeout=10,
+            metadata=as_peer(client, "1"),
+        )
         assert (summary.received, summary.rejected) == (1, 2)
-        withheld = peer_pb2.Iterate(experiment="past", sender="2", receiver="0", round=5,
-                                    phase=0, withheld=True)  # fmt: skip
+        withheld = peer_pb2.Iterate(
+            experiment="past", sender="2", receiver="0", round=5, phase=0, withheld=True
+        )
         summary = stub.Exchange(iter([withheld]), timeout=10, metadata=as_peer(client, "2"))
         assert (summary.received, summary.rejected) == (0, 1)
         inbound = client.status().inbound
@@ -112,11 +126,14 @@ def test_a_message_for_a_round_past_the_run_is_refused_until_the_run_is_extended
         assert "peer '2': round 5 is past" in inbound["2"].last_error
         assert inbound["2"].pending_withheld == 0
 
-        extended = node_specs(ring_experiment("past", rounds=10, deadline=0.2),
-                              {"0": proc.address, "1": _nowhere(), "2": _nowhere()})[0]  # fmt: skip
+        extended = node_specs(
+            ring_experiment("past", rounds=10, deadline=0.2),
+            {"0": proc.address, "1": _nowhere(), "2": _nowhere()},
+        )[0]
         client.configure(extended)
-        summary = stub.Exchange(iter([_iterate("past", "1", 9)]), timeout=10,
-                                metadata=as_peer(client, "1"))  # fmt: skip
+        summary = stub.Exchange(
+            iter([_iterate("past", "1", 9)]), timeout=10, metadata=as_peer(client, "1")
+        )
         assert (summary.received, summary.rejected) == (1, 0)
     finally:
         channel.close()
@@ -126,8 +143,9 @@ def test_streams_beyond_the_limit_are_refused_and_control_still_answers(cluster)
     """100 idle peer streams against a limit of 4: four are served, 96 refused with
     RESOURCE_EXHAUSTED and counted, and Control.Status answers promptly throughout."""
     limit, opened = 4, 100
-    proc, client = _lonely_node(cluster, "streams", rounds=5, deadline=0.2,
-                                extra=["--max-peer-streams", str(limit)])  # fmt: skip
+    proc, client = _lonely_node(
+        cluster, "streams", rounds=5, deadline=0.2, extra=["--max-peer-streams", str(limit)]
+    )
     release = threading.Event()
 
     def idle():

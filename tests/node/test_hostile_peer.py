@@ -164,8 +164,9 @@ def test_status_answers_while_a_configure_opens_its_run(tmp_path, monkeypatch):
     monkeypatch.setattr(runtime_module, "open_run", slow_open_run)
     runtime = NodeRuntime(tmp_path / "state")
     spec = node_specs(ring_experiment("slow", rounds=5, deadline=1.0), NOWHERE)[0]
-    configuring = threading.Thread(target=runtime.configure, args=(spec,),
-                                   kwargs={"peer_secret": "secret"})  # fmt: skip
+    configuring = threading.Thread(
+        target=runtime.configure, args=(spec,), kwargs={"peer_secret": "secret"}
+    )
     configuring.start()
     try:
         assert opening.wait(30), "configure never reached open_run"

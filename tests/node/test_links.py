@@ -69,10 +69,12 @@ def test_an_expired_resend_is_not_counted_dropped():
         message = Message("x", {"x": np.zeros(2)})
         long_ago = time.monotonic() - 60.0
         link._held.extend(
-            [Outgoing(long_ago, 0, 0, message, resent=True),
-             Outgoing(long_ago, 1, 0, message, resent=True),
-             Outgoing(long_ago, 2, 0, message)]
-        )  # fmt: skip
+            [
+                Outgoing(long_ago, 0, 0, message, resent=True),
+                Outgoing(long_ago, 1, 0, message, resent=True),
+                Outgoing(long_ago, 2, 0, message),
+            ]
+        )
         link._hold_while_unreachable()
         assert not link._held
         assert stats.snapshot()["1"].dropped == 1

@@ -46,8 +46,12 @@ def test_json_lines_carry_the_fields(capture):
     first, second, third = (json.loads(line) for line in lines)
     assert first["message"] == "configured x" and first["level"] == "info"
     assert (first["event"], first["node"], first["experiment"], first["round"], first["peer"]) == (
-        "configured", "a", "exp", 3, None,
-    )  # fmt: skip
+        "configured",
+        "a",
+        "exp",
+        3,
+        None,
+    )
     assert first["time"].endswith("Z") and "T" in first["time"]
     assert second["event"] == "log" and second["peer"] == "b" and second["level"] == "warning"
     assert "ValueError: boom" in third["exception"] and third["round"] == 4

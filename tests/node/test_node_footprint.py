@@ -73,10 +73,21 @@ def test_starling_node_serve_loads_what_python_m_starling_node_does(tmp_path):
 
     starling = Path(sys.executable).with_name("starling")
     proc = subprocess.Popen(
-        [str(starling), "node", "serve", "--listen", "127.0.0.1:0", "--id", "a",
-         "--state-dir", str(tmp_path / "state")],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            str(starling),
+            "node",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--id",
+            "a",
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         for line in proc.stdout:

@@ -38,8 +38,17 @@ def test_settings_file_and_flags_over_it(tmp_path):
     settings = load_settings(path)
     assert (settings.id, settings.listen, settings.store) == ("a", "0.0.0.0:50051", "/var/lib/x")
     assert settings.data == HomeData(source="synthetic", shard=3, size=40, seed=2)
-    flags = dict(id=None, listen="127.0.0.1:0", store=None, log_level=None,
-                 shard=None, size=None, seed=None, path=None, format=None)  # fmt: skip
+    flags = dict(
+        id=None,
+        listen="127.0.0.1:0",
+        store=None,
+        log_level=None,
+        shard=None,
+        size=None,
+        seed=None,
+        path=None,
+        format=None,
+    )
     changed = override(settings, **{**flags, "shard": 1})
     assert changed.listen == "127.0.0.1:0" and changed.id == "a"
     assert changed.data == HomeData(source="synthetic", shard=1, size=40, seed=2)
@@ -72,8 +81,11 @@ def test_serve_reports_a_bad_settings_file_in_one_line(tmp_path):
     path = _write(tmp_path, "data: {source: synthetic, shard: -2}\n")
     done = subprocess.run(
         [sys.executable, "-m", "starling.node", "serve", "--config", str(path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "starling-node: data.shard: must be 0 or more, got -2"
@@ -93,8 +105,11 @@ def test_serve_with_a_directory_as_config_says_it_is_one(tmp_path):
     missing file that was there, as a folder."""
     done = subprocess.run(
         [sys.executable, "-m", "starling.node", "serve", "--config", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"starling-node: --config: {str(tmp_path)!r} is a directory, not a file"
@@ -113,8 +128,11 @@ def test_serve_with_a_directory_as_config_says_it_is_one(tmp_path):
 def test_serve_refuses_impossible_limits_in_one_line(flags, message):
     done = subprocess.run(
         [sys.executable, "-m", "starling.node", "serve", *flags],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [f"starling-node: {message}"]
 
@@ -125,8 +143,11 @@ def test_serve_refuses_a_store_that_is_a_file(tmp_path):
     store.write_text("not a folder")
     done = subprocess.run(
         [sys.executable, "-m", "starling.node", "serve", "--store", str(store)],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"starling-node: --store {store}: is a file, not a folder"
@@ -154,10 +175,21 @@ def _experiment(name: str = "own-data", rounds: int = 6, **extra):
 
 def _own_data_nodes(cluster: Cluster, seed: int = 9, size: int = 17):
     procs = {
-        node: cluster.launch(node, extra=["--id", node, "--shard", str(k),
-                                          "--data-size", str(size), "--data-seed", str(seed)])
+        node: cluster.launch(
+            node,
+            extra=[
+                "--id",
+                node,
+                "--shard",
+                str(k),
+                "--data-size",
+                str(size),
+                "--data-seed",
+                str(seed),
+            ],
+        )
         for k, node in enumerate(["a", "b"])
-    }  # fmt: skip
+    }
     return {node: cluster.ready(proc) for node, proc in procs.items()}
 
 
@@ -176,8 +208,7 @@ def test_node_uses_its_own_data_and_reports_only_the_recipe(tmp_path):
             assert data.path == ""
         for client in clients.values():
             client.start()
-        wait_until(lambda: all(c.status().state == "done" for c in clients.values()), 60,
-                   "done")  # fmt: skip
+        wait_until(lambda: all(c.status().state == "done" for c in clients.values()), 60, "done")
         # The node's shard is the one --shard/--data-seed name: the same program on the
         # same spec with that shard, in-process, gives the same samples bit for bit.
         from starling.node.engine import simulate
@@ -198,8 +229,10 @@ def test_node_without_own_data_or_with_another_id_refuses_in_one_line(tmp_path):
         bare = cluster.ready(cluster.launch("a"))
         other = cluster.ready(cluster.launch("b", extra=["--id", "b", "--shard", "1"]))
         specs = {s.node_id: s for s in node_specs(experiment)}
-        with pytest.raises(ConfigError, match="node 'a': the experiment leaves the data to "
-                                              "the node .* started without data"):  # fmt: skip
+        with pytest.raises(
+            ConfigError,
+            match="node 'a': the experiment leaves the data to the node .* started without data",
+        ):
             bare.client().configure(specs["a"])
         with pytest.raises(ConfigError, match="node 'b': asked to run as node 'a'"):
             other.client().configure(specs["a"])
@@ -217,15 +250,17 @@ def test_a_fresh_run_starts_over_and_a_reconfigured_node_resumes(tmp_path):
             replies = {s.node_id: clients[s.node_id].configure(s, fresh=fresh) for s in specs}
             for client in clients.values():
                 client.start()
-            wait_until(lambda: all(c.status().state == "done" for c in clients.values()),
-                       60, "done")  # fmt: skip
+            wait_until(
+                lambda: all(c.status().state == "done" for c in clients.values()), 60, "done"
+            )
             return replies
 
         first = run(fresh=True)
         assert not any(r.resumed for r in first.values())
         again = run(fresh=False)  # same node-data spec: the same fingerprint, so it resumes
-        assert all(r.resumed and r.next_round == 5 and r.samples_stored == 5
-                   for r in again.values())  # fmt: skip
+        assert all(
+            r.resumed and r.next_round == 5 and r.samples_stored == 5 for r in again.values()
+        )
         anew = run(fresh=True)
         assert all(not r.resumed and r.next_round == 0 for r in anew.values())
 
@@ -237,10 +272,21 @@ def test_health_command_exit_codes(tmp_path):
 
         def health(address: str):
             return subprocess.run(
-                [sys.executable, "-m", "starling.orchestrator.cli", "node", "health", address,
-                 "--timeout", "2"],
-                cwd=ROOT, capture_output=True, text=True, timeout=60,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "starling.orchestrator.cli",
+                    "node",
+                    "health",
+                    address,
+                    "--timeout",
+                    "2",
+                ],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
 
         up = health(proc.address)
         assert up.returncode == 0, up.stderr

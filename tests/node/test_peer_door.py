@@ -93,11 +93,14 @@ def test_a_tensor_whose_size_is_wrong_is_refused_whatever_it_declares(shape, dat
 
 def test_push_sum_refuses_the_other_variants_kind():
     raw = {
-        "name": "door-ps", "algorithm": "push-sum-rs",
+        "name": "door-ps",
+        "algorithm": "push-sum-rs",
         "model": {"name": "linear_regression", "params": {"dim": 2}},
         "data": {"source": "synthetic", "size": 20, "seed": 5},
-        "topology": {"kind": "directed_ring", "nodes": 3}, "rounds": 5, "chains": 3,
-    }  # fmt: skip
+        "topology": {"kind": "directed_ring", "nodes": 3},
+        "rounds": 5,
+        "chains": 3,
+    }
     spec = node_specs(parse_experiment(raw), NOWHERE)[0]
     program, _ = build(spec)
     (sender,) = spec.schedule[0].in_peers
@@ -339,11 +342,17 @@ def test_an_in_neighbour_cannot_speak_as_another_one(node):
         for secret in (mine, own, client.access.link_secret("1", "2"), client.access.peer_secret):
             metadata = (("starling-sender", "2"), ("starling-secret", secret))
             with pytest.raises(grpc.RpcError) as refused:
-                stub.Exchange(iter([_iterate({"x": np.zeros((3, 2))}, sender="2")]),
-                              timeout=10, metadata=metadata)  # fmt: skip
+                stub.Exchange(
+                    iter([_iterate({"x": np.zeros((3, 2))}, sender="2")]),
+                    timeout=10,
+                    metadata=metadata,
+                )
             assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
-        stub.Exchange(iter([_iterate({"x": np.zeros((3, 2))}, sender="2")]), timeout=10,
-                      metadata=as_peer(client, "2"))  # fmt: skip
+        stub.Exchange(
+            iter([_iterate({"x": np.zeros((3, 2))}, sender="2")]),
+            timeout=10,
+            metadata=as_peer(client, "2"),
+        )
     finally:
         channel.close()
     status = client.status()
@@ -354,8 +363,11 @@ def test_an_in_neighbour_cannot_speak_as_another_one(node):
 def test_a_run_too_big_for_the_nodes_memory_is_refused_and_the_node_serves_on(node):
     _, client = node
     client.configure(_spec())
-    huge = dataclasses.replace(_spec("door-huge"), chains=10**6, model=dataclasses.replace(
-        _spec().model, params={"dim": 100_000}))  # fmt: skip
+    huge = dataclasses.replace(
+        _spec("door-huge"),
+        chains=10**6,
+        model=dataclasses.replace(_spec().model, params={"dim": 100_000}),
+    )
     with pytest.raises(NodeRejected, match="Configure: the node lacks the memory for it"):
         client.configure(huge)
     status = client.status()

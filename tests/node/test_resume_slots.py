@@ -35,8 +35,11 @@ def _same(a: Checkpoint, b: Checkpoint) -> bool:
         for k, v in a.program_state.items()
     )
     return arrays and (a.next_round, a.samples, a.rng_state, a.fingerprint) == (
-        b.next_round, b.samples, b.rng_state, b.fingerprint,
-    )  # fmt: skip
+        b.next_round,
+        b.samples,
+        b.rng_state,
+        b.fingerprint,
+    )
 
 
 def test_a_slot_reads_back_bit_for_bit_and_the_two_alternate(tmp_path):

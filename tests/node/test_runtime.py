@@ -297,8 +297,7 @@ def test_bad_peers_are_rejected_counted_and_survived(cluster, tmp_path):
         ]
         for metadata, code in refusals:
             with pytest.raises(grpc.RpcError) as refused:
-                stub.Exchange(iter([_iterate("guarded", "1", good)]), timeout=10,
-                              metadata=metadata)  # fmt: skip
+                stub.Exchange(iter([_iterate("guarded", "1", good)]), timeout=10, metadata=metadata)
             assert refused.value.code().name == code, metadata
     finally:
         channel.close()
@@ -350,12 +349,14 @@ def test_message_over_the_transport_limit_ends_only_its_stream(cluster):
     stub = peer_pb2_grpc.PeerStub(channel)
     try:
         with pytest.raises(grpc.RpcError) as caught:
-            stub.Exchange(iter([_iterate("limits", "1", huge)]), timeout=10,
-                          metadata=as_peer(client, "1"))  # fmt: skip
+            stub.Exchange(
+                iter([_iterate("limits", "1", huge)]), timeout=10, metadata=as_peer(client, "1")
+            )
         assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         # The sender's next stream is welcome, and the node is unharmed.
-        summary = stub.Exchange(iter([_iterate("limits", "1", good)]), timeout=10,
-                                metadata=as_peer(client, "1"))  # fmt: skip
+        summary = stub.Exchange(
+            iter([_iterate("limits", "1", good)]), timeout=10, metadata=as_peer(client, "1")
+        )
     finally:
         channel.close()
     assert (summary.received, summary.rejected) == (1, 0)

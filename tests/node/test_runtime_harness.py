@@ -86,9 +86,14 @@ class Cluster:
         ]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         process = subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log,
-            stdin=subprocess.DEVNULL, text=True,
-        )  # fmt: skip
+            command,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
         log.close()
         proc = NodeProc(node_id, state_dir, log_path, process)
         self.procs.append(proc)

@@ -218,11 +218,15 @@ def test_state_of_other_specs_moved_aside_in_one_second_each_keeps_a_folder(clus
         (where / "mine.txt").write_text("the user's")
     for seed in (11, 12, 13, 14):  # a single node without links: each Configure is quick
         raw = {
-            "name": "aside", "algorithm": "ula", "rounds": 5, "chains": 2, "seed": seed,
+            "name": "aside",
+            "algorithm": "ula",
+            "rounds": 5,
+            "chains": 2,
+            "seed": seed,
             "model": {"name": "linear_regression", "params": {"dim": 2}},
             "data": {"source": "synthetic", "size": 20, "seed": 5},
             "topology": {"kind": "none", "nodes": 1},
-        }  # fmt: skip
+        }
         client.configure(node_specs(parse_experiment(raw), {"0": proc.address})[0])
         client.checkpoint()  # a resume point of this spec, for the next Configure to move
     for where in taken:

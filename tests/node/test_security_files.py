@@ -100,24 +100,32 @@ CASES = {
     "garbage key": ("a", "key", "garbage", "holds no PEM private key"),
     "certificate as key": ("a", "key", "a.pem", "holds no PEM private key"),
     "encrypted key": (
-        "a", "key", "encrypted.key", "is encrypted; gRPC takes a key only unencrypted (mode 0600)"
+        "a",
+        "key",
+        "encrypted.key",
+        "is encrypted; gRPC takes a key only unencrypted (mode 0600)",
     ),
     "empty certificate": ("a", "cert", "empty", "holds no PEM certificate"),
     "key as certificate": ("a", "cert", "a.key", "holds no PEM certificate"),
     "empty CA": ("a", "ca", "empty", "holds no PEM certificate"),
     "garbage CA": ("a", "ca", "garbage", "holds no PEM certificate"),
     "a node's certificate as CA": (
-        "a", "ca", "b.pem", "holds no CA certificate (a node's or the orchestrator's instead"
+        "a",
+        "ca",
+        "b.pem",
+        "holds no CA certificate (a node's or the orchestrator's instead",
     ),
     "expired": ("expired", "cert", "expired.pem", "expired on "),
     "not yet valid": ("future", "cert", "future.pem", "is valid only from "),
     "id in the CN only": ("cn-only", "cert", "cn-only.pem", f"{NOT_A} (it names none)"),
     "another node's certificate": ("b", "cert", "b.pem", f"{NOT_A} (it names b, localhost)"),
     "a node's naming the orchestrator too": (
-        "a-orchestrator", "cert", "a-orchestrator.pem",
+        "a-orchestrator",
+        "cert",
+        "a-orchestrator.pem",
         "names 'orchestrator' too: with it node 'a' could call Control on every node",
     ),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -167,7 +175,7 @@ def test_the_orchestrators_files_are_checked_when_its_access_is_read(certs):
         ("", "is empty"),
         (" \n\t\n", "is empty"),
     ],
-)  # fmt: skip
+)
 def test_tokens_no_grpc_header_can_carry_are_refused(tmp_path, content, message):
     (tmp_path / "token").write_text(content)
     with pytest.raises(ConfigError) as refused:

@@ -78,8 +78,9 @@ def test_a_killed_node_started_idle_streams_its_stored_run(cluster):
 
 def test_a_configured_node_asked_for_its_own_run_streams_it_as_usual(cluster):
     (proc,) = cluster.start_nodes(["0"]).values()
-    experiment = ring_experiment("own-run", rounds=5, deadline=1.0,
-                                 topology={"kind": "none", "nodes": 1})  # fmt: skip
+    experiment = ring_experiment(
+        "own-run", rounds=5, deadline=1.0, topology={"kind": "none", "nodes": 1}
+    )
     (spec,) = node_specs(experiment, {"0": proc.address})
     client = proc.client()
     client.wait_ready()
@@ -99,8 +100,9 @@ def test_a_stored_run_with_a_torn_last_record_is_served_whole_and_left_as_it_is(
     is not, and nothing fails — however often, from whatever offset, it is read."""
     rounds = 6
     (proc,) = cluster.start_nodes(["0"]).values()
-    experiment = ring_experiment("torn", rounds=rounds, deadline=1.0,
-                                 topology={"kind": "none", "nodes": 1})  # fmt: skip
+    experiment = ring_experiment(
+        "torn", rounds=rounds, deadline=1.0, topology={"kind": "none", "nodes": 1}
+    )
     (spec,) = node_specs(experiment, {"0": proc.address})
     client = proc.client()
     client.wait_ready()

@@ -40,12 +40,16 @@ def _raw(**fields):
 
 
 def test_schedule_is_described_as_the_user_wrote_it():
-    experiment = parse_experiment(_raw(faults=[
-        {"link": ["0", "1"], "rounds": [5, 15]},
-        {"link": ["1", "2"], "at_round": 20, "both_ways": False},
-        {"link": "all", "drop": 0.3, "rounds": [10, 12]},
-        {"node": "3", "kill_at_round": 7, "restart_after_rounds": 4},
-    ]))  # fmt: skip
+    experiment = parse_experiment(
+        _raw(
+            faults=[
+                {"link": ["0", "1"], "rounds": [5, 15]},
+                {"link": ["1", "2"], "at_round": 20, "both_ways": False},
+                {"link": "all", "drop": 0.3, "rounds": [10, 12]},
+                {"node": "3", "kill_at_round": 7, "restart_after_rounds": 4},
+            ]
+        )
+    )
     links = describe_link_faults(experiment.faults, experiment.rounds)
     assert [text for _, text in links] == [
         "scheduled: link 0<->1 down, rounds 5..14",
@@ -56,31 +60,39 @@ def test_schedule_is_described_as_the_user_wrote_it():
     assert links[1][0]["rounds"] == [20, 30]  # "until the end" is written as the run's end
     assert links[2][0]["senders"] == ["0", "1", "2", "3"]
     nodes = describe_node_faults(experiment.node_faults, experiment.rounds)
-    assert nodes == [(
-        {"node": "3", "kill_at_round": 7, "restart_at_round": 11},
-        "scheduled: node 3 killed at round 7, restarted at round 11",
-    )]  # fmt: skip
+    assert nodes == [
+        (
+            {"node": "3", "kill_at_round": 7, "restart_at_round": 11},
+            "scheduled: node 3 killed at round 7, restarted at round 11",
+        )
+    ]
 
 
 def test_directed_link_all_is_one_fault_although_each_sender_has_its_own_seed():
-    experiment = parse_experiment(_raw(
-        algorithm="push-sum-rs", hyperparameters={},
-        topology={"kind": "directed_ring", "nodes": 4},
-        faults=[{"link": "all", "drop": 0.5}],
-    ))  # fmt: skip
+    experiment = parse_experiment(
+        _raw(
+            algorithm="push-sum-rs",
+            hyperparameters={},
+            topology={"kind": "directed_ring", "nodes": 4},
+            faults=[{"link": "all", "drop": 0.5}],
+        )
+    )
     (described,) = describe_link_faults(experiment.faults, experiment.rounds)
     assert described[1] == "scheduled: every link fails w.p. 0.5 per round (seeded), rounds 0..29"
 
 
 def test_scheduled_counts_are_what_the_links_withhold():
-    experiment = parse_experiment(_raw(faults=[
-        {"link": ["0", "1"], "rounds": [5, 15]},
-        {"node": "2", "kill_at_round": 20, "restart_after_rounds": 5},
-    ]))  # fmt: skip
+    experiment = parse_experiment(
+        _raw(
+            faults=[
+                {"link": ["0", "1"], "rounds": [5, 15]},
+                {"node": "2", "kill_at_round": 20, "restart_after_rounds": 5},
+            ]
+        )
+    )
     counts = scheduled_link_counts(node_specs(experiment))
     assert sorted(counts) == ["0->1", "0->3", "1->0", "1->2", "2->1", "2->3", "3->0", "3->2"]
-    assert counts["0->1"] == {"sent": 20, "delivered": 20, "withheld": 10, "dropped": 0,
-                              "late": 0}  # fmt: skip
+    assert counts["0->1"] == {"sent": 20, "delivered": 20, "withheld": 10, "dropped": 0, "late": 0}
     # The killed node is cut off both ways for its 5 rounds.
     for key in ("1->2", "2->1", "2->3", "3->2"):
         assert counts[key]["withheld"] == 5, key
@@ -89,13 +101,25 @@ def test_scheduled_counts_are_what_the_links_withhold():
 
 def test_link_summary_joins_what_the_sender_and_the_receiver_counted():
     books = {
-        "a": {"outbound": {"b": {"sent": 7, "withheld": 3, "dropped": 1, "send_errors": 1}},
-              "inbound": {}},
+        "a": {
+            "outbound": {"b": {"sent": 7, "withheld": 3, "dropped": 1, "send_errors": 1}},
+            "inbound": {},
+        },
         "b": {"outbound": {}, "inbound": {"a": {"received": 5, "late": 1, "rejected": 0}}},
-    }  # fmt: skip
+    }
     links = link_summary(books)
-    assert links == {"a->b": {"sent": 7, "delivered": 5, "withheld": 3, "dropped": 1, "late": 1,
-                              "rejected": 0, "send_errors": 1, "overruns": 0}}  # fmt: skip
+    assert links == {
+        "a->b": {
+            "sent": 7,
+            "delivered": 5,
+            "withheld": 3,
+            "dropped": 1,
+            "late": 1,
+            "rejected": 0,
+            "send_errors": 1,
+            "overruns": 0,
+        }
+    }
     lines = link_account(links)
     assert lines[0].startswith("links: 1 of 1 lost messages")
     assert lines[1] == "  a→b: 7/5/3/1/1 send_errors 1"
@@ -104,12 +128,16 @@ def test_link_summary_joins_what_the_sender_and_the_receiver_counted():
 
 
 def test_the_live_journal_replays_into_link_states(tmp_path):
-    live.log_event(tmp_path, {"kind": "link", "action": "set", "sender": "0", "receiver": "*",
-                              "delay_ms": 30.0})  # fmt: skip
-    live.log_event(tmp_path, {"kind": "link", "action": "cut", "sender": "0", "receiver": "1",
-                              "up": False})  # fmt: skip
-    live.log_event(tmp_path, {"kind": "link", "action": "set", "sender": "2", "receiver": "3",
-                              "drop": 0.25})  # fmt: skip
+    live.log_event(
+        tmp_path,
+        {"kind": "link", "action": "set", "sender": "0", "receiver": "*", "delay_ms": 30.0},
+    )
+    live.log_event(
+        tmp_path, {"kind": "link", "action": "cut", "sender": "0", "receiver": "1", "up": False}
+    )
+    live.log_event(
+        tmp_path, {"kind": "link", "action": "set", "sender": "2", "receiver": "3", "drop": 0.25}
+    )
     # A line still being written is left for the next read.
     with open(tmp_path / live.JOURNAL, "a") as handle:
         handle.write('{"kind": "link", "sender": "9"')
@@ -121,10 +149,20 @@ def test_the_live_journal_replays_into_link_states(tmp_path):
         "0->1": {"up": False, "drop": 0.0, "delay_ms": 30.0},  # inherits 0 -> * delay
         "2->3": {"up": True, "drop": 0.25, "delay_ms": 0.0},
     }
-    restore = {"kind": "link", "action": "restore", "sender": "0", "receiver": "1",
-               "up": True, "drop": 0.0, "delay_ms": 0.0}  # fmt: skip
-    assert live.link_states([*events, restore])["0->1"] == {"up": True, "drop": 0.0,
-                                                            "delay_ms": 0.0}  # fmt: skip
+    restore = {
+        "kind": "link",
+        "action": "restore",
+        "sender": "0",
+        "receiver": "1",
+        "up": True,
+        "drop": 0.0,
+        "delay_ms": 0.0,
+    }
+    assert live.link_states([*events, restore])["0->1"] == {
+        "up": True,
+        "drop": 0.0,
+        "delay_ms": 0.0,
+    }
 
 
 @pytest.mark.parametrize(

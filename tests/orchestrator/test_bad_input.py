@@ -116,13 +116,22 @@ def test_a_bad_test_file_names_evaluation_test_path(tmp_path, starling_home, com
     ragged = tmp_path / "ragged.csv"
     ragged.write_text("1,2,1\n3,4\n")
     model = {"name": "logistic_regression", "params": {"features": 2}}
-    for case, (test, needles) in enumerate([
-        (str(tmp_path / "none.csv"), ["evaluation.test.path", "no such file"]),
-        (str(folder), ["evaluation.test.path", repr(str(folder)), "is a directory"]),
-        (str(ragged), ["evaluation.test.path", "line 2"]),
-    ]):  # fmt: skip
-        path = _write(tmp_path, algorithm="d-sgld", hyperparameters={"eta": 0.01}, model=model,
-                      rounds=2, chains=2, evaluation={"test": {"path": test}})  # fmt: skip
+    for case, (test, needles) in enumerate(
+        [
+            (str(tmp_path / "none.csv"), ["evaluation.test.path", "no such file"]),
+            (str(folder), ["evaluation.test.path", repr(str(folder)), "is a directory"]),
+            (str(ragged), ["evaluation.test.path", "line 2"]),
+        ]
+    ):
+        path = _write(
+            tmp_path,
+            algorithm="d-sgld",
+            hyperparameters={"eta": 0.01},
+            model=model,
+            rounds=2,
+            chains=2,
+            evaluation={"test": {"path": test}},
+        )
         out = tmp_path / f"out-{case}"
         result = run_cli(command, str(path), "--out", str(out), env_home=starling_home)
         _assert_one_clear_line(result, *needles)

@@ -131,8 +131,9 @@ def test_run_with_a_directory_as_inventory_says_it_is_one(tmp_path, capsys):
     argv = ["run", str(experiment), "--inventory", str(folder), "--out", str(tmp_path / "out")]
     err = _refused(capsys, argv, "--inventory", repr(str(folder)), "is a directory")
     assert "no such file" not in err
-    _refused(capsys, [*argv[:3], str(tmp_path / "none.yaml"), *argv[4:]], "--inventory",
-             "no such file")  # fmt: skip
+    _refused(
+        capsys, [*argv[:3], str(tmp_path / "none.yaml"), *argv[4:]], "--inventory", "no such file"
+    )
     assert not (tmp_path / "out").exists()
 
 

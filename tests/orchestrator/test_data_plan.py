@@ -60,8 +60,11 @@ def test_per_node_sizes_and_shards_for_synthetic_data():
     )
     plan = data_specs(experiment)
     assert {n: (d.shard, d.size) for n, d in plan.items()} == {
-        "a": (0, 5), "b": (1, 30), "c": (3, 70), "d": (2, 30),
-    }  # fmt: skip
+        "a": (0, 5),
+        "b": (1, 30),
+        "c": (3, 70),
+        "d": (2, 30),
+    }
     assert {n: len(x) for n, x in _rows(experiment).items()} == {"a": 5, "b": 30, "c": 70, "d": 30}
     with pytest.raises(ConfigError, match=r"^nodes\[1\]\.data\.shard: shard 0 is already node 'a'"):
         _experiment(
@@ -129,12 +132,17 @@ def test_the_plan_crosses_the_wire_unchanged(tmp_path):
             "algorithm": "ula",
             "hyperparameters": {"eta": 0.01},
             "model": MODEL,
-            "data": {"source": "file", "path": _file(tmp_path), "partition": "random",
-                     "sizes": [3, 4, 5], "shards": 3},
+            "data": {
+                "source": "file",
+                "path": _file(tmp_path),
+                "partition": "random",
+                "sizes": [3, 4, 5],
+                "shards": 3,
+            },
             "topology": {"kind": "none", "nodes": 1},
             "rounds": 2,
         }
-    )  # fmt: skip
+    )
     (spec,) = node_specs(experiment)
     assert spec.data.shards == (0, 1, 2) and spec.data.sizes == (3, 4, 5)
     assert config_to_spec(spec_to_config(spec)).data == spec.data
@@ -156,9 +164,14 @@ def test_one_synthetic_data_set_dealt_to_any_number_of_nodes():
         assert [len(s) for s in shards.values()] == [100 // n] * n
         rows[n] = np.sort(np.concatenate(list(shards.values())), axis=0)
     single = parse_experiment(
-        {"algorithm": "ula", "model": gmm, "data": data,
-         "topology": {"kind": "none", "nodes": 1}, "rounds": 2}
-    )  # fmt: skip
+        {
+            "algorithm": "ula",
+            "model": gmm,
+            "data": data,
+            "topology": {"kind": "none", "nodes": 1},
+            "rounds": 2,
+        }
+    )
     rows[1] = np.sort(np.concatenate(list(_rows(single).values())), axis=0)
     assert np.array_equal(rows[1], rows[5]) and np.array_equal(rows[5], rows[10])
     assert len(np.unique(rows[1])) == 100
@@ -183,10 +196,15 @@ def test_held_out_rows_are_in_no_shard(tmp_path, partition):
     assert sum(len(s) for s in shards) == 160  # disjoint shards
     # Heterogeneous sizes draw only from the training rows too.
     sized = _experiment(
-        data={"source": "file", "path": _file(tmp_path, 200), "partition": "random",
-              "seed": 6, "sizes": [100, 30, 20, 10]},
+        data={
+            "source": "file",
+            "path": _file(tmp_path, 200),
+            "partition": "random",
+            "seed": 6,
+            "sizes": [100, 30, 20, 10],
+        },
         evaluation={"test": {"split": 0.2, "seed": 3}},
-    )  # fmt: skip
+    )
     rows = [set(_ids(x)) for x in _rows(sized).values()]
     assert [len(r) for r in rows] == [100, 30, 20, 10]
     assert not set().union(*rows) & held
@@ -205,14 +223,19 @@ def test_real_nodes_hold_the_planned_rows(tmp_path, starling_home):
     experiment = _experiment(
         algorithm="d-sgld",
         hyperparameters={"eta": 0.001},
-        data={"source": "file", "path": _file(tmp_path), "partition": "random", "seed": 4,
-              "sizes": [40, 7]},
+        data={
+            "source": "file",
+            "path": _file(tmp_path),
+            "partition": "random",
+            "seed": 4,
+            "sizes": [40, 7],
+        },
         nodes=[{"id": "a"}, {"id": "b"}, {"id": "c", "data": {"path": str(own)}}],
         topology={"kind": "ring"},
         rounds=3,
         chains=2,
         round_deadline=10.0,
-    )  # fmt: skip
+    )
     run_experiment(experiment, tmp_path / "run", say=lambda _m: None)
     expected = simulate(node_specs(experiment))
     for node, values in expected.items():

@@ -208,12 +208,16 @@ def test_a_star_of_one_node_is_refused_before_anything_runs(algorithm):
     after starting (exit 1, 'no node stored a sample'), Async SGHMC to 'complete' a
     free-diffusing server with no W2, and DG-LMC to refuse only once its master was built."""
     hub = starling.node.samplers.ALGORITHMS[algorithm].hub_role
-    with pytest.raises(ConfigError, match=rf"^topology: {algorithm} needs at least one worker "
-                       rf"besides its {hub} 0, got 1 node$"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=rf"^topology: {algorithm} needs at least one worker "
+        rf"besides its {hub} 0, got 1 node$",
+    ):
         experiment(algorithm=algorithm, hyperparameters={}, topology={"kind": "star", "nodes": 1})
     with pytest.raises(ConfigError, match=r"needs at least one worker besides its"):
-        experiment(algorithm=algorithm, hyperparameters={}, topology={},
-                   nodes=[{"id": "m", "role": hub}])  # fmt: skip
+        experiment(
+            algorithm=algorithm, hyperparameters={}, topology={}, nodes=[{"id": "m", "role": hub}]
+        )
 
 
 # --- behaviour in the simulator ---------------------------------------------------------

@@ -15,18 +15,20 @@ ROUNDS = 50
 
 
 def _experiment(faults, **fields):
-    return parse_experiment({
-        "name": "windows",
-        "algorithm": "d-sgld",
-        "hyperparameters": {"eta": 0.009},
-        "model": {"name": "linear_regression", "params": {"dim": 2}},
-        "data": {"source": "synthetic", "size": 20, "seed": 1},
-        "topology": {"kind": "ring", "nodes": 4},
-        "rounds": ROUNDS,
-        "round_seconds": 1.0,
-        "faults": faults,
-        **fields,
-    })  # fmt: skip
+    return parse_experiment(
+        {
+            "name": "windows",
+            "algorithm": "d-sgld",
+            "hyperparameters": {"eta": 0.009},
+            "model": {"name": "linear_regression", "params": {"dim": 2}},
+            "data": {"source": "synthetic", "size": 20, "seed": 1},
+            "topology": {"kind": "ring", "nodes": 4},
+            "rounds": ROUNDS,
+            "round_seconds": 1.0,
+            "faults": faults,
+            **fields,
+        }
+    )
 
 
 def _account(experiment) -> list[str]:
@@ -64,7 +66,7 @@ def test_a_link_window_running_past_the_last_round_is_cut_there_and_said_so():
         {"link": "all", "drop": 0.2, "at_round": 45, "for_rounds": 100},
         {"link": ["2", "3"], "at_round": 30},  # until the end: nothing is cut
         {"link": ["1", "2"], "rounds": [10, 50]},  # ends exactly at the end
-    ])  # fmt: skip
+    ])
     lines = _account(experiment)
     assert (
         "scheduled: link 0<->1 down, rounds 40..49 "
@@ -79,4 +81,4 @@ def test_a_link_window_running_past_the_last_round_is_cut_there_and_said_so():
     # The node fault's counterpart: a restart after the last round is accepted and said so.
     restarted = _experiment([{"node": "1", "kill_at_round": 40, "restart_after_rounds": 30}])
     assert any("restarted at round 70 (after the run's last round)" in line
-               for line in _account(restarted))  # fmt: skip
+               for line in _account(restarted))

@@ -218,8 +218,12 @@ def test_random_failures_only_inside_their_rounds():
 def test_withheld_decision_basics():
     down = LinkFault("1", 2, 4)
     assert [withheld_by_schedule([down], "0", "1", r) for r in range(5)] == [
-        False, False, True, True, False,
-    ]  # fmt: skip
+        False,
+        False,
+        True,
+        True,
+        False,
+    ]
     assert not withheld_by_schedule([down], "0", "2", 3)
     never = LinkFault("*", 0, FOREVER, drop=0.0)
     assert not any(withheld_by_schedule([never], "0", "1", r) for r in range(100))

@@ -64,22 +64,31 @@ def test_a_file_shard_over_the_node_memory_bound_is_refused_before_any_node_star
 
 
 def test_the_node_holding_the_most_rows_decides(tmp_path, capsys, starling_home):
-    data = {"source": "file", "path": _csv(tmp_path), "partition": "random",
-            "sizes": [100, 100, 700, 100]}  # fmt: skip
+    data = {
+        "source": "file",
+        "path": _csv(tmp_path),
+        "partition": "random",
+        "sizes": [100, 100, 700, 100],
+    }
     line = _refused(tmp_path, capsys, _raw(data, limits={"node_memory": "1MiB"}))
     assert "100 × 2 × 700 " in line and "node 2 holds 700 rows" in line, line
 
 
 def test_a_held_out_split_and_a_pooled_baseline_count_the_rows_the_nodes_hold(tmp_path):
     file = {"source": "file", "path": _csv(tmp_path)}
-    split = _raw(file, evaluation={"test": {"split": 0.2, "seed": 1}},
-                 limits={"node_memory": "1MiB"})  # fmt: skip
+    split = _raw(
+        file, evaluation={"test": {"split": 0.2, "seed": 1}}, limits={"node_memory": "1MiB"}
+    )
     check_file_data(parse_experiment(split))  # 800 training rows, 200 each: 320,000 bytes
     with pytest.raises(ConfigError, match=r"× 200 float64s would take 312\.5 KiB"):
         check_file_data(parse_experiment({**split, "limits": {"node_memory": "300KiB"}}))
-    pooled = _raw({**file, "shards": 4}, algorithm="ula", hyperparameters={"eta": 0.01},
-                  topology={"kind": "none", "nodes": 1},
-                  limits={"node_memory": "1MiB"})  # fmt: skip
+    pooled = _raw(
+        {**file, "shards": 4},
+        algorithm="ula",
+        hyperparameters={"eta": 0.01},
+        topology={"kind": "none", "nodes": 1},
+        limits={"node_memory": "1MiB"},
+    )
     with pytest.raises(ConfigError, match=r"100 × 2 × 1000 float64s .*node 0 holds 1000 rows"):
         check_file_data(parse_experiment(pooled))
 
@@ -87,10 +96,17 @@ def test_a_held_out_split_and_a_pooled_baseline_count_the_rows_the_nodes_hold(tm
 def test_a_node_s_own_file_is_named_by_its_field_and_one_elsewhere_is_left_to_it(tmp_path):
     own = _csv(tmp_path, "own.csv", rows=5000)
     nodes = [{"id": "a"}, {"id": "b", "data": {"path": own}}, {"id": "c"}]
-    raw = _raw({"source": "file", "path": _csv(tmp_path)}, nodes=nodes,
-               topology={"kind": "path"}, limits={"node_memory": "4MiB"})  # fmt: skip
-    with pytest.raises(ConfigError, match=r"^chains × dim × rows of nodes\[1\]\.data\.path: "
-                                          r"100 × 2 × 5000 float64s"):  # fmt: skip
+    raw = _raw(
+        {"source": "file", "path": _csv(tmp_path)},
+        nodes=nodes,
+        topology={"kind": "path"},
+        limits={"node_memory": "4MiB"},
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"^chains × dim × rows of nodes\[1\]\.data\.path: "
+        r"100 × 2 × 5000 float64s",
+    ):
         check_file_data(parse_experiment(raw))
     # A node's own file that is not on this machine (an inventory node's): the node sizes it.
     nodes[1] = {"id": "b", "data": {"path": "/on/the/node/only.csv"}}
@@ -99,8 +115,11 @@ def test_a_node_s_own_file_is_named_by_its_field_and_one_elsewhere_is_left_to_it
 
 def test_a_shipped_data_set_is_sized_too(tmp_path, capsys, starling_home):
     # a9a: 32,561 rows over 4 nodes, 8,141 at most; 123 features.
-    raw = _raw({"source": "file", "path": "builtin:a9a"}, chains=300,
-               model={"name": "logistic_regression", "params": {"features": 123}})  # fmt: skip
+    raw = _raw(
+        {"source": "file", "path": "builtin:a9a"},
+        chains=300,
+        model={"name": "logistic_regression", "params": {"features": 123}},
+    )
     line = _refused(tmp_path, capsys, raw, "simulate")
     assert "chains × dim × rows of data.path: 300 × 123 × 8141 float64s" in line, line
     assert "over limits.node_memory (2.0 GiB)" in line, line
@@ -110,8 +129,10 @@ def test_every_run_of_a_study_is_sized_before_the_first_starts(tmp_path, capsys,
     study = {
         "study": "s",
         "base": _raw({"source": "file", "path": _csv(tmp_path)}, chains=10),
-        "variants": [{"label": "small"},
-                     {"label": "big", "chains": 100, "limits": {"node_memory": "300KiB"}}],
-    }  # fmt: skip
+        "variants": [
+            {"label": "small"},
+            {"label": "big", "chains": 100, "limits": {"node_memory": "300KiB"}},
+        ],
+    }
     line = _refused(tmp_path, capsys, study, "simulate")
     assert line.startswith("starling: cell 'all', variant 'big': chains × dim × rows"), line

@@ -44,23 +44,34 @@ def _within(seconds: int):
 @pytest.mark.parametrize(
     ("topology", "message"),
     [
-        ({"kind": "ring", "nodes": 10**14},
-         r"^topology\.nodes: 100,000,000,000,000 nodes, over the 100,000 allowed$"),
-        ({"kind": "grid", "rows": 10**6, "cols": 10**6},
-         r"^topology\.rows: 1,000,000,000,000 nodes, over the 100,000 allowed$"),
-        ({"kind": "full", "nodes": 3000},
-         r"^topology\.kind: full on 3,000 nodes would hold up to 8,997,000 links, over "),
+        (
+            {"kind": "ring", "nodes": 10**14},
+            r"^topology\.nodes: 100,000,000,000,000 nodes, over the 100,000 allowed$",
+        ),
+        (
+            {"kind": "grid", "rows": 10**6, "cols": 10**6},
+            r"^topology\.rows: 1,000,000,000,000 nodes, over the 100,000 allowed$",
+        ),
+        (
+            {"kind": "full", "nodes": 3000},
+            r"^topology\.kind: full on 3,000 nodes would hold up to 8,997,000 links, over ",
+        ),
         ({"kind": "erdos_renyi", "p": 0.001, "nodes": 3000}, r"^topology\.kind: erdos_renyi"),
-        ({"kind": "random_regular", "k": 2000, "nodes": 3000},
-         r"^topology\.kind: random_regular"),
-        ({"nodes": 3000, "schedule": [{"kind": "ring"}, {"kind": "random_digraph", "p": 0.1}]},
-         r"^topology\.schedule\[1\]\.kind: random_digraph on 3,000 nodes \(with the"),
-        ({"kind": "grid", "rows": "a", "cols": 3},
-         r"^topology\.rows: expected an integer >= 1, got 'a'$"),
-        ({"kind": "grid", "rows": 2, "cols": 0},
-         r"^topology\.cols: expected an integer >= 1, got 0$"),
+        ({"kind": "random_regular", "k": 2000, "nodes": 3000}, r"^topology\.kind: random_regular"),
+        (
+            {"nodes": 3000, "schedule": [{"kind": "ring"}, {"kind": "random_digraph", "p": 0.1}]},
+            r"^topology\.schedule\[1\]\.kind: random_digraph on 3,000 nodes \(with the",
+        ),
+        (
+            {"kind": "grid", "rows": "a", "cols": 3},
+            r"^topology\.rows: expected an integer >= 1, got 'a'$",
+        ),
+        (
+            {"kind": "grid", "rows": 2, "cols": 0},
+            r"^topology\.cols: expected an integer >= 1, got 0$",
+        ),
     ],
-)  # fmt: skip
+)
 def test_an_oversized_or_misshapen_topology_is_refused_at_once(topology, message):
     with _within(10), pytest.raises(ConfigError, match=message):
         parse_experiment(_raw(topology))

@@ -36,10 +36,12 @@ def _raw(**fields):
         ({"chains": BIG, "limits": HUGE}, "chains"),
         ({"data": {"size": BIG}, "limits": HUGE}, "data.size"),
         ({"data": {"sizes": [5, BIG, 5]}, "limits": HUGE}, r"data.sizes\[1\]"),
-        ({"topology": {"nodes": 3, "period": BIG, "schedule": [{"kind": "ring"}]}},
-         "topology.period"),
+        (
+            {"topology": {"nodes": 3, "period": BIG, "schedule": [{"kind": "ring"}]}},
+            "topology.period",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_count_beyond_int64_is_refused_naming_its_field(fields, field):
     with pytest.raises(ConfigError, match=rf"^{field}: must be at most 9223372036854775807"):
         parse_experiment(_raw(**fields))

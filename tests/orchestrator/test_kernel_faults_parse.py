@@ -40,14 +40,20 @@ def test_entries_parse_into_faults():
         ({"pause": "a", "for_rounds": 1}, "kernel_faults[0].at_round: expected a whole"),
         ({"pause": "a", "at_round": 1}, "kernel_faults[0].for_rounds: expected a whole"),
         ({"pause": "a", "at_round": 10, "for_rounds": 1}, "kernel_faults[0].at_round: 10 is past"),
-        ({"loss": ["a", "b"], "percent": 130, "at_round": 1, "for_rounds": 1},
-         "kernel_faults[0].percent: expected a number in (0, 100]"),
-        ({"pause": "a", "cut": ["a", "b"], "at_round": 1, "for_rounds": 1},
-         "kernel_faults[0]: name exactly one of"),
-        ({"pause": "a", "percent": 5, "at_round": 1, "for_rounds": 1},
-         "kernel_faults[0].percent: unknown field for a pause fault"),
+        (
+            {"loss": ["a", "b"], "percent": 130, "at_round": 1, "for_rounds": 1},
+            "kernel_faults[0].percent: expected a number in (0, 100]",
+        ),
+        (
+            {"pause": "a", "cut": ["a", "b"], "at_round": 1, "for_rounds": 1},
+            "kernel_faults[0]: name exactly one of",
+        ),
+        (
+            {"pause": "a", "percent": 5, "at_round": 1, "for_rounds": 1},
+            "kernel_faults[0].percent: unknown field for a pause fault",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_entries_are_refused_with_the_field(entry, message):
     with pytest.raises(ConfigError) as caught:
         parse_kernel_faults([entry], NODES, rounds=10)
@@ -81,9 +87,12 @@ def test_docker_backend_refuses_a_host_file_path(tmp_path):
     data = tmp_path / "d.csv"
     data.write_text("1,2,3\n" * 30)
     experiment = parse_experiment(
-        _raw(backend={"kind": "docker"}, kernel_faults=None,
-             data={"source": "file", "path": str(data)}),
+        _raw(
+            backend={"kind": "docker"},
+            kernel_faults=None,
+            data={"source": "file", "path": str(data)},
+        ),
         "exp",
-    )  # fmt: skip
+    )
     with pytest.raises(ConfigError, match=r"^data.source: file is a path on the host"):
         DockerBackend.for_experiment(experiment, tmp_path)

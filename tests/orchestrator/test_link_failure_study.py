@@ -39,8 +39,11 @@ def test_the_table_has_every_algorithm_against_every_p_and_a_plot(study):
         assert f"\n| {variant} | " in table
     assert (out / "summary.png").stat().st_size > 10_000
     assert sorted(p.name for p in out.glob("w2-*.png")) == [
-        "w2-p-0.1.png", "w2-p-0.3.png", "w2-p-0.5.png", "w2-p-0.png",
-    ]  # fmt: skip
+        "w2-p-0.1.png",
+        "w2-p-0.3.png",
+        "w2-p-0.5.png",
+        "w2-p-0.png",
+    ]
 
 
 def test_the_measured_loss_is_the_scheduled_probability(study):

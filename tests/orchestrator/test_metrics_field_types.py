@@ -72,8 +72,16 @@ def written(tmp_path_factory):
     (folder / "run.yaml").write_text(yaml.safe_dump(RUN))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("STARLING_HOME", str(folder / "home"))
-        code = main(["simulate", str(folder / "run.yaml"), "--out", str(folder / "out"),
-                     "--quiet", "--no-report"])  # fmt: skip
+        code = main(
+            [
+                "simulate",
+                str(folder / "run.yaml"),
+                "--out",
+                str(folder / "out"),
+                "--quiet",
+                "--no-report",
+            ]
+        )
     assert code == 0
     return folder / "out"
 
@@ -172,16 +180,24 @@ def _no_senders(metrics: dict) -> None:
         (_rename_link, "links.ab: expected a key SENDER->RECEIVER"),
         (_set("links.->1", {"sent": 1}), "links.->1: expected a key SENDER->RECEIVER"),
         (_drop_link, "faults.scheduled_links[0].link: missing"),
-        (_set("faults.scheduled_links[0].link", None),
-         "faults.scheduled_links[0].link: expected a JSON list of 2, got null"),
-        (_no_senders, "faults.scheduled_links[1].senders: expected a JSON list of 1 or more, "
-                      "got 0 items"),
-        (_set("faults.scheduled_links[0].rounds", None),
-         "faults.scheduled_links[0].rounds: expected a JSON list of 2, got null"),
-        (_set("faults.scheduled_links[0].drop", None),
-         "faults.scheduled_links[0].drop: expected a number, got null"),
+        (
+            _set("faults.scheduled_links[0].link", None),
+            "faults.scheduled_links[0].link: expected a JSON list of 2, got null",
+        ),
+        (
+            _no_senders,
+            "faults.scheduled_links[1].senders: expected a JSON list of 1 or more, got 0 items",
+        ),
+        (
+            _set("faults.scheduled_links[0].rounds", None),
+            "faults.scheduled_links[0].rounds: expected a JSON list of 2, got null",
+        ),
+        (
+            _set("faults.scheduled_links[0].drop", None),
+            "faults.scheduled_links[0].drop: expected a number, got null",
+        ),
     ],
-)  # fmt: skip
+)
 @pytest.mark.parametrize("experiment_file", [True, False])
 def test_a_link_the_report_cannot_split_or_draw_is_named(
     written, tmp_path, capsys, edit, expected, experiment_file

@@ -71,14 +71,16 @@ def test_held_out_is_a_pure_function_of_rows_fraction_and_seed():
 
 
 def _file_experiment(path, partition, split=0.25, nodes=3):
-    return parse_experiment({
-        "algorithm": "d-sgld",
-        "model": {"name": "logistic_regression", "params": {"features": 2}},
-        "data": {"source": "file", "path": str(path), "partition": partition, "seed": 9},
-        "topology": {"kind": "ring", "nodes": nodes},
-        "rounds": 2,
-        "evaluation": {"test": {"split": split, "seed": 4}},
-    })  # fmt: skip
+    return parse_experiment(
+        {
+            "algorithm": "d-sgld",
+            "model": {"name": "logistic_regression", "params": {"features": 2}},
+            "data": {"source": "file", "path": str(path), "partition": partition, "seed": 9},
+            "topology": {"kind": "ring", "nodes": nodes},
+            "rounds": 2,
+            "evaluation": {"test": {"split": split, "seed": 4}},
+        }
+    )
 
 
 @pytest.mark.parametrize("partition", ["interleaved", "random"])
@@ -106,14 +108,16 @@ def test_split_test_rows_are_in_no_shard_and_every_other_row_is_in_one(tmp_path,
 
 
 def test_a_synthetic_split_is_a_fresh_draw_of_the_stated_size():
-    experiment = parse_experiment({
-        "algorithm": "d-sgld",
-        "model": {"name": "logistic_regression"},
-        "data": {"source": "synthetic", "size": 30, "seed": 2},
-        "topology": {"kind": "ring", "nodes": 4},
-        "rounds": 2,
-        "evaluation": {"test": {"split": 0.2, "seed": 1}},
-    })  # fmt: skip
+    experiment = parse_experiment(
+        {
+            "algorithm": "d-sgld",
+            "model": {"name": "logistic_regression"},
+            "data": {"source": "synthetic", "size": 30, "seed": 2},
+            "topology": {"kind": "ring", "nodes": 4},
+            "rounds": 2,
+            "evaluation": {"test": {"split": 0.2, "seed": 1}},
+        }
+    )
     model = build_model(experiment.model)
     test, described = held_out_data(experiment, model)
     assert described["rows"] == 30 == len(test)  # 0.2 / 0.8 × 4 × 30
@@ -136,10 +140,15 @@ def test_a_synthetic_split_is_a_fresh_draw_of_the_stated_size():
 )
 def test_bad_evaluation_sections_are_one_line_naming_the_field(evaluation, model, message):
     with pytest.raises(ConfigError, match=message) as error:
-        parse_experiment({
-            "algorithm": "d-sgld", "model": {"name": model}, "rounds": 5,
-            "topology": {"kind": "ring", "nodes": 3}, "evaluation": evaluation,
-        })  # fmt: skip
+        parse_experiment(
+            {
+                "algorithm": "d-sgld",
+                "model": {"name": model},
+                "rounds": 5,
+                "topology": {"kind": "ring", "nodes": 3},
+                "evaluation": evaluation,
+            }
+        )
     assert "\n" not in str(error.value)
 
 
@@ -163,13 +172,16 @@ def test_a_bad_test_file_is_named_as_evaluation_test(tmp_path, name, content, fm
         path.mkdir()
     elif content is not None:
         path.write_text(content)
-    experiment = parse_experiment({
-        "algorithm": "d-sgld", "model": {"name": "logistic_regression",
-                                          "params": {"features": 2}},
-        "data": {"source": "synthetic", "size": 10, "seed": 2},
-        "topology": {"kind": "ring", "nodes": 3}, "rounds": 2,
-        "evaluation": {"test": {"path": str(path), "format": fmt}},
-    })  # fmt: skip
+    experiment = parse_experiment(
+        {
+            "algorithm": "d-sgld",
+            "model": {"name": "logistic_regression", "params": {"features": 2}},
+            "data": {"source": "synthetic", "size": 10, "seed": 2},
+            "topology": {"kind": "ring", "nodes": 3},
+            "rounds": 2,
+            "evaluation": {"test": {"path": str(path), "format": fmt}},
+        }
+    )
     with pytest.raises(ConfigError, match=f"^{message}") as error:
         held_out_data(experiment, build_model(experiment.model))
     assert "data.path" not in str(error.value) and "data.format" not in str(error.value)

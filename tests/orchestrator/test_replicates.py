@@ -96,10 +96,12 @@ def test_a_study_over_three_seeds(tmp_path):
         # W2 at iteration 5 is the curve's fifth row (iterations count from 1).
         for s in (s for s in seeds if s["variant"] == variant):
             at5 = next(
-                c for c in curves
-                if c["variant"] == variant and c["seed"] == s["seed_index"]
+                c
+                for c in curves
+                if c["variant"] == variant
+                and c["seed"] == s["seed_index"]
                 and c["iteration"] == "5"
-            )  # fmt: skip
+            )
             assert float(s["w2_agent_at_5"]) == pytest.approx(float(at5["w2_agent"]), rel=1e-5)
     assert min(int(c["iteration"]) for c in curves) == 1
     assert max(int(c["iteration"]) for c in curves) == 12
@@ -128,10 +130,17 @@ def test_a_study_over_two_seeds_on_real_nodes(tmp_path, starling_home):
     for r in range(2):
         for node in ("0", "1", "2"):
             got = [
-                np.load(tmp_path / mode / "ring" / "D-SGLD" / f"seed-{r}" / "samples"
-                        / f"node-{node}.npz")["samples"]
+                np.load(
+                    tmp_path
+                    / mode
+                    / "ring"
+                    / "D-SGLD"
+                    / f"seed-{r}"
+                    / "samples"
+                    / f"node-{node}.npz"
+                )["samples"]
                 for mode in ("run", "sim")
-            ]  # fmt: skip
+            ]
             assert got[0].tobytes() == got[1].tobytes(), (r, node)
     with open(tmp_path / "run" / "seeds.csv") as handle:
         assert [row["seed"] for row in csv.DictReader(handle)] == ["40", "41"]

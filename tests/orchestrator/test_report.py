@@ -66,9 +66,16 @@ def test_simulate_writes_a_self_contained_report_with_every_section(tmp_path, st
     page = (out / "report.html").read_text()
     assert "report.html" in json.loads((out / "manifest.json").read_text())["files"]
     _no_network(page)
-    for heading in ("Convergence", "Samples against the posterior", "Network",
-                    "Faults over time", "Per node", "Run figures", "Account",
-                    "Experiment file as run"):  # fmt: skip
+    for heading in (
+        "Convergence",
+        "Samples against the posterior",
+        "Network",
+        "Faults over time",
+        "Per node",
+        "Run figures",
+        "Account",
+        "Experiment file as run",
+    ):
         assert f"<h2>{heading}</h2>" in page, heading
     images = _images(page)
     assert len(images) == 4  # W2 curve, posterior, network, timeline
@@ -105,18 +112,21 @@ def test_a_study_gets_one_page_comparing_its_cells(tmp_path, starling_home):
     study = {
         "study": "tiny",
         "description": "two variants against p",
-        "base": {k: v for k, v in FAULTY.items() if k not in ("name", "faults", "algorithm",
-                                                              "hyperparameters")},
+        "base": {
+            k: v
+            for k, v in FAULTY.items()
+            if k not in ("name", "faults", "algorithm", "hyperparameters")
+        },
         "variants": [
             {"label": "D-SGLD", "algorithm": "d-sgld", "hyperparameters": {"eta": 0.009}},
-            {"label": "D-ULA", "algorithm": "d-ula",
-             "hyperparameters": {}},
+            {"label": "D-ULA", "algorithm": "d-ula", "hyperparameters": {}},
         ],
-        "cells": [{"label": f"p={p}", "x": p, "faults": [{"link": "all", "drop": p}]}
-                  for p in (0.0, 0.3)],
+        "cells": [
+            {"label": f"p={p}", "x": p, "faults": [{"link": "all", "drop": p}]} for p in (0.0, 0.3)
+        ],
         "x_label": "link-failure probability p",
         "seeds": 2,
-    }  # fmt: skip
+    }
     code, out = _simulate(tmp_path, study)
     assert code == 0
     page = (out / "report.html").read_text()

@@ -73,9 +73,19 @@ def test_a_run_that_fails_into_an_old_folder_leaves_nothing_stale(tmp_path, expe
         taken.listen()
         port = taken.getsockname()[1]
         failing = tmp_path / "failing.yaml"
-        failing.write_text(yaml.safe_dump({**QUICK, "topology": {"kind": "ring", "nodes": 3},
-                                           "nodes": [{"id": "a", "address": f"127.0.0.1:{port}"},
-                                                     {"id": "b"}, {"id": "c"}]}))  # fmt: skip
+        failing.write_text(
+            yaml.safe_dump(
+                {
+                    **QUICK,
+                    "topology": {"kind": "ring", "nodes": 3},
+                    "nodes": [
+                        {"id": "a", "address": f"127.0.0.1:{port}"},
+                        {"id": "b"},
+                        {"id": "c"},
+                    ],
+                }
+            )
+        )
         code = main(["run", str(failing), "--out", str(out), "--overwrite"])
     assert code == 2
     metrics = json.loads((out / "metrics.json").read_text())
@@ -109,7 +119,12 @@ def test_simulate_never_writes_into_a_folder_of_run(tmp_path, experiment):
     latest = (parent / "latest").resolve()
     assert latest.parent == parent.resolve()
     assert sorted(p.name for p in latest.iterdir()) == [
-        "experiment.yaml", "manifest.json", "metrics.json", "report.html", "samples",
-        "summary.txt", "w2_curve.csv",
-    ]  # fmt: skip
+        "experiment.yaml",
+        "manifest.json",
+        "metrics.json",
+        "report.html",
+        "samples",
+        "summary.txt",
+        "w2_curve.csv",
+    ]
     assert (parent / "run.json").read_text() == "{}"

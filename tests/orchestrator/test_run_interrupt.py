@@ -29,8 +29,12 @@ def test_ctrl_c_leaves_no_process_and_writes_partial_results(tmp_path, starling_
     env = {**os.environ, "STARLING_HOME": str(starling_home)}
     orchestrator = subprocess.Popen(
         [sys.executable, "-m", "starling.orchestrator.cli", "run", str(path), "--out", str(out)],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_until(lambda: (out / "run.json").exists(), 60, "the run to start")
         addresses = json.loads((out / "run.json").read_text())["addresses"]

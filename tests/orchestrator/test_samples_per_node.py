@@ -42,9 +42,16 @@ def test_a_node_with_no_sample_is_listed_with_0_and_the_run_is_partial(tmp_path)
     status = run_status(ROUNDS, samples, expected=experiment.sampling_nodes())
     assert status == "partial"
     metrics = close_run(
-        experiment, tmp_path, samples, rounds, Account(lambda _line: None), {}, "wall time 0 s",
-        {"status": status}, None,
-    )  # fmt: skip
+        experiment,
+        tmp_path,
+        samples,
+        rounds,
+        Account(lambda _line: None),
+        {},
+        "wall time 0 s",
+        {"status": status},
+        None,
+    )
     assert metrics["samples_per_node"] == {"0": ROUNDS, "1": 0, "2": ROUNDS, "3": ROUNDS}
     assert list(metrics["w2"]["per_node"]) == ["0", "2", "3"]
     summary = (tmp_path / "summary.txt").read_text().splitlines()
@@ -55,14 +62,22 @@ def test_a_node_with_no_sample_is_listed_with_0_and_the_run_is_partial(tmp_path)
 
 def test_roles_that_record_no_samples_by_design_are_not_listed(tmp_path):
     experiment = _experiment(
-        algorithm="dg-lmc", hyperparameters={"rho": 0.1, "gamma": 0.01},
+        algorithm="dg-lmc",
+        hyperparameters={"rho": 0.1, "gamma": 0.01},
         topology={"kind": "star", "nodes": 4},
-    )  # fmt: skip
+    )
     assert experiment.sampling_nodes() == ("0",)  # the master; the workers record none
     samples, rounds = _samples(["0"])
     assert run_status(ROUNDS, samples, expected=experiment.sampling_nodes()) == "complete"
     metrics = close_run(
-        experiment, tmp_path, samples, rounds, Account(lambda _line: None), {}, "wall time 0 s",
-        {"status": "complete"}, None,
-    )  # fmt: skip
+        experiment,
+        tmp_path,
+        samples,
+        rounds,
+        Account(lambda _line: None),
+        {},
+        "wall time 0 s",
+        {"status": "complete"},
+        None,
+    )
     assert metrics["samples_per_node"] == {"0": ROUNDS}

@@ -54,38 +54,67 @@ def test_copy_never_overwrites(tmp_path, capsys):
 @pytest.mark.e2e
 def test_the_wheel_carries_the_examples_and_finds_them_installed(tmp_path):
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-         "--wheel-dir", str(tmp_path), str(ROOT)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert built.returncode == 0, built.stderr
     (wheel,) = tmp_path.glob("*.whl")
     with zipfile.ZipFile(wheel) as archive:
         inside = {n for n in archive.namelist() if n.startswith("starling/orchestrator/examples/")}
         data = {n for n in archive.namelist() if n.startswith("starling/node/models/datasets/")}
         archive.extractall(tmp_path / "site")
-    assert {"starling/node/models/datasets/a9a.gz", "starling/node/models/datasets/a9a.t.gz",
-            "starling/node/models/datasets/README.md"} <= data  # fmt: skip
+    assert {
+        "starling/node/models/datasets/a9a.gz",
+        "starling/node/models/datasets/a9a.t.gz",
+        "starling/node/models/datasets/README.md",
+    } <= data
     assert inside == {
         f"starling/orchestrator/examples/{p.name}" for p in (ROOT / "examples").glob("*.yaml")
     }
     # Imported from the unpacked wheel (no checkout around it), the examples are its own.
     found = subprocess.run(
-        [sys.executable, "-c", "from starling.orchestrator.shipped import example_path; "
-         "print(example_path('quickstart'))"],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path / "site")},
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "from starling.orchestrator.shipped import example_path; "
+            "print(example_path('quickstart'))",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "site")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert found.returncode == 0, found.stderr
     expected = tmp_path / "site" / "starling" / "orchestrator" / "examples" / "quickstart.yaml"
     assert found.stdout.strip() == str(expected.resolve())
     # The a9a the examples name loads from the unpacked wheel, its checksum verified.
     a9a = subprocess.run(
-        [sys.executable, "-c", "import starling.node.builtin_data as b; print(b.__file__, "
-         "len(b.load_builtin('a9a.t', 123)))"],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path / "site")},
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import starling.node.builtin_data as b; print(b.__file__, "
+            "len(b.load_builtin('a9a.t', 123)))",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "site")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert a9a.returncode == 0, a9a.stderr
     where, rows = a9a.stdout.split()
     assert where.startswith(str(tmp_path / "site")) and rows == "16281"

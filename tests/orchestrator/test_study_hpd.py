@@ -34,7 +34,7 @@ def _raw() -> dict:
                 "rounds": 30,
             },
             {"label": "long", "algorithm": "d-ula", "rounds": 60},
-        ],  # fmt: skip
+        ],
     }
 
 
@@ -47,8 +47,11 @@ def test_every_runs_hpd_curve_is_gathered_and_plotted(tmp_path):
     for variant, rounds in (("short", 30), ("long", 60)):
         for seed in ("0", "1"):
             for series, key in (("agent", "1"), ("average", None)):
-                mine = [r for r in rows if (r["variant"], r["seed"], r["series"]) ==
-                        (variant, seed, series)]  # fmt: skip
+                mine = [
+                    r
+                    for r in rows
+                    if (r["variant"], r["seed"], r["series"]) == (variant, seed, series)
+                ]
                 assert len(mine) == 5, (variant, seed, series)
                 # The curve spans the run: from round 0 to its last round.
                 assert int(mine[0]["round"]) == 0

@@ -223,9 +223,18 @@ def test_builder_errors_name_the_field(kind, params, message):
 
 def test_every_kind_is_covered_by_a_test_here():
     assert set(KINDS) == {
-        "ring", "path", "star", "grid", "full", "none", "erdos_renyi", "random_regular",
-        "directed_ring", "random_digraph", "edges",
-    }  # fmt: skip
+        "ring",
+        "path",
+        "star",
+        "grid",
+        "full",
+        "none",
+        "erdos_renyi",
+        "random_regular",
+        "directed_ring",
+        "random_digraph",
+        "edges",
+    }
 
 
 # --- mixing weights ---------------------------------------------------------------------

@@ -122,8 +122,12 @@ def test_evaluation_scores_every_set_as_the_direct_formula(dim, chains, window):
     got = evaluate(experiment, samples)
     w2 = got.metrics["w2"]
     average = (samples["0"] + samples["1"]) / 2  # "2" did not finish: not in the average
-    for name, values in (("0", samples["0"]), ("1", samples["1"]), ("2", samples["2"]),
-                         ("average", average)):  # fmt: skip
+    for name, values in (
+        ("0", samples["0"]),
+        ("1", samples["1"]),
+        ("2", samples["2"]),
+        ("average", average),
+    ):
         _check(got.curves[name], values, truth.mean, truth.cov)
         figure = w2["average"] if name == "average" else w2["per_node"][name]
         _check(np.array([figure]), values[-window:].reshape(1, -1, dim), truth.mean, truth.cov)

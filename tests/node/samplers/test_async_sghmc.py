@@ -108,9 +108,11 @@ def test_async_sghmc_with_a_small_period_samples_its_exact_law(s, rounds, burn):
     np.testing.assert_allclose(mean, prob.post_mean, atol=1e-9)
     exact = variance_ratios(prob.post_cov, cov)
     measured = variance_ratios(prob.post_cov, sample_cov(samples["0"][burn:]))
-    print(f"async s={s}: variance ratio exact {exact.round(3)}, measured {measured.round(3)}, "
-          f"max |z| {result.max_z:.2f}, gradient staleness "
-          f"{metrics['0']['gradient_staleness_mean']:.2f}")  # fmt: skip
+    print(
+        f"async s={s}: variance ratio exact {exact.round(3)}, measured {measured.round(3)}, "
+        f"max |z| {result.max_z:.2f}, gradient staleness "
+        f"{metrics['0']['gradient_staleness_mean']:.2f}"
+    )
     # Lockstep: the gradient used at round r was taken at the θ sent 2 … s + 1 rounds ago.
     assert metrics["0"]["gradient_staleness_max"] == s + 1
     assert metrics["0"]["message_staleness_mean"] == 1.0
@@ -129,26 +131,36 @@ def test_staleness_growing_with_s_degrades_async_sghmc_but_not_ec_sghmc(tmp_path
     result = assert_mean_cov_close(samples["0"][burn:], mean, cov, z=4.5, label=f"s={s}")
     measured = variance_ratios(prob.post_cov, sample_cov(samples["0"][burn:]))
     posterior = compare_mean_cov(samples["0"][burn:], prob.post_mean, prob.post_cov)
-    print(f"async s={s}: variance ratio measured {measured.round(3)}, max |z| vs exact law "
-          f"{result.max_z:.2f}, vs posterior {posterior.max_z:.1f}")  # fmt: skip
+    print(
+        f"async s={s}: variance ratio measured {measured.round(3)}, max |z| vs exact law "
+        f"{result.max_z:.2f}, vs posterior {posterior.max_z:.1f}"
+    )
     assert measured[-1] > 1.5 and posterior.max_z > 8
 
     # The whole curve, from the exact laws; EC-SGHMC needs identical shards to be compared
     # on the posterior alone (with private shards its own shard bias would dominate).
     same = problem(
         run_experiment(
-            "ec-sghmc", {}, identical_shards(tmp_path / "s.npz", 4), workers=4, rounds=1,
-            seed=0, chains=1,
+            "ec-sghmc",
+            {},
+            identical_shards(tmp_path / "s.npz", 4),
+            workers=4,
+            rounds=1,
+            seed=0,
+            chains=1,
         )[0]
-    )  # fmt: skip
+    )
     table = []
     for period in (1, 2, 3, 4, 8, 16, 32):
         _, (_, async_cov) = async_law(same, eps=EPS, sync_period=period)
         _, workers = ec_law(same, eps=EPS, alpha=1.0, sync_period=period)
         table.append(
-            (period, variance_ratios(same.post_cov, async_cov)[-1],
-             variance_ratios(same.post_cov, workers[0][1])[-1])
-        )  # fmt: skip
+            (
+                period,
+                variance_ratios(same.post_cov, async_cov)[-1],
+                variance_ratios(same.post_cov, workers[0][1])[-1],
+            )
+        )
     print("s, largest variance ratio: Async SGHMC, EC-SGHMC (α=1):")
     for row in table:
         print(f"  {row[0]:3d}  {row[1]:.3f}  {row[2]:.3f}")
@@ -167,9 +179,14 @@ def test_async_sghmc_diverges_once_staleness_outruns_the_friction():
     the friction takes it out ([001] §2: "problematic with growing s")."""
     eps, s = 0.05, 12
     specs, samples, _ = run_experiment(
-        "async-sghmc", {"eps": eps, "sync_period": s}, DATA, workers=4, rounds=2400, seed=7,
+        "async-sghmc",
+        {"eps": eps, "sync_period": s},
+        DATA,
+        workers=4,
+        rounds=2400,
+        seed=7,
         chains=8,
-    )  # fmt: skip
+    )
     prob = problem(specs)
     with pytest.raises(ValueError, match="spectral radius"):
         async_law(prob, eps=eps, sync_period=s)

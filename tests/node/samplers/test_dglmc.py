@@ -156,11 +156,14 @@ class Problem:
     def axda_law(self, rho):
         """π_ρ, the θ-marginal of [003] eq. 2-3: each local Gaussian factor N(H_i⁻¹h_i, H_i⁻¹)
         convolved with N(0, ρ_i I). DG-LMC's law tends to it as γ → 0 (Prop. 4)."""
-        precisions = [np.linalg.inv(np.linalg.inv(H) + r * np.eye(self.dim))
-                      for H, r in zip(self.H, rho, strict=True)]  # fmt: skip
+        precisions = [
+            np.linalg.inv(np.linalg.inv(H) + r * np.eye(self.dim))
+            for H, r in zip(self.H, rho, strict=True)
+        ]
         cov = np.linalg.inv(sum(precisions))
-        mean = cov @ sum(p @ np.linalg.solve(H, h)
-                         for p, H, h in zip(precisions, self.H, self.h, strict=True))  # fmt: skip
+        mean = cov @ sum(
+            p @ np.linalg.solve(H, h) for p, H, h in zip(precisions, self.H, self.h, strict=True)
+        )
         return mean, cov
 
 
@@ -286,15 +289,18 @@ def test_plan_local_steps_follows_section_3_2_2():
 
     # Defaults: N_avg = ⌈mean of the §3.2.2 terms⌉ (4.000000000000001 counts as 4).
     assert plan_local_steps({"a": report(1, 0, 4.000000000000001, 0), "b": report(1, 0, 4, 0)}) == {
-        "a": 4, "b": 4,
-    }  # fmt: skip
+        "a": 4,
+        "b": 4,
+    }
     assert plan_local_steps({"a": report(1, 0, 3.0, 0), "b": report(1, 0, 4.5, 0)}) == {
-        "a": 4, "b": 4,
-    }  # fmt: skip
+        "a": 4,
+        "b": 4,
+    }
     # A given local_steps wins; the others share N_avg of their own terms.
     assert plan_local_steps({"a": report(1, 10, 4, 0), "b": report(1, 0, 2, 0)}) == {
-        "a": 10, "b": 2,
-    }  # fmt: skip
+        "a": 10,
+        "b": 2,
+    }
     # Straggler-aware: N̄ = 4, b = 3, q ∝ (1, 1/2, 1/4) → 12·(4/7, 2/7, 1/7) = 6.86, 3.43, 1.71.
     plan = plan_local_steps({w: report(1, 0, 4, t) for w, t in (("a", 1), ("b", 2), ("c", 4))})
     assert plan == {"a": 7, "b": 3, "c": 2}
@@ -482,8 +488,11 @@ def test_a_tiny_gamma_without_local_steps_is_refused_instead_of_hanging():
     model = build_model(ModelSpec("linear_regression", {"dim": 2}))
     potential = model.local_potential(model.synthesize(np.random.default_rng(0), 20), 1.0)
     tiny = DGLMCParams(gamma=1e-12)
-    with pytest.raises(ConfigError, match=r"^hyperparameters\.local_steps: gamma = 1e-12 on node "
-                       r"'1' makes \[003\] §3\.2\.2's default"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"^hyperparameters\.local_steps: gamma = 1e-12 on node "
+        r"'1' makes \[003\] §3\.2\.2's default",
+    ):
         worker_constants(tiny, potential, "1")
     rho, gamma, _ = worker_constants(DGLMCParams(gamma=1e-12, local_steps=2), potential, "1")
     assert gamma == 1e-12 and rho > 0

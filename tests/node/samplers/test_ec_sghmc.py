@@ -351,8 +351,10 @@ def test_only_the_fluctuation_dissipation_noise_samples_the_target(tmp_path):
         result = assert_mean_cov_close(samples[node][burn:], mean, cov, z=4.5, label=noise)
         measured[noise] = variance_ratios(prob.post_cov, sample_cov(samples[node][burn:]))
         exact = variance_ratios(prob.post_cov, cov)
-        print(f"noise {noise}: variance ratio measured {measured[noise].round(4)}, "
-              f"exact law {exact.round(4)}, max |z| {result.max_z:.2f}")  # fmt: skip
+        print(
+            f"noise {noise}: variance ratio measured {measured[noise].round(4)}, "
+            f"exact law {exact.round(4)}, max |z| {result.max_z:.2f}"
+        )
         if noise == "euler":
             # The law 2εV gives is the posterior up to SGHMC's step bias (0.3 % here) ...
             assert np.all(np.abs(exact - 1) < 0.01)
@@ -399,8 +401,10 @@ def test_coupled_workers_sample_the_exact_law_not_the_posterior(tmp_path, alpha)
     measured = [
         variance_ratios(prob.post_cov, sample_cov(samples[n][burn:])).round(3) for n in prob.ids
     ]
-    print(f"alpha {alpha}: worker/posterior variance ratios exact {exact.round(3)}, "
-          f"measured {measured}, max |z| vs exact law {worst:.2f}")  # fmt: skip
+    print(
+        f"alpha {alpha}: worker/posterior variance ratios exact {exact.round(3)}, "
+        f"measured {measured}, max |z| vs exact law {worst:.2f}"
+    )
     # The bias is real: for α = 3 one direction's variance shrinks by more than 10 %.
     if alpha == 3.0:
         assert exact[0] < 0.9
@@ -435,10 +439,12 @@ def test_private_shards_pull_the_workers_means_together():
         offset = np.abs(mean - prob.post_mean) / sd
         offset_alone = np.abs(alone[i][0] - prob.post_mean) / sd
         measured = np.abs(samples[node][burn:].mean(axis=(0, 1)) - prob.post_mean) / sd
-        print(f"worker {node}: |mean − posterior mean| / sd: α=0 {offset_alone.round(2)}, "
-              f"α={alpha} exact {offset.round(2)}, measured {measured.round(2)}; "
-              f"variance ratios {variance_ratios(prob.post_cov, cov).round(3)}; "
-              f"max |z| {result.max_z:.2f}")  # fmt: skip
+        print(
+            f"worker {node}: |mean − posterior mean| / sd: α=0 {offset_alone.round(2)}, "
+            f"α={alpha} exact {offset.round(2)}, measured {measured.round(2)}; "
+            f"variance ratios {variance_ratios(prob.post_cov, cov).round(3)}; "
+            f"max |z| {result.max_z:.2f}"
+        )
         spread, spread_alone = spread + offset @ offset, spread_alone + offset_alone @ offset_alone
     # Over the workers: Σ_i ‖mean_i − posterior mean‖² in posterior sds, 20.6 → 5.1 measured
     # with this seed. (A worker whose shard happens to sit at the posterior mean can move
@@ -516,8 +522,10 @@ def test_proposition_3_1_holds_for_one_worker_only():
     eq6_ratio = variance_ratios(post, cov6[:d, :d])
     assert not np.allclose(cov6[:n, :n], gibbs, rtol=0.05)
     assert np.all(np.abs(eq6_ratio - 1) > 0.02)
-    print(f"K=4, α={alpha}: θ^i variance / posterior: exp(−H) {hamiltonian_ratio.round(3)}, "
-          f"eq. 6 (ε→0) {eq6_ratio.round(3)}")  # fmt: skip
+    print(
+        f"K=4, α={alpha}: θ^i variance / posterior: exp(−H) {hamiltonian_ratio.round(3)}, "
+        f"eq. 6 (ε→0) {eq6_ratio.round(3)}"
+    )
 
     # The discrete lockstep law (stale copies included) approaches the SDE's as ε → 0.
     steps, blocks = ec_recursion([(A, np.zeros(d))] * K, eps=2e-3, alpha=alpha, sync_period=1)
@@ -539,10 +547,11 @@ def test_staleness_follows_the_lockstep_model_and_link_faults_still_apply():
     data = {"source": "synthetic", "size": BASE_POINTS, "seed": 1}
     fault = [{"link": ["0", "1"], "rounds": [100, 200], "both_ways": False}]
     runs = [
-        run_experiment("ec-sghmc", hyper, data, workers=4, rounds=rounds, seed=5, chains=3,
-                       faults=fault)
+        run_experiment(
+            "ec-sghmc", hyper, data, workers=4, rounds=rounds, seed=5, chains=3, faults=fault
+        )
         for _ in range(2)
-    ]  # fmt: skip
+    ]
     (_, samples, metrics), (_, again, _) = runs
     assert all(samples[n].tobytes() == again[n].tobytes() for n in samples)
     assert set(samples) == {"1", "2", "3", "4"}  # the centre records nothing

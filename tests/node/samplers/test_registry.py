@@ -78,9 +78,14 @@ def test_star_algorithms_declare_their_hub_and_the_topology_reads_it():
         assert hub_role(info) == info.hub_role
     # The role's name plays no part: a hub called anything is the hub.
     odd = AlgorithmInfo(
-        name="odd", summary="", source="", graph="star", params=DSGLDParams,
-        programs={"leaf": DSGLD, "middle": DSGLD}, hub_role="middle",
-    )  # fmt: skip
+        name="odd",
+        summary="",
+        source="",
+        graph="star",
+        params=DSGLDParams,
+        programs={"leaf": DSGLD, "middle": DSGLD},
+        hub_role="middle",
+    )
     assert hub_role(odd) == "middle"
 
 
@@ -90,14 +95,23 @@ def test_batching_is_declared_exactly_where_the_params_carry_a_batch_size():
         assert info.batching == ("batch_size" in fields), info.name
     with pytest.raises(ValueError, match="batching needs a batch_size"):
         AlgorithmInfo(
-            name="bad", summary="", source="", graph="none",
-            params=type("P", (), {"__dataclass_fields__": {}}), batching=True,
-        )  # fmt: skip
+            name="bad",
+            summary="",
+            source="",
+            graph="none",
+            params=type("P", (), {"__dataclass_fields__": {}}),
+            batching=True,
+        )
     with pytest.raises(ValueError, match="hub_role 'boss' is not one of its roles"):
         AlgorithmInfo(
-            name="bad", summary="", source="", graph="star", params=DSGLDParams,
-            programs={"peer": DSGLD}, hub_role="boss",
-        )  # fmt: skip
+            name="bad",
+            summary="",
+            source="",
+            graph="star",
+            params=DSGLDParams,
+            programs={"peer": DSGLD},
+            hub_role="boss",
+        )
 
 
 def _specs(algorithm: str):
