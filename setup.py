@@ -2,7 +2,7 @@
 and ships the top-level ``examples/`` inside the wheel as ``starling/orchestrator/examples/``.
 
 Everything else is in pyproject.toml. The examples stay at the top of the source tree where
-the README points; :mod:`starling.orchestrator.shipped` finds them in either place.
+the README points; :mod:`starling.orchestrator.config.shipped` finds them in either place.
 """
 
 import shutil

@@ -200,8 +200,10 @@ def studies(names: list[str]) -> dict:
     evaluation and how much drawing the plots."""
     import tempfile
 
-    from starling.orchestrator import evaluation, results, study
-    from starling.orchestrator.yaml_files import read_yaml_file
+    from starling.orchestrator.config import study
+    from starling.orchestrator.config.yaml_files import read_yaml_file
+    from starling.orchestrator.evaluation import evaluate as evaluation
+    from starling.orchestrator.results import write as results
 
     spent = {"evaluate_s": 0.0, "plot_s": 0.0}
     original = evaluation.evaluate

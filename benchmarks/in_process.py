@@ -26,7 +26,7 @@ def sampler_ms(experiment) -> float:
     import numpy as np
 
     from starling.node.engine.simulate import simulate
-    from starling.orchestrator.node_specs import node_specs
+    from starling.orchestrator.planning.node_specs import node_specs
 
     specs = node_specs(experiment)
     marks: list[float] = []

@@ -1,10 +1,11 @@
 """Starling's side of the ring benchmarks: real node processes of the local backend.
 
-One call starts ``nodes`` nodes with :class:`~starling.orchestrator.backends.local.LocalBackend`
-(exactly what ``starling run`` does), configures them for a ring experiment, starts them and
-polls their status until every node is done. Each phase is timed on its own, so a figure
-never mixes them: ``startup_s`` (processes launched until every node answers its health
-check), ``configure_s``, ``loop_s`` (Start sent to every node done: the round loop),
+One call starts ``nodes`` nodes with
+:class:`~starling.orchestrator.execution.backends.local.LocalBackend` (exactly what ``starling run``
+does), configures them for a ring experiment, starts them and polls their status until every node is
+done. Each phase is timed on its own, so a figure never mixes them: ``startup_s`` (processes
+launched until every node answers its health check), ``configure_s``, ``loop_s`` (Start sent to
+every node done: the round loop),
 ``cpu_s`` (the CPU time every node process used during the loop), ``switches`` (the
 context switches of all their threads during the loop: voluntary, involuntary) and, if asked,
 ``evaluate_s`` (the orchestrator's evaluation of the collected samples). Peak RSS is read
@@ -35,7 +36,7 @@ def ring_experiment(
 ):
     """The quickstart's model (Bayesian linear regression, [000] §6.2) on a ring; the
     experiment file's default ``checkpoint_every`` unless one is given."""
-    from starling.orchestrator.experiment import parse_experiment
+    from starling.orchestrator.config.experiment import parse_experiment
 
     raw = {
         "name": f"bench-{algorithm}-{nodes}n-{dim}d",
@@ -100,11 +101,11 @@ def _switches(pids: list[int | None]) -> tuple[int, int]:
 
 def starling_ring(experiment, evaluate: bool = False) -> dict:
     """Run ``experiment`` on local node processes; returns the timed phases (see module)."""
-    from starling.orchestrator.backends.local import LocalBackend
-    from starling.orchestrator.client import NodeClient
-    from starling.orchestrator.collector import Collector
-    from starling.orchestrator.evaluation import evaluate as evaluate_samples
-    from starling.orchestrator.node_specs import node_specs
+    from starling.orchestrator.evaluation.evaluate import evaluate as evaluate_samples
+    from starling.orchestrator.execution.backends.local import LocalBackend
+    from starling.orchestrator.execution.client import NodeClient
+    from starling.orchestrator.execution.collector import Collector
+    from starling.orchestrator.planning.node_specs import node_specs
 
     out: dict = {}
     with tempfile.TemporaryDirectory(prefix="starling-bench-") as tmp:
@@ -166,8 +167,8 @@ def starling_ring(experiment, evaluate: bool = False) -> dict:
 def node_ready_seconds() -> float:
     """Seconds from launching one node process (the local backend, as ``starling run``) to
     its health check answering: a node's own start-up, imports included."""
-    from starling.orchestrator.backends.local import LocalBackend
-    from starling.orchestrator.client import NodeClient
+    from starling.orchestrator.execution.backends.local import LocalBackend
+    from starling.orchestrator.execution.client import NodeClient
 
     with tempfile.TemporaryDirectory(prefix="starling-bench-") as tmp:
         with LocalBackend("127.0.0.1", 0, Path(tmp), ready_timeout=600.0) as backend:

@@ -1,5 +1,5 @@
 # starling-netfault: the helper the docker backend runs to fault a node's network from
-# inside it (orchestrator/backends/netfault.py). Each helper container joins one node
+# inside it (orchestrator/execution/backends/netfault.py). Each helper container joins one node
 # container's network namespace (`--network container:<node>`) with NET_ADMIN and runs one
 # `nft` or `tc` command there, then exits — the way Pumba applies tc/iptables from its own
 # image — so the node image carries no network tools and no node gets NET_ADMIN.

@@ -11,7 +11,8 @@ The draw for a random fault (``0 < drop < 1``) is keyed by (fault seed, the *uno
 pair {sender, receiver}, round). Two directions of one link that carry faults with the
 same seed therefore fail together — an undirected link going down as a whole — while
 faults with different seeds fail independently. The orchestrator picks the seeds
-(:mod:`starling.orchestrator.faults`): shared for a ``both_ways`` fault, distinct otherwise.
+(:mod:`starling.orchestrator.faults.schedule`): shared for a ``both_ways`` fault, distinct
+otherwise.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ number as a float, so a whole float is accepted where an int is declared; an int
 float becomes a float.
 
 This is hand-written rather than pydantic (which the orchestrator's experiment schema uses,
-``orchestrator/validation.py``, with the same rules and the same messages): building pydantic
+``orchestrator/core/validation.py``, with the same rules and the same messages): building pydantic
 models of the parameter classes cost a node 7 MB of its 70 MB (issue 15), for a job this
 small. The orchestrator checks an experiment's hyperparameters with this same function.
 """

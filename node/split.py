@@ -2,9 +2,9 @@
 
 A node loading its shard of a file with ``test_fraction > 0`` drops these rows before it
 deals out ``shard::num_shards``; the orchestrator reads exactly these rows as its test set
-(:mod:`starling.orchestrator.heldout`). Both call :func:`held_out` with the file's row count and the
-experiment's ``evaluation.test.split`` and ``seed``, so they agree without any row crossing
-the wire, and no held-out row is ever in a node's training shard.
+(:mod:`starling.orchestrator.evaluation.heldout`). Both call :func:`held_out` with the file's row
+count and the experiment's ``evaluation.test.split`` and ``seed``, so they agree without any row
+crossing the wire, and no held-out row is ever in a node's training shard.
 """
 
 from __future__ import annotations

@@ -30,12 +30,12 @@ from starling.node.params import ConfigError
 from starling.node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2_grpc
 from starling.node.runtime.transport import open_channel
 from starling.node.security import TlsFiles, channel_credentials
-from starling.orchestrator import live
-from starling.orchestrator.access import Access
-from starling.orchestrator.certs import init_certs
-from starling.orchestrator.client import NodeClient
-from starling.orchestrator.live_cli import status_report
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.cli.live import status_report
+from starling.orchestrator.deploy.certs import init_certs
+from starling.orchestrator.execution import live
+from starling.orchestrator.execution.access import Access
+from starling.orchestrator.execution.client import NodeClient
+from starling.orchestrator.planning.node_specs import node_specs
 from tests.conftest import run_cli
 from tests.node.test_runtime_harness import ROOT, Cluster, ring_experiment, wait_until
 from tests.node.test_security_files import craft

@@ -24,8 +24,8 @@ import time
 import numpy as np
 import pytest
 
-from starling.orchestrator.experiment import load_experiment, parse_experiment
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.config.experiment import load_experiment, parse_experiment
+from starling.orchestrator.planning.node_specs import node_specs
 from tests.conftest import ROOT
 from tests.node.samplers.test_async_sghmc import async_law
 from tests.node.samplers.test_ec_sghmc import ec_law, problem, variance_ratios

@@ -127,8 +127,8 @@ def test_collect_scores_a_run_on_the_nodes_own_data_as_the_run_would(tmp_path, s
     killed, ``collect`` must score the stored samples against the same posterior the run
     would have: exactly the W2 of the same samples under the twin experiment whose synthetic
     data is the nodes' (before, it wrote no W2 and no posterior at all)."""
-    from starling.orchestrator.evaluation import evaluate
-    from starling.orchestrator.experiment import parse_experiment
+    from starling.orchestrator.config.experiment import parse_experiment
+    from starling.orchestrator.evaluation.evaluate import evaluate
     from tests.node.test_runtime_harness import Cluster
 
     nodes = ("a", "b", "c")
@@ -197,7 +197,7 @@ def test_a_node_killed_for_good_mid_run_is_left_to_collect_and_loses_nothing(
     the node stored after its last collection is only in its store. The manifest names it
     (``not_collected``), so once it serves again ``starling collect`` writes every sample
     it stored; before, collect refused a run that had ended, and those samples were lost."""
-    from starling.orchestrator.recovery import START
+    from starling.orchestrator.execution.recovery import START
     from tests.node.test_runtime_harness import Cluster
     from tests.test_live_cli_e2e import inventory_ring
 

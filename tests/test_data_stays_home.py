@@ -22,8 +22,8 @@ from starling.node.models import build_model
 from starling.node.protocol import convert
 from starling.node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
 from starling.node.samplers import ALGORITHMS
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.planning.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster
 from tests.waiting import wait_until
 

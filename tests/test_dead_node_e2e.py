@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from starling.orchestrator.client import NodeClient, NodeUnavailable
+from starling.orchestrator.execution.client import NodeClient, NodeUnavailable
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.e2e

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from starling.orchestrator.predictive import FIELDS
+from starling.orchestrator.evaluation.predictive import FIELDS
 from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.e2e
@@ -129,11 +129,12 @@ def test_start_up_imports_neither_pot_nor_arviz():
     parsing, the node specs, the runner and the evaluation modules leave them out."""
     script = (
         "import sys\n"
-        "from starling.orchestrator.cli import _parser\n"
-        "from starling.orchestrator.experiment import load_experiment\n"
-        "from starling.orchestrator.node_specs import node_specs\n"
-        "import starling.orchestrator.runner, starling.orchestrator.simulation\n"
-        "import starling.orchestrator.evaluation\n"
+        "from starling.orchestrator.cli.main import _parser\n"
+        "from starling.orchestrator.config.experiment import load_experiment\n"
+        "from starling.orchestrator.planning.node_specs import node_specs\n"
+        "import starling.orchestrator.execution.runner\n"
+        "import starling.orchestrator.execution.simulation\n"
+        "import starling.orchestrator.evaluation.evaluate\n"
         "_parser()\n"
         "node_specs(load_experiment('examples/quickstart.yaml'))\n"
         "heavy = {'ot', 'arviz', 'xarray', 'h5netcdf'} & set(sys.modules)\n"

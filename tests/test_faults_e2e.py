@@ -19,10 +19,10 @@ import pytest
 import yaml
 
 from starling.node.engine import simulate
-from starling.orchestrator.evaluation import ground_truth
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.metrics import empirical_w2
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.evaluation.evaluate import ground_truth
+from starling.orchestrator.evaluation.metrics import empirical_w2
+from starling.orchestrator.planning.node_specs import node_specs
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.e2e

@@ -1,5 +1,5 @@
 """Ctrl-C during ``starling run`` on real nodes: their rounds stop first, then every sample
-they stored is collected (``orchestrator/halt.py``).
+they stored is collected (``orchestrator/execution/halt.py``).
 
 Before, the orchestrator collected while the nodes went on sampling, then stopped them: a
 local run's ``samples/`` held tens of rounds fewer than its nodes' stores (which no command
@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from starling.orchestrator.client import NodeClient
+from starling.orchestrator.execution.client import NodeClient
 from tests.conftest import run_cli
 from tests.node.test_runtime_harness import Cluster
 from tests.test_collect_e2e import _gone, _stored
@@ -130,7 +130,7 @@ def test_starling_stop_stops_the_nodes_of_a_run_whose_orchestrator_died(tmp_path
 def test_interrupted_while_the_nodes_shut_down_is_named_so(signum, tmp_path, starling_home):
     """Ctrl-C or SIGTERM after every sample was collected, while the local nodes are shut
     down at the end: before, the account and the folder said the run was interrupted "while
-    the nodes were starting" (``orchestrator/phases.py``). The phase is named, and the
+    the nodes were starting" (``orchestrator/core/phases.py``). The phase is named, and the
     results written hold every sample the nodes stored.
 
     To keep a node shutting down long enough to be interrupted there, this test holds a

@@ -24,8 +24,8 @@ import pytest
 import yaml
 
 from starling.node.engine import simulate
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.planning.node_specs import node_specs
 from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.e2e

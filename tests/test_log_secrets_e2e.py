@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from starling.orchestrator.certs import init_certs
+from starling.orchestrator.deploy.certs import init_certs
 from tests.conftest import run_cli
 from tests.node.test_runtime_harness import Cluster
 

@@ -26,7 +26,7 @@ import grpc
 import pytest
 import yaml
 
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.planning.node_specs import node_specs
 from tests.conftest import run_cli
 from tests.node.test_runtime_harness import ROOT, Cluster, ring_experiment, start_run
 from tests.operating import (

@@ -63,7 +63,7 @@ def test_a_fault_free_run_reports_no_link_trouble(quickstart):
 def test_samples_are_stored_once(quickstart):
     """A complete local run keeps its samples in samples/ only: the nodes' stores (and
     their checkpoints) under nodes/state/ are removed once samples/ reads back equal
-    (orchestrator/store_release.py); the nodes' logs stay."""
+    (orchestrator/execution/store_release.py); the nodes' logs stay."""
     _, out, _, _ = quickstart
     assert json.loads((out / "metrics.json").read_text())["status"] == "complete"
     assert not list((out / "nodes").rglob("samples.bin"))

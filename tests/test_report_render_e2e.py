@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import yaml
 
-from starling.orchestrator.cli import main
+from starling.orchestrator.cli.main import main
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.e2e

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from starling.node.engine import simulate
-from starling.orchestrator.node_specs import node_specs
-from starling.orchestrator.runner import run_experiment
-from starling.orchestrator.study import load_study, run_study
-from starling.orchestrator.yaml_files import read_yaml_file
+from starling.orchestrator.config.study import load_study, run_study
+from starling.orchestrator.config.yaml_files import read_yaml_file
+from starling.orchestrator.execution.runner import run_experiment
+from starling.orchestrator.planning.node_specs import node_specs
 from tests.conftest import ROOT
 
 

@@ -37,8 +37,8 @@ import csv
 
 import pytest
 
-from starling.orchestrator.study import load_study, run_study
-from starling.orchestrator.yaml_files import read_yaml_file
+from starling.orchestrator.config.study import load_study, run_study
+from starling.orchestrator.config.yaml_files import read_yaml_file
 from tests.conftest import ROOT
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import csv
 
-from starling.orchestrator.study import load_study, run_study
-from starling.orchestrator.yaml_files import read_yaml_file
+from starling.orchestrator.config.study import load_study, run_study
+from starling.orchestrator.config.yaml_files import read_yaml_file
 from tests.conftest import ROOT
 
 

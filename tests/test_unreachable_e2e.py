@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from starling.orchestrator.certs import init_certs
+from starling.orchestrator.deploy.certs import init_certs
 from tests.conftest import run_cli
 from tests.node.test_runtime_harness import Cluster
 from tests.test_inventory_e2e import cluster_free_port

@@ -1,5 +1,5 @@
-"""A results folder that cannot be written (``orchestrator/unwritable.py``): ``starling run``
-says so in one line and leaves the run for ``starling collect``, which then recovers every
+"""A results folder that cannot be written (``orchestrator/results/unwritable.py``): ``starling
+run`` says so in one line and leaves the run for ``starling collect``, which then recovers every
 sample the nodes stored.
 
 The orchestrator runs under a file size limit (``RLIMIT_FSIZE``, with SIGXFSZ ignored, so a
@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import yaml
 
-from starling.orchestrator.client import NodeClient
+from starling.orchestrator.execution.client import NodeClient
 from tests.conftest import ROOT, run_cli
 from tests.node.test_runtime_harness import Cluster
 from tests.test_live_cli_e2e import _ring, inventory_ring
@@ -164,7 +164,7 @@ def test_a_complete_local_run_whose_manifest_cannot_be_written_keeps_its_stores(
     tmp_path, starling_home
 ):
     """A complete local run lets go of its nodes' stores once its npz files read back equal
-    (``orchestrator/store_release.py``). Before, it did so before the final manifest was
+    (``orchestrator/execution/store_release.py``). Before, it did so before the final manifest was
     written: when that write then failed, the line pointed at ``starling collect``, which
     found no store to recover from. Now the stores go only after the manifest is written, so
     the line is true: ``collect`` recovers the same samples, bit for bit."""

@@ -1,7 +1,7 @@
 """Plain types that cross the wire, each defined once next to its protobuf converter.
 
 The node fills them in (``node/runtime``), the orchestrator reads them back
-(``orchestrator/client.py``); neither writes the fields out by hand.
+(``orchestrator/execution/client.py``); neither writes the fields out by hand.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class LinkCounters:
     of the messages accepted (received or late)."""
     pending_received: int = 0
     """Inbound: of ``received``, the messages for a round not run yet (they die with the
-    process; see :mod:`starling.orchestrator.counters`)."""
+    process; see :mod:`starling.orchestrator.results.link_books`)."""
     pending_withheld: int = 0
     """Likewise of ``withheld``: notices still waiting for their round."""
     pending_bytes: int = 0

@@ -29,7 +29,7 @@ Counting, on the sender's inbound link (:meth:`Inbox.deliver`): a message or not
 round the node has not run yet is also *pending* until it has (``pending_received``,
 ``pending_withheld``, ``pending_bytes``), counted and settled under the inbox's lock. A
 process that dies loses what is pending, and the orchestrator carries its books without it
-(:mod:`starling.orchestrator.counters`); a resent message for a round before the process's
+(:mod:`starling.orchestrator.results.link_books`); a resent message for a round before the process's
 first (its predecessor's, which counted it) is used but not counted again. Each message
 is thus counted once across a node's restarts.
 

@@ -4,9 +4,10 @@ Without TLS a Peer stream proves where it comes from only by a secret in its met
 (:data:`starling.node.security.SECRET_KEY`). An orchestrator gives either one secret for the
 whole run (``peer_secret``: every node knows it, so any node of the run could pose as any
 other to a third) or, as Starling's does, one secret per directed link (``send_secrets`` by
-receiver, ``accept_secrets`` by sender: :func:`starling.orchestrator.access.link_secrets`),
-so a node knows only its own links' secrets and can speak only as itself. With TLS the
-certificate already says who speaks; a secret is then checked if one was given.
+receiver, ``accept_secrets`` by sender:
+:func:`starling.orchestrator.execution.access.link_secrets`), so a node knows only its own links'
+secrets and can speak only as itself. With TLS the certificate already says who speaks; a secret is
+then checked if one was given.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """What a report reads from a results folder, memory bounded.
 
-Everything comes from the folder's own files (:mod:`starling.orchestrator.results` describes them):
+Everything comes from the folder's own files (:mod:`starling.orchestrator.results.write` describes
+them):
 ``metrics.json``, ``experiment.yaml``, every ``*_curve.csv`` (a metric per round: one
 column per node and ``average``) and ``samples/node-<id>.npz``. Samples are read one node
 at a time and only what a figure needs is kept: the pooled last window, subsampled to
@@ -239,11 +240,12 @@ class Truth:
 
 def truth_of(data: RunData) -> Truth | None:
     """The exact posterior, recomputed from the experiment as the evaluation does
-    (:func:`starling.orchestrator.evaluation.ground_truth`); failing that, the marginals that
+    (:func:`starling.orchestrator.evaluation.evaluate.ground_truth`); failing that, the marginals
+    that
     ``metrics.json`` records."""
     try:
-        from starling.orchestrator.evaluation import ground_truth
-        from starling.orchestrator.experiment import parse_experiment
+        from starling.orchestrator.config.experiment import parse_experiment
+        from starling.orchestrator.evaluation.evaluate import ground_truth
 
         posterior = ground_truth(parse_experiment(data.experiment))
         if posterior is not None:

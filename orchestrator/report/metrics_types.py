@@ -4,7 +4,7 @@ top-level and nested: a hand-edited file (``"w2": {"average": "x"}``, ``"faults"
 a traceback or a figure drawn from a string.
 
 A field the schema does not name is left alone, as is ``null`` wherever the writer may put
-one (every number: :func:`starling.orchestrator.results.write_results` writes NaN and
+one (every number: :func:`starling.orchestrator.results.write.write_results` writes NaN and
 infinity as ``null``). Sections shown only as generic tables (``diagnostics``,
 ``predictive``, ``distances``, ``hpd``, ``link_stats``) are checked as objects only: any
 leaf of theirs is shown as it is.

@@ -4,8 +4,8 @@ messages, and the outcome fractions of the links as bars.
 A link's messages end as ``delivered`` (in time for their round), ``late`` (after the
 receiver's deadline), ``withheld`` (by an emulated fault, scheduled or live) or
 ``dropped`` (the receiver could not be reached); fractions are of ``sent + withheld``,
-every message the sender had for that link (:mod:`starling.orchestrator.results`). Nodes are placed
-on a circle (a star's hub in the middle, a grid as its lattice): no layout library needed.
+every message the sender had for that link (:mod:`starling.orchestrator.results.write`). Nodes are
+placed on a circle (a star's hub in the middle, a grid as its lattice): no layout library needed.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def _graph(data: RunData) -> tuple[list[str], list[tuple[str, str]], str, str | 
     """Nodes, directed edges, the topology kind, the hub and the raw topology section."""
     raw = data.experiment.get("topology") or {}
     try:
-        from starling.orchestrator.experiment import parse_experiment
+        from starling.orchestrator.config.experiment import parse_experiment
 
         experiment = parse_experiment(data.experiment)
         graph = experiment.graph

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from starling.orchestrator.metrics import GaussianTarget
+from starling.orchestrator.evaluation.metrics import GaussianTarget
 from starling.orchestrator.report.loading import RunData, Truth, node_samples, subsample
 
 __all__ = ["AVERAGE", "SampleSummary", "summarise"]

@@ -1,5 +1,5 @@
 """The report of a study: one page comparing all cells (``report.html`` in the study's
-folder), from the files the study wrote (:mod:`starling.orchestrator.study_report`).
+folder), from the files the study wrote (:mod:`starling.orchestrator.results.study_tables`).
 
 Every metric column of ``curves.csv`` is drawn against round, one row of panels per cell,
 one line per variant; where a (cell, variant) has several curves (replicates over seeds:

@@ -1,8 +1,8 @@
 """What happened when, on a timeline of rounds: node kills, restarts and other node
 events, scheduled and live link faults, and faults made in the kernel.
 
-Read from ``metrics.json``'s ``faults`` section (:mod:`starling.orchestrator.account`): rows are
-the nodes and links anything happened to, spans are the rounds a fault lasted.
+Read from ``metrics.json``'s ``faults`` section (:mod:`starling.orchestrator.results.account`): rows
+are the nodes and links anything happened to, spans are the rounds a fault lasted.
 """
 
 from __future__ import annotations

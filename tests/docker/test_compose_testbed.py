@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from starling.orchestrator.experiment import load_experiment
-from starling.orchestrator.simulation import simulate_experiment
+from starling.orchestrator.config.experiment import load_experiment
+from starling.orchestrator.execution.simulation import simulate_experiment
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
@@ -100,7 +100,9 @@ def test_compose_up_runs_the_quickstart_on_five_containers(tmp_path):
         )
 
     parent = results / "compose-quickstart"
-    out = (parent / "latest").resolve()  # the run's own new folder (starling.orchestrator.outdir)
+    out = (
+        parent / "latest"
+    ).resolve()  # the run's own new folder (starling.orchestrator.results.folder)
     assert out.parent == parent.resolve(), out
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["backend"] == "inventory"

@@ -17,7 +17,7 @@ from starling.node.protocol import convert
 from starling.node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
 from starling.node.runtime.servicers import STREAMS_PER_SENDER
 from starling.node.runtime.transport import open_channel
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.planning.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster, as_peer, ring_experiment
 from tests.waiting import holds_for, wait_until
 

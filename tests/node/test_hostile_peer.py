@@ -21,7 +21,7 @@ from starling.node.protocol.starling.v1 import control_pb2_grpc
 from starling.node.runtime.inbox import Inbox
 from starling.node.runtime.run import CHECKPOINT_FILE
 from starling.node.runtime.stats import StatsBook
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.planning.node_specs import node_specs
 from tests.node.test_runtime_harness import ring_experiment
 from tests.waiting import wait_until
 

@@ -11,7 +11,7 @@ from starling.node.messages import Message
 from starling.node.runtime.feed import RESEND_BYTES, RESEND_MESSAGES, Outgoing, StreamFeed
 from starling.node.runtime.links import OutboundLink
 from starling.node.runtime.stats import StatsBook
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.planning.node_specs import node_specs
 from tests.node.test_runtime_harness import ring_experiment
 
 

@@ -24,7 +24,7 @@ pytestmark = [
 
 
 def _quickstart(nodes: int, rounds: int):
-    from starling.orchestrator.experiment import parse_experiment
+    from starling.orchestrator.config.experiment import parse_experiment
 
     raw = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())
     raw["topology"]["nodes"] = nodes
@@ -33,9 +33,9 @@ def _quickstart(nodes: int, rounds: int):
 
 
 def test_a_quickstart_node_maps_no_pydantic_and_no_scipy(tmp_path):
-    from starling.orchestrator.backends.local import LocalBackend
-    from starling.orchestrator.client import NodeClient
-    from starling.orchestrator.node_specs import node_specs
+    from starling.orchestrator.execution.backends.local import LocalBackend
+    from starling.orchestrator.execution.client import NodeClient
+    from starling.orchestrator.planning.node_specs import node_specs
 
     experiment = _quickstart(nodes=2, rounds=5)
     with LocalBackend("127.0.0.1", 0, tmp_path, ready_timeout=120.0) as backend:

@@ -17,8 +17,8 @@ from starling.node.config import HomeData, load_settings, override
 from starling.node.data import load_shard
 from starling.node.models import build_model
 from starling.node.params import ConfigError
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.planning.node_specs import node_specs
 from tests.conftest import ROOT
 from tests.node.test_runtime_harness import Cluster, wait_until
 

@@ -33,10 +33,10 @@ from starling.node.runtime.store import SampleStore
 from starling.node.runtime.streaming import stream_samples
 from starling.node.runtime.transport import open_channel
 from starling.node.spec import MAX_SECONDS
-from starling.orchestrator.access import Access
-from starling.orchestrator.client import NodeClient, NodeRejected
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.execution.access import Access
+from starling.orchestrator.execution.client import NodeClient, NodeRejected
+from starling.orchestrator.planning.node_specs import node_specs
 from tests.node.test_runtime_harness import as_peer, ring_experiment, wait_until
 
 NOWHERE = {"0": "127.0.0.1:1", "1": "127.0.0.1:2", "2": "127.0.0.1:3"}

@@ -27,9 +27,9 @@ from starling.node.runtime.links import OutboundLink
 from starling.node.runtime.stats import StatsBook
 from starling.node.runtime.store import SampleStore, StoreError
 from starling.node.runtime.transport import ChannelSettings, open_channel
-from starling.orchestrator.client import NodeClient, NodeRejected, NodeUnavailable
-from starling.orchestrator.experiment import load_experiment
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.config.experiment import load_experiment
+from starling.orchestrator.execution.client import NodeClient, NodeRejected, NodeUnavailable
+from starling.orchestrator.planning.node_specs import node_specs
 from tests.node.test_runtime_harness import ROOT, Cluster, as_peer, ring_experiment, wait_until
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from starling.node.protocol.contract import READY_PREFIX
-from starling.orchestrator.client import NodeClient
-from starling.orchestrator.experiment import Experiment, parse_experiment
+from starling.orchestrator.config.experiment import Experiment, parse_experiment
+from starling.orchestrator.execution.client import NodeClient
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,7 +137,7 @@ class Cluster:
 
 def as_peer(client: NodeClient, sender: str) -> tuple[tuple[str, str], ...]:
     """Metadata of a Peer stream from ``sender`` to the node ``client`` configured, with the
-    secret of that link (:meth:`~starling.orchestrator.access.Access.link_secret`)."""
+    secret of that link (:meth:`~starling.orchestrator.execution.access.Access.link_secret`)."""
     secret = client.access.link_secret(sender, client.status().node_id)
     return (("starling-sender", sender), ("starling-secret", secret))
 

@@ -11,8 +11,8 @@ import pytest
 
 from starling.node.runtime.checkpoint import load_checkpoint
 from starling.node.runtime.run import CHECKPOINT_FILE
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.planning.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster, ring_experiment
 from tests.waiting import holds_for, wait_until
 

@@ -14,8 +14,8 @@ import pytest
 
 from starling.node.params import ConfigError
 from starling.node.security import MAX_TOKEN_CHARS, TlsFiles, identities, read_token
-from starling.orchestrator.access import access_from_section
-from starling.orchestrator.certs import init_certs
+from starling.orchestrator.deploy.certs import init_certs
+from starling.orchestrator.execution.access import access_from_section
 
 
 def craft(

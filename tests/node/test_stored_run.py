@@ -12,8 +12,8 @@ import pytest
 from starling.node.params import ConfigError
 from starling.node.runtime.archive import run_directory
 from starling.node.runtime.runtime import SAMPLES_FILE
-from starling.orchestrator.client import NodeUnavailable
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.execution.client import NodeUnavailable
+from starling.orchestrator.planning.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster, ring_experiment, wait_until
 
 pytestmark = pytest.mark.e2e

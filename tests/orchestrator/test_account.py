@@ -9,18 +9,18 @@ import numpy as np
 import pytest
 
 from starling.node.params import ConfigError
-from starling.orchestrator import live
-from starling.orchestrator.collector import Collector
-from starling.orchestrator.evaluation import evaluate
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.fault_account import (
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.evaluation.evaluate import evaluate
+from starling.orchestrator.execution import live
+from starling.orchestrator.execution.collector import Collector
+from starling.orchestrator.execution.simulation import simulate_experiment
+from starling.orchestrator.faults.account import (
     describe_link_faults,
     describe_node_faults,
     scheduled_link_counts,
 )
-from starling.orchestrator.node_specs import node_specs
-from starling.orchestrator.results import link_account, link_summary, summary_table
-from starling.orchestrator.simulation import simulate_experiment
+from starling.orchestrator.planning.node_specs import node_specs
+from starling.orchestrator.results.write import link_account, link_summary, summary_table
 
 
 def _raw(**fields):

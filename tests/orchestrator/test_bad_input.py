@@ -163,7 +163,7 @@ def test_live_commands_without_a_running_experiment_say_so(starling_home, comman
 
 
 def test_a_name_taken_from_the_file_is_made_a_plain_name():
-    from starling.orchestrator.experiment import parse_experiment
+    from starling.orchestrator.config.experiment import parse_experiment
 
     raw = {k: v for k, v in BASE.items() if k != "name"}
     assert parse_experiment(raw, default_name="my exp (v2)").name == "my-exp--v2-"

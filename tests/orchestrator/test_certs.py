@@ -9,8 +9,8 @@ import stat
 import pytest
 
 from starling.node.params import ConfigError
-from starling.orchestrator import certs as certs_module
-from starling.orchestrator.certs import init_certs
+from starling.orchestrator.deploy import certs as certs_module
+from starling.orchestrator.deploy.certs import init_certs
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,10 @@
 """Every user mistake in an experiment or study file: one line, a non-zero exit, no traceback.
 
 Each row is a case, the exit code ``starling`` must return, and a piece of the one line
-it must print on stderr. The rows run the real command line (``starling.orchestrator.cli.main``)
-in-process, so an unexpected exception anywhere fails the row with its traceback; the
-files are real files in a temporary folder. Every case fails at parse time, before any
-node process starts (for ``run``) or any array is allocated (for ``simulate``).
+it must print on stderr. The rows run the real command line
+(``starling.orchestrator.cli.main.main``) in-process, so an unexpected exception anywhere fails the
+row with its traceback; the files are real files in a temporary folder. Every case fails at parse
+time, before any node process starts (for ``run``) or any array is allocated (for ``simulate``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from starling.orchestrator.cli import main
+from starling.orchestrator.cli.main import main
 from tests.conftest import ROOT, run_cli
 
 QUICKSTART = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())
@@ -250,7 +250,7 @@ def test_the_installed_command_says_the_same(tmp_path, starling_home, content, n
 
 
 def test_the_parser_accepts_exactly_the_backend_modules():
-    from starling.orchestrator.schema import BACKEND_KINDS
+    from starling.orchestrator.config.schema import BACKEND_KINDS
 
     assert set(BACKEND_KINDS) == {"local", "inventory", "docker"}
 

@@ -15,8 +15,8 @@ import warnings
 import pytest
 import yaml
 
-from starling.orchestrator.cli import main
-from starling.orchestrator.compose import generate
+from starling.orchestrator.cli.main import main
+from starling.orchestrator.deploy.compose import generate
 
 EXPERIMENT = {
     "name": "files",
@@ -110,7 +110,7 @@ def test_export_documents_overwrite(capsys):
 
 def test_export_shows_no_arviz_warning(run_copy, tmp_path):
     pytest.importorskip("arviz")
-    from starling.orchestrator.export import to_inference_data
+    from starling.orchestrator.report.export import to_inference_data
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

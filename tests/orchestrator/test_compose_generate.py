@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from starling.node.params import ConfigError
-from starling.orchestrator.compose import generate, node_ids
-from starling.orchestrator.experiment import parse_experiment
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.deploy.compose import generate, node_ids
 from tests.conftest import ROOT, run_cli
 
 

@@ -1,4 +1,4 @@
-"""Each node's data from the experiment (orchestrator/data_plan.py): per-node overrides,
+"""Each node's data from the experiment (orchestrator/planning/data_plan.py): per-node overrides,
 heterogeneous sizes, and a centralised baseline that pools exactly the decentralised shards."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from starling.node.data import load_shard
 from starling.node.models import build_model
 from starling.node.params import ConfigError
 from starling.node.protocol.convert import config_to_spec, spec_to_config
-from starling.orchestrator.data_plan import data_specs
-from starling.orchestrator.evaluation import reference_data
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.evaluation.evaluate import reference_data
+from starling.orchestrator.planning.data_plan import data_specs
+from starling.orchestrator.planning.node_specs import node_specs
 
 MODEL = {"name": "logistic_regression", "params": {"features": 2}}
 
@@ -181,7 +181,7 @@ def test_one_synthetic_data_set_dealt_to_any_number_of_nodes():
 def test_held_out_rows_are_in_no_shard(tmp_path, partition):
     """A seeded test split (evaluation.test.split) and any partition: the orchestrator's
     test rows and the nodes' shards are disjoint and together the whole file."""
-    from starling.orchestrator.heldout import held_out_data
+    from starling.orchestrator.evaluation.heldout import held_out_data
 
     experiment = _experiment(
         data={"source": "file", "path": _file(tmp_path, 200), "partition": partition, "seed": 6},
@@ -215,7 +215,7 @@ def test_real_nodes_hold_the_planned_rows(tmp_path, starling_home):
     """Over gRPC each node loads exactly its planned rows: a run with a random partition,
     heterogeneous sizes and a node's own file gives the samples ``simulate`` gives."""
     from starling.node.engine import simulate
-    from starling.orchestrator.runner import run_experiment
+    from starling.orchestrator.execution.runner import run_experiment
 
     (tmp_path / "own").mkdir()
     own = tmp_path / "own" / "c.csv"

@@ -24,9 +24,9 @@ from starling.node.messages import Message
 from starling.node.params import ConfigError
 from starling.node.samplers.dsgld import DSGLD, DSGLDParams
 from starling.node.samplers.registry import AlgorithmInfo
-from starling.orchestrator.experiment import load_experiment, parse_experiment
-from starling.orchestrator.faults import NodeFault
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.config.experiment import load_experiment, parse_experiment
+from starling.orchestrator.faults.schedule import NodeFault
+from starling.orchestrator.planning.node_specs import node_specs
 
 ROOT = Path(__file__).resolve().parents[2]
 

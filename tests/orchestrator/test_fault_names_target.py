@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from starling.node.params import ConfigError
-from starling.orchestrator.faults import parse_faults
+from starling.orchestrator.faults.schedule import parse_faults
 from starling.orchestrator.topology import build_graph
 
 RING = build_graph("ring", ["a", "b", "c"], {})

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from starling.node.params import ConfigError
-from starling.orchestrator.account import Account, account_schedule
-from starling.orchestrator.experiment import parse_experiment
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.results.account import Account, account_schedule
 
 ROUNDS = 50
 

@@ -8,7 +8,7 @@ import pytest
 from starling.node.faults import withheld_by_schedule
 from starling.node.params import ConfigError
 from starling.node.spec import LinkFault
-from starling.orchestrator.faults import FOREVER, NodeFault, parse_faults, rounds_covering
+from starling.orchestrator.faults.schedule import FOREVER, NodeFault, parse_faults, rounds_covering
 from starling.orchestrator.topology import build_graph
 
 NODES = [str(k) for k in range(6)]

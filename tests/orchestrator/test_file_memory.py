@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from starling.node.params import ConfigError
-from starling.orchestrator.cli import main
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.memory_limits import check_file_data
+from starling.orchestrator.cli.main import main
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.planning.memory import check_file_data
 
 ROWS = 1000
 

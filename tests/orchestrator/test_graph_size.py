@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import pytest
 
 from starling.node.params import ConfigError
-from starling.orchestrator.experiment import parse_experiment
+from starling.orchestrator.config.experiment import parse_experiment
 
 
 def _raw(topology, **fields):

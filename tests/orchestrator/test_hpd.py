@@ -1,5 +1,5 @@
-"""[003]'s HPD relative error (orchestrator/hpd.py) against exact values, and its level η_α
-estimated from MALA reference samples where no exact posterior exists ([003] §5.2)."""
+"""[003]'s HPD relative error (orchestrator/evaluation/hpd.py) against exact values, and its level
+η_α estimated from MALA reference samples where no exact posterior exists ([003] §5.2)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from starling.node.models.base import Dataset
 from starling.node.models.conjugate_gaussian import ConjugateGaussian
 from starling.node.models.linear_regression import LinearRegression
 from starling.node.params import ConfigError
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.hpd import hpd_section, reference_level, true_level
-from starling.orchestrator.reference import mala
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.evaluation.hpd import hpd_section, reference_level, true_level
+from starling.orchestrator.evaluation.reference import mala
 
 
 def _setup(model, shards=3, size=40):

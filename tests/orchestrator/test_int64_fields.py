@@ -10,8 +10,8 @@ import pytest
 
 from starling.node.params import ConfigError
 from starling.node.protocol.convert import spec_to_config
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.planning.node_specs import node_specs
 
 BIG = 10**21
 HUGE = {"node_memory": "99999999999999TiB", "samples_memory": "99999999999999TiB"}

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from starling.node.params import ConfigError
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.kernel_faults import KernelFault, parse_kernel_faults
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.faults.kernel import KernelFault, parse_kernel_faults
 
 NODES = ["a", "b", "c"]
 
@@ -82,7 +82,7 @@ def test_kernel_faults_need_the_docker_backend():
 
 
 def test_docker_backend_refuses_a_host_file_path(tmp_path):
-    from starling.orchestrator.backends.docker import DockerBackend
+    from starling.orchestrator.execution.backends.docker import DockerBackend
 
     data = tmp_path / "d.csv"
     data.write_text("1,2,3\n" * 30)

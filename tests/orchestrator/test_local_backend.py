@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from starling.orchestrator.backends.base import Backend
-from starling.orchestrator.backends.local import LocalBackend
-from starling.orchestrator.client import NodeClient
+from starling.orchestrator.execution.backends.base import Backend
+from starling.orchestrator.execution.backends.local import LocalBackend
+from starling.orchestrator.execution.client import NodeClient
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -52,7 +52,7 @@ def test_start_kill_restart_stop(tmp_path):
 def test_nodes_die_with_an_orchestrator_killed_outright(tmp_path):
     script = (
         "import sys, time\n"
-        "from starling.orchestrator.backends.local import LocalBackend\n"
+        "from starling.orchestrator.execution.backends.local import LocalBackend\n"
         f"backend = LocalBackend('127.0.0.1', 0, {str(tmp_path)!r})\n"
         "backend.start(['a', 'b'])\n"
         "print(*backend.pids().values(), flush=True)\n"

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from starling.node.shown import MAX_SHOWN, shorten, shown
-from starling.orchestrator.cli import main
+from starling.orchestrator.cli.main import main
 from tests.conftest import ROOT
 
 QUICKSTART = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())

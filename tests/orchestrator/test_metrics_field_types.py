@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from starling.node.params import ConfigError
-from starling.orchestrator.cli import main
+from starling.orchestrator.cli.main import main
 from starling.orchestrator.report import write_report
 from starling.orchestrator.report.loading import read_metrics
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from starling.node.params import ConfigError
-from starling.orchestrator.data_plan import data_specs
-from starling.orchestrator.experiment import parse_experiment
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.planning.data_plan import data_specs
 
 NODES = 5000
 

@@ -14,10 +14,10 @@ from starling.node.protocol import convert
 from starling.node.protocol.starling.v1 import control_pb2
 from starling.node.spec import ModelSpec
 from starling.node.split import held_out, training_rows
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.heldout import held_out_data
-from starling.orchestrator.node_specs import node_specs
-from starling.orchestrator.predictive import curve_rounds, score_samples
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.evaluation.heldout import held_out_data
+from starling.orchestrator.evaluation.predictive import curve_rounds, score_samples
+from starling.orchestrator.planning.node_specs import node_specs
 
 
 def test_auc_of_a_fixed_score_vector_is_the_hand_count():

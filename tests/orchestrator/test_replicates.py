@@ -10,8 +10,12 @@ import numpy as np
 import pytest
 
 from starling.node.params import ConfigError
-from starling.orchestrator.replicates import first_iteration_below, interval, iteration_value
-from starling.orchestrator.study import load_study, run_study
+from starling.orchestrator.config.study import load_study, run_study
+from starling.orchestrator.evaluation.replicates import (
+    first_iteration_below,
+    interval,
+    iteration_value,
+)
 
 
 def test_t_interval_of_a_fixed_vector():

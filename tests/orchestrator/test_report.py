@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import yaml
 
-from starling.orchestrator.cli import main
+from starling.orchestrator.cli.main import main
 from starling.orchestrator.report import write_report
 
 pytest.importorskip("matplotlib")

@@ -3,7 +3,7 @@
 Each test is a finding of issue 10 that failed on the old behaviour: ``--out DIR`` removed
 ``DIR/samples`` (user files included), a run that failed into an old folder left that
 folder's ``metrics.json`` beside nothing, and ``simulate`` wrote into ``run``'s default folder.
-The runs are the real command line (``starling.orchestrator.cli.main``) on real files.
+The runs are the real command line (``starling.orchestrator.cli.main.main``) on real files.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import socket
 import pytest
 import yaml
 
-from starling.orchestrator.cli import main
+from starling.orchestrator.cli.main import main
 from tests.conftest import ROOT
 
 QUICK = {**yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text()), "rounds": 4}

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from starling.orchestrator.client import NodeClient
+from starling.orchestrator.execution.client import NodeClient
 from tests.conftest import ROOT
 from tests.waiting import wait_until
 

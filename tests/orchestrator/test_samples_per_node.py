@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from starling.orchestrator.account import Account
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.results import close_run, run_status
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.results.account import Account
+from starling.orchestrator.results.write import close_run, run_status
 
 ROUNDS = 6
 

@@ -10,8 +10,8 @@ import zipfile
 
 import pytest
 
-from starling.orchestrator.cli import main
-from starling.orchestrator.shipped import copy_examples, example_path, list_examples
+from starling.orchestrator.cli.main import main
+from starling.orchestrator.config.shipped import copy_examples, example_path, list_examples
 from tests.conftest import ROOT
 
 
@@ -89,7 +89,7 @@ def test_the_wheel_carries_the_examples_and_finds_them_installed(tmp_path):
         [
             sys.executable,
             "-c",
-            "from starling.orchestrator.shipped import example_path; "
+            "from starling.orchestrator.config.shipped import example_path; "
             "print(example_path('quickstart'))",
         ],
         cwd=tmp_path,

@@ -1,12 +1,12 @@
-"""orchestrator/store_release.py on real files: a node's state dir goes only when its
+"""orchestrator/execution/store_release.py on real files: a node's state dir goes only when its
 samples/node-<id>.npz reads back bit for bit equal to what was collected."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from starling.orchestrator.backends.local import state_dir
-from starling.orchestrator.store_release import release_local_stores
+from starling.orchestrator.execution.backends.local import state_dir
+from starling.orchestrator.execution.store_release import release_local_stores
 
 
 def _folder(tmp_path, samples, rounds, written):

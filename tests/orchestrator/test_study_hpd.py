@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from starling.orchestrator.study import load_study, run_study
+from starling.orchestrator.config.study import load_study, run_study
 
 
 def _raw() -> dict:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from starling.orchestrator.study import load_study
-from starling.orchestrator.study_figures import Curve
-from starling.orchestrator.study_report import plot_curves
+from starling.orchestrator.config.study import load_study
+from starling.orchestrator.results.study_figures import Curve
+from starling.orchestrator.results.study_tables import plot_curves
 
 pytest.importorskip("matplotlib")
 

@@ -7,7 +7,7 @@ import csv
 import pytest
 
 from starling.node.params import ConfigError
-from starling.orchestrator.study import load_study, run_study
+from starling.orchestrator.config.study import load_study, run_study
 
 
 def _raw(summary: str | None) -> dict:

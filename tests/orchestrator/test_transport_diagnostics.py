@@ -10,12 +10,16 @@ from starling.node.data import shard_rng
 from starling.node.models import build_model
 from starling.node.models.base import Dataset
 from starling.node.spec import ModelSpec
-from starling.orchestrator.diagnostics import MAX_PARAMS, chain_diagnostics, diagnostics_section
-from starling.orchestrator.export import to_inference_data, write_netcdf
-from starling.orchestrator.metrics import empirical_w2
-from starling.orchestrator.reference import mala, reference_samples
-from starling.orchestrator.schema import ReferenceSection
-from starling.orchestrator.transport import sinkhorn_distance, sliced_w2
+from starling.orchestrator.config.schema import ReferenceSection
+from starling.orchestrator.evaluation.diagnostics import (
+    MAX_PARAMS,
+    chain_diagnostics,
+    diagnostics_section,
+)
+from starling.orchestrator.evaluation.metrics import empirical_w2
+from starling.orchestrator.evaluation.optimal_transport import sinkhorn_distance, sliced_w2
+from starling.orchestrator.evaluation.reference import mala, reference_samples
+from starling.orchestrator.report.export import to_inference_data, write_netcdf
 
 
 def test_sinkhorn_between_identical_sets_is_small_and_vanishes_with_the_regularisation():
@@ -148,7 +152,7 @@ def test_export_has_chains_draws_params_and_node_as_a_coordinate(tmp_path):
 
 
 def test_a_study_opts_in_to_diagnostics():
-    from starling.orchestrator.study import load_study
+    from starling.orchestrator.config.study import load_study
 
     raw = {
         "study": "s",

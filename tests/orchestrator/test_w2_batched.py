@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from starling.orchestrator.evaluation import evaluate, ground_truth
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.metrics import GaussianTarget, gaussian_w2
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.evaluation.evaluate import evaluate, ground_truth
+from starling.orchestrator.evaluation.metrics import GaussianTarget, gaussian_w2
 
 RTOL = 1e-9
 SINGULAR_RTOL = 1e-7
@@ -155,7 +155,7 @@ def test_samples_far_beyond_the_posteriors_scale_count_as_diverged():
     grows the chains geometrically): diverged from the first such round, with no W2 and no
     consensus, instead of a complete run with a W2 of 1e12. Just inside the bound, as a slow
     chain far from the posterior could never be, still scored."""
-    from starling.orchestrator.evaluation import divergence_bound
+    from starling.orchestrator.evaluation.evaluate import divergence_bound
 
     experiment = _experiment(3, 20, 6, 2)
     truth = ground_truth(experiment)
@@ -179,7 +179,7 @@ def test_samples_far_beyond_the_posteriors_scale_count_as_diverged():
 def test_a_runaway_run_exits_3_not_complete(tmp_path, capsys):
     """D-SGLD with η = 1 on a ring of 3 (the posterior's std is 0.5): its samples reach
     1e80 in 300 rounds, never 1e150; the run used to end complete, exit 0, W2 1e81."""
-    from starling.orchestrator.cli import main
+    from starling.orchestrator.cli.main import main
 
     path = tmp_path / "runaway.yaml"
     path.write_text(

@@ -24,8 +24,8 @@ from starling.node.data import load_shard
 from starling.node.engine import simulate
 from starling.node.models import build_model
 from starling.node.spec import NodeSpec
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.planning.node_specs import node_specs
 
 __all__ = [
     "LinearRecursion",

@@ -40,9 +40,9 @@ from starling.node.params import ConfigError
 from starling.node.samplers.dglmc import DGLMCParams, plan_local_steps
 from starling.node.samplers.dglmc_plan import worker_constants
 from starling.node.spec import ModelSpec, NodeSpec
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.metrics import gaussian_w2
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.evaluation.metrics import gaussian_w2
+from starling.orchestrator.planning.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster, start_run, wait_done
 from tests.stats import assert_mean_cov_close, stationary_gaussian
 

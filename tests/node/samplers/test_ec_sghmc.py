@@ -50,8 +50,8 @@ from starling.node.models import build_model
 from starling.node.models.linear_regression import LinearRegression
 from starling.node.params import ConfigError
 from starling.node.spec import NodeSpec
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.planning.node_specs import node_specs
 from tests.stats import (
     assert_mean_cov_close,
     compare_mean_cov,

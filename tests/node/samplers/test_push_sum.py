@@ -27,8 +27,8 @@ from starling.node.faults import withheld_by_schedule
 from starling.node.models import build_model
 from starling.node.samplers.push_sum import PushSumParams
 from starling.node.spec import NodeSpec
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.planning.node_specs import node_specs
 from tests.stats import assert_mean_cov_close, compare_mean_cov
 
 NODES = [str(k) for k in range(5)]

@@ -19,8 +19,8 @@ from starling.node.assemble import build_program, node_rng
 from starling.node.samplers import ALGORITHMS
 from starling.node.samplers.dsgld import DSGLD, DSGLDParams
 from starling.node.samplers.registry import AlgorithmInfo, discover
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.planning.node_specs import node_specs
 from starling.orchestrator.topology import hub_role
 
 FOLDER = Path(starling.node.samplers.__file__).parent

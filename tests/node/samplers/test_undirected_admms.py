@@ -66,9 +66,9 @@ def test_admm_without_noise_converges_to_the_map():
 
 def _lossy_ring(isolated_round: str, drop: float) -> dict:
     from starling.node.engine import simulate
-    from starling.orchestrator.evaluation import evaluate
-    from starling.orchestrator.experiment import parse_experiment
-    from starling.orchestrator.node_specs import node_specs
+    from starling.orchestrator.config.experiment import parse_experiment
+    from starling.orchestrator.evaluation.evaluate import evaluate
+    from starling.orchestrator.planning.node_specs import node_specs
 
     experiment = parse_experiment(
         {
@@ -132,9 +132,9 @@ _MODELS = {
 
 def _scheduled(schedule: list, model: str, isolated_round: str = "hold", rounds: int = 200) -> dict:
     from starling.node.engine import simulate
-    from starling.orchestrator.evaluation import evaluate
-    from starling.orchestrator.experiment import parse_experiment
-    from starling.orchestrator.node_specs import node_specs
+    from starling.orchestrator.config.experiment import parse_experiment
+    from starling.orchestrator.evaluation.evaluate import evaluate
+    from starling.orchestrator.planning.node_specs import node_specs
 
     spec, evaluation = _MODELS[model]
     experiment = parse_experiment(
@@ -187,8 +187,8 @@ def test_a_node_without_any_neighbour_takes_the_no_edge_step():
     """The no-edge baseline (kind: none) is not held: every round takes the no-edge step
     argmin f_i (p_i stays 0), so all chains sit there from round 0, whatever their start."""
     from starling.node.engine import simulate
-    from starling.orchestrator.experiment import parse_experiment
-    from starling.orchestrator.node_specs import node_specs
+    from starling.orchestrator.config.experiment import parse_experiment
+    from starling.orchestrator.planning.node_specs import node_specs
 
     experiment = parse_experiment(
         {
@@ -213,8 +213,8 @@ def test_a_node_without_any_neighbour_takes_the_no_edge_step():
 def _initial_iterates(hyperparameters: dict, chains: int = 4000, dim: int = 2) -> np.ndarray:
     """Node 0's x_i(0) as D-ADMMS builds it from an experiment's hyperparameters."""
     from starling.node.assemble import build_program
-    from starling.orchestrator.experiment import parse_experiment
-    from starling.orchestrator.node_specs import node_specs
+    from starling.orchestrator.config.experiment import parse_experiment
+    from starling.orchestrator.planning.node_specs import node_specs
 
     experiment = parse_experiment(
         {
@@ -283,7 +283,7 @@ def test_an_initial_law_that_does_not_fit_is_refused_naming_the_field(hyperparam
 def test_the_orchestrator_refuses_an_initial_law_of_another_dimension(overrides, field):
     """Before any node starts (``starling run`` would otherwise fail at Configure)."""
     from starling.node.params import ConfigError
-    from starling.orchestrator.experiment import parse_experiment
+    from starling.orchestrator.config.experiment import parse_experiment
 
     raw = {
         "name": "admms-init",

@@ -24,9 +24,9 @@ from starling.node.engine import simulate
 from starling.node.params import ConfigError, parse_params
 from starling.node.samplers.dula import DULAParams, consensus_check
 from starling.node.samplers.schedules import Constant, PolynomialDecay
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.metrics import empirical_w2
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.evaluation.metrics import empirical_w2
+from starling.orchestrator.planning.node_specs import node_specs
 from starling.orchestrator.topology.builders import ring, star
 from tests.node.samplers.linear_gaussian import (
     network_from_specs,

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from starling.node.engine import simulate
-from starling.orchestrator.experiment import parse_experiment
-from starling.orchestrator.node_specs import node_specs
+from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.planning.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster, start_run, wait_done
 
 

@@ -1,0 +1,315 @@
+"""Studies: one experiment file that expands into a grid of runs, then a table and plots.
+
+A study reproduces a figure: ``variants`` (usually algorithms, the curves of a plot) crossed
+with ``cells`` (settings such as topology or link-failure probability, the panels)::
+
+    study: admm-fig1-n5
+    base: {model: ..., data: ..., rounds: 100, chains: 100, seed: 7}
+    variants:
+      - {label: D-ADMMS, algorithm: d-admms, hyperparameters: {rho: 5.0}}
+      - {label: D-ULA, algorithm: d-ula, hyperparameters: {...},
+         per_cell: {full: {hyperparameters: {...}}}}
+    cells:
+      - {label: ring, topology: {kind: ring, nodes: 5}}
+      - {label: full, topology: {kind: full, nodes: 5}}
+
+Each run's fields are ``base``, then the cell, then the variant, then the variant's
+``per_cell`` entry for that cell, merged mapping by mapping. The study writes every run's
+results folder under ``<out>/<cell>/<variant>/``, plus ``curves.csv`` (W2 per iteration of
+one agent and of the agent average), ``table.csv`` and ``table.md`` (final W2 and consensus
+error), and one plot per cell when matplotlib is installed; with ``evaluation.hpd``, also
+``hpd_curves.csv`` and ``hpd-<cell>.png`` (:mod:`starling.orchestrator.results.study_hpd`).
+
+Replicates and error bars (:mod:`starling.orchestrator.evaluation.replicates`): ``seeds: K`` runs
+every (cell, variant) K times, with the experiment's ``seed`` (and, with ``vary_data: true``,
+``data.seed``) increased by 0 … K−1; each run's folder is then ``<cell>/<variant>/seed-<r>/``,
+``seeds.csv`` holds every run's figures and ``table.*`` their mean ± a 95 % Student-t
+interval. ``threshold: 0.3`` adds the first iteration at which the agent's W2 is ≤ 0.3
+(mean over the seeds that reach it, and how many do); ``report_at: [10, 50]`` adds W2 at
+those iterations; ``figures: {accuracy: predictive.average.accuracy}`` adds any number
+from each run's ``metrics.json`` by its dotted path. Iteration k means k updates.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+
+from starling.node.params import ConfigError
+from starling.orchestrator.config.experiment import Experiment, parse_experiment
+from starling.orchestrator.config.schema import Name, validate
+from starling.orchestrator.core.progress import Progress
+from starling.orchestrator.core.validation import STRICT, Float, Str
+from starling.orchestrator.results.study_figures import (
+    Curve,
+    headline,
+    read_curves,
+    reserved_column,
+    run_row,
+    summarise,
+)
+from starling.orchestrator.results.study_hpd import plot_hpd_curves, read_hpd_rows, write_hpd_curves
+from starling.orchestrator.results.study_tables import (
+    plot_against_x,
+    plot_curves,
+    slug,
+    write_tables,
+)
+
+__all__ = ["Study", "is_study", "load_study", "run_study"]
+
+SUMMARIES = ("average", "agent")
+
+
+def _summary(value: Any) -> str:
+    if value not in SUMMARIES:
+        raise ValueError(f"expected one of {', '.join(SUMMARIES)}, got {value!r}")
+    return value
+
+
+def _figure_names(value: dict[str, str]) -> dict[str, str]:
+    """A figure may not take a column the study already writes: it would show twice, or not
+    at all, in the tables (:func:`~starling.orchestrator.results.study_figures.reserved_column`)."""
+    for name in value:
+        if reserved_column(name):
+            raise ValueError(
+                f"{name!r} is a column every study writes already (W2, consensus, "
+                "first_below, w2_*_at_k, the run's labels); give this figure another name"
+            )
+    return value
+
+
+def _number_as_name(value: Any) -> Any:
+    """``study: 3`` names the study "3"; anything else is checked as a name."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class _Labelled(BaseModel):
+    """A cell or a variant: a label, then experiment fields merged over ``base``."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False, frozen=True)
+    label: Str
+    x: Float | None = None
+
+
+class StudyFile(BaseModel):
+    """A study file: the schema of its own fields (the experiment fields it merges are
+    checked by the experiment schema, run by run)."""
+
+    model_config = STRICT
+    study: Annotated[Name, BeforeValidator(_number_as_name)]
+    description: Str = ""
+    base: dict[str, Any] = Field(default_factory=dict)
+    variants: Annotated[list[_Labelled], Field(min_length=1)]
+    cells: Annotated[list[_Labelled], Field(min_length=1)] = [_Labelled(label="all")]
+    agent: Annotated[str, BeforeValidator(str)] = "0"
+    x_label: Str = ""
+    summary: Annotated[Any, AfterValidator(_summary)] = "average"
+    seeds: Annotated[int, Field(ge=1, strict=True)] = 1
+    vary_data: bool = False
+    threshold: Annotated[Float, Field(gt=0)] | None = None
+    report_at: list[Annotated[int, Field(ge=1, strict=True)]] = Field(default_factory=list)
+    figures: Annotated[dict[str, Str], AfterValidator(_figure_names)] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    description: str
+    base: Mapping[str, Any]
+    variants: tuple[Mapping[str, Any], ...]
+    cells: tuple[Mapping[str, Any], ...]
+    agent: str = "0"
+    """The node whose curve is reported as "agent" (the paper plots one agent)."""
+    x_label: str = ""
+    """When every cell has a numeric ``x`` (e.g. a failure probability), the name of that
+    axis: the study then also plots and tabulates the final metrics against ``x``."""
+    summary: str = "average"
+    """Which W2 the table against ``x`` and ``summary.png`` show: of the network-average
+    iterate (``average``) or of the ``agent`` node. Use ``agent`` to compare a
+    master/worker sampler, whose samples live on one node, with a decentralised one."""
+    runs: tuple[tuple[str, str, Experiment], ...] = field(default=())
+    """(cell, variant, experiment) of the first seed: one per plotted curve."""
+    seeds: int = 1
+    """K: every (cell, variant) runs over K seeds; figures are reported as mean ± interval."""
+    replicates: tuple[tuple[str, str, int, Experiment], ...] = field(default=())
+    """(cell, variant, seed index r, experiment) of every run, r = 0 … K−1."""
+    threshold: float | None = None
+    report_at: tuple[int, ...] = ()
+    figures: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def summary_key(self) -> str:
+        return f"w2_{self.summary}"
+
+    @property
+    def summary_text(self) -> str:
+        return (
+            "W2 of the agent average"
+            if self.summary == "average"
+            else (f"W2 of agent {self.agent}")
+        )
+
+
+def is_study(raw: Any) -> bool:
+    return isinstance(raw, Mapping) and "study" in raw
+
+
+def _merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _labelled(items: list[_Labelled], where: str) -> tuple[Mapping[str, Any], ...]:
+    seen = set()
+    for k, item in enumerate(items):
+        if item.label in seen:
+            raise ConfigError(f"{where}[{k}].label: {item.label!r} appears twice")
+        seen.add(item.label)
+    return tuple(item.model_dump(exclude_unset=True) for item in items)
+
+
+def load_study(raw: Mapping[str, Any]) -> Study:
+    spec = validate(StudyFile, {k: v for k, v in raw.items() if v is not None or k == "study"})
+    base = spec.base
+    variants = _labelled(spec.variants, "variants")
+    cells = _labelled(spec.cells, "cells")
+    name = spec.study
+    summary = spec.summary
+    runs: list[tuple[str, str, Experiment]] = []
+    replicates: list[tuple[str, str, int, Experiment]] = []
+    for cell in cells:
+        for variant in variants:
+            fields = _merge(base, {k: v for k, v in cell.items() if k not in ("label", "x")})
+            fields = _merge(
+                fields, {k: v for k, v in variant.items() if k not in ("label", "per_cell")}
+            )
+            fields = _merge(fields, (variant.get("per_cell") or {}).get(cell["label"], {}))
+            fields["name"] = f"{name}-{slug(cell['label'])}-{slug(variant['label'])}"
+            # ESS and R-hat cost ArviZ ~5 ms per coordinate and node, most of a [000] sweep's
+            # evaluation, and a study's tables do not use them: they are opt-in here.
+            evaluation = dict(fields.get("evaluation") or {})
+            evaluation.setdefault("diagnostics", False)
+            fields["evaluation"] = evaluation
+            for r in range(spec.seeds):
+                try:
+                    experiment = parse_experiment(_seeded(fields, r, spec.vary_data))
+                except ConfigError as exc:
+                    raise ConfigError(
+                        f"cell {cell['label']!r}, variant {variant['label']!r}: {exc}"
+                    ) from None
+                if r == 0:
+                    runs.append((cell["label"], variant["label"], experiment))
+                replicates.append((cell["label"], variant["label"], r, experiment))
+    return Study(
+        name=name,
+        description=spec.description,
+        base=base,
+        variants=variants,
+        cells=cells,
+        agent=spec.agent,
+        x_label=spec.x_label,
+        summary=summary,
+        runs=tuple(runs),
+        seeds=spec.seeds,
+        replicates=tuple(replicates),
+        threshold=spec.threshold,
+        report_at=tuple(spec.report_at),
+        figures=dict(spec.figures),
+    )
+
+
+def _seeded(fields: Mapping[str, Any], r: int, vary_data: bool) -> dict[str, Any]:
+    """Replicate ``r``'s fields: the sampler seed (and with ``vary_data`` the data seed)
+    moved on by ``r``; replicate 0 is the file as written."""
+    if r == 0:
+        return dict(fields)
+    out = {**fields, "seed": int(fields.get("seed", 0)) + r}
+    if vary_data:
+        data = dict(fields.get("data") or {})
+        data["seed"] = int(data.get("seed", 0)) + r
+        out["data"] = data
+    return out
+
+
+def run_study(
+    study: Study,
+    out: Path,
+    mode: str,
+    say: Callable[[str], None] = print,
+    progress: Progress | None = None,
+) -> list[dict]:
+    """Run every (cell, variant, seed) in ``mode`` ("simulate" or "run"); write the
+    per-seed figures, their intervals, tables and plots. Returns one row per run.
+    ``progress`` shows the runs done and each run's rounds."""
+    from starling.orchestrator.execution.runner import run_experiment
+    from starling.orchestrator.execution.simulation import simulate_experiment
+
+    out = Path(out)
+    rows: list[dict] = []
+    curves: list[Curve] = []
+    hpd_rows: list[dict] = []
+    progress = progress or Progress()
+    inner = progress.inner()
+    total = len(study.replicates)
+    for done, (cell, variant, r, experiment) in enumerate(study.replicates):
+        folder = out / slug(cell) / slug(variant)
+        if study.seeds > 1:
+            folder = folder / f"seed-{r}"
+        started = time.monotonic()
+        seed = f", seed {r}" if study.seeds > 1 else ""
+        progress.cells(done, total, f"{cell} / {variant}{seed}")
+        if mode == "run":
+            metrics = run_experiment(experiment, folder, say=lambda _m: None, progress=inner)
+        else:
+            metrics = simulate_experiment(
+                experiment, folder, say=lambda _m: None, quiet=True, progress=inner
+            )
+        if metrics.get("interrupted"):  # Ctrl-C or SIGTERM, in either engine
+            if rows:
+                write_tables(out, study, rows, curves)
+                write_hpd_curves(out, hpd_rows)
+            say(f"interrupted during {cell} / {variant}; the runs before it are in {out}")
+            raise KeyboardInterrupt
+        samples_of = {n: c for n, c in (metrics.get("samples_per_node") or {}).items() if c}
+        agent = study.agent if study.agent in samples_of else min(samples_of, default=study.agent)
+        hpd_rows += read_hpd_rows(folder, cell, variant, r, agent, experiment.rounds)
+        read = read_curves(folder / "w2_curve.csv")
+        curve = Curve(cell, variant, r, read.get("average"), read.get(f"node-{agent}"))
+        row = run_row(study, experiment, metrics, curve, agent, r)
+        row["seconds"] = round(time.monotonic() - started, 2)
+        rows.append(row)
+        if curve.average is not None and curve.agent is not None:
+            curves.append(curve)
+        say(
+            f"{cell:>12} {variant:>12}{f' seed {r}' if study.seeds > 1 else ''}"
+            f"  W2 avg {_fmt(row['w2_average'])}  agent {_fmt(row['w2_agent'])}"
+            f"  consensus {_fmt(row['consensus_error'])}  ({row['seconds']} s)"
+        )
+    progress.cells(total, total)
+    write_tables(out, study, rows, curves)
+    write_hpd_curves(out, hpd_rows)
+    plotted = plot_curves(out, study, curves) + plot_against_x(out, study, summarise(study, rows))
+    plotted += plot_hpd_curves(out, study.name, hpd_rows)
+    if plotted:
+        say(f"plots: {', '.join(str(p) for p in plotted)}")
+    for line in headline(study, rows):
+        say(line)
+    say(f"study written to {out}")
+    return rows
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "   -   "
+    return f"{value:7.4f}" if abs(value) < 1e3 else f"{value:7.2g}"

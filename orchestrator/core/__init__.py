@@ -1,0 +1,2 @@
+"""Plain pieces every stage shares: errors, what the user is told, run phases, signals, schema
+helpers."""

@@ -1,0 +1,15 @@
+"""What goes wrong talking to a node, as plain exceptions: importable without grpc, so the
+CLI can report them on every path (``simulate`` included) without loading the network stack.
+:mod:`starling.orchestrator.execution.client` raises them."""
+
+from __future__ import annotations
+
+__all__ = ["NodeRejected", "NodeUnavailable"]
+
+
+class NodeUnavailable(RuntimeError):
+    """The node cannot be reached or could not do what was asked; names the address."""
+
+
+class NodeRejected(NodeUnavailable):
+    """The node is up but the call does not fit its state (FAILED_PRECONDITION)."""

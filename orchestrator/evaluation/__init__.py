@@ -1,0 +1,2 @@
+"""Scores of collected samples: W2 to the ground truth, distances, diagnostics, predictive metrics,
+HPD."""

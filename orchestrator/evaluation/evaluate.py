@@ -1,0 +1,263 @@
+"""Score collected samples against the model's ground truth.
+
+For a model with an exact Gaussian posterior Starling reports, as [000] §6.2.3 does, the
+2-Wasserstein distance between the Gaussian fitted to the chains' iterates and the
+posterior: per node, and for the network-average iterate ``Σ_i x_i / N`` ("average").
+The fit pools all chains over the last ``evaluation.window`` rounds (window 1 with many
+chains is exactly the paper's metric: 100 trials at one iteration).
+
+Where the ground truth comes from (:func:`ground_truth`), computed here, once per
+evaluation, and never from a node: the orchestrator does not read a node's shard, its
+files or its store. Synthetic data is a pure function of the experiment's ``data.seed`` and
+``data.size``: the whole data set is the model's own generator (``model.synthesize``) called
+with each shard's generator (:func:`starling.node.data.shard_rng`) — the rows the nodes hold,
+regenerated from the seed, not fetched. File data: the reference posterior is computed from
+the file the experiment names (``data.path``, the user's input on the orchestrator's side),
+read here; the nodes' shards (:mod:`starling.node.partition`) are recomputed from the experiment, so
+this is the posterior given exactly the nodes' data (a held-out split or rows no shard takes are
+left out). Any other source (data the nodes bring themselves) has no
+ground truth here.
+
+A sampler can diverge (plain push-sum losing its mass on lossy links, ADMM duals blowing
+up, a step too large for the potential's curvature): a node whose samples leave the floats
+(not finite, or beyond 1e150) is listed under ``diverged`` with the first round that did,
+and every figure that would need those samples is ``None`` rather than a NaN or an
+overflow. Where the exact posterior is known, a sample farther from the origin than
+:data:`ESCAPE` times the posterior's own scale (its largest |mean| plus its largest std,
+plus 1 for the N(0, I) start) counts as diverged too: no chain started there gets that far
+while sampling the posterior, however slowly it mixes, so the run is reported ``diverged``
+(exit 3) instead of ``complete`` with a W2 of 1e80.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from starling.node.config import NODE_SOURCE
+from starling.node.data import load_shard
+from starling.node.models import build_model
+from starling.node.models.base import Dataset, GaussianPosterior
+from starling.node.spec import DataSpec
+from starling.orchestrator.config.experiment import Experiment
+from starling.orchestrator.evaluation.metrics import GaussianTarget
+from starling.orchestrator.evaluation.scoring import score_beyond_w2
+from starling.orchestrator.evaluation.w2_scores import w2_scores
+
+__all__ = [
+    "Evaluation",
+    "consensus_error",
+    "divergence_bound",
+    "diverged_rounds",
+    "evaluate",
+    "ground_truth",
+    "reference_data",
+    "samples_per_node",
+]
+
+# Beyond this, squares and covariances overflow float64: the chain has left the posterior
+# by ~1e150 standard deviations, i.e. diverged.
+_HUGE = 1e150
+
+ESCAPE = 1e6
+"""How many posterior scales from the origin a sample may be before it counts as diverged,
+when the posterior is known (module docstring)."""
+
+
+def divergence_bound(posterior: GaussianPosterior | None) -> float:
+    """The magnitude beyond which a sample counts as diverged (module docstring)."""
+    if posterior is None:
+        return _HUGE
+    mean = np.asarray(posterior.mean, dtype=float)
+    std = np.sqrt(np.clip(np.diag(np.asarray(posterior.cov, dtype=float)), 0.0, None))
+    scale = float(np.max(np.abs(mean), initial=0.0) + np.max(std, initial=0.0) + 1.0)
+    return min(_HUGE, ESCAPE * scale) if np.isfinite(scale) else _HUGE
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    metrics: dict
+    curves: dict[str, np.ndarray]
+    """Name ("average" or a node id) -> W2 at every round, when a posterior is known."""
+    tables: dict[str, list[dict]] = field(default_factory=dict)
+    """CSV name (``predictive_curve``, ``distance_curve``) -> its rows, one dict each."""
+
+
+def ground_truth(
+    experiment: Experiment,
+    node_data: Mapping[str, DataSpec] | None = None,
+    data: Callable[[], list[Dataset]] | None = None,
+) -> GaussianPosterior | None:
+    """The exact posterior given every node's data, or None if the model has no exact form
+    (or no node holds data). See the module docstring for where the data comes from;
+    ``data``: that data already at hand (asked only if the model has an exact form)."""
+    model = build_model(experiment.model)
+    if not hasattr(model, "exact_posterior"):
+        return None
+    shards = data() if data is not None else reference_data(experiment, model, node_data)
+    return model.exact_posterior(shards) if shards else None
+
+
+def reference_data(
+    experiment: Experiment, model, node_data: Mapping[str, DataSpec] | None = None
+) -> list[Dataset]:
+    """The experiment's whole data set, as the evaluation may know it: every data node's
+    rows, regenerated from the seed (synthetic) or read from the files the experiment names
+    (file), by the same plan the nodes were given (:mod:`starling.orchestrator.planning.data_plan`).
+    With
+    ``data.source: node``, from the recipes the nodes reported when configured
+    (``node_data``): only if every data node holds a synthetic shard."""
+    from starling.orchestrator.planning.data_plan import data_specs  # imports Experiment, as we do
+
+    plan = data_specs(experiment)
+    if not plan:
+        return []
+    if experiment.data.source == NODE_SOURCE:
+        recipes = [(node_data or {}).get(node) for node in plan]
+        if not all(r is not None and r.source == "synthetic" for r in recipes):
+            return []  # data the orchestrator has no recipe for (a node's own file)
+        plan = {node: r for node, r in zip(plan, recipes, strict=True) if r is not None}
+    return [load_shard(spec, model) for spec in plan.values()]
+
+
+def samples_per_node(experiment: Experiment, samples: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """How many samples each node recorded, in node order: every node whose role records
+    samples, with 0 for one that recorded none (died before round 0, say)."""
+    counts = dict.fromkeys(experiment.sampling_nodes(), 0)
+    counts.update({node: int(s.shape[0]) for node, s in samples.items()})
+    return counts
+
+
+def _sane(values: np.ndarray, bound: float = _HUGE) -> np.ndarray:
+    """Per leading index, whether every value is finite and under ``bound`` in magnitude
+    (:func:`divergence_bound`)."""
+    flat = np.abs(np.asarray(values, dtype=float)).reshape(values.shape[0], -1)
+    with np.errstate(invalid="ignore"):
+        return np.all(flat < bound, axis=1)  # NaN compares False
+
+
+def diverged_rounds(
+    samples: Mapping[str, np.ndarray], sane: Mapping[str, np.ndarray] | None = None
+) -> dict[str, int]:
+    """Node -> the first round whose sample is not finite (or beyond 1e150), if any;
+    ``sane``: :func:`_sane` of each node's samples, if already computed."""
+    out = {}
+    for node, values in samples.items():
+        bad = np.flatnonzero(~(sane[node] if sane is not None else _sane(values)))
+        if bad.size:
+            out[node] = int(bad[0])
+    return out
+
+
+def consensus_error(
+    samples: Mapping[str, np.ndarray], rounds: int, window: int, bound: float = _HUGE
+) -> float | None:
+    """Mean squared distance of the nodes' iterates from their average, ``E‖x_i − x̄‖²``.
+
+    Averaged over nodes, chains and the last ``window`` rounds; needs two or more nodes that
+    recorded every round, and None if any of them diverged in the window (``bound``:
+    :func:`divergence_bound`).
+    """
+    complete = [s for s in samples.values() if s.shape[0] == rounds]
+    if len(complete) < 2:
+        return None
+    stacked = np.stack([s[-window:] for s in complete])  # (nodes, window, chains, d)
+    if not _sane(stacked.reshape(1, -1), bound)[0]:
+        return None
+    spread = stacked - stacked.mean(axis=0, keepdims=True)
+    return _finite(float(np.mean(np.sum(spread**2, axis=-1))))
+
+
+def _finite(value: float) -> float | None:
+    return value if np.isfinite(value) else None
+
+
+def _average(complete: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    """The network-average iterate ``Σ_i x_i / N`` over the nodes in sorted order, summed
+    one node at a time (the same floats as ``np.mean`` of them stacked, without the copy
+    of every node's samples that stacking makes)."""
+    if not complete:
+        return None
+    names = sorted(complete)
+    with np.errstate(over="ignore", invalid="ignore"):  # a diverged node: see _sane
+        total = np.array(complete[names[0]], dtype=float)
+        for name in names[1:]:
+            total += complete[name]
+        total /= len(names)
+    return total
+
+
+def evaluate(
+    experiment: Experiment,
+    samples: Mapping[str, np.ndarray],
+    node_data: Mapping[str, DataSpec] | None = None,
+) -> Evaluation:
+    """W2 and consensus of ``samples``; ``node_data``: what nodes holding their own data
+    reported (``data.source: node``), the only way such a run gets a ground truth."""
+    metrics: dict = {
+        "experiment": experiment.name,
+        "algorithm": experiment.algorithm,
+        "rounds": experiment.rounds,
+        "chains": experiment.chains,
+        "nodes": len(experiment.nodes),
+        "samples_per_node": samples_per_node(experiment, samples),
+    }
+    curves: dict[str, np.ndarray] = {}
+    model = build_model(experiment.model)
+    known_data: list[list[Dataset]] = []
+
+    def data() -> list[Dataset]:  # the nodes' data, regenerated or read once
+        if not known_data:
+            known_data.append(reference_data(experiment, model, node_data))
+        return known_data[0]
+
+    posterior = ground_truth(experiment, node_data, data) if samples else None
+    bound = divergence_bound(posterior)
+    sane = {node: _sane(values, bound) for node, values in samples.items()}
+    diverged = diverged_rounds(samples, sane)
+    if diverged:
+        metrics["diverged"] = diverged
+    window = experiment.evaluation.window
+    consensus = consensus_error(samples, experiment.rounds, window, bound)
+    if consensus is not None or diverged:
+        metrics["consensus_error"] = consensus
+    complete = {n: s for n, s in samples.items() if s.shape[0] == experiment.rounds}
+    average = _average(complete)
+    series = {**({"average": average} if average is not None else {}), **samples}
+    tables: dict[str, list[dict]] = {}
+    if samples:
+        score_beyond_w2(experiment, series, metrics, tables, data)
+    if posterior is None or not samples:
+        return Evaluation(metrics, curves, tables)
+    truth = GaussianTarget(posterior.mean, posterior.cov)  # its square root: once
+    if average is not None:
+        sane["average"] = _sane(average, bound)
+    final, scored = w2_scores(truth, samples, sane, sorted(complete), average, window)
+    per_node = {n: final[n] for n in samples}
+    known = [v for v in per_node.values() if v is not None]
+    metrics["w2"] = {
+        "average": final.get("average"),
+        "per_node": per_node,
+        "node_mean": float(np.mean(known)) if len(known) == len(per_node) else None,
+        "window": window,
+    }
+    metrics["posterior"] = {
+        "mean": truth.mean.tolist(),
+        "std": np.sqrt(np.diag(truth.cov)).tolist(),
+    }
+    curves = {name: scored[name] for name in series}
+    if experiment.evaluation.hpd is not None:
+        from starling.orchestrator.evaluation.hpd import hpd_section
+
+        metrics["hpd"], tables["hpd_curve"] = hpd_section(
+            model,
+            data(),
+            posterior,
+            series,
+            window,
+            experiment.evaluation.hpd,
+            curve_points=experiment.evaluation.curve_points,
+        )
+    return Evaluation(metrics, curves, tables)

@@ -1,0 +1,129 @@
+"""W2 of every node's samples and of the network-average iterate, per round and pooled over
+the final window ([000] §6.2.3; the metric:
+:class:`starling.orchestrator.evaluation.metrics.GaussianTarget`).
+
+The one costly step of a Gaussian W2 is the product ``X L`` of a point set with the
+target's factor (``n d²``; everything else is ``n² d`` or less, ``n`` chains < ``d``).
+It is linear, so it is done once per (node, round) and reused: the round's curve point,
+the final window pooled (the pooled projections), and the average iterate
+(``(Σ_i X_i / N) L = Σ_i (X_i L) / N``). Rounds are scored in blocks of at most
+:data:`_BLOCK_BYTES` of one node's samples, aligned on the
+last round so the final window lies in one block: memory holds one block of samples and
+its projections at a time, whatever the run's length.
+
+A round whose samples left the floats (see :mod:`starling.orchestrator.evaluation.evaluate`) has no
+W2 (NaN in the curve, None as a final figure), and the average's projection is then
+computed from the average itself rather than from the nodes'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from starling.orchestrator.evaluation.metrics import GaussianTarget
+
+__all__ = ["w2_scores"]
+
+AVERAGE = "average"
+_BLOCK_BYTES = 16 * 1024 * 1024
+"""A block holds at most this many bytes of one node's samples (at least ``window``
+rounds); its projections, their running sum for the average and W2's temporaries take
+about five times as much."""
+
+
+def _scored(
+    target: GaussianTarget, x: np.ndarray, sane: np.ndarray, z: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """W2 of every round of the block ``x`` (b, C, d) (NaN where not ``sane``) and the
+    projections it used (None unless every round is sane and the target projects C points,
+    :meth:`~starling.orchestrator.evaluation.metrics.GaussianTarget.projects`)."""
+    if sane.all():
+        if z is None and target.projects(x.shape[1]):
+            z = target.project(x)
+        return target.w2(x, z), z
+    values = np.full(x.shape[0], np.nan)
+    if sane.any():
+        values[sane] = target.w2(x[sane])
+    return values, None
+
+
+def _final(
+    target: GaussianTarget,
+    block: tuple[np.ndarray, np.ndarray | None, np.ndarray],
+    sane: np.ndarray,
+    window: int,
+) -> float | None:
+    """W2 of the last ``window`` rounds of the block ``(x, z, curve)`` pooled; None if any of
+    them diverged. Window 1 is the curve's last point (the same set, scored once)."""
+    x, z, curve = block
+    if not sane[-window:].all() or x.shape[0] == 0:
+        return None
+    if window == 1:
+        value = float(curve[-1])
+    else:
+        d, last = x.shape[-1], x[-window:]
+        pooled = last.reshape(1, -1, d)
+        # Without z (a round earlier in the block diverged, or no projection needed), w2
+        # works from the points alone.
+        z = None if z is None else z[-window:].reshape(1, -1, d)
+        value = float(target.w2(pooled, z)[0])
+    return value if np.isfinite(value) else None
+
+
+def w2_scores(
+    target: GaussianTarget,
+    samples: Mapping[str, np.ndarray],
+    sane: Mapping[str, np.ndarray],
+    together: list[str],
+    average: np.ndarray | None,
+    window: int,
+) -> tuple[dict[str, float | None], dict[str, np.ndarray]]:
+    """``(final, curves)``: name -> the pooled final-window W2, name -> W2 at every round,
+    for every node of ``samples`` and ``"average"`` when ``average`` is given.
+
+    ``sane``: node (and ``"average"``) -> per-round flags (finite, not beyond 1e150,
+    :func:`starling.orchestrator.evaluation.evaluate.diverged_rounds`); ``together``: the nodes,
+    in the average's order, that recorded every round (``average`` is their mean); the
+    others (a node that failed) are scored alone, on the rounds they have.
+    """
+    final: dict[str, float | None] = {}
+    curves: dict[str, np.ndarray] = {}
+    groups = [together] + [[n] for n in samples if n not in together]
+    for group in groups:
+        if not group:
+            continue
+        first = samples[group[0]]
+        rounds = first.shape[0]
+        with_average = average is not None and group is together
+        names = [*group, *([AVERAGE] if with_average else [])]
+        pieces: dict[str, list[np.ndarray]] = {n: [] for n in names}
+        step = max(window, _BLOCK_BYTES // max(first[0].nbytes if rounds else 1, 1), 1)
+        for stop in range(rounds, 0, -step):  # from the last round back: see the module
+            start = max(0, stop - step)
+            total: np.ndarray | None = None
+            whole = True  # every node's projections of the block are at hand
+            for node in group:
+                x, ok = samples[node][start:stop], sane[node][start:stop]
+                values, z = _scored(target, x, ok)
+                pieces[node].append(values)
+                if stop == rounds:
+                    final[node] = _final(target, (x, z, values), ok, window)
+                if with_average:
+                    whole = whole and z is not None
+                    if whole:
+                        assert z is not None
+                        total = z.copy() if total is None else np.add(total, z, out=total)
+            if with_average:
+                assert average is not None
+                x, ok = average[start:stop], sane[AVERAGE][start:stop]
+                mean_z = total / len(group) if whole and total is not None else None
+                values, z = _scored(target, x, ok, mean_z)
+                pieces[AVERAGE].append(values)
+                if stop == rounds:
+                    final[AVERAGE] = _final(target, (x, z, values), ok, window)
+        for name in names:
+            curves[name] = np.concatenate(pieces[name][::-1] or [np.zeros(0)])
+            final.setdefault(name, None)
+    return final, curves

@@ -1,0 +1,255 @@
+"""Where a running experiment can be found by the live CLI (``starling links|nodes|status``).
+
+``starling run`` writes ``<out>/run.json`` (node ids, addresses, pids, orchestrator pid)
+and a pointer to it under ``$STARLING_HOME/active/`` (default ``~/.starling``). The live
+commands read the pointer of the one running experiment, or of the one named with
+``--run``, so users never retype addresses. Requests that need the orchestrator's own
+processes (kill, restart) are dropped as files into ``<out>/requests/`` for its loop.
+Link changes go straight to the sending node, and are also appended, one JSON line each
+(who, when, what, the sender's round), to ``<out>/live-events.jsonl``: the orchestrator
+reads that journal into the run's account, and ``starling status`` replays it to show the
+live state of every link it touched.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from starling.node.params import ConfigError
+
+__all__ = [
+    "RunRecord",
+    "registry_dir",
+    "publish",
+    "withdraw",
+    "find_run",
+    "post_request",
+    "take_requests",
+    "who",
+    "log_event",
+    "carried_books",
+    "CARRIED",
+    "read_events",
+    "link_states",
+]
+
+JOURNAL = "live-events.jsonl"
+
+
+def registry_dir() -> Path:
+    return Path(os.environ.get("STARLING_HOME", Path.home() / ".starling")) / "active"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    name: str
+    out_dir: str
+    orchestrator_pid: int
+    addresses: dict[str, str]
+    pids: dict[str, int | None]
+    link_delay_ms: float = 0.0
+    """The experiment's own ``link_delay``: what ``links restore`` goes back to."""
+    access: dict[str, Any] = field(default_factory=dict)
+    """The backend's ``tls`` and ``token_file`` (paths, never a key or a token), so that
+    ``starling status|links|nodes`` reach nodes that need them."""
+
+    @property
+    def requests_dir(self) -> Path:
+        return Path(self.out_dir) / "requests"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def publish(record: RunRecord) -> None:
+    Path(record.out_dir).mkdir(parents=True, exist_ok=True)
+    text = json.dumps(record.__dict__, indent=2)
+    _atomic_write(Path(record.out_dir) / "run.json", text)
+    registry_dir().mkdir(parents=True, exist_ok=True)
+    _atomic_write(registry_dir() / f"{record.orchestrator_pid}.json", text)
+
+
+def withdraw(record: RunRecord) -> None:
+    (registry_dir() / f"{record.orchestrator_pid}.json").unlink(missing_ok=True)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def active_runs() -> list[RunRecord]:
+    runs: list[RunRecord] = []
+    folder = registry_dir()
+    if not folder.is_dir():
+        return runs
+    for entry in sorted(folder.glob("*.json")):
+        try:
+            record = RunRecord(**json.loads(entry.read_text()))
+        except (OSError, ValueError, TypeError):
+            continue
+        if _pid_alive(record.orchestrator_pid):
+            runs.append(record)
+        else:
+            entry.unlink(missing_ok=True)  # its orchestrator is gone
+    return runs
+
+
+def find_run(selector: str | None = None) -> RunRecord:
+    """The running experiment named (by name or results folder) or the only one running."""
+    if selector and Path(selector, "run.json").is_file():
+        return RunRecord(**json.loads(Path(selector, "run.json").read_text()))
+    runs = active_runs()
+    if selector:
+        runs = [r for r in runs if r.name == selector or Path(r.out_dir) == Path(selector)]
+    if not runs:
+        what = f" named {selector!r}" if selector else ""
+        raise ConfigError(f"no running experiment{what} found (start one with 'starling run')")
+    if len(runs) > 1:
+        names = ", ".join(f"{r.name} ({r.out_dir})" for r in runs)
+        raise ConfigError(f"several experiments are running: {names}; choose one with --run")
+    return runs[0]
+
+
+def who() -> str:
+    """``user@host (pid N)``: who made a live change, for the run's account."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (some containers)
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()} (pid {os.getpid()})"
+
+
+def log_event(out_dir: str | Path, event: dict) -> None:
+    """Append one event to the run's journal; a single small ``write`` on an O_APPEND file,
+    so concurrent CLI invocations never interleave inside a line."""
+    line = json.dumps({"time": time.time(), "who": who(), **event}, sort_keys=True) + "\n"
+    fd = os.open(Path(out_dir) / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def read_events(out_dir: str | Path, offset: int = 0) -> tuple[list[dict], int]:
+    """Journal events from byte ``offset``; returns them and the offset to read on from.
+
+    A line still being written (no newline yet) is left for the next read.
+    """
+    path = Path(out_dir) / JOURNAL
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read()
+    except FileNotFoundError:
+        return [], offset
+    events = []
+    end = data.rfind(b"\n") + 1
+    for raw in data[:end].splitlines():
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events, offset + end
+
+
+CARRIED = "carried"
+"""A journal event's kind: a node's process died, and the run carries its link counters
+over to the next (``books``: what all its dead processes counted, so far)."""
+
+
+def carried_books(events: list[dict]) -> dict[str, dict]:
+    """node -> the link counters of its earlier processes, as the run's orchestrator last
+    carried them over (:mod:`starling.orchestrator.results.link_books`); a node whose process never
+    died is absent. A node's status counts only its current process, so adding these gives
+    the whole run's counts."""
+    carried: dict[str, dict] = {}
+    for event in events:
+        if event.get("kind") == CARRIED and isinstance(event.get("books"), dict):
+            carried[str(event.get("node"))] = event["books"]
+    return carried
+
+
+def link_states(events: list[dict]) -> dict[str, dict]:
+    """``"A->B"`` -> the live state the journal's link changes leave it in.
+
+    Replays ``cut`` / ``restore`` / ``set`` in order; a change on ``A -> *`` applies to
+    every link of A named so far and to later ones (as the node does).
+    """
+    states: dict[str, dict] = {}
+    defaults: dict[str, dict] = {}
+    fresh = {"up": True, "drop": 0.0, "delay_ms": 0.0}
+    for event in events:
+        if event.get("kind") != "link":
+            continue
+        sender, receiver = str(event.get("sender")), str(event.get("receiver"))
+        change = {k: event[k] for k in ("up", "drop", "delay_ms") if event.get(k) is not None}
+        if receiver == "*":
+            defaults[sender] = {**defaults.get(sender, fresh), **change}
+            for key in [k for k in states if k.startswith(f"{sender}->")]:
+                states[key] = {**states[key], **change}
+        else:
+            key = f"{sender}->{receiver}"
+            states[key] = {**states.get(key, defaults.get(sender, fresh)), **change}
+    return states
+
+
+def post_request(
+    record: RunRecord, action: str, node_id: str, timeout: float = 30.0, extra: dict | None = None
+) -> dict:
+    """Ask the orchestrator to act on one of its nodes (``extra``: the action's own fields);
+    wait for its answer."""
+    if node_id not in record.addresses:
+        raise ConfigError(f"node {node_id!r} is not part of experiment {record.name!r}")
+    record.requests_dir.mkdir(parents=True, exist_ok=True)
+    stamp = f"{time.time_ns()}-{os.getpid()}"
+    request = record.requests_dir / f"{stamp}.request.json"
+    answer = record.requests_dir / f"{stamp}.answer.json"
+    body = {**(extra or {}), "action": action, "node": node_id, "who": who()}
+    _atomic_write(request, json.dumps(body))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if answer.is_file():
+            result = json.loads(answer.read_text())
+            answer.unlink(missing_ok=True)
+            return result
+        time.sleep(0.1)
+    request.unlink(missing_ok=True)
+    raise ConfigError(f"the orchestrator of {record.name!r} did not answer within {timeout:.0f} s")
+
+
+def take_requests(out_dir: Path) -> list[tuple[Path, dict]]:
+    """Pending requests for the orchestrator loop, oldest first; each is removed when taken."""
+    folder = Path(out_dir) / "requests"
+    if not folder.is_dir():
+        return []
+    taken = []
+    for path in sorted(folder.glob("*.request.json")):
+        try:
+            body = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        path.unlink(missing_ok=True)
+        taken.append((path.with_name(path.name.replace(".request.", ".answer.")), body))
+    return taken
+
+
+def answer(path: Path, body: dict) -> None:
+    _atomic_write(path, json.dumps(body))

@@ -1,0 +1,144 @@
+"""``starling simulate``: the experiment's programs in one process; the same results folder.
+
+Nothing here opens a socket or imports grpc: ``simulate`` works where the network stack is
+absent, and ``tests/orchestrator/test_simulate_imports.py`` holds it to that.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from starling.orchestrator.config.experiment import Experiment
+from starling.orchestrator.core.interrupts import sigterm_interrupts
+from starling.orchestrator.core.progress import Progress
+from starling.orchestrator.faults.account import scheduled_link_counts
+from starling.orchestrator.planning.node_specs import node_specs
+from starling.orchestrator.results.account import Account, account_schedule
+from starling.orchestrator.results.write import close_run, run_status
+
+__all__ = ["simulate_experiment"]
+
+
+def simulate_experiment(
+    experiment: Experiment,
+    out_dir: Path,
+    say: Callable[[str], None] = print,
+    quiet: bool = False,
+    progress: Progress | None = None,
+) -> dict:
+    """Run ``experiment`` in-process and write its results folder; returns the metrics.
+
+    There is no wire, so the link counters are what the schedule alone does
+    (:func:`starling.orchestrator.faults.account.scheduled_link_counts`) and node faults are their
+    isolation schedule: the killed node's rounds go on without its peers, as in ``run``.
+    A node killed and never restarted keeps, as in ``run``, only the rounds before its kill
+    (none, killed at round 0: no samples file), and its links count no message after it.
+    ``progress`` shows the rounds (lockstep: every node at the same round).
+
+    Ctrl-C or SIGTERM ends it as ``run`` ends: the rounds every node completed until then
+    are written and evaluated, with the status ``interrupted`` (and ``"interrupted": true``,
+    the CLI's exit 130).
+    """
+    from starling.node.engine.simulate import NodeFailed, SimulationInterrupted, simulate
+
+    account = Account(say)
+    account_schedule(account, experiment, " (in-process: as its isolation schedule)")
+    specs = node_specs(experiment)
+    program_metrics: dict[str, dict[str, float]] = {}
+    played = specs  # whose rounds the links carried: all of them, unless interrupted
+    # A diverging sampler overflows on its way out; evaluation reports where it diverged.
+    node_failed = interrupted = False
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"), sigterm_interrupts():
+        try:
+            samples = simulate(
+                specs,
+                on_round=_shown(progress, specs, experiment.rounds),
+                metrics_out=program_metrics,
+            )
+        except SimulationInterrupted as stopped:
+            interrupted = True
+            account.plain(
+                f"interrupted by the user after {account.elapsed():.1f} s, "
+                f"{stopped.rounds} rounds done on every node"
+            )
+            say(f"interrupted: writing the {stopped.rounds} rounds every node completed")
+            samples = stopped.samples
+            played = [dataclasses.replace(s, rounds=min(s.rounds, stopped.rounds)) for s in specs]
+        except NodeFailed as failed:
+            # As a node's failed round loop in ``run``: the account names node, round and
+            # cause, and the rounds before it are kept.
+            account.node(
+                failed.node,
+                "failed",
+                f"failed: {failed}",
+                echo=not quiet,
+                round=failed.round,
+                error=str(failed),
+            )
+            samples, node_failed = failed.samples, True
+    if progress is not None:
+        progress.finished()
+    samples, played = _cut_at_kills(experiment, samples, played, account)
+    rounds = {node: np.arange(values.shape[0]) for node, values in samples.items()}
+    return close_run(
+        experiment,
+        out_dir,
+        samples,
+        rounds,
+        account,
+        scheduled_link_counts(played),
+        f"simulated in-process in {account.elapsed():.2f} s",
+        {
+            "program_metrics": {n: m for n, m in program_metrics.items() if m},
+            "backend": "simulate",
+            "interrupted": interrupted,
+            "status": run_status(
+                experiment.rounds,
+                samples,
+                interrupted,
+                failed=node_failed,
+                expected=experiment.sampling_nodes(),
+            ),
+        },
+        None if quiet else say,
+    )
+
+
+def _cut_at_kills(experiment: Experiment, samples: dict[str, np.ndarray], played, account: Account):
+    """What a node killed for good left: its rounds before the kill. The in-process engine
+    ran its later rounds in isolation (its programs are built for the whole run), but no
+    process of ``run`` would have, so they are dropped here, with a line in the account."""
+    down = {f.node: f.at_round for f in experiment.node_faults if f.restart_round is None}
+    if not down:
+        return samples, played
+    kept = {}
+    for node, values in samples.items():
+        if node not in down:
+            kept[node] = values
+            continue
+        values = values[: down[node]]
+        held = (
+            f"{len(values)} samples (rounds 0..{len(values) - 1})" if len(values) else "no samples"
+        )
+        account.plain(
+            f"node {node}: down at the end (killed at round {down[node]}, not "
+            f"restarted); {held} kept"
+        )
+        if len(values):
+            kept[node] = values
+    played = [
+        dataclasses.replace(s, rounds=min(s.rounds, down[s.node_id])) if s.node_id in down else s
+        for s in played
+    ]
+    return kept, played
+
+
+def _shown(progress: Progress | None, specs, total: int) -> Callable[[int], None] | None:
+    if progress is None:
+        return None
+    nodes = [spec.node_id for spec in specs]
+    return lambda round_index: progress.rounds(dict.fromkeys(nodes, round_index + 1), total)

@@ -1,0 +1,415 @@
+"""The node supervisor: every node's condition during a run, and what is done to a node.
+
+It reads statuses (noticing a node that went down, failed or finished), configures a
+restarted process again (it resumes from its checkpoint, with its hold and live link state
+given back), kills and restarts nodes through the
+:class:`~starling.orchestrator.execution.backends.base.Backend`, gives up on a node silent for too
+long, and at the end collects what every node holds — a node that is down for good is started again
+idle on its state dir and streams its stored run over gRPC (``SamplesRequest.experiment``), so the
+orchestrator never opens a node's files. Counters of a node's earlier processes are carried over
+(:mod:`starling.orchestrator.results.link_books`).
+
+A node that is down for good is named to its neighbours
+(:mod:`starling.orchestrator.execution.down`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from starling.node.params import ConfigError
+from starling.node.protocol.contract import NodeState as Lifecycle
+from starling.node.spec import NodeSpec
+from starling.orchestrator.config.experiment import Experiment
+from starling.orchestrator.execution import live
+from starling.orchestrator.execution.backends.base import Backend, BackendError
+from starling.orchestrator.execution.client import NodeClient, NodeStatus, NodeUnavailable
+from starling.orchestrator.execution.collector import Collector, Pull, StoredRun, pull_all
+from starling.orchestrator.execution.down import DownNotices
+from starling.orchestrator.execution.node_faults import NodeFaultPlan
+from starling.orchestrator.faults.schedule import NodeFault
+from starling.orchestrator.results.account import Account
+from starling.orchestrator.results.link_books import add_books, summed_books
+
+__all__ = ["RESTART_ERRORS", "NodeState", "Supervisor", "backend_pids"]
+
+RESTART_ERRORS = (ConfigError, BackendError, NodeUnavailable)
+"""What a failed restart raises: the backend could not start it, or it never answered."""
+
+
+@dataclass
+class NodeState:
+    last: NodeStatus | None = None
+    """The latest status of the current process (counters since its configuration)."""
+    carried: dict = field(default_factory=dict)
+    """Counters of earlier processes of this node (before a kill or crash)."""
+    down_since: float | None = None
+    killed_at: float | None = None
+    finished: bool = False
+    given_up: bool = False
+    awaiting_restart: bool = False
+    failed_reported: bool = False
+
+
+def backend_pids(backend: Backend) -> dict[str, int | None]:
+    """Process ids for the live record, where the backend has them (local processes)."""
+    pids = getattr(backend, "pids", None)
+    return pids() if callable(pids) else dict.fromkeys(backend.addresses())
+
+
+class Supervisor:
+    """Node states, and the actions on nodes: poll, kill, restart, reconfigure, collect."""
+
+    def __init__(
+        self,
+        experiment: Experiment,
+        specs: Mapping[str, NodeSpec],
+        clients: dict[str, NodeClient],
+        backend: Backend,
+        collector: Collector,
+        record: live.RunRecord,
+        account: Account,
+        plan: NodeFaultPlan,
+    ):
+        self.experiment = experiment
+        self.specs = specs
+        self.clients = clients
+        self.backend = backend
+        self.collector = collector
+        self.record = record
+        self.account = account
+        self.plan = plan
+        self.nodes = {node: NodeState() for node in clients}
+        # A node down for longer than this is given up on; the others finish without it.
+        grace = experiment.limits.down_grace
+        self.patience = grace if grace is not None else max(30.0, 10 * experiment.round_deadline)
+        self.notices = DownNotices(self)
+        self.uncollected: list[str] = []
+        """Nodes whose samples could not be collected at the end (their stores keep them)."""
+        self._respawning = threading.Lock()  # the collection's threads restart nodes
+
+    # ------------------------------------------------------------ reading nodes
+
+    def rounds(self) -> dict[str, int]:
+        """Node -> its round, for the nodes up and answering."""
+        return {
+            node: state.last.round
+            for node, state in self.nodes.items()
+            if state.last is not None and state.down_since is None
+        }
+
+    def all_finished(self) -> bool:
+        return all(state.finished for state in self.nodes.values())
+
+    def down(self) -> list[str]:
+        return sorted(n for n, s in self.nodes.items() if s.down_since is not None)
+
+    def poll(self, nodes: list[str], pull: bool) -> None:
+        """Read the status of these nodes (unless finished); collect new samples if ``pull``."""
+        self.notices.tell_untold()
+        for node in nodes:
+            client, state = self.clients[node], self.nodes[node]
+            if state.finished:
+                continue
+            try:
+                # One attempt: a dead node must not hold up the loop with retries.
+                status = client.status(attempts=1)
+            except NodeUnavailable:
+                self._went_down(node)
+                continue
+            if status.state == Lifecycle.IDLE:
+                self._reconfigure(node)
+                continue
+            if state.down_since is not None:
+                state.down_since = None
+            state.last = status
+            if status.state == Lifecycle.FAILED:
+                if not state.failed_reported:
+                    state.failed_reported = True
+                    self.account.node(
+                        node,
+                        "failed",
+                        f"failed: {status.error}",
+                        round=status.round,
+                        error=status.error,
+                    )
+                    self.notices.declare(node, f"failed at round {status.round}")
+                state.finished = True
+            elif status.state == Lifecycle.STOPPED:
+                # This orchestrator never stops a node mid-run: someone else did.
+                if not state.finished:
+                    self.account.node(
+                        node,
+                        "stopped",
+                        f"stopped at round {status.round} from outside "
+                        "(Control.Stop), not by this run",
+                        round=status.round,
+                    )
+                    self.notices.declare(node, f"stopped at round {status.round}")
+                state.finished = True
+            elif status.state == Lifecycle.DONE:
+                state.finished = True
+            if pull or state.finished:
+                try:
+                    self.collector.pull(node, client)
+                except NodeUnavailable:
+                    self._went_down(node)
+
+    def _went_down(self, node: str) -> None:
+        state = self.nodes[node]
+        if state.down_since is None:
+            state.down_since = time.monotonic()
+            self._fold(node)
+            if state.killed_at is None and not state.awaiting_restart:
+                alive = self.backend.alive(node)
+                how = "its process exited" if alive is False else "unreachable"
+                self.account.node(node, "down", f"went down unasked ({how})")
+
+    def _fold(self, node: str) -> None:
+        """Carry the last status's counters over, less what the process held pending
+        (:mod:`starling.orchestrator.results.link_books`): the next process starts from zero."""
+        state = self.nodes[node]
+        if state.last is not None:
+            add_books(state.carried, state.last, died=True)
+            state.last = None
+            try:  # for `starling status`, which reads the nodes, not this process
+                event = {"kind": live.CARRIED, "node": node, "books": state.carried}
+                live.log_event(self.record.out_dir, event)
+            except OSError:
+                pass  # the live view only: the run's account keeps the counts
+
+    def _reconfigure(self, node: str) -> None:
+        """A fresh process (restarted): give it its spec; it resumes from its checkpoint."""
+        state = self.nodes[node]
+        client = self.clients[node]
+        try:
+            configured = client.configure(self.specs[node])
+            kill = self.plan.next_kill(node)
+            if kill is not None:
+                client.hold(kill)
+            reapplied = self._reapply_links(node, client)
+            self.notices.reapply(node, client)
+            client.start()
+        except NodeUnavailable:
+            return  # try again at the next poll
+        self._fold(node)
+        replaced = self.collector.truncate(node, configured.samples_stored)
+        state.down_since = state.killed_at = None
+        state.awaiting_restart = False
+        if configured.resumed:
+            text = f"back, resumed from its checkpoint at round {configured.next_round}"
+        else:
+            text = "back, with no checkpoint: starting again from round 0"
+        if replaced:
+            text += (
+                f"; {replaced} collected sample(s) past that checkpoint are replaced by "
+                "the ones it re-computes"
+            )
+        if reapplied:
+            text += f"; live link state re-applied to {', '.join(reapplied)}"
+        self.account.node(
+            node,
+            "resumed",
+            text,
+            round=configured.next_round,
+            resumed=configured.resumed,
+            replaced_samples=replaced,
+        )
+        self.notices.undeclare(node)
+
+    def _reapply_links(self, node: str, client: NodeClient) -> list[str]:
+        """A new process starts with every link up and undelayed: give it back the
+        experiment's ``link_delay`` and the live changes made to its links so far."""
+        if self.experiment.link_delay_ms:
+            client.set_link("*", delay_ms=self.experiment.link_delay_ms)
+        events, _ = live.read_events(self.record.out_dir)
+        mine = [e for e in events if e.get("kind") == "link" and str(e.get("sender")) == node]
+        touched = []
+        for event in mine:
+            change = {k: event[k] for k in ("up", "drop", "delay_ms") if event.get(k) is not None}
+            try:
+                client.set_link(str(event.get("receiver")), **change)
+            except ConfigError:
+                continue
+            touched.append(f"{node}->{event.get('receiver')}")
+        return sorted(set(touched))
+
+    def give_up_on_silent(self) -> None:
+        for node, state in self.nodes.items():
+            if state.finished or state.awaiting_restart or state.down_since is None:
+                continue
+            if time.monotonic() - state.down_since > self.patience:
+                state.finished = state.given_up = True
+                self.account.node(
+                    node,
+                    "given_up",
+                    f"unreachable for {self.patience:g} s, given up; the others finish without it",
+                )
+                self.notices.declare(node, f"unreachable for {self.patience:g} s")
+
+    # ------------------------------------------------------------ acting on nodes
+
+    def kill(
+        self, node: str, why: str, round_seen: int | None = None, fault: NodeFault | None = None
+    ) -> None:
+        """Crash the node through the backend, after a last look at its counters and round."""
+        state = self.nodes[node]
+        at_round = round_seen
+        try:
+            state.last = self.clients[node].status()
+            at_round = state.last.round
+        except NodeUnavailable:
+            pass
+        self.backend.kill(node)  # a BackendError here leaves the node as it was
+        self._fold(node)
+        state.down_since = state.killed_at = time.monotonic()
+        state.awaiting_restart = self.plan.restart_pending(node)
+        where = f"at round {at_round}" if at_round is not None else "(its round unknown)"
+        text = f"killed {where} ({why})"
+        if fault is not None and fault.restart_round is None:
+            # Down for good by design: nothing to wait for; the others finish without it.
+            state.finished = True
+            text += "; not restarted, the others finish without it"
+        if (
+            fault is not None
+            and fault.restart_round is not None
+            and at_round is not None
+            and at_round >= fault.restart_round
+        ):
+            text += (
+                f"; it was already past its scheduled restart round {fault.restart_round}, "
+                "so this run's schedule no longer matches simulate's"
+            )
+        self.account.node(node, "killed", text, round=at_round, why=why)
+        if fault is not None and fault.restart_round is None:
+            self.notices.declare(node, f"killed at round {at_round}, not restarted")
+        self.publish()
+
+    def restart(self, node: str, why: str) -> str:
+        """Start the node again on its state dir; the next poll configures it. Raises one
+        of :data:`RESTART_ERRORS` (and says so in the account) if it does not come back."""
+        state = self.nodes[node]
+        running_at = None
+        if self.backend.alive(node) is not False:  # a restart of a live node is a crash first
+            try:
+                state.last = self.clients[node].status()
+                running_at = state.last.round
+            except NodeUnavailable:
+                pass
+        try:
+            address = self._respawn(node)
+        except RESTART_ERRORS as exc:
+            # Counters stay with the last status: the next poll folds them if the node is
+            # down, or reads them afresh if it never went (a backend that cannot restart).
+            state.awaiting_restart = False
+            if state.down_since is None:
+                state.down_since = time.monotonic()
+            self.account.node(node, "restart_failed", f"could not be restarted ({why}): {exc}")
+            raise
+        self._fold(node)  # the old process is gone: the new one counts from zero
+        state.finished = state.given_up = False
+        state.awaiting_restart = True  # until it is configured again
+        if state.down_since is None:
+            state.down_since = time.monotonic()
+        if state.killed_at is not None:
+            text = f"restarted after {time.monotonic() - state.killed_at:.1f} s down ({why})"
+        elif running_at is not None:
+            text = f"killed at round {running_at} and restarted at once ({why})"
+        else:
+            text = f"restarted ({why})"
+        self.account.node(node, "restarted", text, address=address, why=why, round=running_at)
+        self.publish()
+        return address
+
+    def _respawn(self, node: str) -> str:
+        """A new process of ``node`` on its state dir, answering; returns its address."""
+        address = self.backend.restart(node)
+        self._connect(node, address)
+        return address
+
+    def _connect(self, node: str, address: str) -> None:
+        """A client for the new process of ``node`` at ``address``, once it answers."""
+        access = self.clients[node].access  # the run's credentials and peer secret
+        self.clients[node].close()
+        self.clients[node] = NodeClient(address, access=access, node_id=node)
+        self.clients[node].wait_ready()
+
+    def publish(self) -> None:
+        live.publish(dataclasses.replace(self.record, pids=backend_pids(self.backend)))
+
+    # ------------------------------------------------------------ the end
+
+    def finish(self, within: float | None = None) -> list[str]:
+        """Collect the remaining samples and every node's final status (before the nodes
+        are stopped: link counters and program metrics die with the processes): every node
+        at once (:func:`~starling.orchestrator.execution.collector.pull_all`), so one slow node
+        costs its own calls' time, not theirs added up. With ``within`` (seconds, an interrupted
+        run) the whole collection ends by then; returns the nodes that had not answered (their store
+        keeps what was not collected)."""
+        outcomes = pull_all(
+            self.collector, {node: self._final(node) for node in self.clients}, within
+        )
+        late = []
+        for node, outcome in outcomes.items():  # in node order: the account reads the same
+            if outcome.late:
+                late.append(node)
+            elif outcome.error is not None:  # a bug, not a node: as it was before
+                raise outcome.error
+            elif isinstance(outcome.result, NodeStatus):
+                self.nodes[node].last = outcome.result
+            elif isinstance(outcome.result, str):  # the node's collection failed
+                self.account.plain(outcome.result)
+                self.uncollected.append(node)
+            elif isinstance(outcome.result, StoredRun):
+                self.account.plain(outcome.result.line(self.collector, outcome.got))
+        return late
+
+    def _final(self, node: str) -> Callable[[Pull], object]:
+        """What one node's thread does at the end: a live node streams the rest and is
+        asked its status (-> the status, or a line, or None); a dead one is started again
+        idle on its state dir and streams its stored run (-> :class:`StoredRun`)."""
+
+        def final(pull: Pull) -> object:
+            if self.backend.alive(node) is False:
+                return self._collect_stored_run(node, pull)
+            client = self.clients[node]
+            try:
+                pull.take(client)
+            except NodeUnavailable as exc:
+                return f"node {node}: samples could not be collected ({exc})"
+            try:
+                return client.status()
+            except NodeUnavailable:
+                return None  # its counters up to the last look are kept
+
+        return final
+
+    def _collect_stored_run(self, node: str, pull: Pull) -> StoredRun | str | None:
+        """What a node that is not coming back stored after the last collection: its
+        process is started again, idle, on its state dir, and streams that run's store."""
+        spec = self.specs[node]
+        try:
+            with self._respawning:  # one backend call at a time: backends are not threadsafe
+                if pull.dropped:
+                    return None  # given up on already: no process is started for nothing
+                address = self.backend.restart(node)
+            self._connect(node, address)
+            pull.take(self.clients[node], (spec.experiment, spec.node_id))
+        except RESTART_ERRORS as exc:
+            return f"node {node}: its stored samples could not be collected ({exc})"
+        return StoredRun(node, pull.offset)
+
+    def link_stats(self) -> dict:
+        """Node -> {outbound, inbound}: counters summed over all of the node's processes."""
+        return {node: summed_books(s.carried, s.last) for node, s in self.nodes.items()}
+
+    def program_metrics(self) -> dict:
+        return {
+            node: dict(state.last.program_metrics)
+            for node, state in self.nodes.items()
+            if state.last is not None and state.last.program_metrics
+        }

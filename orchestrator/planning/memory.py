@@ -1,0 +1,131 @@
+"""The memory bounds of ``limits``, checked before anything starts.
+
+``limits.node_memory`` bounds what one node's chains take over its data: chains × dim ×
+rows float64s, for the node holding the most rows. ``limits.samples_memory`` bounds the
+samples the orchestrator gathers: rounds × chains × dim × nodes float64s. A run over
+either is refused in one line naming the bound and the figures, before any node starts.
+
+Synthetic rows are known from the experiment alone (:func:`check_synthetic`, at parse
+time). A file's rows are known once it is read: :func:`check_file_data` reads each file
+the data plan deals out (the one the evaluation reads too; cached per process), computes
+every node's rows with the nodes' own partition (:mod:`starling.node.partition`), and applies
+the same bound. A node's own file (``nodes[i].data.path``) that is not on this machine
+(an inventory node's) is the node's to size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from starling.node.params import ConfigError
+
+if TYPE_CHECKING:
+    from starling.orchestrator.config.experiment import Experiment
+
+__all__ = ["check_file_data", "check_samples", "check_synthetic", "sized", "size_text"]
+
+L = TypeVar("L")
+
+
+def size_text(size: int) -> str:
+    """Bytes as a person reads them: ``2.0 GiB``, ``1.5 MiB``, ``12 bytes``."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= scale:
+            return f"{size / scale:,.1f} {unit}"
+    return f"{size} bytes"
+
+
+def _over(what: str, figures: str, need: int, limit: int, note: str = "") -> ConfigError:
+    return ConfigError(
+        f"{what}: {figures} float64s would take {size_text(need)} per node, over "
+        f"limits.node_memory ({size_text(limit)}){note}"
+    )
+
+
+def check_synthetic(
+    source: str, chains: int, dim: int, plan: Mapping[str, Any], limit: int
+) -> None:
+    """Refuse a run whose per-node arrays would not fit: chains × dim × rows float64s,
+    for the node holding the most synthetic rows (file data: :func:`check_file_data`)."""
+    if source != "synthetic":
+        return
+    sizes = [
+        d.total or sum(d.shard_size(s) for s in d.held_shards())
+        for d in plan.values()
+        if d.source == "synthetic"
+    ]
+    if not sizes:
+        return
+    rows = max(sizes)
+    need = chains * dim * rows * 8
+    if need > limit:
+        raise _over("chains × dim × data.size", f"{chains} × {dim} × {rows}", need, limit)
+
+
+def check_samples(rounds: int, chains: int, dim: int, nodes: int, limit: int) -> None:
+    """Refuse a run whose samples would not fit where they are gathered."""
+    need = rounds * chains * dim * nodes * 8
+    if need > limit:
+        raise ConfigError(
+            f"rounds × chains × dim × nodes: {rounds} × {chains} × {dim} × {nodes} "
+            f"float64 samples would take {size_text(need)}, over limits.samples_memory "
+            f"({size_text(limit)}); evaluate fewer rounds or chains, or raise the limit"
+        )
+
+
+def check_file_data(experiment: Experiment) -> None:
+    """The node-memory bound for the nodes holding file data: each file of the plan read
+    here, each node's rows counted as the node will deal them out; the node holding the
+    most rows decides. Errors reading a file are the ones a node would give."""
+    from starling.node.data import file_rows, load_file
+    from starling.node.models import build_model
+    from starling.orchestrator.planning.data_plan import data_specs
+
+    plan = data_specs(experiment)
+    own = {e.id for e in experiment.nodes if e.data is not None and e.data.path}
+    files = {n: s for n, s in plan.items() if s.source == "file" and s.path}
+    if not files:
+        return
+    model = build_model(experiment.model)
+    chains, dim = experiment.chains, model.dim
+    limit = experiment.limits.node_memory
+    worst: tuple[int, str, str] | None = None
+    for node, spec in files.items():
+        elsewhere = not spec.path.startswith("builtin:") and not Path(spec.path).is_file()
+        if node in own and elsewhere:
+            continue  # a file on the node's own machine: the node sizes it
+        rows = len(file_rows(spec, len(load_file(spec.path, spec.format, model))))
+        if worst is None or rows > worst[0]:
+            worst = (rows, node, spec.path)
+    if worst is None:
+        return
+    rows, node, path = worst
+    need = chains * dim * rows * 8
+    if need > limit:
+        at = experiment.node_ids.index(node)
+        field = f"nodes[{at}].data.path" if node in own else "data.path"
+        raise _over(
+            f"chains × dim × rows of {field}",
+            f"{chains} × {dim} × {rows}",
+            need,
+            limit,
+            f"; node {node} holds {rows} rows of {path!r}",
+        )
+
+
+def sized(loaded: L) -> L:
+    """``loaded`` (an Experiment, or a Study: each of its runs) once its file data passed
+    :func:`check_file_data`; what ``starling run`` and ``simulate`` start from."""
+    from starling.orchestrator.config.study import Study
+
+    if not isinstance(loaded, Study):
+        check_file_data(loaded)  # type: ignore[arg-type]
+        return loaded
+    for cell, variant, _, experiment in loaded.replicates:
+        try:
+            check_file_data(experiment)
+        except ConfigError as exc:  # named as a study's parse errors are
+            raise ConfigError(f"cell {cell!r}, variant {variant!r}: {exc}") from None
+    return loaded

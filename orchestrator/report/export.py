@@ -1,0 +1,189 @@
+"""A results folder's samples as an ArviZ ``InferenceData``, and ``starling export``.
+
+``to_inference_data(results_dir)`` returns one ``posterior`` group whose variable ``x`` has
+dims ``(chain, draw, node, param)``: every node's chains × draws × parameters, with ``node``
+a coordinate (the node ids) and ``draw`` the round index. A node that stored fewer rounds
+than the others (a partial run) is padded with NaN. ``starling export RESULTS --format
+netcdf [--out FILE]`` writes it with ArviZ's netcdf writer (h5netcdf), by default to
+``RESULTS/posterior.nc``; ``arviz.from_netcdf`` reads it back. It never replaces a file
+that exists unless ``--overwrite`` says so, and never one of the run's own files (its
+``samples/`` or anything its ``manifest.json`` lists) at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from starling.node.params import ConfigError
+
+__all__ = [
+    "add_commands",
+    "check_out_file",
+    "load_samples",
+    "to_inference_data",
+    "write_netcdf",
+    "write_replacing",
+]
+
+FORMATS = ("netcdf",)
+
+
+def load_samples(results_dir: str | Path) -> dict[str, np.ndarray]:
+    """Node id -> samples (rounds, chains, d) from ``RESULTS/samples/node-<id>.npz``."""
+    folder = Path(results_dir)
+    files = sorted((folder / "samples").glob("node-*.npz"))
+    if not files:
+        raise ConfigError(f"results: {str(folder)!r} holds no samples/node-*.npz")
+    from starling.orchestrator.report.loading import read_sample_file
+
+    return {file.stem.removeprefix("node-"): read_sample_file(file)[0] for file in files}
+
+
+def to_inference_data(results_dir: str | Path):
+    """The samples of a results folder as an ``arviz.InferenceData`` (see the module doc)."""
+    from starling.orchestrator.report.loading import read_metrics
+
+    folder = Path(results_dir)
+    samples = load_samples(folder)
+    nodes = sorted(samples, key=lambda n: (len(n), n))
+    shapes = {samples[n].shape[1:] for n in nodes}
+    if len(shapes) != 1:
+        raise ConfigError(f"results: nodes stored different chains × dim {sorted(shapes)}")
+    chains, dim = shapes.pop()
+    rounds = max(samples[n].shape[0] for n in nodes)
+    x = np.full((chains, rounds, len(nodes), dim), np.nan)
+    for k, node in enumerate(nodes):
+        values = samples[node]
+        x[:, : values.shape[0], k, :] = np.transpose(values, (1, 0, 2))
+    attrs = {"created_by": "starling export", "results": str(folder)}
+    metrics = read_metrics(folder)
+    attrs.update(
+        {k: str(metrics[k]) for k in ("experiment", "algorithm", "status") if k in metrics}
+    )
+    from starling.orchestrator.evaluation.diagnostics import import_arviz
+
+    az = import_arviz()
+
+    with warnings.catch_warnings():
+        # ArviZ guesses the layout from the shape and warns "More chains than draws" for a
+        # short run with many chains; the layout here is given, (chain, draw, ...), so the
+        # warning would only mislead.
+        warnings.filterwarnings("ignore", message="More chains", category=UserWarning)
+        return az.from_dict(
+            posterior={"x": x},
+            coords={"draw": np.arange(rounds), "node": nodes, "param": np.arange(dim)},
+            dims={"x": ["node", "param"]},
+            posterior_attrs=attrs,
+        )
+
+
+def check_out_file(out: str | Path, overwrite: bool, option: str = "--out") -> Path:
+    """``out`` as a file to write: its folder must exist, it must not be a folder, and it
+    must not exist unless ``overwrite``. A ConfigError naming ``option`` otherwise."""
+    text = str(out)
+    if not text.strip():
+        raise ConfigError(f"{option}: expected a file name, got {text!r}")
+    target = Path(out)
+    if target.is_dir():
+        raise ConfigError(f"{option}: {target} is a folder; name a file in it")
+    parent = target.parent
+    if not parent.exists():
+        raise ConfigError(f"{option}: the folder {parent} does not exist (create it first)")
+    if not parent.is_dir():
+        raise ConfigError(f"{option}: {parent} is not a folder")
+    if target.exists() or target.is_symlink():
+        if not overwrite:
+            raise ConfigError(f"{option}: {target} already exists (--overwrite replaces it)")
+        if not target.is_file():
+            raise ConfigError(f"{option}: {target} is not a regular file")
+    return target
+
+
+def write_replacing(target: Path, write: Callable[[Path], object], option: str = "--out") -> None:
+    """``write`` a temporary file beside ``target``, then move it into place: a write that
+    fails leaves ``target`` as it was."""
+    temporary: Path | None = None
+    try:
+        handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        os.close(handle)
+        temporary = Path(name)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # as an ordinary new file, not mkstemp's 0600
+        write(temporary)
+        os.replace(temporary, target)
+        temporary = None
+    except OSError as exc:
+        raise ConfigError(f"{option}: {target}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        if temporary is not None:
+            temporary.unlink(missing_ok=True)
+
+
+def _run_file(results: Path, target: Path) -> str | None:
+    """What makes ``target`` one of the run's own files in ``results``, if it is one."""
+    folder = results.resolve()
+    resolved = target.resolve()
+    if resolved.is_relative_to(folder / "samples"):
+        return "is in the run's samples/"
+    try:
+        listed = json.loads((results / "manifest.json").read_text()).get("files") or []
+    except (OSError, ValueError, AttributeError):
+        listed = []
+    for name in listed:
+        if isinstance(name, str) and (folder / name).resolve() == resolved:
+            return "is one of the run's files (its manifest.json lists it)"
+    return None
+
+
+def write_netcdf(
+    results_dir: str | Path, out: str | Path | None = None, overwrite: bool = False
+) -> Path:
+    """Write :func:`to_inference_data` as netcdf; returns the file written. An existing
+    file is replaced only with ``overwrite``; the run's own files never are."""
+    results = Path(results_dir)
+    if not results.is_dir():
+        raise ConfigError(f"results: {results} is not a folder")
+    target = check_out_file(out if out is not None else results / "posterior.nc", overwrite)
+    clash = _run_file(results, target)
+    if clash:
+        raise ConfigError(f"--out: {target} {clash}; write the export elsewhere")
+    data = to_inference_data(results)
+    write_replacing(target, lambda path: data.to_netcdf(str(path)))
+    return target
+
+
+def cmd_export(args) -> int:
+    if args.format not in FORMATS:
+        raise ConfigError(f"--format: unknown format {args.format!r} (use {', '.join(FORMATS)})")
+    print(write_netcdf(args.results, args.out, overwrite=args.overwrite))
+    return 0
+
+
+def add_commands(sub) -> None:
+    export = sub.add_parser(
+        "export",
+        help="write a results folder's samples as ArviZ InferenceData (netcdf): "
+        "chains × draws × parameters, node as a coordinate",
+    )
+    export.add_argument("results", help="the run's results folder")
+    export.add_argument("--format", default="netcdf", help="netcdf (the only one)")
+    export.add_argument(
+        "--out",
+        metavar="FILE",
+        help="the file to write, in a folder that exists (default: RESULTS/posterior.nc); "
+        "never a file of the run itself (samples/, or one its manifest.json lists)",
+    )
+    export.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace FILE if it exists (without it, an existing file is refused)",
+    )
+    export.set_defaults(handler=cmd_export)

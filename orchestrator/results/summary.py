@@ -1,0 +1,87 @@
+"""The summary's lines for the figures beyond W2: predictive metrics, transport distances
+and ESS / R-hat (what :mod:`starling.orchestrator.evaluation.scoring` put in ``metrics.json``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+__all__ = ["scoring_lines"]
+
+
+def _num(value, spec: str = ".4f") -> str:
+    """``value`` formatted, or a dash as wide (an AUC of ten classes, a diverged node)."""
+    if value is None:
+        width = spec.split(".")[0]
+        return format("-", f">{width}") if width else "-"
+    return format(value, spec)
+
+
+def _node_rows(rows: list, cells: Callable[[Mapping], str]) -> list[str]:
+    """One line per (name, figures) row: ``cells(figures)`` after the name; a missing
+    network average is left out, a missing node's figures read ``diverged``."""
+    lines = []
+    for name, figures in rows:
+        if figures is None:
+            if name != "average":
+                lines.append(f"{name:>10}  diverged")
+            continue
+        lines.append(f"{name:>10}  {cells(figures)}")
+    return lines
+
+
+def scoring_lines(metrics: Mapping) -> list[str]:
+    lines: list[str] = []
+    predictive = metrics.get("predictive")
+    if predictive:
+        test = predictive.get("test", {})
+        where = test.get("path") or f"split {test.get('split')} seed {test.get('seed')}"
+        lines.append(
+            f"held-out {test.get('rows')} rows ({where}), last {predictive.get('window')} round(s)"
+        )
+        lines.append(
+            f"{'node':>10}  {'accuracy':>8}  {'AUC':>8}  {'log-loss':>8}  "
+            f"{'per-sample accuracy':>8}"
+        )
+        rows = [("average", predictive.get("average")), *predictive["per_node"].items()]
+        lines += _node_rows(
+            rows,
+            lambda s: (
+                f"{_num(s.get('predictive_accuracy'), '8.4f')}  "
+                f"{_num(s.get('predictive_auc'), '8.4f')}  "
+                f"{_num(s.get('predictive_log_loss'), '8.4f')}  "
+                f"{_num(s.get('sample_accuracy'), '8.4f')}"
+            ),
+        )
+    distances = metrics.get("distances")
+    if distances:
+        ref = distances.get("reference", {})
+        lines.append(
+            f"distances to {ref.get('size')} reference samples ({ref.get('method')}), "
+            f"last {distances.get('window')} round(s)"
+        )
+        lines.append(
+            f"{'node':>10}  {'Sinkhorn':>8}  {'sliced W2':>9}  "
+            f"(Sinkhorn reg {distances.get('reg')}; floor: reference vs itself)"
+        )
+        rows = [("average", distances.get("average")), *distances["per_node"].items()]
+        if distances.get("reference_floor"):
+            rows.append(("floor", distances["reference_floor"]))
+        lines += _node_rows(
+            rows, lambda s: f"{_num(s.get('sinkhorn'), '8.4f')}  {_num(s.get('sliced_w2'), '9.4f')}"
+        )
+    diagnostics = metrics.get("diagnostics")
+    if diagnostics and diagnostics.get("per_node"):
+        lines.append(
+            f"ArviZ diagnostics over rounds {diagnostics.get('draws_from')}.."
+            f"{diagnostics.get('rounds', 1) - 1} (chains × draws), worst coordinate"
+        )
+        lines.append(f"{'node':>10}  {'ESS bulk':>8}  {'ESS tail':>8}  {'R-hat':>8}")
+        for name, s in diagnostics["per_node"].items():
+            if s is None:
+                lines.append(f"{name:>10}  -")
+                continue
+            lines.append(
+                f"{name:>10}  {_num(s.get('ess_bulk_min'), '8.1f')}  "
+                f"{_num(s.get('ess_tail_min'), '8.1f')}  {_num(s.get('rhat_max'), '8.4f')}"
+            )
+    return lines
