@@ -22,6 +22,7 @@ import pytest
 
 from starling.node.runtime.archive import run_directory
 from starling.node.runtime.store import SampleStore
+from starling.orchestrator.planning.plan import plan_run
 from tests.conftest import run_cli
 from tests.test_live_cli_e2e import WAIT, LiveRun, _ring
 
@@ -175,7 +176,7 @@ def test_collect_scores_a_run_on_the_nodes_own_data_as_the_run_would(tmp_path, s
             "backend": {"kind": "local"},
         }
     )
-    expected = evaluate(twin, samples).metrics
+    expected = evaluate(plan_run(twin).evaluation, samples).metrics
     assert "w2" in metrics, sorted(metrics)
     for key in ("mean", "std"):
         assert metrics["posterior"][key] == pytest.approx(expected["posterior"][key], abs=1e-12)
@@ -197,7 +198,7 @@ def test_a_node_killed_for_good_mid_run_is_left_to_collect_and_loses_nothing(
     the node stored after its last collection is only in its store. The manifest names it
     (``not_collected``), so once it serves again ``starling collect`` writes every sample
     it stored; before, collect refused a run that had ended, and those samples were lost."""
-    from starling.orchestrator.execution.recovery import START
+    from starling.orchestrator.results.start_record import START
     from tests.node.test_runtime_harness import Cluster
     from tests.test_live_cli_e2e import inventory_ring
 

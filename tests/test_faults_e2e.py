@@ -23,6 +23,7 @@ from starling.orchestrator.config.experiment import parse_experiment
 from starling.orchestrator.evaluation.evaluate import ground_truth
 from starling.orchestrator.evaluation.metrics import empirical_w2
 from starling.orchestrator.planning.node_specs import node_specs
+from starling.orchestrator.planning.plan import plan_run
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.e2e
@@ -247,7 +248,7 @@ def test_running_sums_reach_the_posterior_after_a_cut_and_plain_push_sum_does_no
     plain_metrics, _ = _run(plain_path, tmp_path / "plain", starling_home)
 
     experiment = parse_experiment(rs_raw)
-    truth = ground_truth(experiment)
+    truth = ground_truth(plan_run(experiment).evaluation)
     clean = simulate(node_specs(parse_experiment({**rs_raw, "faults": []})))
     rs = {n: s for n, (s, _) in _samples(tmp_path / "rs").items()}
     plain = {n: s for n, (s, _) in _samples(tmp_path / "plain").items()}

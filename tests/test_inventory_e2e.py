@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
-from starling.orchestrator.execution.backends.base import BackendError
+from starling.orchestrator.core.errors import BackendError
 from starling.orchestrator.execution.backends.inventory import InventoryBackend
 from tests.conftest import run_cli
 from tests.node.test_runtime_harness import Cluster

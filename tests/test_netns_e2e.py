@@ -36,7 +36,7 @@ import yaml
 
 from starling.node.protocol.contract import READY_PREFIX
 from starling.orchestrator.deploy.certs import init_certs
-from starling.orchestrator.results.write import link_summary
+from starling.orchestrator.results.link_books import link_summary
 from tests.conftest import run_cli
 from tests.netns import NamespaceBed, netem_available, unavailable
 from tests.node.test_runtime_harness import ROOT

@@ -15,10 +15,13 @@ import numpy as np
 import pytest
 
 from starling.node.engine import simulate
-from starling.orchestrator.config.study import load_study, run_study
+from starling.orchestrator.config.study import load_study
 from starling.orchestrator.config.yaml_files import read_yaml_file
 from starling.orchestrator.execution.runner import run_experiment
+from starling.orchestrator.execution.study import run_study
+from starling.orchestrator.planning.load import plan_study
 from starling.orchestrator.planning.node_specs import node_specs
+from starling.orchestrator.planning.plan import plan_run
 from tests.conftest import ROOT
 
 
@@ -40,7 +43,7 @@ def _first_below(curves_csv, cell: str, threshold: float) -> dict[str, int]:
 def test_admms_is_fastest_on_the_ring_not_on_the_full_graph(tmp_path, figure):
     raw = {**read_yaml_file(ROOT / "examples" / f"{figure}.yaml"), "seeds": 1}  # the first seed
     study = load_study(raw)
-    run_study(study, tmp_path, "simulate", say=lambda _m: None)
+    run_study(plan_study(study), tmp_path, "simulate", say=lambda _m: None)
     for name in ("table.csv", "table.md", "curves.csv", "w2-ring.png", "w2-full.png"):
         assert (tmp_path / name).is_file(), name
     never = 10**9
@@ -60,7 +63,7 @@ def test_admms_is_fastest_on_the_ring_not_on_the_full_graph(tmp_path, figure):
 def _first_seed(tmp_path, figure: str) -> dict[tuple[str, str], list[float]]:
     """Run a shipped study's first seed; agent 0's W2 at every iteration, per (cell, variant)."""
     raw = {**read_yaml_file(ROOT / "examples" / f"{figure}.yaml"), "seeds": 1}
-    run_study(load_study(raw), tmp_path, "simulate", say=lambda _m: None)
+    run_study(plan_study(load_study(raw)), tmp_path, "simulate", say=lambda _m: None)
     with open(tmp_path / "curves.csv") as handle:
         rows = list(csv.DictReader(handle))
     curves: dict[tuple[str, str], list[float]] = {}
@@ -116,7 +119,7 @@ def test_ring_of_five_over_grpc_equals_its_simulation(tmp_path, starling_home):
     assert {v for v, _ in ring} == {"D-ADMMS", "ADMM", "D-SGLD", "D-SGHMC", "D-ULA"}
     for variant, experiment in ring:
         folder = tmp_path / variant
-        run_experiment(experiment, folder, say=lambda _m: None)
+        run_experiment(plan_run(experiment), folder, say=lambda _m: None)
         expected = simulate(node_specs(experiment))
         for node, values in expected.items():
             with np.load(folder / "samples" / f"node-{node}.npz") as data:

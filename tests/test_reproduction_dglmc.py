@@ -37,8 +37,10 @@ import csv
 
 import pytest
 
-from starling.orchestrator.config.study import load_study, run_study
+from starling.orchestrator.config.study import load_study
 from starling.orchestrator.config.yaml_files import read_yaml_file
+from starling.orchestrator.execution.study import run_study
+from starling.orchestrator.planning.load import plan_study
 from tests.conftest import ROOT
 
 
@@ -48,7 +50,7 @@ def test_dglmc_places_the_hpd_level_of_a_logistic_posterior_better_than_dsgld(
 ):
     monkeypatch.setenv("STARLING_CACHE_DIR", str(tmp_path / "cache"))
     raw = {**read_yaml_file(ROOT / "examples" / "dglmc-logreg-hpd.yaml"), "seeds": 1}
-    run_study(load_study(raw), tmp_path / "out", "simulate", say=lambda _m: None)
+    run_study(plan_study(load_study(raw)), tmp_path / "out", "simulate", say=lambda _m: None)
     with open(tmp_path / "out" / "seeds.csv") as handle:
         rows = {row["variant"]: row for row in csv.DictReader(handle)}
     dg, ds = rows["DG-LMC"], rows["D-SGLD"]

@@ -19,15 +19,17 @@ import csv
 
 import pytest
 
-from starling.orchestrator.config.study import load_study, run_study
+from starling.orchestrator.config.study import load_study
 from starling.orchestrator.config.yaml_files import read_yaml_file
+from starling.orchestrator.execution.study import run_study
+from starling.orchestrator.planning.load import plan_study
 from tests.conftest import ROOT
 
 
 @pytest.mark.slow  # one seed of the study: about 4 minutes on 2 cores
 def test_dglmc_and_dsgld_predict_the_held_out_digits_alike(tmp_path):
     raw = {**read_yaml_file(ROOT / "examples" / "dglmc-bnn-digits.yaml"), "seeds": 1}
-    run_study(load_study(raw), tmp_path / "out", "simulate", say=lambda _m: None)
+    run_study(plan_study(load_study(raw)), tmp_path / "out", "simulate", say=lambda _m: None)
     with open(tmp_path / "out" / "seeds.csv") as handle:
         rows = {row["variant"]: row for row in csv.DictReader(handle)}
     dg = float(rows["DG-LMC"]["accuracy_predictive"])

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import csv
 
-from starling.orchestrator.config.study import load_study, run_study
+from starling.orchestrator.config.study import load_study
 from starling.orchestrator.config.yaml_files import read_yaml_file
+from starling.orchestrator.execution.study import run_study
+from starling.orchestrator.planning.load import plan_study
 from tests.conftest import ROOT
 
 
 def test_a_longer_sync_period_hurts_async_sghmc_not_ec_sghmc(tmp_path):
     raw = read_yaml_file(ROOT / "examples" / "ec-sghmc-digits.yaml")
     raw = {**raw, "seeds": 1, "cells": [c for c in raw["cells"] if c["rounds"] == 200]}
-    run_study(load_study(raw), tmp_path, "simulate", say=lambda _m: None)
+    run_study(plan_study(load_study(raw)), tmp_path, "simulate", say=lambda _m: None)
     with open(tmp_path / "seeds.csv") as handle:
         nll = {row["variant"]: float(row["nll_sample"]) for row in csv.DictReader(handle)}
     assert nll["Async s=8"] > 2 * nll["Async s=1"], nll

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import csv
 
-from starling.orchestrator.config.study import load_study, run_study
+from starling.orchestrator.config.study import load_study
 from starling.orchestrator.config.yaml_files import read_yaml_file
+from starling.orchestrator.execution.study import run_study
+from starling.orchestrator.planning.load import plan_study
 from tests.conftest import ROOT
 
 
 def test_push_sum_converges_on_the_linear_regression_posterior(tmp_path):
     raw = {**read_yaml_file(ROOT / "examples" / "push-sum-linreg.yaml"), "seeds": 1}
-    run_study(load_study(raw), tmp_path, "simulate", say=lambda _m: None)
+    run_study(plan_study(load_study(raw)), tmp_path, "simulate", say=lambda _m: None)
     with open(tmp_path / "curves.csv") as handle:
         curves: dict[str, list[float]] = {}
         for row in csv.DictReader(handle):

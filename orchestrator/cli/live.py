@@ -17,8 +17,7 @@ from starling.node.params import ConfigError
 from starling.orchestrator.config.experiment import parse_delay as experiment_delay
 from starling.orchestrator.core.errors import NodeUnavailable
 from starling.orchestrator.execution import live
-from starling.orchestrator.results.link_books import summed_books
-from starling.orchestrator.results.write import link_summary
+from starling.orchestrator.results.link_books import link_summary, summed_books
 
 if TYPE_CHECKING:
     from starling.orchestrator.execution.client import NodeClient

@@ -24,35 +24,10 @@ __all__ = ["EXIT_DIVERGED", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE", "ex
 
 
 def _load(args):
-    """The file named on the command line, read once: a Study or an Experiment."""
-    from starling.orchestrator.config.experiment import parse_experiment
-    from starling.orchestrator.config.study import is_study, load_study
-    from starling.orchestrator.config.yaml_files import read_yaml_file
-    from starling.orchestrator.planning.memory import sized  # file data: limits.node_memory
+    """The plan of the file named on the command line (a study's, or one run's)."""
+    from starling.orchestrator.planning.load import load
 
-    raw = read_yaml_file(_experiment_file(args.experiment))
-    inventory = getattr(args, "inventory", None)
-    if is_study(raw):
-        if inventory:
-            raise ConfigError("--inventory: drives one experiment, not a study")
-        return sized(load_study(raw))
-    if inventory:  # the experiment's backend becomes the file's nodes
-        from starling.orchestrator.execution.backends.inventory import (
-            load_inventory,
-            with_inventory,
-        )
-
-        raw = with_inventory(raw, load_inventory(inventory))
-    return sized(parse_experiment(raw, default_name=Path(args.experiment).stem))
-
-
-def _experiment_file(name: str) -> str | Path:
-    """``name`` itself when it is a file, else the shipped example of that name (if any)."""
-    from starling.orchestrator.config.shipped import example_path
-
-    if Path(name).exists():
-        return name
-    return example_path(name) or name
+    return load(args.experiment, getattr(args, "inventory", None))
 
 
 def _into_folder(
@@ -107,14 +82,15 @@ def _progress(args):
 
 
 def cmd_run(args) -> int:
-    from starling.orchestrator.config.study import Study, run_study
     from starling.orchestrator.execution.runner import run_experiment
+    from starling.orchestrator.execution.study import run_study
+    from starling.orchestrator.planning.load import StudyPlan
 
     loaded = _load(args)
     _experiment_context(loaded.name)
     _operating(args)
     with _progress(args) as shown:
-        if isinstance(loaded, Study):
+        if isinstance(loaded, StudyPlan):
             study = _reported(
                 args, lambda out: run_study(loaded, out, "run", say=_say, progress=shown) and None
             )
@@ -132,14 +108,15 @@ def cmd_run(args) -> int:
 
 
 def cmd_simulate(args) -> int:
-    from starling.orchestrator.config.study import Study, run_study
     from starling.orchestrator.execution.simulation import simulate_experiment
+    from starling.orchestrator.execution.study import run_study
+    from starling.orchestrator.planning.load import StudyPlan
 
     loaded = _load(args)
     _experiment_context(loaded.name)
     _operating(args)
     with _progress(args) as shown:
-        if isinstance(loaded, Study):
+        if isinstance(loaded, StudyPlan):
             study = _reported(
                 args,
                 lambda out: run_study(loaded, out, "simulate", say=_say, progress=shown) and None,
@@ -233,8 +210,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _guard(action: Callable[[], int]) -> int:
     from starling.node.shown import shorten
-    from starling.orchestrator.core.errors import NodeUnavailable
-    from starling.orchestrator.execution.backends.base import BackendError
+    from starling.orchestrator.core.errors import BackendError, NodeUnavailable
     from starling.orchestrator.results.unwritable import ResultsUnwritable
 
     try:

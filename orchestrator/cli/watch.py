@@ -22,8 +22,7 @@ from typing import IO, Any
 
 from starling.orchestrator.core.errors import NodeUnavailable
 from starling.orchestrator.execution import live
-from starling.orchestrator.results.link_books import summed_books
-from starling.orchestrator.results.write import link_summary
+from starling.orchestrator.results.link_books import link_summary, summed_books
 
 __all__ = ["REFRESH_SECONDS", "link_state", "watch"]
 

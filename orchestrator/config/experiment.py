@@ -17,8 +17,8 @@ from starling.node.models import build_model
 from starling.node.params import ConfigError, check_dimension, parse_params
 from starling.node.samplers import algorithm_info
 from starling.node.spec import LinkFault, ModelSpec
+from starling.orchestrator.config.backends import BackendSettings, backend_settings
 from starling.orchestrator.config.schema import (
-    BackendSection,
     DataSection,
     EvaluationSection,
     ExperimentFile,
@@ -31,7 +31,6 @@ from starling.orchestrator.config.schema import (
 from starling.orchestrator.config.yaml_files import read_yaml_file, refuse_non_finite
 from starling.orchestrator.faults.kernel import KernelFault, parse_kernel_faults
 from starling.orchestrator.faults.schedule import NodeFault, parse_faults
-from starling.orchestrator.planning.memory import check_samples, check_synthetic
 from starling.orchestrator.topology import (
     Graph,
     Topology,
@@ -78,7 +77,7 @@ class Experiment:
     checkpoint_every: int
     evaluation: EvaluationSection
     faults: tuple[tuple[str, LinkFault], ...]
-    backend: BackendSection
+    backend: BackendSettings
     source: Mapping[str, Any] = field(default_factory=dict)
     topology: Topology | None = None
     """The graph schedule; None means the one static ``graph``. ``graph`` is its union."""
@@ -169,11 +168,8 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
         round_seconds=spec.round_seconds,
     )
     kernel_faults = parse_kernel_faults(spec.kernel_faults, [n.id for n in nodes], rounds)
-    if kernel_faults and spec.backend.kind != "docker":
-        raise ConfigError(
-            f"kernel_faults: need backend kind docker (this experiment's is "
-            f"{spec.backend.kind!r}); use faults for emulated ones"
-        )
+    backend = backend_settings(spec.backend)
+    _check_backend_can(backend, faults.nodes, kernel_faults, spec.data.source, len(nodes))
     experiment = Experiment(
         name=spec.name or name_from(default_name),
         algorithm=info.name,
@@ -189,7 +185,7 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
         checkpoint_every=spec.checkpoint_every,
         evaluation=spec.evaluation,
         faults=faults.links,
-        backend=spec.backend,
+        backend=backend,
         source=dict(raw),
         topology=topology,
         node_faults=faults.nodes,
@@ -198,21 +194,6 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
         limits=spec.limits,
         kernel_faults=kernel_faults,
     )
-    from starling.orchestrator.planning.data_plan import (
-        data_specs,  # it imports Experiment from here
-    )
-
-    limits = spec.limits  # file data: check_file_data, before a run starts (reads files)
-    check_synthetic(
-        spec.data.source, spec.chains, built.dim, data_specs(experiment), limits.node_memory
-    )
-    check_samples(spec.rounds, spec.chains, built.dim, len(experiment.nodes), limits.samples_memory)
-    last_port = spec.backend.base_port + len(experiment.nodes) - 1
-    if spec.backend.base_port and last_port > 65535:
-        raise ConfigError(
-            f"backend.base_port: {len(experiment.nodes)} nodes from port "
-            f"{spec.backend.base_port} would need port {last_port}, beyond 65535"
-        )
     if spec.evaluation.hpd is not None and not _hpd_level_known(spec, built):
         raise ConfigError(
             f"evaluation.hpd: model {spec.model.name!r} has no exact Gaussian posterior; "
@@ -222,6 +203,33 @@ def parse_experiment(raw: Any, default_name: str = "experiment") -> Experiment:
 
 
 DATA_SOURCES = ("synthetic", "file", "node")
+
+
+def _check_backend_can(
+    backend: BackendSettings,
+    node_faults: tuple[NodeFault, ...],
+    kernel_faults: tuple[KernelFault, ...],
+    data_source: str,
+    nodes: int,
+) -> None:
+    """What the experiment asks of its backend, against what the backend's kind can do."""
+    can = backend.capabilities
+    if kernel_faults and not can.kernel_faults:
+        raise ConfigError(
+            f"kernel_faults: need backend kind docker, or another that can fault the kernel "
+            f"(this experiment's is {backend.kind!r}); use faults for emulated ones"
+        )
+    if node_faults and not can.kills_nodes:
+        raise ConfigError(
+            f"faults: node {node_faults[0].node!r} cannot be killed by the {backend.kind} backend "
+            "(the node runs outside Starling); schedule link faults instead"
+        )
+    if data_source == "file" and not can.host_files:
+        raise ConfigError(
+            f"data.source: file is a path on this machine, which the {backend.kind} backend's "
+            "nodes do not see; use synthetic data or source: node"
+        )
+    backend.check_nodes(nodes)
 
 
 def _check_unused_data_fields(data) -> None:
@@ -243,23 +251,26 @@ def _check_unused_data_fields(data) -> None:
 def _hpd_level_known(spec: ExperimentFile, model) -> bool:
     """Whether [003]'s HPD level η_α is at hand: exact (a Gaussian posterior) or from
     reference samples (:mod:`starling.orchestrator.evaluation.hpd`)."""
-    from starling.orchestrator.evaluation.reference import resolved_method
-
-    method = resolved_method(model, spec.evaluation.reference.method)
+    method = reference_method(model, spec.evaluation.reference.method)
     return hasattr(model, "exact_posterior") or method != "none"
 
 
 REFERENCE_METHODS = ("auto", "grid", "mala", "none")
 
 
+def reference_method(model, method: str) -> str:
+    """``evaluation.reference.method`` with ``auto`` resolved for ``model``: ``grid`` where
+    the model has a grid reference, else ``none``; ``mala`` only when asked for
+    (:mod:`starling.orchestrator.evaluation.reference`)."""
+    if method == "auto":
+        return "grid" if hasattr(model, "reference_posterior") else "none"
+    return method
+
+
 def _check_evaluation(spec: ExperimentFile, model) -> None:
     """What ``evaluation`` asks must suit the model and the data (one line naming the field)."""
-    from starling.orchestrator.evaluation.heldout import (
-        check_test,  # it imports Experiment from here
-    )
-
     evaluation = spec.evaluation
-    check_test(evaluation.test, spec.data, model)
+    _check_test(evaluation.test, spec.data, model)
     if evaluation.burn_in is not None and evaluation.burn_in >= spec.rounds:
         raise ConfigError(f"evaluation.burn_in: must be below rounds ({spec.rounds})")
     method = evaluation.reference.method
@@ -271,6 +282,25 @@ def _check_evaluation(spec: ExperimentFile, model) -> None:
     if method == "grid" and not hasattr(model, "reference_posterior"):
         raise ConfigError(
             f"evaluation.reference.method: model {spec.model.name} has no grid reference; use mala"
+        )
+
+
+def _check_test(test, data, model) -> None:
+    """One-line errors for an ``evaluation.test`` that cannot work (the held-out rows
+    themselves are :mod:`starling.orchestrator.evaluation.heldout`'s)."""
+    if test is None:
+        return
+    if not hasattr(model, "predict_proba"):
+        raise ConfigError(
+            f"evaluation.test: model {type(model).__name__} is not a classifier "
+            "(predictive metrics need logistic_regression or mlp)"
+        )
+    if bool(test.path) == (test.split is not None):
+        raise ConfigError("evaluation.test: give exactly one of path (a test file) or split")
+    if test.split is not None and data.source not in ("synthetic", "file"):
+        raise ConfigError(
+            f"evaluation.test.split: needs data.source synthetic or file, not {data.source!r} "
+            "(the orchestrator cannot split data the nodes bring); give a test path"
         )
 
 

@@ -21,10 +21,8 @@ from starling.node.security import ORCHESTRATOR_ID
 from starling.node.shown import shown
 from starling.node.spec import MAX_SECONDS
 from starling.orchestrator.core.validation import STRICT, Float, Int, Str, config_error
-from starling.orchestrator.execution.backends import backend_kinds
 
 __all__ = [
-    "BackendSection",
     "DataSection",
     "EvaluationSection",
     "ExperimentFile",
@@ -36,7 +34,6 @@ __all__ = [
     "TestSection",
     "TransportSection",
     "TopologySection",
-    "BACKEND_KINDS",
     "delay_ms",
     "memory_bytes",
     "validate",
@@ -267,47 +264,6 @@ class EvaluationSection(BaseModel):
     """ArviZ's ESS and R-hat per node (:mod:`starling.orchestrator.evaluation.diagnostics`)."""
 
 
-BACKEND_KINDS = backend_kinds()
-"""The backends a file may name: the backend modules of ``orchestrator/execution/backends/``, listed
-without importing them (they load grpc, which ``simulate`` must not)."""
-
-
-def _known_backend(kind: str) -> str:
-    if kind not in BACKEND_KINDS:
-        raise ValueError(f"unknown backend {kind!r} (available: {', '.join(BACKEND_KINDS)})")
-    return kind
-
-
-class TlsSection(BaseModel):
-    """The orchestrator's own certificate (``starling certs init``): mutual TLS to nodes."""
-
-    model_config = STRICT
-    ca: Str
-    cert: Str
-    key: Str
-
-
-class BackendSection(BaseModel):
-    model_config = STRICT
-    kind: Annotated[Str, AfterValidator(_known_backend)] = "local"
-    host: Str = "127.0.0.1"
-    base_port: Annotated[Int, Field(ge=0, le=65535)] = 0
-    """0: each node picks a free port itself; otherwise node k listens on base_port + k."""
-    nodes: dict[NodeId, Str] = Field(default_factory=dict)
-    """``kind: inventory``: node id -> host:port of a node that already runs."""
-    ready_timeout: Annotated[Float, Field(gt=0)] = 60.0
-    """``kind: inventory`` or ``docker``: seconds to wait for every node's health check."""
-    image: Str = "starling-node:latest"
-    """``kind: docker``: the node image each node's container runs."""
-    netfault_image: Str = "starling-netfault:latest"
-    """``kind: docker``: the helper image that sets kernel link faults (nft, tc) from inside
-    a node's network namespace (docker/netfault.Dockerfile)."""
-    tls: TlsSection | None = None
-    """The orchestrator's CA, certificate and key: every Control channel is mutual TLS."""
-    token_file: Str = ""
-    """Without TLS: the bearer token nodes started with ``--token-file`` expect."""
-
-
 class LimitsSection(BaseModel):
     model_config = STRICT
     node_memory: Memory = DEFAULT_NODE_MEMORY
@@ -379,7 +335,9 @@ class ExperimentFile(BaseModel):
     and rounds."""
     round_seconds: Seconds | None = None
     link_delay: Delay = 0.0
-    backend: BackendSection = Field(default_factory=BackendSection)
+    backend: dict[str, Any] = Field(default_factory=dict)
+    """Checked against its kind's own settings model
+    (:mod:`starling.orchestrator.config.backends`)."""
     limits: LimitsSection = Field(default_factory=LimitsSection)
 
 

@@ -18,7 +18,7 @@ Each run's fields are ``base``, then the cell, then the variant, then the varian
 results folder under ``<out>/<cell>/<variant>/``, plus ``curves.csv`` (W2 per iteration of
 one agent and of the agent average), ``table.csv`` and ``table.md`` (final W2 and consensus
 error), and one plot per cell when matplotlib is installed; with ``evaluation.hpd``, also
-``hpd_curves.csv`` and ``hpd-<cell>.png`` (:mod:`starling.orchestrator.results.study_hpd`).
+``hpd_curves.csv`` and ``hpd-<cell>.png`` (:mod:`starling.orchestrator.results.study_plots`).
 
 Replicates and error bars (:mod:`starling.orchestrator.evaluation.replicates`): ``seeds: K`` runs
 every (cell, variant) K times, with the experiment's ``seed`` (and, with ``vary_data: true``,
@@ -32,10 +32,9 @@ from each run's ``metrics.json`` by its dotted path. Iteration k means k updates
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
@@ -43,25 +42,17 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from starling.node.params import ConfigError
 from starling.orchestrator.config.experiment import Experiment, parse_experiment
 from starling.orchestrator.config.schema import Name, validate
-from starling.orchestrator.core.progress import Progress
 from starling.orchestrator.core.validation import STRICT, Float, Str
-from starling.orchestrator.results.study_figures import (
-    Curve,
-    headline,
-    read_curves,
-    reserved_column,
-    run_row,
-    summarise,
-)
-from starling.orchestrator.results.study_hpd import plot_hpd_curves, read_hpd_rows, write_hpd_curves
-from starling.orchestrator.results.study_tables import (
-    plot_against_x,
-    plot_curves,
-    slug,
-    write_tables,
-)
 
-__all__ = ["Study", "is_study", "load_study", "run_study"]
+__all__ = [
+    "BASE_KEYS",
+    "FIRST_BELOW",
+    "Study",
+    "is_study",
+    "load_study",
+    "reserved_column",
+    "slug",
+]
 
 SUMMARIES = ("average", "agent")
 
@@ -74,7 +65,7 @@ def _summary(value: Any) -> str:
 
 def _figure_names(value: dict[str, str]) -> dict[str, str]:
     """A figure may not take a column the study already writes: it would show twice, or not
-    at all, in the tables (:func:`~starling.orchestrator.results.study_figures.reserved_column`)."""
+    at all, in the tables (:func:`reserved_column`)."""
     for name in value:
         if reserved_column(name):
             raise ValueError(
@@ -242,74 +233,22 @@ def _seeded(fields: Mapping[str, Any], r: int, vary_data: bool) -> dict[str, Any
     return out
 
 
-def run_study(
-    study: Study,
-    out: Path,
-    mode: str,
-    say: Callable[[str], None] = print,
-    progress: Progress | None = None,
-) -> list[dict]:
-    """Run every (cell, variant, seed) in ``mode`` ("simulate" or "run"); write the
-    per-seed figures, their intervals, tables and plots. Returns one row per run.
-    ``progress`` shows the runs done and each run's rounds."""
-    from starling.orchestrator.execution.runner import run_experiment
-    from starling.orchestrator.execution.simulation import simulate_experiment
-
-    out = Path(out)
-    rows: list[dict] = []
-    curves: list[Curve] = []
-    hpd_rows: list[dict] = []
-    progress = progress or Progress()
-    inner = progress.inner()
-    total = len(study.replicates)
-    for done, (cell, variant, r, experiment) in enumerate(study.replicates):
-        folder = out / slug(cell) / slug(variant)
-        if study.seeds > 1:
-            folder = folder / f"seed-{r}"
-        started = time.monotonic()
-        seed = f", seed {r}" if study.seeds > 1 else ""
-        progress.cells(done, total, f"{cell} / {variant}{seed}")
-        if mode == "run":
-            metrics = run_experiment(experiment, folder, say=lambda _m: None, progress=inner)
-        else:
-            metrics = simulate_experiment(
-                experiment, folder, say=lambda _m: None, quiet=True, progress=inner
-            )
-        if metrics.get("interrupted"):  # Ctrl-C or SIGTERM, in either engine
-            if rows:
-                write_tables(out, study, rows, curves)
-                write_hpd_curves(out, hpd_rows)
-            say(f"interrupted during {cell} / {variant}; the runs before it are in {out}")
-            raise KeyboardInterrupt
-        samples_of = {n: c for n, c in (metrics.get("samples_per_node") or {}).items() if c}
-        agent = study.agent if study.agent in samples_of else min(samples_of, default=study.agent)
-        hpd_rows += read_hpd_rows(folder, cell, variant, r, agent, experiment.rounds)
-        read = read_curves(folder / "w2_curve.csv")
-        curve = Curve(cell, variant, r, read.get("average"), read.get(f"node-{agent}"))
-        row = run_row(study, experiment, metrics, curve, agent, r)
-        row["seconds"] = round(time.monotonic() - started, 2)
-        rows.append(row)
-        if curve.average is not None and curve.agent is not None:
-            curves.append(curve)
-        say(
-            f"{cell:>12} {variant:>12}{f' seed {r}' if study.seeds > 1 else ''}"
-            f"  W2 avg {_fmt(row['w2_average'])}  agent {_fmt(row['w2_agent'])}"
-            f"  consensus {_fmt(row['consensus_error'])}  ({row['seconds']} s)"
-        )
-    progress.cells(total, total)
-    write_tables(out, study, rows, curves)
-    write_hpd_curves(out, hpd_rows)
-    plotted = plot_curves(out, study, curves) + plot_against_x(out, study, summarise(study, rows))
-    plotted += plot_hpd_curves(out, study.name, hpd_rows)
-    if plotted:
-        say(f"plots: {', '.join(str(p) for p in plotted)}")
-    for line in headline(study, rows):
-        say(line)
-    say(f"study written to {out}")
-    return rows
+def slug(label: str) -> str:
+    """A label as a folder or file name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-") or "run"
 
 
-def _fmt(value) -> str:
-    if value is None:
-        return "   -   "
-    return f"{value:7.4f}" if abs(value) < 1e3 else f"{value:7.2g}"
+BASE_KEYS = ("w2_average", "w2_agent", "w2_node_mean", "consensus_error", "lost_fraction")
+
+
+FIRST_BELOW = "first_below"
+
+
+_LABELS = ("cell", "variant", "seed_index", "seed", "algorithm", "diverged", "seconds")
+"""The other columns of ``seeds.csv`` (:func:`run_row`) and the summary's."""
+
+
+def reserved_column(name: str) -> bool:
+    """Whether ``name`` is a column a study writes whatever its ``figures``."""
+    at = name.startswith(("w2_agent_at_", "w2_average_at_")) and name.rsplit("_", 1)[1].isdigit()
+    return name in (*BASE_KEYS, FIRST_BELOW, *_LABELS) or at

@@ -1,10 +1,10 @@
-"""What goes wrong talking to a node, as plain exceptions: importable without grpc, so the
-CLI can report them on every path (``simulate`` included) without loading the network stack.
-:mod:`starling.orchestrator.execution.client` raises them."""
+"""What goes wrong talking to a node or its backend, as plain exceptions: importable without
+grpc, so the CLI can report them on every path (``simulate`` included) without loading the
+network stack. :mod:`starling.orchestrator.execution.client` and the backends raise them."""
 
 from __future__ import annotations
 
-__all__ = ["NodeRejected", "NodeUnavailable"]
+__all__ = ["BackendError", "NodeRejected", "NodeUnavailable"]
 
 
 class NodeUnavailable(RuntimeError):
@@ -13,3 +13,8 @@ class NodeUnavailable(RuntimeError):
 
 class NodeRejected(NodeUnavailable):
     """The node is up but the call does not fit its state (FAILED_PRECONDITION)."""
+
+
+class BackendError(RuntimeError):
+    """A backend could not do what was asked (start, kill, restart, fault a node); the
+    message names the node."""

@@ -157,7 +157,7 @@ def read_experiment(name: str) -> Mapping[str, Any]:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from starling.orchestrator.report.export import check_out_file, write_replacing
+    from starling.orchestrator.core.files import check_out_file, write_replacing
 
     if args.experiment is not None and not args.experiment.strip():
         raise ConfigError(

@@ -41,10 +41,10 @@ from starling.node.data import load_shard
 from starling.node.models import build_model
 from starling.node.models.base import Dataset, GaussianPosterior
 from starling.node.spec import DataSpec
-from starling.orchestrator.config.experiment import Experiment
 from starling.orchestrator.evaluation.metrics import GaussianTarget
 from starling.orchestrator.evaluation.scoring import score_beyond_w2
 from starling.orchestrator.evaluation.w2_scores import w2_scores
+from starling.orchestrator.planning.plan import EvaluationPlan
 
 __all__ = [
     "Evaluation",
@@ -86,22 +86,22 @@ class Evaluation:
 
 
 def ground_truth(
-    experiment: Experiment,
+    plan: EvaluationPlan,
     node_data: Mapping[str, DataSpec] | None = None,
     data: Callable[[], list[Dataset]] | None = None,
 ) -> GaussianPosterior | None:
     """The exact posterior given every node's data, or None if the model has no exact form
     (or no node holds data). See the module docstring for where the data comes from;
     ``data``: that data already at hand (asked only if the model has an exact form)."""
-    model = build_model(experiment.model)
+    model = build_model(plan.model)
     if not hasattr(model, "exact_posterior"):
         return None
-    shards = data() if data is not None else reference_data(experiment, model, node_data)
+    shards = data() if data is not None else reference_data(plan, model, node_data)
     return model.exact_posterior(shards) if shards else None
 
 
 def reference_data(
-    experiment: Experiment, model, node_data: Mapping[str, DataSpec] | None = None
+    plan: EvaluationPlan, model, node_data: Mapping[str, DataSpec] | None = None
 ) -> list[Dataset]:
     """The experiment's whole data set, as the evaluation may know it: every data node's
     rows, regenerated from the seed (synthetic) or read from the files the experiment names
@@ -109,23 +109,21 @@ def reference_data(
     With
     ``data.source: node``, from the recipes the nodes reported when configured
     (``node_data``): only if every data node holds a synthetic shard."""
-    from starling.orchestrator.planning.data_plan import data_specs  # imports Experiment, as we do
-
-    plan = data_specs(experiment)
-    if not plan:
+    specs = plan.data_specs
+    if not specs:
         return []
-    if experiment.data.source == NODE_SOURCE:
-        recipes = [(node_data or {}).get(node) for node in plan]
+    if plan.data.source == NODE_SOURCE:
+        recipes = [(node_data or {}).get(node) for node in specs]
         if not all(r is not None and r.source == "synthetic" for r in recipes):
             return []  # data the orchestrator has no recipe for (a node's own file)
-        plan = {node: r for node, r in zip(plan, recipes, strict=True) if r is not None}
-    return [load_shard(spec, model) for spec in plan.values()]
+        specs = {node: r for node, r in zip(specs, recipes, strict=True) if r is not None}
+    return [load_shard(spec, model) for spec in specs.values()]
 
 
-def samples_per_node(experiment: Experiment, samples: Mapping[str, np.ndarray]) -> dict[str, int]:
+def samples_per_node(plan: EvaluationPlan, samples: Mapping[str, np.ndarray]) -> dict[str, int]:
     """How many samples each node recorded, in node order: every node whose role records
     samples, with 0 for one that recorded none (died before round 0, say)."""
-    counts = dict.fromkeys(experiment.sampling_nodes(), 0)
+    counts = dict.fromkeys(plan.sampling_nodes, 0)
     counts.update({node: int(s.shape[0]) for node, s in samples.items()})
     return counts
 
@@ -190,45 +188,45 @@ def _average(complete: Mapping[str, np.ndarray]) -> np.ndarray | None:
 
 
 def evaluate(
-    experiment: Experiment,
+    plan: EvaluationPlan,
     samples: Mapping[str, np.ndarray],
     node_data: Mapping[str, DataSpec] | None = None,
 ) -> Evaluation:
     """W2 and consensus of ``samples``; ``node_data``: what nodes holding their own data
     reported (``data.source: node``), the only way such a run gets a ground truth."""
     metrics: dict = {
-        "experiment": experiment.name,
-        "algorithm": experiment.algorithm,
-        "rounds": experiment.rounds,
-        "chains": experiment.chains,
-        "nodes": len(experiment.nodes),
-        "samples_per_node": samples_per_node(experiment, samples),
+        "experiment": plan.name,
+        "algorithm": plan.algorithm,
+        "rounds": plan.rounds,
+        "chains": plan.chains,
+        "nodes": len(plan.node_ids),
+        "samples_per_node": samples_per_node(plan, samples),
     }
     curves: dict[str, np.ndarray] = {}
-    model = build_model(experiment.model)
+    model = build_model(plan.model)
     known_data: list[list[Dataset]] = []
 
     def data() -> list[Dataset]:  # the nodes' data, regenerated or read once
         if not known_data:
-            known_data.append(reference_data(experiment, model, node_data))
+            known_data.append(reference_data(plan, model, node_data))
         return known_data[0]
 
-    posterior = ground_truth(experiment, node_data, data) if samples else None
+    posterior = ground_truth(plan, node_data, data) if samples else None
     bound = divergence_bound(posterior)
     sane = {node: _sane(values, bound) for node, values in samples.items()}
     diverged = diverged_rounds(samples, sane)
     if diverged:
         metrics["diverged"] = diverged
-    window = experiment.evaluation.window
-    consensus = consensus_error(samples, experiment.rounds, window, bound)
+    window = plan.evaluation.window
+    consensus = consensus_error(samples, plan.rounds, window, bound)
     if consensus is not None or diverged:
         metrics["consensus_error"] = consensus
-    complete = {n: s for n, s in samples.items() if s.shape[0] == experiment.rounds}
+    complete = {n: s for n, s in samples.items() if s.shape[0] == plan.rounds}
     average = _average(complete)
     series = {**({"average": average} if average is not None else {}), **samples}
     tables: dict[str, list[dict]] = {}
     if samples:
-        score_beyond_w2(experiment, series, metrics, tables, data)
+        score_beyond_w2(plan, series, metrics, tables, data)
     if posterior is None or not samples:
         return Evaluation(metrics, curves, tables)
     truth = GaussianTarget(posterior.mean, posterior.cov)  # its square root: once
@@ -248,7 +246,7 @@ def evaluate(
         "std": np.sqrt(np.diag(truth.cov)).tolist(),
     }
     curves = {name: scored[name] for name in series}
-    if experiment.evaluation.hpd is not None:
+    if plan.evaluation.hpd is not None:
         from starling.orchestrator.evaluation.hpd import hpd_section
 
         metrics["hpd"], tables["hpd_curve"] = hpd_section(
@@ -257,7 +255,7 @@ def evaluate(
             posterior,
             series,
             window,
-            experiment.evaluation.hpd,
-            curve_points=experiment.evaluation.curve_points,
+            plan.evaluation.hpd,
+            curve_points=plan.evaluation.curve_points,
         )
     return Evaluation(metrics, curves, tables)

@@ -32,8 +32,9 @@ import numpy as np
 
 from starling.node.models.base import Dataset
 from starling.node.spec import ModelSpec
+from starling.orchestrator.config.experiment import reference_method
 
-__all__ = ["CHAINS", "cache_dir", "mala", "reference_key", "reference_samples", "resolved_method"]
+__all__ = ["CHAINS", "cache_dir", "mala", "reference_key", "reference_samples"]
 
 CHAINS = 16
 TARGET_ACCEPT = 0.574
@@ -96,20 +97,12 @@ def _compute(model, shards: Sequence[Dataset], method: str, size: int, seed: int
     return mala(model.local_potential(pooled, 1.0), int(model.dim), size, steps, rng)
 
 
-def resolved_method(model, method: str) -> str:
-    """``evaluation.reference.method`` with ``auto`` resolved for ``model`` (module
-    docstring): ``grid``, ``mala`` or ``none``."""
-    if method == "auto":
-        return "grid" if hasattr(model, "reference_posterior") else "none"
-    return method
-
-
 def reference_samples(
     model, spec: ModelSpec, shards: Sequence[Dataset], settings, where: str = ""
 ) -> tuple[np.ndarray, dict] | None:
     """``(samples, description)`` for ``evaluation.reference`` ``settings``; None when the
     method resolves to none. ``where`` overrides the cache folder (tests)."""
-    method = resolved_method(model, settings.method)
+    method = reference_method(model, settings.method)
     if method == "none" or not shards:
         return None
     params = {"method": method, "size": settings.size, "seed": settings.seed}

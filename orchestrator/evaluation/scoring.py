@@ -18,14 +18,14 @@ import numpy as np
 
 from starling.node.models import build_model
 from starling.node.models.base import Dataset
-from starling.orchestrator.config.experiment import Experiment
 from starling.orchestrator.evaluation.heldout import held_out_data
+from starling.orchestrator.planning.plan import EvaluationPlan
 
 __all__ = ["score_beyond_w2"]
 
 
 def score_beyond_w2(
-    experiment: Experiment,
+    plan: EvaluationPlan,
     series: Mapping[str, np.ndarray],
     metrics: dict,
     tables: dict[str, list[dict]],
@@ -38,9 +38,9 @@ def score_beyond_w2(
     every node id -> samples (rounds, chains, d); ``shards``: the data the nodes hold
     together, as the evaluation knows it (asked only when a reference is needed).
     """
-    model = build_model(experiment.model)
-    evaluation = experiment.evaluation
-    test = held_out_data(experiment, model)
+    model = build_model(plan.model)
+    evaluation = plan.evaluation
+    test = held_out_data(plan, model)
     if test is not None:
         from starling.orchestrator.evaluation.predictive import predictive_section
 
@@ -52,12 +52,12 @@ def score_beyond_w2(
     if evaluation.reference.method != "none":
         from starling.orchestrator.evaluation.reference import reference_samples
 
-        reference = reference_samples(model, experiment.model, shards(), evaluation.reference)
+        reference = reference_samples(model, plan.model, shards(), evaluation.reference)
         if reference is not None:
             from starling.orchestrator.evaluation.distances import distance_section
 
             section, rows = distance_section(
-                series, reference, evaluation.window, evaluation.transport, experiment.seed
+                series, reference, evaluation.window, evaluation.transport, plan.seed
             )
             metrics["distances"] = section
             tables["distance_curve"] = rows

@@ -2,7 +2,8 @@
 
 Like a node's (:mod:`starling.node.runtime.metrics`), a custom collector in a private registry reads
 at scrape time what the run keeps anyway — the supervisor's view of every node, the
-collector's sample counts, the account's record of faults — and counts nothing itself.
+collector's sample counts, the account's record of faults, as one
+:class:`~starling.orchestrator.execution.supervisor.RunSnapshot` — and counts nothing itself.
 Served from the start of ``starling run`` to its end; a study's experiments are attached
 one after another (the ``experiment`` label says which).
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
@@ -29,7 +30,7 @@ from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
     from starling.node.exporter import MetricsServer
-    from starling.orchestrator.execution.supervisor import Supervisor
+    from starling.orchestrator.execution.supervisor import RunSnapshot
 
 __all__ = ["RunMetrics", "attach", "start_run_metrics"]
 
@@ -38,22 +39,21 @@ NODE_FAULT_EVENTS = ("killed", "restarted")
 
 
 class RunMetrics(Collector):
-    """What the endpoint shows: the supervisor of the experiment running now, if any."""
+    """What the endpoint shows: the experiment running now, if any, through its
+    supervisor's :meth:`~starling.orchestrator.execution.supervisor.Supervisor.snapshot`."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._supervisor: Supervisor | None = None
-        self._experiment = ""
+        self._snapshot: Callable[[], RunSnapshot] | None = None
         self.server: MetricsServer | None = None
 
-    def attach(self, supervisor: Supervisor) -> None:
+    def attach(self, snapshot: Callable[[], RunSnapshot]) -> None:
         with self._lock:
-            self._supervisor = supervisor
-            self._experiment = supervisor.experiment.name
+            self._snapshot = snapshot
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
-            supervisor, experiment = self._supervisor, self._experiment
+            read = self._snapshot
         up = GaugeMetricFamily(
             "starling_orchestrator_node_up",
             "1 unless the node stopped answering (down or given up).",
@@ -85,38 +85,39 @@ class RunMetrics(Collector):
             "Faults the orchestrator carried out, by kind.",
             labels=["experiment", "kind"],
         )
-        if supervisor is not None:
-            total = max(supervisor.experiment.rounds, 1)
+        if read is not None:
+            run = read()
+            experiment = run.experiment
+            total = max(run.rounds, 1)
             tally = {"up": 0, "down": 0, "finished": 0, "failed": 0}
             fractions = []
-            for node, state in sorted(supervisor.nodes.items()):
-                is_up = state.down_since is None and not state.given_up
+            for node in sorted(run.up):
+                is_up = run.up[node]
                 up.add_metric([experiment, node], 1.0 if is_up else 0.0)
                 tally["up" if is_up else "down"] += 1
-                tally["finished"] += state.finished
-                tally["failed"] += state.failed_reported
-                reached = state.last.round if state.last is not None else 0
+                tally["finished"] += run.finished[node]
+                tally["failed"] += run.failed[node]
+                reached = run.reached[node]
                 node_round.add_metric([experiment, node], float(reached))
                 fractions.append(min(reached / total, 1.0))
-                samples.add_metric([experiment, node], float(supervisor.collector.offset(node)))
+                samples.add_metric([experiment, node], float(run.samples[node]))
             for name, count in tally.items():
                 counts.add_metric([experiment, name], float(count))
-            rounds.add_metric([experiment], float(supervisor.experiment.rounds))
+            rounds.add_metric([experiment], float(run.rounds))
             progress.add_metric([experiment], sum(fractions) / max(len(fractions), 1))
-            for kind, count in sorted(_faults(supervisor).items()):
+            for kind, count in sorted(_faults(run).items()):
                 faults.add_metric([experiment, kind], count)
         yield from (up, counts, rounds, node_round, progress, samples, faults)
 
 
-def _faults(supervisor: Supervisor) -> Counter[str]:
-    account = supervisor.account
+def _faults(run: RunSnapshot) -> Counter[str]:
     applied: Counter[str] = Counter()
-    for event in list(account.node_events):
+    for event in run.node_events:
         if event.get("event") in NODE_FAULT_EVENTS:
             applied[f"node_{event['event']}"] += 1
-    for change in list(account.live_links):
+    for change in run.live_links:
         applied[f"link_{change.get('action')}"] += 1
-    for fault in list(account.kernel_faults):
+    for fault in run.kernel_faults:
         applied[f"kernel_{fault.get('kind')}"] += 1
     return applied
 
@@ -145,7 +146,9 @@ def stop_run_metrics() -> None:
     _active.clear()
 
 
-def attach(supervisor: Supervisor) -> None:
-    """Show ``supervisor``'s experiment on this process's endpoint, if it serves one."""
+def attach(snapshot: Callable[[], RunSnapshot]) -> None:
+    """Show the experiment ``snapshot`` reads on this process's endpoint, if it serves one
+    (``snapshot``: its supervisor's
+    :meth:`~starling.orchestrator.execution.supervisor.Supervisor.snapshot`)."""
     for metrics in _active:
-        metrics.attach(supervisor)
+        metrics.attach(snapshot)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from starling.orchestrator.core.errors import BackendError
 from starling.orchestrator.execution import live
-from starling.orchestrator.execution.backends.base import BackendError
-from starling.orchestrator.execution.supervisor import RESTART_ERRORS, Supervisor
-from starling.orchestrator.faults.kernel import KernelFaultPlan
+from starling.orchestrator.execution.kernel_faults import KernelFaultPlan
+from starling.orchestrator.execution.node_actions import RESTART_ERRORS
+from starling.orchestrator.execution.supervisor import Supervisor
 from starling.orchestrator.results.account import Account
 
 __all__ = ["Journal", "serve_requests"]
@@ -59,19 +60,20 @@ def serve_requests(supervisor: Supervisor, kernel: KernelFaultPlan | None = None
 
 
 KERNEL_ACTIONS = ("pause", "unpause", "disconnect", "reconnect")
-"""Live node faults in the kernel; only a backend with these methods (docker) has them."""
+"""Live node faults in the kernel: methods of a backend whose capabilities say
+``kernel_faults`` (docker)."""
 
 
 def _kernel_request(supervisor: Supervisor, answer_path, node: str, action: str, who: str) -> bool:
     """``starling nodes pause|unpause|disconnect|reconnect ID``, on the node's container."""
-    do = getattr(supervisor.backend, action, None)
-    if do is None:
-        error = f"the {supervisor.backend.kind} backend cannot {action} a node (docker can)"
+    backend = supervisor.backend
+    if not backend.capabilities.kernel_faults:
+        error = f"the {backend.kind} backend cannot {action} a node (docker can)"
         live.answer(answer_path, {"ok": False, "error": error})
         return False
     round_now = supervisor.rounds().get(node)
     try:
-        do(node)
+        getattr(backend, action)(node)
     except Exception as exc:  # noqa: BLE001 - the engine's refusal goes back to the CLI
         live.answer(answer_path, {"ok": False, "error": f"node {node}: {exc}".splitlines()[0]})
         return False

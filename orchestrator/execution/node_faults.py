@@ -8,19 +8,17 @@ kill round (or when all of them have finished); a node killed without a restart 
 waited for. Both engines also apply the fault as a schedule — the node is cut off from its
 peers for rounds ``[r, s)`` (:func:`starling.orchestrator.planning.node_specs.isolation_faults`) —
 so what the node hears does not depend on how fast the orchestrator polls; the account says at which
-round each kill actually landed. The supervisor carries the faults out.
+round each kill actually landed. The supervisor carries the faults out, through the protocol of
+:mod:`starling.orchestrator.execution.node_actions`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from starling.orchestrator.config.experiment import Experiment
+from starling.orchestrator.execution.node_actions import RESTART_ERRORS, NodeActions
 from starling.orchestrator.faults.schedule import NodeFault
-
-if TYPE_CHECKING:
-    from starling.orchestrator.execution.supervisor import Supervisor
 
 __all__ = ["NodeFaultPlan", "first_kills"]
 
@@ -35,10 +33,10 @@ class _Pending:
     fault: NodeFault | None = None
 
 
-def first_kills(experiment: Experiment) -> dict[str, int]:
+def first_kills(node_faults: Iterable[NodeFault]) -> dict[str, int]:
     """Node -> the round of its first scheduled kill (where it is told to hold)."""
     first: dict[str, int] = {}
-    for fault in experiment.node_faults:
+    for fault in node_faults:
         first[fault.node] = min(first.get(fault.node, fault.at_round), fault.at_round)
     return first
 
@@ -46,11 +44,11 @@ def first_kills(experiment: Experiment) -> dict[str, int]:
 class NodeFaultPlan:
     """The scheduled kills and restarts not carried out yet."""
 
-    def __init__(self, experiment: Experiment):
+    def __init__(self, node_faults: Iterable[NodeFault]):
         self.pending: list[_Pending] = []
         # The round form of every node fault, also of one written in seconds: it is what
         # both engines isolate the node for, so the real kill lands where the schedule says.
-        for fault in experiment.node_faults:
+        for fault in node_faults:
             given = f" ({fault.at_seconds:g} s)" if fault.at_seconds is not None else ""
             self.pending.append(
                 _Pending(
@@ -93,42 +91,36 @@ class NodeFaultPlan:
             )
         ]
 
-    def fire_due(self, rounds: dict[str, int], supervisor: Supervisor) -> None:
-        """Carry out, through ``supervisor``, every fault whose moment has come."""
-        from starling.orchestrator.execution.supervisor import (
-            RESTART_ERRORS,  # the supervisor imports this module
-        )
-
-        nodes = supervisor.nodes
+    def fire_due(self, rounds: dict[str, int], nodes: NodeActions) -> None:
+        """Carry out, through ``nodes``, every fault whose moment has come."""
         for item in list(self.pending):
             if item not in self.pending:
                 continue  # dropped with its kill
-            state = nodes[item.node]
+            view = nodes.view(item.node)
             if item.action == "kill":
-                # The node was told to hold before its kill round (Control.Hold), so the
-                # crash lands exactly there however slowly this loop polls.
-                last = state.last
-                due = (
-                    last is not None
-                    and last.holding
-                    and last.round >= item.at_round
-                    and self._quiet(supervisor, item.node, item.at_round, rounds)
-                )
-                if state.finished:
+                if view.finished:
                     self.pending = [
                         p
                         for p in self.pending
                         if p is not item and not (p.action == "restart" and p.node == item.node)
                     ]
-                    supervisor.account.node(
+                    nodes.account.node(
                         item.node,
                         "kill_skipped",
                         f"finished before its kill scheduled at {item.scheduled}",
                     )
                     continue
+                # The node was told to hold before its kill round (Control.Hold), so the
+                # crash lands exactly there however slowly this loop polls.
+                due = (
+                    view.holding
+                    and view.round is not None
+                    and view.round >= item.at_round
+                    and self._quiet(nodes, item.node, item.at_round, rounds)
+                )
                 if due:
                     self.pending.remove(item)
-                    supervisor.kill(
+                    nodes.kill(
                         item.node,
                         f"scheduled at {item.scheduled}",
                         rounds.get(item.node),
@@ -137,8 +129,8 @@ class NodeFaultPlan:
                 continue
             if any(p.action == "kill" and self._same_outage(p, item) for p in self.pending):
                 continue  # its kill has not happened yet
-            others = [r for n, r in rounds.items() if n != item.node and not nodes[n].finished]
-            alive = [n for n, s in nodes.items() if n != item.node and not s.finished]
+            running = [n for n in nodes.node_ids() if n != item.node and not nodes.view(n).finished]
+            others = [rounds[n] for n in running if n in rounds]
             # Restart once every other node has reached the kill round. From then on the
             # schedule, not the dead process, keeps the node cut off until its restart
             # round: its neighbours know not to wait for it (NodeSpec.inbound_faults) and it
@@ -146,11 +138,11 @@ class NodeFaultPlan:
             # the restart round, as in the simulator. Its process has the whole outage plus
             # one round deadline to boot before anyone waits for it.
             kill_round = item.fault.at_round if item.fault is not None else item.at_round
-            due = (bool(others) and min(others) >= kill_round) or not alive
+            due = (bool(others) and min(others) >= kill_round) or not running
             if due:
                 self.pending.remove(item)
                 try:
-                    supervisor.restart(item.node, f"scheduled at {item.scheduled}")
+                    nodes.restart(item.node, f"scheduled at {item.scheduled}")
                 except RESTART_ERRORS:
                     pass  # in the account; the node is given up on after the patience
 
@@ -164,14 +156,13 @@ class NodeFaultPlan:
         return kill.node == restart.node
 
     @staticmethod
-    def _quiet(supervisor: Supervisor, node: str, at_round: int, rounds: dict[str, int]) -> bool:
+    def _quiet(nodes: NodeActions, node: str, at_round: int, rounds: dict[str, int]) -> bool:
         """Whether every live out-peer of ``node`` has moved on to ``at_round``, i.e. holds
         ``node``'s messages of the rounds before its outage. A scheduled kill waits for this
         (at most about a round), so the crash loses only what the schedule withholds —
         not a last message still in flight, which the simulator would have delivered."""
-        peers = {p for hood in supervisor.specs[node].schedule for p in hood.out_peers}
         return all(
             rounds.get(peer, at_round) >= at_round
-            for peer in peers
-            if not supervisor.nodes[peer].finished
+            for peer in nodes.out_peers(node)
+            if not nodes.view(peer).finished
         )

@@ -25,60 +25,32 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from starling.node.params import ConfigError
-from starling.node.spec import NodeSpec
-from starling.orchestrator.config.experiment import Experiment, parse_experiment
+from starling.orchestrator.config.backends import BackendSettings
+from starling.orchestrator.config.experiment import parse_experiment
 from starling.orchestrator.config.yaml_files import read_yaml_file
+from starling.orchestrator.execution.access import access_from_section
+from starling.orchestrator.execution.backends import backend_class
+from starling.orchestrator.execution.client import NodeClient, NodeUnavailable
+from starling.orchestrator.execution.collector import Collector
+from starling.orchestrator.execution.live_requests import Journal
+from starling.orchestrator.planning.plan import plan_run
 from starling.orchestrator.results.account import Account, account_schedule
 from starling.orchestrator.results.folder import RUNNING, ResultsFolder
 from starling.orchestrator.results.node_recipes import load_node_data
+from starling.orchestrator.results.start_record import read_start
+from starling.orchestrator.results.unwritable import unwritable
+from starling.orchestrator.results.write import close_run
 
-__all__ = ["START", "collect_run", "write_start"]
+__all__ = ["collect_run"]
 
-START = "start.json"
 NODES_STOP_SECONDS = 30.0
 """How long ``collect`` waits for the crashed run's node processes to stop."""
 
 
-def write_start(
-    out_dir: Path, experiment: Experiment, specs: Mapping[str, NodeSpec], backend
-) -> None:
-    """What ``collect`` needs if this run's orchestrator dies: written once nodes started."""
-    out_dir = Path(out_dir)
-    processes = getattr(backend, "nodes", {}) if backend.kind == "local" else {}
-    pids: dict[str, int | None] = getattr(backend, "pids", lambda: {})()
-    nodes = {}
-    for node, spec in specs.items():
-        process = processes.get(node)
-        nodes[node] = {
-            "address": backend.addresses().get(node),
-            "pid": pids.get(node),
-            "state_dir": os.path.relpath(process.state_dir, out_dir) if process else None,
-            "stored_run": [spec.experiment, spec.node_id],
-        }
-    body = {
-        "experiment": experiment.name,
-        "backend": backend.kind,
-        "host": experiment.backend.host,
-        "orchestrator_pid": os.getpid(),
-        "nodes": nodes,
-    }
-    (out_dir / "experiment.yaml").write_text(
-        yaml.safe_dump(dict(experiment.source), sort_keys=False)
-    )
-    (out_dir / START).write_text(json.dumps(body, indent=2) + "\n")
-
-
 def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
     """Recover the results of the crashed run in ``out``; returns the metrics written."""
-    from starling.orchestrator.execution.live_requests import Journal
-    from starling.orchestrator.results.unwritable import unwritable
-    from starling.orchestrator.results.write import close_run
-
     out = Path(out)
     if not out.is_dir():
         raise ConfigError(f"collect: {out} is not a folder")
@@ -95,9 +67,9 @@ def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
         "stop it first (Ctrl-C or `kill` keep its results)",
         folder=out,
     )
-    start = _read_start(out)
-    experiment = parse_experiment(
-        read_yaml_file(out / "experiment.yaml"), default_name=start["experiment"]
+    start = read_start(out)
+    plan = plan_run(
+        parse_experiment(read_yaml_file(out / "experiment.yaml"), default_name=start["experiment"])
     )
     _wait_stopped(start["nodes"], _live_pids(out))
     account = Account(say)
@@ -108,13 +80,13 @@ def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
     # What the run was meant to go through, and the live link changes made during it: the
     # schedule is the experiment's, the changes are in the run's journal. (Node events and
     # link counters lived in the dead orchestrator; they are not recovered.)
-    account_schedule(account, experiment)
+    account_schedule(account, plan.link_faults, plan.node_faults, plan.rounds)
     Journal(str(out.resolve()), account).read()
     started = time.monotonic()
-    samples, rounds = _gather(out, start, account, experiment.backend)
+    samples, rounds = _gather(out, start, account, plan.backend)
     try:
         metrics = close_run(
-            experiment,
+            plan.evaluation,
             out,
             samples,
             rounds,
@@ -131,86 +103,24 @@ def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
     return metrics
 
 
-def _read_start(out: Path) -> dict:
-    """``start.json`` as written by :func:`write_start`; anything else is one line naming
-    the file and the field."""
-    path = out / START
-    try:
-        start = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(
-            f"collect: {out} has no {START}: the run stopped before its nodes "
-            "started, so nothing was stored"
-        ) from None
-    except OSError as exc:
-        raise ConfigError(f"collect: {path}: unreadable ({exc.strerror or exc})") from None
-    except ValueError as exc:
-        raise ConfigError(f"collect: {path}: unreadable ({exc})") from None
-
-    def damaged(field: str, expected: str, got: object) -> ConfigError:
-        shown = repr(got) if len(repr(got)) <= 60 else repr(got)[:57] + "..."
-        return ConfigError(
-            f"collect: {path}: {field}: expected {expected}, got {shown} (the file is damaged)"
-        )
-
-    if not isinstance(start, dict):
-        raise ConfigError(
-            f"collect: {path}: expected a JSON object, got a "
-            f"{type(start).__name__} (the file is damaged)"
-        )
-    for key in ("experiment", "backend"):
-        if not isinstance(start.get(key), str) or not start[key]:
-            raise damaged(key, "a name", start.get(key))
-    if start.get("host") is not None and not isinstance(start["host"], str):
-        raise damaged("host", "a host name", start["host"])
-    nodes = start.get("nodes")
-    if not isinstance(nodes, dict) or not nodes:
-        raise damaged("nodes", "a mapping of node ids", nodes)
-    local = start["backend"] == "local"
-    for node, entry in nodes.items():
-        if not isinstance(entry, dict):
-            raise damaged(f"nodes.{node}", "a mapping", entry)
-        stored = entry.get("stored_run")
-        if not (
-            isinstance(stored, list)
-            and len(stored) == 2
-            and all(isinstance(v, str) and v for v in stored)
-        ):
-            raise damaged(f"nodes.{node}.stored_run", "[experiment, node id]", stored)
-        address = entry.get("address")
-        if not (isinstance(address, str) and address) and not (local and address is None):
-            raise damaged(f"nodes.{node}.address", "host:port", address)
-        pid = entry.get("pid")
-        if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int)):
-            raise damaged(f"nodes.{node}.pid", "a process id", pid)
-        state_dir = entry.get("state_dir")
-        if state_dir is not None and not isinstance(state_dir, str):
-            raise damaged(f"nodes.{node}.state_dir", "a folder", state_dir)
-    return start
-
-
-def _gather(out: Path, start: dict, account: Account, section: Any = None):
-    """Every node's stored samples, over gRPC from a process on its state dir (local) or
-    from the node where it runs (inventory)."""
-    from starling.orchestrator.execution.access import access_from_section
-    from starling.orchestrator.execution.backends.local import LocalBackend
-    from starling.orchestrator.execution.client import NodeClient, NodeUnavailable
-    from starling.orchestrator.execution.collector import Collector
-
+def _gather(out: Path, start: dict, account: Account, settings: BackendSettings):
+    """Every node's stored samples, over gRPC from a process started again on its state dir
+    (a backend that keeps the stores on this machine) or from the node where it runs."""
     nodes: dict = start["nodes"]
     collector = Collector()
-    access = access_from_section(section or {}, "backend")  # the run's tls / token_file
-    local = start.get("backend") == "local"
-    backend = LocalBackend(start.get("host") or "127.0.0.1", 0, out / "nodes") if local else None
+    access = access_from_section(settings, "backend")  # the run's tls / token_file
+    backend = None
+    if settings.capabilities.local_stores:
+        backend = backend_class(settings.kind).for_collect(settings, out / "nodes")
     try:
         if backend is not None:
             addresses = backend.start(list(nodes))
-            for node, process in backend.nodes.items():
+            for node, state in backend.state_dirs().items():
                 recorded = nodes[node].get("state_dir")
-                if recorded and (out / recorded).resolve() != process.state_dir.resolve():
+                if recorded and (out / recorded).resolve() != state.resolve():
                     raise ConfigError(
                         f"collect: node {node}: its state dir {recorded} is not "
-                        f"where the local backend keeps it"
+                        f"where the {settings.kind} backend keeps it"
                     )
         else:
             addresses = {node: entry["address"] for node, entry in nodes.items()}

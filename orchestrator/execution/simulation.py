@@ -12,11 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from starling.orchestrator.config.experiment import Experiment
 from starling.orchestrator.core.interrupts import sigterm_interrupts
 from starling.orchestrator.core.progress import Progress
 from starling.orchestrator.faults.account import scheduled_link_counts
-from starling.orchestrator.planning.node_specs import node_specs
+from starling.orchestrator.planning.plan import RunPlan
 from starling.orchestrator.results.account import Account, account_schedule
 from starling.orchestrator.results.write import close_run, run_status
 
@@ -24,13 +23,13 @@ __all__ = ["simulate_experiment"]
 
 
 def simulate_experiment(
-    experiment: Experiment,
+    plan: RunPlan,
     out_dir: Path,
     say: Callable[[str], None] = print,
     quiet: bool = False,
     progress: Progress | None = None,
 ) -> dict:
-    """Run ``experiment`` in-process and write its results folder; returns the metrics.
+    """Run ``plan`` in-process and write its results folder; returns the metrics.
 
     There is no wire, so the link counters are what the schedule alone does
     (:func:`starling.orchestrator.faults.account.scheduled_link_counts`) and node faults are their
@@ -46,8 +45,14 @@ def simulate_experiment(
     from starling.node.engine.simulate import NodeFailed, SimulationInterrupted, simulate
 
     account = Account(say)
-    account_schedule(account, experiment, " (in-process: as its isolation schedule)")
-    specs = node_specs(experiment)
+    account_schedule(
+        account,
+        plan.link_faults,
+        plan.node_faults,
+        plan.rounds,
+        " (in-process: as its isolation schedule)",
+    )
+    specs = list(plan.specs.values())
     program_metrics: dict[str, dict[str, float]] = {}
     played = specs  # whose rounds the links carried: all of them, unless interrupted
     # A diverging sampler overflows on its way out; evaluation reports where it diverged.
@@ -56,7 +61,7 @@ def simulate_experiment(
         try:
             samples = simulate(
                 specs,
-                on_round=_shown(progress, specs, experiment.rounds),
+                on_round=_shown(progress, specs, plan.rounds),
                 metrics_out=program_metrics,
             )
         except SimulationInterrupted as stopped:
@@ -82,10 +87,10 @@ def simulate_experiment(
             samples, node_failed = failed.samples, True
     if progress is not None:
         progress.finished()
-    samples, played = _cut_at_kills(experiment, samples, played, account)
+    samples, played = _cut_at_kills(plan, samples, played, account)
     rounds = {node: np.arange(values.shape[0]) for node, values in samples.items()}
     return close_run(
-        experiment,
+        plan.evaluation,
         out_dir,
         samples,
         rounds,
@@ -97,22 +102,22 @@ def simulate_experiment(
             "backend": "simulate",
             "interrupted": interrupted,
             "status": run_status(
-                experiment.rounds,
+                plan.rounds,
                 samples,
                 interrupted,
                 failed=node_failed,
-                expected=experiment.sampling_nodes(),
+                expected=plan.sampling_nodes,
             ),
         },
         None if quiet else say,
     )
 
 
-def _cut_at_kills(experiment: Experiment, samples: dict[str, np.ndarray], played, account: Account):
+def _cut_at_kills(plan: RunPlan, samples: dict[str, np.ndarray], played, account: Account):
     """What a node killed for good left: its rounds before the kill. The in-process engine
     ran its later rounds in isolation (its programs are built for the whole run), but no
     process of ``run`` would have, so they are dropped here, with a line in the account."""
-    down = {f.node: f.at_round for f in experiment.node_faults if f.restart_round is None}
+    down = {f.node: f.at_round for f in plan.node_faults if f.restart_round is None}
     if not down:
         return samples, played
     kept = {}

@@ -7,10 +7,18 @@ given back), kills and restarts nodes through the
 long, and at the end collects what every node holds — a node that is down for good is started again
 idle on its state dir and streams its stored run over gRPC (``SamplesRequest.experiment``), so the
 orchestrator never opens a node's files. Counters of a node's earlier processes are carried over
-(:mod:`starling.orchestrator.results.link_books`).
+(:mod:`starling.orchestrator.results.link_books`). The scheduled node and kernel faults act on the
+nodes through it (it implements :class:`~starling.orchestrator.execution.node_actions.NodeActions`).
 
-A node that is down for good is named to its neighbours
-(:mod:`starling.orchestrator.execution.down`).
+Dead is dead: a node is *declared down* when it is killed for good by the schedule, its round
+loop failed, someone else stopped it (an outside ``Control.Stop``), or it stayed unreachable past
+the grace period (``limits.down_grace``). Every node that waits for its messages — its
+out-peers, over all graph periods — is then told through ``Control.SetPeerDown`` and stops
+waiting for it at once, instead of waiting a round deadline for it in every round that is left.
+When the node is configured again (it was restarted) they are told it is back and wait for it
+again. A neighbour that cannot be told at the moment (it is down itself) is told at a later
+poll, or given every mark when it is configured again. Each declaration is a node event in the
+account (``declared_down``, ``declared_up``, with who was told): :class:`DownNotices`.
 """
 
 from __future__ import annotations
@@ -24,21 +32,18 @@ from dataclasses import dataclass, field
 from starling.node.params import ConfigError
 from starling.node.protocol.contract import NodeState as Lifecycle
 from starling.node.spec import NodeSpec
-from starling.orchestrator.config.experiment import Experiment
 from starling.orchestrator.execution import live
-from starling.orchestrator.execution.backends.base import Backend, BackendError
+from starling.orchestrator.execution.backends.base import Backend
 from starling.orchestrator.execution.client import NodeClient, NodeStatus, NodeUnavailable
 from starling.orchestrator.execution.collector import Collector, Pull, StoredRun, pull_all
-from starling.orchestrator.execution.down import DownNotices
+from starling.orchestrator.execution.node_actions import RESTART_ERRORS, NodeView
 from starling.orchestrator.execution.node_faults import NodeFaultPlan
 from starling.orchestrator.faults.schedule import NodeFault
+from starling.orchestrator.planning.plan import RunPlan
 from starling.orchestrator.results.account import Account
 from starling.orchestrator.results.link_books import add_books, summed_books
 
-__all__ = ["RESTART_ERRORS", "NodeState", "Supervisor", "backend_pids"]
-
-RESTART_ERRORS = (ConfigError, BackendError, NodeUnavailable)
-"""What a failed restart raises: the backend could not start it, or it never answered."""
+__all__ = ["DownNotices", "NodeState", "RunSnapshot", "Supervisor"]
 
 
 @dataclass
@@ -55,10 +60,24 @@ class NodeState:
     failed_reported: bool = False
 
 
-def backend_pids(backend: Backend) -> dict[str, int | None]:
-    """Process ids for the live record, where the backend has them (local processes)."""
-    pids = getattr(backend, "pids", None)
-    return pids() if callable(pids) else dict.fromkeys(backend.addresses())
+@dataclass(frozen=True)
+class RunSnapshot:
+    """The run at one moment, as the orchestrator's metrics endpoint shows it
+    (:mod:`starling.orchestrator.execution.exporter`): plain data, read at scrape time."""
+
+    experiment: str
+    rounds: int
+    up: dict[str, bool]
+    """Node -> not down and not given up on, in node order."""
+    finished: dict[str, bool]
+    failed: dict[str, bool]
+    reached: dict[str, int]
+    """Node -> the round it last reported (0 before any)."""
+    samples: dict[str, int]
+    """Node -> samples collected so far."""
+    node_events: tuple[dict, ...]
+    live_links: tuple[dict, ...]
+    kernel_faults: tuple[dict, ...]
 
 
 class Supervisor:
@@ -66,7 +85,7 @@ class Supervisor:
 
     def __init__(
         self,
-        experiment: Experiment,
+        run: RunPlan,
         specs: Mapping[str, NodeSpec],
         clients: dict[str, NodeClient],
         backend: Backend,
@@ -75,7 +94,9 @@ class Supervisor:
         account: Account,
         plan: NodeFaultPlan,
     ):
-        self.experiment = experiment
+        """``run``: the run's plan; ``specs``: its node specs with their peers' addresses;
+        ``plan``: the scheduled node faults still to come."""
+        self.run = run
         self.specs = specs
         self.clients = clients
         self.backend = backend
@@ -85,9 +106,9 @@ class Supervisor:
         self.plan = plan
         self.nodes = {node: NodeState() for node in clients}
         # A node down for longer than this is given up on; the others finish without it.
-        grace = experiment.limits.down_grace
-        self.patience = grace if grace is not None else max(30.0, 10 * experiment.round_deadline)
-        self.notices = DownNotices(self)
+        grace = run.down_grace
+        self.patience = grace if grace is not None else max(30.0, 10 * run.round_deadline)
+        self.notices = DownNotices(self.out_peers, self.in_peers, self.nodes, clients, account)
         self.uncollected: list[str] = []
         """Nodes whose samples could not be collected at the end (their stores keep them)."""
         self._respawning = threading.Lock()  # the collection's threads restart nodes
@@ -101,6 +122,46 @@ class Supervisor:
             for node, state in self.nodes.items()
             if state.last is not None and state.down_since is None
         }
+
+    def node_ids(self) -> list[str]:
+        return list(self.clients)
+
+    def view(self, node: str) -> NodeView:
+        state = self.nodes[node]
+        last = state.last
+        return NodeView(
+            finished=state.finished,
+            round=None if last is None else last.round,
+            holding=last is not None and last.holding,
+        )
+
+    def out_peers(self, node: str) -> tuple[str, ...]:
+        return tuple(sorted({p for hood in self.specs[node].schedule for p in hood.out_peers}))
+
+    def in_peers(self, node: str) -> tuple[str, ...]:
+        return tuple(sorted({p for hood in self.specs[node].schedule for p in hood.in_peers}))
+
+    def hold(self, node: str, round_index: int | None) -> None:
+        self.clients[node].hold(round_index)
+
+    def silenced(self) -> set[str]:
+        return self.backend.silenced()
+
+    def snapshot(self) -> RunSnapshot:
+        """The run now, for the metrics endpoint."""
+        states = self.nodes.items()
+        return RunSnapshot(
+            experiment=self.run.name,
+            rounds=self.run.rounds,
+            up={n: s.down_since is None and not s.given_up for n, s in states},
+            finished={n: s.finished for n, s in states},
+            failed={n: s.failed_reported for n, s in states},
+            reached={n: s.last.round if s.last is not None else 0 for n, s in states},
+            samples={node: self.collector.offset(node) for node in self.nodes},
+            node_events=tuple(self.account.node_events),
+            live_links=tuple(self.account.live_links),
+            kernel_faults=tuple(self.account.kernel_faults),
+        )
 
     def all_finished(self) -> bool:
         return all(state.finished for state in self.nodes.values())
@@ -224,8 +285,8 @@ class Supervisor:
     def _reapply_links(self, node: str, client: NodeClient) -> list[str]:
         """A new process starts with every link up and undelayed: give it back the
         experiment's ``link_delay`` and the live changes made to its links so far."""
-        if self.experiment.link_delay_ms:
-            client.set_link("*", delay_ms=self.experiment.link_delay_ms)
+        if self.run.link_delay_ms:
+            client.set_link("*", delay_ms=self.run.link_delay_ms)
         events, _ = live.read_events(self.record.out_dir)
         mine = [e for e in events if e.get("kind") == "link" and str(e.get("sender")) == node]
         touched = []
@@ -339,7 +400,7 @@ class Supervisor:
         self.clients[node].wait_ready()
 
     def publish(self) -> None:
-        live.publish(dataclasses.replace(self.record, pids=backend_pids(self.backend)))
+        live.publish(dataclasses.replace(self.record, pids=self.backend.pids()))
 
     # ------------------------------------------------------------ the end
 
@@ -413,3 +474,89 @@ class Supervisor:
             for node, state in self.nodes.items()
             if state.last is not None and state.last.program_metrics
         }
+
+
+class DownNotices:
+    """Which nodes are declared down, and which neighbours still have to hear of it."""
+
+    def __init__(
+        self,
+        out_peers: Callable[[str], tuple[str, ...]],
+        in_peers: Callable[[str], tuple[str, ...]],
+        nodes: Mapping[str, NodeState],
+        clients: Mapping[str, NodeClient],
+        account: Account,
+    ):
+        """``nodes`` and ``clients``: the supervisor's, read as they change."""
+        self._out_peers = out_peers
+        self._in_peers = in_peers
+        self._nodes = nodes
+        self._clients = clients
+        self._account = account
+        self.declared: dict[str, str] = {}
+        """Node declared down -> why; its out-peers do not wait for it."""
+        self._untold: dict[tuple[str, str], bool] = {}
+        """(receiver, node) -> down: a mark the receiver could not be given yet."""
+
+    def declare(self, node: str, why: str) -> None:
+        """``node`` is down for good (until configured again): its out-peers stop waiting."""
+        if node in self.declared:
+            return
+        self.declared[node] = why
+        told, later = self._tell(node, True)
+        text = f"declared down ({why}); "
+        if told:
+            verb = "waits" if len(told) == 1 else "wait"
+            text += f"{', '.join(told)} no longer {verb} for it"
+        else:
+            text += "nobody waits for it"
+        if later:
+            text += f"; {', '.join(later)} will be told when they answer"
+        self._account.node(node, "declared_down", text, why=why, told=told, untold=later)
+
+    def undeclare(self, node: str) -> None:
+        """``node`` is configured again: its out-peers wait for it again."""
+        if self.declared.pop(node, None) is None:
+            return
+        told, later = self._tell(node, False)
+        text = f"back up; {', '.join(told + later) or 'nobody'} wait for it again"
+        self._account.node(node, "declared_up", text, told=told, untold=later)
+
+    def reapply(self, node: str, client: NodeClient) -> None:
+        """A new process of ``node`` waits for every in-peer: give it back the marks of
+        those declared down (before it starts). Raises NodeUnavailable like any call."""
+        for key in [k for k in self._untold if k[0] == node]:
+            del self._untold[key]
+        for peer in self._in_peers(node):
+            if peer in self.declared:
+                client.set_peer_down(peer, True)
+
+    def tell_untold(self) -> None:
+        """Give the marks that could not be given before to receivers that now answer."""
+        nodes = self._nodes
+        for (peer, node), down in list(self._untold.items()):
+            if nodes[peer].finished or nodes[peer].down_since is not None:
+                continue  # given with the rest when it is configured again, if it is
+            try:
+                self._clients[peer].set_peer_down(node, down)
+            except (NodeUnavailable, ConfigError):
+                continue
+            del self._untold[(peer, node)]
+
+    def _tell(self, node: str, down: bool) -> tuple[list[str], list[str]]:
+        """Mark ``node`` down (or up) on each of its out-peers that still runs; returns
+        those told and those to be told later (unreachable now)."""
+        told, later = [], []
+        for peer in self._out_peers(node):
+            if self._nodes[peer].finished or peer in self.declared:
+                self._untold.pop((peer, node), None)
+                continue
+            try:
+                self._clients[peer].set_peer_down(node, down)
+            except (NodeUnavailable, ConfigError):
+                self._untold[(peer, node)] = down
+                later.append(peer)
+                continue
+            self._untold.pop((peer, node), None)
+            told.append(peer)
+        return told, later

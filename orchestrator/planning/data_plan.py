@@ -20,9 +20,8 @@ from starling.node.data import file_rows
 from starling.node.params import ConfigError
 from starling.node.spec import DataSpec
 from starling.orchestrator.config.experiment import Experiment
-from starling.orchestrator.evaluation.heldout import held_out_split
 
-__all__ = ["data_specs"]
+__all__ = ["data_specs", "held_out_split"]
 
 
 def data_specs(experiment: Experiment) -> dict[str, DataSpec]:
@@ -137,3 +136,13 @@ def _sizes(experiment, shared, own, num_shards, shard_of, place) -> tuple[int, .
             )
         sizes[shard_of[node]] = size
     return tuple(sizes)
+
+
+def held_out_split(experiment: Experiment) -> dict:
+    """The ``test_fraction`` / ``test_seed`` of every node's DataSpec: with file data and
+    ``evaluation.test.split``, the nodes drop the held-out rows the evaluation scores on
+    (:mod:`starling.orchestrator.evaluation.heldout`), so no held-out row is trained on."""
+    test = experiment.evaluation.test
+    if test is None or test.split is None or experiment.data.source != "file":
+        return {}
+    return {"test_fraction": float(test.split), "test_seed": int(test.seed)}

@@ -5,8 +5,8 @@ rows float64s, for the node holding the most rows. ``limits.samples_memory`` bou
 samples the orchestrator gathers: rounds × chains × dim × nodes float64s. A run over
 either is refused in one line naming the bound and the figures, before any node starts.
 
-Synthetic rows are known from the experiment alone (:func:`check_synthetic`, at parse
-time). A file's rows are known once it is read: :func:`check_file_data` reads each file
+Synthetic rows are known from the experiment alone (:func:`check_synthetic`, when the run is
+planned). A file's rows are known once it is read: :func:`check_file_data` reads each file
 the data plan deals out (the one the evaluation reads too; cached per process), computes
 every node's rows with the nodes' own partition (:mod:`starling.node.partition`), and applies
 the same bound. A node's own file (``nodes[i].data.path``) that is not on this machine
@@ -17,16 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
+from starling.node.data import file_rows, load_file
+from starling.node.models import build_model
 from starling.node.params import ConfigError
+from starling.orchestrator.config.experiment import Experiment
+from starling.orchestrator.planning.data_plan import data_specs
 
-if TYPE_CHECKING:
-    from starling.orchestrator.config.experiment import Experiment
-
-__all__ = ["check_file_data", "check_samples", "check_synthetic", "sized", "size_text"]
-
-L = TypeVar("L")
+__all__ = ["check_file_data", "check_samples", "check_synthetic", "size_text"]
 
 
 def size_text(size: int) -> str:
@@ -79,10 +78,6 @@ def check_file_data(experiment: Experiment) -> None:
     """The node-memory bound for the nodes holding file data: each file of the plan read
     here, each node's rows counted as the node will deal them out; the node holding the
     most rows decides. Errors reading a file are the ones a node would give."""
-    from starling.node.data import file_rows, load_file
-    from starling.node.models import build_model
-    from starling.orchestrator.planning.data_plan import data_specs
-
     plan = data_specs(experiment)
     own = {e.id for e in experiment.nodes if e.data is not None and e.data.path}
     files = {n: s for n, s in plan.items() if s.source == "file" and s.path}
@@ -113,19 +108,3 @@ def check_file_data(experiment: Experiment) -> None:
             limit,
             f"; node {node} holds {rows} rows of {path!r}",
         )
-
-
-def sized(loaded: L) -> L:
-    """``loaded`` (an Experiment, or a Study: each of its runs) once its file data passed
-    :func:`check_file_data`; what ``starling run`` and ``simulate`` start from."""
-    from starling.orchestrator.config.study import Study
-
-    if not isinstance(loaded, Study):
-        check_file_data(loaded)  # type: ignore[arg-type]
-        return loaded
-    for cell, variant, _, experiment in loaded.replicates:
-        try:
-            check_file_data(experiment)
-        except ConfigError as exc:  # named as a study's parse errors are
-            raise ConfigError(f"cell {cell!r}, variant {variant!r}: {exc}") from None
-    return loaded

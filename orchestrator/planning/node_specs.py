@@ -8,16 +8,17 @@ agree on what every node heard).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 
 from starling.node.samplers import algorithm_info
-from starling.node.spec import LinkFault, Neighbourhood, NodeSpec
+from starling.node.spec import DataSpec, LinkFault, Neighbourhood, NodeSpec
 from starling.orchestrator.config.experiment import Experiment
 from starling.orchestrator.faults.schedule import FOREVER, NodeFault
 from starling.orchestrator.planning.data_plan import data_specs
 from starling.orchestrator.topology import Topology
 
-__all__ = ["isolation_faults", "node_specs", "outage_faults"]
+__all__ = ["addressed", "isolation_faults", "node_specs", "outage_faults"]
 
 
 def isolation_faults(
@@ -42,19 +43,22 @@ def isolation_faults(
 
 
 def node_specs(
-    experiment: Experiment, addresses: Mapping[str, str] | None = None
+    experiment: Experiment,
+    addresses: Mapping[str, str] | None = None,
+    data: Mapping[str, DataSpec] | None = None,
 ) -> list[NodeSpec]:
-    """One NodeSpec per node; ``addresses`` (id -> host:port) is filled in for real runs."""
+    """One NodeSpec per node; ``addresses`` (id -> host:port) is filled in for real runs;
+    ``data``: the experiment's data plan when already at hand (else it is made here)."""
     addresses = addresses or {}
     info = algorithm_info(experiment.algorithm)
     data_nodes = experiment.data_nodes()
-    plan = data_specs(experiment)
+    plan = data if data is not None else data_specs(experiment)
     topology = experiment.topology or Topology.static(experiment.graph)
     hoods = topology.neighbourhoods()
     specs = []
     for index, entry in enumerate(experiment.nodes):
         schedule: tuple[Neighbourhood, ...] = hoods[entry.id]
-        data = plan.get(entry.id)
+        held = plan.get(entry.id)
         # A node connects to everyone it will ever talk to over the whole schedule.
         peers = {p for hood in schedule for p in (*hood.out_peers, *hood.in_peers)}
         specs.append(
@@ -66,7 +70,7 @@ def node_specs(
                 algorithm=info.name,
                 hyperparameters={**experiment.hyperparameters, **entry.hyperparameters},
                 model=experiment.model,
-                data=data,
+                data=held,
                 seed=experiment.seed,
                 rounds=experiment.rounds,
                 chains=experiment.chains,
@@ -85,6 +89,15 @@ def node_specs(
             )
         )
     return specs
+
+
+def addressed(specs: Mapping[str, NodeSpec], addresses: Mapping[str, str]) -> dict[str, NodeSpec]:
+    """The specs with every peer's address filled in from ``addresses`` (node id ->
+    host:port, as the backend started them)."""
+    return {
+        node: dataclasses.replace(spec, peers={p: addresses.get(p, "") for p in spec.peers})
+        for node, spec in specs.items()
+    }
 
 
 def outage_faults(

@@ -246,8 +246,9 @@ def truth_of(data: RunData) -> Truth | None:
     try:
         from starling.orchestrator.config.experiment import parse_experiment
         from starling.orchestrator.evaluation.evaluate import ground_truth
+        from starling.orchestrator.planning.plan import plan_run
 
-        posterior = ground_truth(parse_experiment(data.experiment))
+        posterior = ground_truth(plan_run(parse_experiment(data.experiment)).evaluation)
         if posterior is not None:
             return Truth(np.asarray(posterior.mean), np.asarray(posterior.cov), True)
     except Exception:  # noqa: BLE001 - a report shows what it can; the run's own figures stay

@@ -11,8 +11,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from starling.orchestrator.config.experiment import Experiment
+from starling.node.spec import LinkFault
 from starling.orchestrator.faults.account import describe_link_faults, describe_node_faults
+from starling.orchestrator.faults.schedule import NodeFault
 
 __all__ = ["Account", "account_divergence", "account_schedule"]
 
@@ -130,12 +131,18 @@ def _live_change_text(record: dict) -> str:
     return "set " + ", ".join(parts)
 
 
-def account_schedule(account: Account, experiment: Experiment, node_note: str = "") -> None:
-    """Open the account with the experiment's scheduled link and node faults."""
-    for record, text in describe_link_faults(experiment.faults, experiment.rounds):
+def account_schedule(
+    account: Account,
+    link_faults: tuple[tuple[str, LinkFault], ...],
+    node_faults: tuple[NodeFault, ...],
+    rounds: int,
+    node_note: str = "",
+) -> None:
+    """Open the account with a run's scheduled link and node faults."""
+    for record, text in describe_link_faults(link_faults, rounds):
         account.scheduled_links.append(record)
         account.plain(text)
-    for record, text in describe_node_faults(experiment.node_faults, experiment.rounds):
+    for record, text in describe_node_faults(node_faults, rounds):
         account.scheduled_nodes.append(record)
         account.plain(text + node_note)
 

@@ -14,8 +14,8 @@
 from __future__ import annotations
 
 from starling.orchestrator.core import phases
-from starling.orchestrator.execution.recovery import START
 from starling.orchestrator.results.folder import ResultsFolder
+from starling.orchestrator.results.start_record import START
 from starling.orchestrator.results.unwritable import unwritable
 from starling.orchestrator.results.write import write_failure
 

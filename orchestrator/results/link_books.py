@@ -1,4 +1,4 @@
-"""A node's link counters over all of its processes.
+"""A run's link books: every node's counters over all of its processes, and per link.
 
 A node's counters start from zero in every process; a kill or crash would lose them. The
 run keeps the last status of the current process and *carries* those of earlier ones:
@@ -13,17 +13,32 @@ what it held pending (``pending_received``, ``pending_withheld``, ``pending_byte
 last status): else the account showed such a link delivering one message more than was
 sent. A resent message for a round before the successor's first it does not count: the
 process before it did (:class:`starling.node.runtime.inbox.Inbox`).
+
+Per directed link ``A->B`` (:func:`link_summary`), the sender's books say what it sent,
+withheld and dropped, the receiver's what arrived in time, late or malformed.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:  # no grpc for `starling status`'s import of this module
-    from starling.orchestrator.execution.client import NodeStatus
+if TYPE_CHECKING:
+    from starling.node.protocol.contract import LinkCounters
 
-__all__ = ["add_books", "summed_books"]
+
+class Books(Protocol):
+    """Anything holding one process's link books, as a node's status does."""
+
+    @property
+    def outbound(self) -> Mapping[str, LinkCounters]: ...
+
+    @property
+    def inbound(self) -> Mapping[str, LinkCounters]: ...
+
+
+__all__ = ["LINK_COUNTERS", "Books", "add_books", "link_account", "link_summary", "summed_books"]
 
 
 _PENDING = {
@@ -34,7 +49,7 @@ _PENDING = {
 """Counter -> the part of it a process held pending (lost if the process dies)."""
 
 
-def add_books(total: dict, status: NodeStatus, died: bool = False) -> None:
+def add_books(total: dict, status: Books, died: bool = False) -> None:
     """Add a status's outbound/inbound counters into ``total`` (counts add, the last error
     and the largest staleness are kept). ``died``: the status is a dead process's last,
     carried without what it held pending (module docstring)."""
@@ -56,7 +71,7 @@ def add_books(total: dict, status: NodeStatus, died: bool = False) -> None:
                     mine[key] = mine.get(key, 0) + value
 
 
-def summed_books(carried: dict, last: NodeStatus | None) -> dict:
+def summed_books(carried: dict, last: Books | None) -> dict:
     """{outbound, inbound}: peer -> counters, earlier processes' plus the current one's."""
     total: dict = {}
     for direction, book in carried.items():
@@ -67,3 +82,71 @@ def summed_books(carried: dict, last: NodeStatus | None) -> dict:
         "outbound": dict(sorted(total.get("outbound", {}).items())),
         "inbound": dict(sorted(total.get("inbound", {}).items())),
     }
+
+
+LINK_COUNTERS = (
+    "sent",
+    "delivered",
+    "withheld",
+    "dropped",
+    "late",
+    "rejected",
+    "send_errors",
+    "overruns",
+)
+"""Per directed link: ``sent`` on the wire, ``delivered`` in time for its round, ``withheld``
+by an emulated fault (scheduled, or live cut/drop), ``dropped`` because the receiver could
+not be reached, ``late`` (arrived after the receiver's deadline), ``rejected`` (malformed),
+``send_errors`` (stream failures), ``overruns`` (an asynchronous receiver waited out its
+deadline for a fresh enough message from this sender)."""
+
+
+def link_summary(link_stats: Mapping[str, Mapping[str, Mapping[str, Mapping]]]) -> dict:
+    """``"A->B"`` -> counters, from every node's final ``outbound`` / ``inbound`` books.
+
+    The sender knows what it sent, withheld and dropped; the receiver what it got in time,
+    late or malformed.
+    """
+    links: dict[str, dict[str, int]] = {}
+
+    def entry(key: str) -> dict[str, int]:
+        return links.setdefault(key, dict.fromkeys(LINK_COUNTERS, 0))
+
+    for node, books in link_stats.items():
+        for peer, c in (books.get("outbound") or {}).items():
+            e = entry(f"{node}->{peer}")
+            for name in ("sent", "withheld", "dropped", "send_errors"):
+                e[name] += int(c.get(name, 0))
+        for peer, c in (books.get("inbound") or {}).items():
+            e = entry(f"{peer}->{node}")
+            e["delivered"] += int(c.get("received", 0))
+            e["late"] += int(c.get("late", 0))
+            e["rejected"] += int(c.get("rejected", 0))
+            e["overruns"] += int(c.get("overruns", 0))
+    return dict(sorted(links.items()))
+
+
+def link_account(links: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """Lines for the account: every link that lost something, or one line saying none did."""
+    lossy = [
+        (key, c)
+        for key, c in links.items()
+        if any(
+            c.get(k, 0)
+            for k in ("withheld", "dropped", "late", "rejected", "send_errors", "overruns")
+        )
+    ]
+    if not lossy:
+        return [f"links: all {len(links)} links delivered every message in time"] if links else []
+    lines = [
+        f"links: {len(lossy)} of {len(links)} lost messages (sent/delivered/withheld/dropped/late):"
+    ]
+    for key, c in lossy:
+        extra = "".join(
+            f" {name} {c[name]}" for name in ("rejected", "send_errors", "overruns") if c.get(name)
+        )
+        lines.append(
+            f"  {key.replace('->', '→')}: {c.get('sent', 0)}/{c.get('delivered', 0)}/"
+            f"{c.get('withheld', 0)}/{c.get('dropped', 0)}/{c.get('late', 0)}{extra}"
+        )
+    return lines

@@ -1,39 +1,58 @@
-"""A study's report: ``table.csv``, ``curves.csv``, ``table.md`` and the plots.
+"""A study's figures and tables: one row per run, one summary per (cell, variant).
 
-Written by :func:`starling.orchestrator.config.study.run_study` after every run (so an interrupted
-study still leaves a table) and once at the end. Plots need matplotlib; without it the tables are
-still written.
+Every run gives the final W2 of the agent average and of the study's agent, the nodes'
+mean W2, the consensus error and the share of messages lost; the study can add W2 at
+chosen iterations (``report_at``), the first iteration the agent's W2 is at or below a
+``threshold``, and any number of its ``metrics.json`` (``figures``). Over K seeds each is
+summarised by :func:`starling.orchestrator.evaluation.replicates.interval` (mean ± 95 %
+Student-t); a threshold crossing is averaged over the seeds that reach it, and the count says
+how many. Iteration k means k updates (the sample of round index k − 1).
+
+Written into the study's folder by :func:`starling.orchestrator.execution.study.run_study`
+after every run (so an interrupted study still leaves a table) and once at the end:
+``seeds.csv`` (every run), ``table.csv`` and ``table.md`` (per cell and variant),
+``curves.csv`` (W2 per iteration of every run) and, with ``evaluation.hpd``,
+``hpd_curves.csv``: [003] Fig. 3's error "during the sampling procedure", the agent's and the
+average's rows of every run's ``hpd_curve.csv`` (:mod:`starling.orchestrator.evaluation.hpd`).
+The plots are :mod:`starling.orchestrator.results.study_plots`'.
 """
 
 from __future__ import annotations
 
 import csv
-import re
-import warnings
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import yaml
 
-from starling.orchestrator.results.study_figures import (
-    FIRST_BELOW,
-    Curve,
-    figure_keys,
-    interval_of,
-    summarise,
+from starling.orchestrator.config.study import BASE_KEYS, FIRST_BELOW, Study
+from starling.orchestrator.evaluation.replicates import (
+    Interval,
+    first_iteration_below,
+    interval,
+    iteration_value,
 )
+from starling.orchestrator.planning.plan import EvaluationPlan
 
-if TYPE_CHECKING:
-    from starling.orchestrator.config.study import Study
-
-__all__ = ["figure_class", "plot_against_x", "plot_curves", "slug", "write_tables"]
-
-
-def slug(label: str) -> str:
-    """A label as a folder or file name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-") or "run"
+__all__ = [
+    "HEADER",
+    "Curve",
+    "cell_x",
+    "figure_keys",
+    "headline",
+    "interval_of",
+    "lost_fraction",
+    "read_curves",
+    "read_hpd_rows",
+    "run_row",
+    "summarise",
+    "write_hpd_curves",
+    "write_tables",
+]
 
 
 def write_tables(out: Path, study: Study, rows: list[dict], curves: list[Curve]) -> None:
@@ -99,7 +118,7 @@ def write_tables(out: Path, study: Study, rows: list[dict], curves: list[Curve])
             + " | ".join(cells)
             + f" | {summary['seconds']:.1f} |"
         )
-    if _cell_x(study):
+    if cell_x(study):
         lines += ["", f"{study.summary_text} / consensus error, by {study.x_label}:", ""]
         lines.append(_pivot(study, summaries))
     (out / "table.md").write_text("\n".join(lines) + "\n")
@@ -141,7 +160,7 @@ def _md_figure(summary: Mapping, key: str) -> str:
     return got.text(integer=key == FIRST_BELOW)
 
 
-def _cell_x(study: Study) -> dict[str, float] | None:
+def cell_x(study: Study) -> dict[str, float] | None:
     xs = {cell["label"]: cell.get("x") for cell in study.cells}
     numbers = {k: v for k, v in xs.items() if isinstance(v, (int, float))}
     if not study.x_label or len(numbers) < len(xs):
@@ -151,7 +170,7 @@ def _cell_x(study: Study) -> dict[str, float] | None:
 
 def _pivot(study: Study, rows: list[dict]) -> str:
     """Variants down, x across: "W2 (the study's summary) / consensus error" in each cell."""
-    xs = _cell_x(study) or {}
+    xs = cell_x(study) or {}
     header = "| variant | " + " | ".join(f"{study.x_label} = {x:g}" for x in xs.values()) + " |"
     lines = [header, "|---" * (len(xs) + 1) + "|"]
     for variant in dict.fromkeys(r["variant"] for r in rows):
@@ -175,136 +194,193 @@ def _md(value, row: Mapping | None = None) -> str:
     return f"{value:.4f}" if abs(value) < 1e3 else f"{value:.3g}"
 
 
-def figure_class():
-    """``Figure``, matplotlib's figure class drawn by its Agg renderer without pyplot (no
-    global figure registry to close, a lighter import), or None without matplotlib."""
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
+@dataclass(frozen=True)
+class Curve:
+    """W2 per iteration of one run: ``average`` (the agent average) and the ``agent``'s."""
+
+    cell: str
+    variant: str
+    seed: int
+    average: np.ndarray | None
+    agent: np.ndarray | None
+
+
+def read_curves(path: Path) -> dict[str, np.ndarray]:
+    """A run's ``w2_curve.csv`` (written by :mod:`starling.orchestrator.results.write`): column ->
+    values; empty when the run has no posterior to score against."""
+    if not path.is_file():
+        return {}
+    with open(path, newline="") as handle:
+        rows = list(csv.reader(handle))
+    if len(rows) < 2:
+        return {}
+    header, body = rows[0], rows[1:]
+    return {
+        name: np.array([float(r[k]) if r[k] not in ("", "nan") else np.nan for r in body])
+        for k, name in enumerate(header)
+        if k > 0
+    }
+
+
+def figure_keys(study: Study) -> list[str]:
+    """The figures of every row, in the order the tables print them."""
+    keys = list(BASE_KEYS)
+    for k in study.report_at:
+        keys += [f"w2_agent_at_{k}", f"w2_average_at_{k}"]
+    if study.threshold is not None:
+        keys.append(FIRST_BELOW)
+    return keys + list(study.figures)
+
+
+def run_row(
+    study: Study, plan: EvaluationPlan, metrics: Mapping, curve: Curve, agent: str, seed: int
+) -> dict[str, Any]:
+    """One run's figures (see the module docstring)."""
+    w2 = metrics.get("w2") or {}
+    row: dict[str, Any] = {
+        "cell": curve.cell,
+        "variant": curve.variant,
+        "seed_index": seed,
+        "seed": plan.seed,
+        "algorithm": plan.algorithm,
+        "w2_average": w2.get("average"),
+        "w2_agent": (w2.get("per_node") or {}).get(agent),
+        "w2_node_mean": w2.get("node_mean"),
+        "consensus_error": metrics.get("consensus_error"),
+        "lost_fraction": lost_fraction(metrics.get("links") or {}),
+        "diverged": min((metrics.get("diverged") or {}).values(), default=None),
+    }
+    for k in study.report_at:
+        row[f"w2_agent_at_{k}"] = _at(curve.agent, k)
+        row[f"w2_average_at_{k}"] = _at(curve.average, k)
+    if study.threshold is not None:
+        row[FIRST_BELOW] = (
+            first_iteration_below(curve.agent, study.threshold) if curve.agent is not None else None
+        )
+    for name, path in study.figures.items():
+        row[name] = _dotted(metrics, path)
+    return row
+
+
+def _at(curve: np.ndarray | None, k: int) -> float | None:
+    return None if curve is None else iteration_value(curve, k)
+
+
+def _dotted(metrics: Mapping, path: str) -> float | None:
+    """The number at ``a.b.c`` in ``metrics`` (None if absent or not a finite number)."""
+    value: Any = metrics
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return Figure
+    return float(value) if math.isfinite(value) else None
 
 
-def _ceiling(values: list[float]) -> float | None:
-    """Top of a log axis that keeps the ordinary values readable: 1000 × their median,
-    unless nothing reaches it. Points beyond it (a sampler that blew up) sit on it."""
-    finite = sorted(v for v in values if v is not None and np.isfinite(v) and v > 0)
-    if not finite:
+def lost_fraction(links: Mapping[str, Mapping[str, int]]) -> float | None:
+    """Share of the messages that did not reach their receiver in time, over all links."""
+    total = lost = 0
+    for c in links.values():
+        total += c.get("sent", 0) + c.get("withheld", 0)
+        lost += c.get("withheld", 0) + c.get("dropped", 0) + c.get("late", 0)
+    return round(lost / total, 4) if total else None
+
+
+def summarise(study: Study, rows: list[dict]) -> list[dict[str, Any]]:
+    """One row per (cell, variant): each figure's mean (under its own name), interval
+    half-width (``<name>_ci``, empty for one seed) and seed count (``<name>_n``)."""
+    out = []
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["cell"], row["variant"]), []).append(row)
+    for (cell, variant), mine in groups.items():
+        summary: dict[str, Any] = {
+            "cell": cell,
+            "variant": variant,
+            "algorithm": mine[0]["algorithm"],
+            "seeds": len(mine),
+        }
+        for key in figure_keys(study):
+            got = interval(r.get(key) for r in mine)
+            summary[key] = None if got is None else got.mean
+            summary[f"{key}_ci"] = None if got is None else got.half
+            summary[f"{key}_n"] = 0 if got is None else got.n
+        diverged = [r["diverged"] for r in mine if r["diverged"] is not None]
+        summary["diverged"] = min(diverged, default=None)
+        summary["diverged_seeds"] = len(diverged)
+        summary["seconds"] = round(sum(r.get("seconds", 0.0) for r in mine), 2)
+        out.append(summary)
+    return out
+
+
+def interval_of(summary: Mapping[str, Any], key: str) -> Interval | None:
+    """A summary row's figure back as an :class:`Interval` (None if no seed has it)."""
+    if summary.get(key) is None:
         return None
-    top = 1e3 * finite[len(finite) // 2]
-    return top if finite[-1] > top else None
+    return Interval(summary[key], summary.get(f"{key}_ci"), summary[f"{key}_n"], summary["seeds"])
 
 
-def plot_against_x(out: Path, study: Study, rows: list[dict]) -> list[Path]:
-    xs = _cell_x(study)
-    Figure = figure_class()  # noqa: N806 - a class
-    if not xs or Figure is None:
+def headline(study: Study, rows: list[dict]) -> list[str]:
+    """What the study prints at the end: the interval rule, then the figures per cell."""
+    if study.seeds == 1 and study.threshold is None:
         return []
-    figure = Figure(figsize=(12, 4))
-    axes = figure.subplots(1, 2)
-    keys = (study.summary_key, "consensus_error")
-    marked = {"off": False, "diverged": False}
-    for ax, key in zip(axes, keys, strict=True):
-        ceiling = _ceiling([r[key] for r in rows])
-        top = ceiling or max((r[key] for r in rows if r[key] is not None), default=1.0)
-        for variant in dict.fromkeys(r["variant"] for r in rows):
-            mine = [r for r in rows if r["variant"] == variant]
-            x = np.array([xs[r["cell"]] for r in mine])
-            y = np.array([np.nan if r[key] is None else r[key] for r in mine], dtype=float)
-            shown = np.where(y > top, top, y) if ceiling else y
-            line = ax.plot(x, shown, marker="o", label=variant)[0]
-            off = ceiling is not None and np.any(y > top)
-            if off:
-                ax.plot(x[y > top], shown[y > top], "^", ms=11, color=line.get_color())
-                marked["off"] = True
-            gone = np.array([r["diverged"] is not None and r[key] is None for r in mine])
-            if any(gone):
-                ax.plot(
-                    x[gone],
-                    np.full(int(gone.sum()), top),
-                    "x",
-                    ms=11,
-                    mew=2,
-                    color=line.get_color(),
-                )
-                marked["diverged"] = True
-        ax.set_xlabel(study.x_label)
-        ax.set_yscale("log")
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0].set_ylabel(f"final {study.summary_text}")
-    axes[1].set_ylabel("final consensus error E|x_i - mean|^2")
-    notes = []
-    if marked["off"]:
-        notes.append("▲ beyond the axis (blew up)")
-    if marked["diverged"]:
-        notes.append("✕ diverged (not finite)")
-    handles, labels = axes[0].get_legend_handles_labels()
-    figure.legend(
-        handles, labels, loc="center right", title="\n".join(notes) or None, title_fontsize="small"
-    )
-    figure.suptitle(study.name)
-    # Fixed margins: tight_layout draws the whole figure once more to measure it (half the
-    # plotting time of a study, README: Performance).
-    figure.subplots_adjust(left=0.07, right=0.82, bottom=0.13, top=0.88, wspace=0.25)
-    path = out / "summary.png"
-    figure.savefig(path, dpi=110)
-    return [path]
+    lines = [f"over {study.seeds} seed(s): mean ± 95 % Student-t interval; iteration k = k updates"]
+    summaries = summarise(study, rows)
+    keys = [
+        k
+        for k in ("w2_average", "w2_agent", *(k for k in figure_keys(study) if k not in BASE_KEYS))
+        if k == FIRST_BELOW or any(s.get(k) is not None for s in summaries)
+    ]
+    for summary in summaries:
+        parts = []
+        for key in keys:
+            got = interval_of(summary, key)
+            never = "never" if key == FIRST_BELOW else "–"
+            parts.append(f"{key} {never if got is None else got.text(integer=key == FIRST_BELOW)}")
+        lines.append(f"{summary['cell']:>12} {summary['variant']:>12}  " + "; ".join(parts))
+    return lines
 
 
-def _emptied(axes) -> None:
-    """The axes as :meth:`Figure.subplots` made them, for the next cell's curves: the
-    figure and its tick artists are reused (making them was a quarter of the drawing time),
-    everything the previous cell drew or measured is gone."""
-    for ax in axes:
-        for artist in [*ax.lines, *ax.collections]:
-            artist.remove()
-        if ax.get_legend() is not None:
-            ax.get_legend().remove()
-        ax.set_prop_cycle(None)
-        ax.ignore_existing_data_limits = True  # the next line added sets them afresh
+HEADER = ("cell", "variant", "seed", "series", "round", "share", "relative_error", "excess_error")
 
 
-def plot_curves(out: Path, study: Study, curves: list[Curve]) -> list[Path]:
-    """One figure per cell: W2 of the agent and of the agent average against the iteration,
-    one line per variant (the mean over the seeds, a band between the seeds' extremes)."""
-    Figure = figure_class()  # noqa: N806 - a class
-    if Figure is None:
+def read_hpd_rows(
+    folder: Path, cell: str, variant: str, seed: int, agent: str, rounds: int
+) -> list[dict]:
+    """The agent's and the average's rows of ``folder/hpd_curve.csv`` (none if absent)."""
+    path = folder / "hpd_curve.csv"
+    if not path.is_file():
         return []
-    written = []
-    figure = Figure(figsize=(10, 4))
-    axes = figure.subplots(1, 2, sharey=True)
-    for index, cell in enumerate(dict.fromkeys(c.cell for c in curves)):
-        if index:
-            _emptied(axes)
-        for variant in dict.fromkeys(c.variant for c in curves if c.cell == cell):
-            mine = [c for c in curves if c.cell == cell and c.variant == variant]
-            color = None
-            for ax, pick in ((axes[0], "agent"), (axes[1], "average")):
-                stack = np.array([getattr(c, pick) for c in mine], dtype=float)
-                x = np.arange(1, stack.shape[1] + 1)
-                with warnings.catch_warnings():
-                    # A round every seed diverged in is all NaN: no point there, no warning.
-                    warnings.simplefilter("ignore", RuntimeWarning)
-                    low, mean, high = (
-                        np.nanmin(stack, axis=0),
-                        np.nanmean(stack, axis=0),
-                        np.nanmax(stack, axis=0),
-                    )
-                line = ax.semilogy(x, mean, label=variant, color=color)
-                color = line[0].get_color()
-                if len(mine) > 1:
-                    ax.fill_between(x, low, high, color=color, alpha=0.15, linewidth=0)
-        seeds = f" (mean of {study.seeds} seeds)" if study.seeds > 1 else ""
-        axes[0].set_title(f"{cell}: agent {study.agent}{seeds}")
-        axes[1].set_title(f"{cell}: agent average{seeds}")
-        for ax in axes:
-            ax.set_xlabel("iteration (updates)")
-            ax.grid(True, which="both", alpha=0.3)
-        axes[0].set_ylabel("W2 to the posterior")
-        axes[1].legend()
-        figure.suptitle(study.name)
-        figure.subplots_adjust(left=0.08, right=0.98, bottom=0.13, top=0.86, wspace=0.06)
-        path = out / f"w2-{slug(cell)}.png"
-        figure.savefig(path, dpi=110)
-        written.append(path)
-    return written
+    picked = {agent: "agent", "average": "average"}
+    rows = []
+    with open(path, newline="") as handle:
+        for row in csv.DictReader(handle):
+            series = picked.get(row["node"])
+            if series is None or row["relative_error"] == "":
+                continue
+            at = int(row["round"])
+            rows.append(
+                {
+                    "cell": cell,
+                    "variant": variant,
+                    "seed": seed,
+                    "series": series,
+                    "round": at,
+                    "share": (at + 1) / rounds,
+                    "relative_error": float(row["relative_error"]),
+                    "excess_error": float(row["excess_error"]),
+                }
+            )
+    return rows
+
+
+def write_hpd_curves(out: Path, rows: Sequence[dict]) -> None:
+    """``out/hpd_curves.csv``: every gathered row (nothing written without any)."""
+    if not rows:
+        return
+    with open(out / "hpd_curves.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=HEADER)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in row.items()})

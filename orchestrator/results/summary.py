@@ -1,11 +1,16 @@
-"""The summary's lines for the figures beyond W2: predictive metrics, transport distances
-and ESS / R-hat (what :mod:`starling.orchestrator.evaluation.scoring` put in ``metrics.json``)."""
+"""``summary.txt``: a run's short account for people, status first, then its figures.
+
+:func:`summary_table` is what ``run`` and ``simulate`` print at the end and write beside
+``metrics.json``; :func:`scoring_lines` are its lines for the figures beyond W2: predictive
+metrics, transport distances and ESS / R-hat (what
+:mod:`starling.orchestrator.evaluation.scoring` put in ``metrics.json``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-__all__ = ["scoring_lines"]
+__all__ = ["scoring_lines", "summary_table"]
 
 
 def _num(value, spec: str = ".4f") -> str:
@@ -85,3 +90,48 @@ def scoring_lines(metrics: Mapping) -> list[str]:
                 f"{_num(s.get('ess_tail_min'), '8.1f')}  {_num(s.get('rhat_max'), '8.4f')}"
             )
     return lines
+
+
+def _cell(value) -> str:
+    return f"{'diverged':>8}" if value is None else f"{value:8.4f}"
+
+
+def summary_table(metrics: Mapping) -> str:
+    """A short human-readable account of a run; the first line is its status."""
+    lines = [
+        f"status: {metrics.get('status', 'complete')}",
+        f"experiment {metrics.get('experiment')}: {metrics.get('algorithm')}, "
+        f"{metrics.get('nodes')} nodes, {metrics.get('rounds')} rounds, "
+        f"{metrics.get('chains')} chains",
+    ]
+    w2 = metrics.get("w2")
+    if w2:
+        posterior = metrics.get("posterior", {})
+        std = posterior.get("std")
+        if std:
+            # A coordinate whose std left the floats (data near 1e308) is stored as None.
+            shown = ("not finite" if s is None else f"{s:.4f}" for s in std)
+            lines.append("posterior std per coordinate: " + ", ".join(shown))
+        lines.append(f"{'node':>10}  {'W2':>8}  samples")
+        counts = metrics.get("samples_per_node", {})
+        for node, value in w2["per_node"].items():
+            lines.append(f"{node:>10}  {_cell(value)}  {counts.get(node, '')}")
+        for node in (n for n, count in counts.items() if not count and n not in w2["per_node"]):
+            lines.append(f"{node:>10}  {'-':>8}  0")  # no sample to score
+        if w2.get("average") is not None or metrics.get("diverged"):
+            lines.append(
+                f"{'average':>10}  {_cell(w2.get('average'))}  (W2 of the network-average iterate)"
+            )
+    lines.extend(scoring_lines(metrics))
+    if metrics.get("consensus_error") is not None:
+        lines.append(f"consensus error E|x_i - mean|^2: {metrics['consensus_error']:.4g}")
+    diverged = metrics.get("diverged")
+    if diverged:
+        lines.append(
+            "diverged: " + ", ".join(f"node {n} from round {r}" for n, r in diverged.items())
+        )
+    account = metrics.get("account")
+    if account:
+        lines.append("what happened:")
+        lines.extend(f"  {line}" for line in account)
+    return "\n".join(lines)

@@ -31,92 +31,22 @@ import numpy as np
 import yaml
 
 from starling.node.spec import DataSpec
-from starling.orchestrator.config.experiment import Experiment
 from starling.orchestrator.core import phases
 from starling.orchestrator.evaluation.evaluate import Evaluation, evaluate
+from starling.orchestrator.planning.plan import EvaluationPlan
 from starling.orchestrator.results.account import Account, account_divergence
-from starling.orchestrator.results.summary import scoring_lines
+from starling.orchestrator.results.link_books import link_account
+from starling.orchestrator.results.summary import summary_table
 
 T = TypeVar("T")
 
 __all__ = [
-    "LINK_COUNTERS",
     "close_run",
     "default_out_dir",
-    "link_account",
-    "link_summary",
     "run_status",
-    "summary_table",
     "write_failure",
     "write_results",
 ]
-
-LINK_COUNTERS = (
-    "sent",
-    "delivered",
-    "withheld",
-    "dropped",
-    "late",
-    "rejected",
-    "send_errors",
-    "overruns",
-)
-"""Per directed link: ``sent`` on the wire, ``delivered`` in time for its round, ``withheld``
-by an emulated fault (scheduled, or live cut/drop), ``dropped`` because the receiver could
-not be reached, ``late`` (arrived after the receiver's deadline), ``rejected`` (malformed),
-``send_errors`` (stream failures), ``overruns`` (an asynchronous receiver waited out its
-deadline for a fresh enough message from this sender)."""
-
-
-def link_summary(link_stats: Mapping[str, Mapping[str, Mapping[str, Mapping]]]) -> dict:
-    """``"A->B"`` -> counters, from every node's final ``outbound`` / ``inbound`` books.
-
-    The sender knows what it sent, withheld and dropped; the receiver what it got in time,
-    late or malformed.
-    """
-    links: dict[str, dict[str, int]] = {}
-
-    def entry(key: str) -> dict[str, int]:
-        return links.setdefault(key, dict.fromkeys(LINK_COUNTERS, 0))
-
-    for node, books in link_stats.items():
-        for peer, c in (books.get("outbound") or {}).items():
-            e = entry(f"{node}->{peer}")
-            for name in ("sent", "withheld", "dropped", "send_errors"):
-                e[name] += int(c.get(name, 0))
-        for peer, c in (books.get("inbound") or {}).items():
-            e = entry(f"{peer}->{node}")
-            e["delivered"] += int(c.get("received", 0))
-            e["late"] += int(c.get("late", 0))
-            e["rejected"] += int(c.get("rejected", 0))
-            e["overruns"] += int(c.get("overruns", 0))
-    return dict(sorted(links.items()))
-
-
-def link_account(links: Mapping[str, Mapping[str, int]]) -> list[str]:
-    """Lines for the account: every link that lost something, or one line saying none did."""
-    lossy = [
-        (key, c)
-        for key, c in links.items()
-        if any(
-            c.get(k, 0)
-            for k in ("withheld", "dropped", "late", "rejected", "send_errors", "overruns")
-        )
-    ]
-    if not lossy:
-        return [f"links: all {len(links)} links delivered every message in time"] if links else []
-    lines = [
-        f"links: {len(lossy)} of {len(links)} lost messages (sent/delivered/withheld/dropped/late):"
-    ]
-    for key, c in lossy:
-        extra = "".join(
-            f" {name} {c[name]}" for name in ("rejected", "send_errors", "overruns") if c.get(name)
-        )
-        lines.append(
-            f"  {key.replace('->', '→')}: {c.get('sent', 0)}/{c.get('delivered', 0)}/"
-            f"{c.get('withheld', 0)}/{c.get('dropped', 0)}/{c.get('late', 0)}{extra}"
-        )
-    return lines
 
 
 def default_out_dir(name: str) -> Path:
@@ -227,57 +157,12 @@ def _strict(value):
     return value
 
 
-def _cell(value) -> str:
-    return f"{'diverged':>8}" if value is None else f"{value:8.4f}"
-
-
 def _jsonable(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, np.generic):
         return value.item()
     raise TypeError(f"cannot write {type(value).__name__} to JSON")
-
-
-def summary_table(metrics: Mapping) -> str:
-    """A short human-readable account of a run; the first line is its status."""
-    lines = [
-        f"status: {metrics.get('status', 'complete')}",
-        f"experiment {metrics.get('experiment')}: {metrics.get('algorithm')}, "
-        f"{metrics.get('nodes')} nodes, {metrics.get('rounds')} rounds, "
-        f"{metrics.get('chains')} chains",
-    ]
-    w2 = metrics.get("w2")
-    if w2:
-        posterior = metrics.get("posterior", {})
-        std = posterior.get("std")
-        if std:
-            # A coordinate whose std left the floats (data near 1e308) is stored as None.
-            shown = ("not finite" if s is None else f"{s:.4f}" for s in std)
-            lines.append("posterior std per coordinate: " + ", ".join(shown))
-        lines.append(f"{'node':>10}  {'W2':>8}  samples")
-        counts = metrics.get("samples_per_node", {})
-        for node, value in w2["per_node"].items():
-            lines.append(f"{node:>10}  {_cell(value)}  {counts.get(node, '')}")
-        for node in (n for n, count in counts.items() if not count and n not in w2["per_node"]):
-            lines.append(f"{node:>10}  {'-':>8}  0")  # no sample to score
-        if w2.get("average") is not None or metrics.get("diverged"):
-            lines.append(
-                f"{'average':>10}  {_cell(w2.get('average'))}  (W2 of the network-average iterate)"
-            )
-    lines.extend(scoring_lines(metrics))
-    if metrics.get("consensus_error") is not None:
-        lines.append(f"consensus error E|x_i - mean|^2: {metrics['consensus_error']:.4g}")
-    diverged = metrics.get("diverged")
-    if diverged:
-        lines.append(
-            "diverged: " + ", ".join(f"node {n} from round {r}" for n, r in diverged.items())
-        )
-    account = metrics.get("account")
-    if account:
-        lines.append("what happened:")
-        lines.extend(f"  {line}" for line in account)
-    return "\n".join(lines)
 
 
 def in_node_order(by_node: Mapping[str, T], node_ids: Sequence[str]) -> dict[str, T]:
@@ -287,7 +172,7 @@ def in_node_order(by_node: Mapping[str, T], node_ids: Sequence[str]) -> dict[str
 
 
 def close_run(
-    experiment: Experiment,
+    plan: EvaluationPlan,
     out_dir: Path,
     samples: dict[str, np.ndarray],
     rounds: dict[str, np.ndarray],
@@ -305,17 +190,17 @@ def close_run(
     :func:`starling.orchestrator.evaluation.evaluate.evaluate`)."""
     # In the experiment's node order, whatever order the nodes were collected in: means over
     # nodes are float sums, and ``run`` must score to the last bit what ``simulate`` scores.
-    samples = in_node_order(samples, experiment.node_ids)
-    rounds = in_node_order(rounds, experiment.node_ids)
+    samples = in_node_order(samples, plan.node_ids)
+    rounds = in_node_order(rounds, plan.node_ids)
     phases.enter("evaluating")
-    evaluation = evaluate(experiment, samples, node_data)
+    evaluation = evaluate(plan, samples, node_data)
     for line in link_account(links):
         account.plain(line)
     account_divergence(evaluation.metrics, account)
     account.plain(timing)
     extra = {"account": account.lines, "faults": account.section(), "links": links, **extra}
     phases.enter("writing results")
-    write_results(out_dir, experiment.source, samples, rounds, evaluation, extra)
+    write_results(out_dir, plan.source, samples, rounds, evaluation, extra)
     metrics = {**evaluation.metrics, **extra}
     if say is not None:
         say(summary_table(metrics))

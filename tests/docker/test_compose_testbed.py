@@ -23,6 +23,7 @@ import pytest
 
 from starling.orchestrator.config.experiment import load_experiment
 from starling.orchestrator.execution.simulation import simulate_experiment
+from starling.orchestrator.planning.plan import plan_run
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
@@ -108,7 +109,9 @@ def test_compose_up_runs_the_quickstart_on_five_containers(tmp_path):
     assert metrics["backend"] == "inventory"
     assert metrics["samples_per_node"] == dict.fromkeys(NODES, 100)
     reference = simulate_experiment(
-        load_experiment(ROOT / "examples" / "quickstart.yaml"), tmp_path / "sim", quiet=True
+        plan_run(load_experiment(ROOT / "examples" / "quickstart.yaml")),
+        tmp_path / "sim",
+        quiet=True,
     )
     assert metrics["w2"]["average"] == pytest.approx(reference["w2"]["average"], abs=1e-12)
     for node, twin in NODES.items():
@@ -253,7 +256,9 @@ def test_compose_with_the_tls_overlay_runs_the_quickstart_over_mutual_tls(tmp_pa
     assert metrics["backend"] == "inventory" and metrics["status"] == "complete", metrics
     assert metrics["samples_per_node"] == dict.fromkeys(NODES, 100)
     reference = simulate_experiment(
-        load_experiment(ROOT / "examples" / "quickstart.yaml"), tmp_path / "sim", quiet=True
+        plan_run(load_experiment(ROOT / "examples" / "quickstart.yaml")),
+        tmp_path / "sim",
+        quiet=True,
     )
     assert metrics["w2"]["average"] == pytest.approx(reference["w2"]["average"], abs=1e-12)
     # The run's record names the orchestrator's certificate it reached the nodes with.

@@ -20,7 +20,9 @@ from starling.orchestrator.faults.account import (
     scheduled_link_counts,
 )
 from starling.orchestrator.planning.node_specs import node_specs
-from starling.orchestrator.results.write import link_account, link_summary, summary_table
+from starling.orchestrator.planning.plan import plan_run
+from starling.orchestrator.results.link_books import link_account, link_summary
+from starling.orchestrator.results.summary import summary_table
 
 
 def _raw(**fields):
@@ -192,7 +194,9 @@ def test_a_diverged_node_is_reported_not_turned_into_nan():
     samples["2"][6:] = np.inf
     samples["2"][7:] = np.nan
     samples["3"][8:] = 1e200  # finite, but no longer a number anything can square
-    metrics = evaluate(experiment, samples).metrics  # warnings are errors in this suite
+    metrics = evaluate(
+        plan_run(experiment).evaluation, samples
+    ).metrics  # warnings are errors in this suite
     assert metrics["diverged"] == {"2": 6, "3": 8}
     assert metrics["w2"]["per_node"]["2"] is None and metrics["w2"]["per_node"]["3"] is None
     assert metrics["w2"]["per_node"]["0"] > 0
@@ -221,7 +225,7 @@ def test_collector_steps_back_to_the_nodes_checkpoint():
 def test_simulate_writes_the_same_keys_as_run(tmp_path):
     experiment = parse_experiment(_raw(faults=[{"link": ["0", "1"], "rounds": [2, 6]}]))
     said: list[str] = []
-    metrics = simulate_experiment(experiment, tmp_path, say=said.append)
+    metrics = simulate_experiment(plan_run(experiment), tmp_path, say=said.append)
     written = json.loads((tmp_path / "metrics.json").read_text())
     for key in ("account", "faults", "links", "program_metrics", "backend"):
         assert key in written, key

@@ -249,10 +249,10 @@ def test_the_installed_command_says_the_same(tmp_path, starling_home, content, n
     assert len(lines) == 1 and needle in lines[0], result.stderr
 
 
-def test_the_parser_accepts_exactly_the_backend_modules():
-    from starling.orchestrator.config.schema import BACKEND_KINDS
+def test_the_parser_accepts_exactly_the_backend_kinds():
+    from starling.orchestrator.config.backends import BACKENDS
 
-    assert set(BACKEND_KINDS) == {"local", "inventory", "docker"}
+    assert set(BACKENDS) == {"local", "inventory", "docker"}
 
 
 # --- the command line itself: where results go, recovery, live commands, help.

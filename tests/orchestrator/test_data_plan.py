@@ -16,6 +16,7 @@ from starling.orchestrator.config.experiment import parse_experiment
 from starling.orchestrator.evaluation.evaluate import reference_data
 from starling.orchestrator.planning.data_plan import data_specs
 from starling.orchestrator.planning.node_specs import node_specs
+from starling.orchestrator.planning.plan import plan_run
 
 MODEL = {"name": "logistic_regression", "params": {"features": 2}}
 
@@ -67,11 +68,13 @@ def test_per_node_sizes_and_shards_for_synthetic_data():
     }
     assert {n: len(x) for n, x in _rows(experiment).items()} == {"a": 5, "b": 30, "c": 70, "d": 30}
     with pytest.raises(ConfigError, match=r"^nodes\[1\]\.data\.shard: shard 0 is already node 'a'"):
-        _experiment(
-            nodes=[{"id": "a"}, {"id": "b", "data": {"shard": 0}}], topology={"kind": "path"}
+        plan_run(
+            _experiment(
+                nodes=[{"id": "a"}, {"id": "b", "data": {"shard": 0}}], topology={"kind": "path"}
+            )
         )
     with pytest.raises(ConfigError, match=r"^data\.sizes: 3 sizes for 4 shards"):
-        _experiment(data={"size": 3, "sizes": [1, 2, 3]})
+        plan_run(_experiment(data={"size": 3, "sizes": [1, 2, 3]}))
 
 
 def test_default_plan_is_what_nodes_were_always_told():
@@ -103,8 +106,8 @@ def test_centralised_baseline_pools_exactly_the_decentralised_shards(tmp_path, s
     assert len(pooled) == 41
     # And the reference posterior of either is computed from those same rows.
     model = build_model(decentralised.model)
-    ref_d = np.concatenate([t.X for t in reference_data(decentralised, model)])
-    ref_c = np.concatenate([t.X for t in reference_data(centralised, model)])
+    ref_d = np.concatenate([t.X for t in reference_data(plan_run(decentralised).evaluation, model)])
+    ref_c = np.concatenate([t.X for t in reference_data(plan_run(centralised).evaluation, model)])
     assert np.array_equal(ref_d, ref_c) and np.array_equal(ref_c, pooled)
 
 
@@ -150,7 +153,7 @@ def test_the_plan_crosses_the_wire_unchanged(tmp_path):
 
 def test_bad_pools_are_refused_naming_the_field():
     with pytest.raises(ConfigError, match=r"^data\.shards: 5 shards for 4 data nodes"):
-        _experiment(data={"shards": 5})
+        plan_run(_experiment(data={"shards": 5}))
 
 
 def test_one_synthetic_data_set_dealt_to_any_number_of_nodes():
@@ -188,7 +191,7 @@ def test_held_out_rows_are_in_no_shard(tmp_path, partition):
         evaluation={"test": {"split": 0.2, "seed": 3}},
     )
     shards = [set(_ids(x)) for x in _rows(experiment).values()]
-    test, described = held_out_data(experiment, build_model(experiment.model))
+    test, described = held_out_data(plan_run(experiment).evaluation, build_model(experiment.model))
     held = set(_ids(test.X))
     assert len(held) == 40 and described["rows"] == 40
     assert all(not (s & held) for s in shards)
@@ -236,7 +239,7 @@ def test_real_nodes_hold_the_planned_rows(tmp_path, starling_home):
         chains=2,
         round_deadline=10.0,
     )
-    run_experiment(experiment, tmp_path / "run", say=lambda _m: None)
+    run_experiment(plan_run(experiment), tmp_path / "run", say=lambda _m: None)
     expected = simulate(node_specs(experiment))
     for node, values in expected.items():
         with np.load(tmp_path / "run" / "samples" / f"node-{node}.npz") as data:

@@ -33,7 +33,7 @@ def _experiment(faults, **fields):
 
 def _account(experiment) -> list[str]:
     account = Account(lambda _line: None)
-    account_schedule(account, experiment)
+    account_schedule(account, experiment.faults, experiment.node_faults, experiment.rounds)
     return account.lines
 
 

@@ -82,17 +82,12 @@ def test_kernel_faults_need_the_docker_backend():
 
 
 def test_docker_backend_refuses_a_host_file_path(tmp_path):
-    from starling.orchestrator.execution.backends.docker import DockerBackend
-
+    """A docker node cannot see a file of this machine: the backend's capabilities say so
+    (``host_files``), and the file is refused as it is read, before anything starts."""
     data = tmp_path / "d.csv"
     data.write_text("1,2,3\n" * 30)
-    experiment = parse_experiment(
-        _raw(
-            backend={"kind": "docker"},
-            kernel_faults=None,
-            data={"source": "file", "path": str(data)},
-        ),
-        "exp",
-    )
-    with pytest.raises(ConfigError, match=r"^data.source: file is a path on the host"):
-        DockerBackend.for_experiment(experiment, tmp_path)
+    raw = _raw(backend={"kind": "docker"}, kernel_faults=None)
+    with pytest.raises(ConfigError, match=r"^data.source: file is a path on this machine"):
+        parse_experiment({**raw, "data": {"source": "file", "path": str(data)}}, "exp")
+    local = {**raw, "backend": {"kind": "local"}, "data": {"source": "file", "path": str(data)}}
+    assert parse_experiment(local, "exp").data.path == str(data)  # the control

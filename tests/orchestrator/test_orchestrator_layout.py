@@ -1,10 +1,10 @@
 """How the orchestrator is put together: ``simulate`` needs no network stack, the orchestrator
-never opens a node's store, and backends are chosen through one registry."""
+never opens a node's store, and backends are chosen through one registry of kinds, each asked
+what it can do rather than compared by name."""
 
 from __future__ import annotations
 
 import ast
-import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from starling.node.params import ConfigError
+from starling.orchestrator.config.backends import BACKENDS, backend_settings
 from starling.orchestrator.config.experiment import parse_experiment
-from starling.orchestrator.execution.backends import backend_factory, backend_kinds, make_backend
+from starling.orchestrator.execution.backends import backend_class, make_backend
 from starling.orchestrator.execution.backends.base import Backend
+from starling.orchestrator.planning.plan import plan_run
 
 ROOT = Path(__file__).resolve().parents[2]
 ORCHESTRATOR = ROOT / "orchestrator"
@@ -81,26 +83,53 @@ def _experiment(kind: str):
     )
 
 
-def test_every_backend_module_names_a_backend_of_its_kind():
-    for kind in backend_kinds():
-        factory = backend_factory(kind)
-        assert factory.__self__.kind == kind  # type: ignore[attr-defined]
-        assert isinstance(factory.__self__, type)  # type: ignore[attr-defined]
+def test_every_kind_has_a_backend_of_that_kind_with_its_settings_model():
+    for kind, model in BACKENDS.items():
+        cls = backend_class(kind)
+        assert issubclass(cls, Backend) and cls.kind == kind
+        assert cls.settings_model is model
+        assert cls.settings_model.capabilities is model.capabilities
+
+
+def test_every_backend_module_is_a_kind():
+    """A module in execution/backends/ that is not a kind is a support module, named here."""
+    support = {"base", "netfault"}
+    modules = {p.stem for p in (ORCHESTRATOR / "execution" / "backends").glob("*.py")}
+    assert modules - {"__init__"} - support == set(BACKENDS)
 
 
 def test_backend_kind_goes_through_the_registry(tmp_path):
-    assert "local" in backend_kinds()
-    backend = make_backend(_experiment("local"), tmp_path)
+    experiment = _experiment("local")
+    backend = make_backend(experiment.backend, tmp_path, plan_run(experiment))
     assert isinstance(backend, Backend)
-    assert backend.kind == "local"
+    assert backend.kind == "local" and backend.capabilities.local_stores
     assert backend.base_port == 7000 and backend.workdir == tmp_path
     assert backend.addresses() == {}
 
 
-def test_an_unknown_backend_kind_is_named(tmp_path):
-    # The parser refuses such a file; a kind it allows but nobody registered ends the same.
-    experiment = _experiment("local")
-    backend = experiment.backend.model_copy(update={"kind": "carrier-pigeon"})
-    strange = dataclasses.replace(experiment, backend=backend)
+def test_an_unknown_backend_kind_is_named():
     with pytest.raises(ConfigError, match=r"^backend\.kind: unknown backend 'carrier-pigeon'"):
-        make_backend(strange, tmp_path)
+        backend_settings({"kind": "carrier-pigeon"})
+    with pytest.raises(ConfigError, match=r"^backend\.kind: unknown backend 'carrier-pigeon'"):
+        backend_class("carrier-pigeon")
+
+
+def test_a_field_of_another_kind_is_refused_naming_its_kind():
+    with pytest.raises(ConfigError, match=r"^backend\.image: only read by backend kind docker"):
+        backend_settings({"kind": "local", "image": "x"})
+
+
+def test_no_module_compares_a_backend_kind_by_name():
+    """What a backend can do is asked of its capabilities (config/backends.py), never decided
+    by comparing ``kind`` with a name; the kinds' own modules and the registry may name them."""
+    allowed = {ORCHESTRATOR / "config" / "backends.py"}
+    offenders = []
+    for path in ORCHESTRATOR.rglob("*.py"):
+        if path in allowed:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                text = ast.unparse(node)
+                if "kind" in text and any(f"'{k}'" in text for k in BACKENDS):
+                    offenders.append(f"{path.relative_to(ROOT)}: {text}")
+    assert not offenders, offenders

@@ -9,6 +9,7 @@ import pytest
 from starling.node.params import ConfigError
 from starling.orchestrator.config.experiment import parse_experiment
 from starling.orchestrator.planning.data_plan import data_specs
+from starling.orchestrator.planning.plan import plan_run
 
 NODES = 5000
 
@@ -47,4 +48,4 @@ def test_a_shard_claimed_twice_in_a_large_list_names_its_first_holder():
         ConfigError,
         match=rf"^nodes\[{NODES - 1}\]\.data\.shard: shard 12 is already node 'n12'",
     ):
-        parse_experiment(_raw(nodes=nodes, topology={"kind": "ring"}))
+        plan_run(parse_experiment(_raw(nodes=nodes, topology={"kind": "ring"})))

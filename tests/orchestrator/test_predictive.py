@@ -18,6 +18,7 @@ from starling.orchestrator.config.experiment import parse_experiment
 from starling.orchestrator.evaluation.heldout import held_out_data
 from starling.orchestrator.evaluation.predictive import curve_rounds, score_samples
 from starling.orchestrator.planning.node_specs import node_specs
+from starling.orchestrator.planning.plan import plan_run
 
 
 def test_auc_of_a_fixed_score_vector_is_the_hand_count():
@@ -93,7 +94,7 @@ def test_split_test_rows_are_in_no_shard_and_every_other_row_is_in_one(tmp_path,
     model = build_model(experiment.model)
     specs = node_specs(experiment)
     shards = [load_shard(s.data, model).X[:, 0] for s in specs]
-    test, described = held_out_data(experiment, model)
+    test, described = held_out_data(plan_run(experiment).evaluation, model)
     held = set(test.X[:, 0].tolist())
     assert described == {"split": 0.25, "seed": 4, "rows": 10}
     trained = [set(s.tolist()) for s in shards]
@@ -119,7 +120,7 @@ def test_a_synthetic_split_is_a_fresh_draw_of_the_stated_size():
         }
     )
     model = build_model(experiment.model)
-    test, described = held_out_data(experiment, model)
+    test, described = held_out_data(plan_run(experiment).evaluation, model)
     assert described["rows"] == 30 == len(test)  # 0.2 / 0.8 × 4 × 30
     shards = [load_shard(s.data, model).X for s in node_specs(experiment)]
     assert not any(np.isin(test.X[:, 0], s[:, 0]).any() for s in shards)
@@ -183,7 +184,7 @@ def test_a_bad_test_file_is_named_as_evaluation_test(tmp_path, name, content, fm
         }
     )
     with pytest.raises(ConfigError, match=f"^{message}") as error:
-        held_out_data(experiment, build_model(experiment.model))
+        held_out_data(plan_run(experiment).evaluation, build_model(experiment.model))
     assert "data.path" not in str(error.value) and "data.format" not in str(error.value)
 
 

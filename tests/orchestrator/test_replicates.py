@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 
 from starling.node.params import ConfigError
-from starling.orchestrator.config.study import load_study, run_study
+from starling.orchestrator.config.study import load_study
 from starling.orchestrator.evaluation.replicates import (
     first_iteration_below,
     interval,
     iteration_value,
 )
+from starling.orchestrator.execution.study import run_study
+from starling.orchestrator.planning.load import plan_study
 
 
 def test_t_interval_of_a_fixed_vector():
@@ -79,7 +81,7 @@ def test_a_study_over_three_seeds(tmp_path):
     study = load_study(_study())
     assert [e.seed for *_, e in study.replicates] == [40, 41, 42, 40, 41, 42]
     assert {e.data.seed for *_, e in study.replicates} == {1}  # the data stays fixed
-    rows = run_study(study, tmp_path, "simulate", say=lambda _m: None)
+    rows = run_study(plan_study(study), tmp_path, "simulate", say=lambda _m: None)
     assert len(rows) == 6
     for variant in ("D-SGLD", "D-ADMMS"):
         for r in range(3):
@@ -129,8 +131,8 @@ def test_a_study_over_two_seeds_on_real_nodes(tmp_path, starling_home):
     raw["base"] = {**raw["base"], "rounds": 4, "chains": 3, "round_deadline": 10.0}
     raw["variants"] = raw["variants"][:1]
     study = load_study(raw)
-    run_study(study, tmp_path / "run", "run", say=lambda _m: None)
-    run_study(study, tmp_path / "sim", "simulate", say=lambda _m: None)
+    run_study(plan_study(study), tmp_path / "run", "run", say=lambda _m: None)
+    run_study(plan_study(study), tmp_path / "sim", "simulate", say=lambda _m: None)
     for r in range(2):
         for node in ("0", "1", "2"):
             got = [

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.planning.plan import plan_run
 from starling.orchestrator.results.account import Account
 from starling.orchestrator.results.write import close_run, run_status
 
@@ -42,7 +43,7 @@ def test_a_node_with_no_sample_is_listed_with_0_and_the_run_is_partial(tmp_path)
     status = run_status(ROUNDS, samples, expected=experiment.sampling_nodes())
     assert status == "partial"
     metrics = close_run(
-        experiment,
+        plan_run(experiment).evaluation,
         tmp_path,
         samples,
         rounds,
@@ -70,7 +71,7 @@ def test_roles_that_record_no_samples_by_design_are_not_listed(tmp_path):
     samples, rounds = _samples(["0"])
     assert run_status(ROUNDS, samples, expected=experiment.sampling_nodes()) == "complete"
     metrics = close_run(
-        experiment,
+        plan_run(experiment).evaluation,
         tmp_path,
         samples,
         rounds,

@@ -9,7 +9,9 @@ import json
 
 import pytest
 
-from starling.orchestrator.config.study import load_study, run_study
+from starling.orchestrator.config.study import load_study
+from starling.orchestrator.execution.study import run_study
+from starling.orchestrator.planning.load import plan_study
 
 
 def _raw() -> dict:
@@ -39,7 +41,7 @@ def _raw() -> dict:
 
 
 def test_every_runs_hpd_curve_is_gathered_and_plotted(tmp_path):
-    run_study(load_study(_raw()), tmp_path, "simulate", say=lambda _m: None)
+    run_study(plan_study(load_study(_raw())), tmp_path, "simulate", say=lambda _m: None)
     with open(tmp_path / "hpd_curves.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     runs = {(r["variant"], r["seed"]) for r in rows}
@@ -74,6 +76,6 @@ def test_a_study_without_hpd_writes_no_hpd_curves(tmp_path):
     raw = _raw()
     del raw["base"]["evaluation"]["hpd"]
     raw["seeds"] = 1
-    run_study(load_study(raw), tmp_path, "simulate", say=lambda _m: None)
+    run_study(plan_study(load_study(raw)), tmp_path, "simulate", say=lambda _m: None)
     assert not (tmp_path / "hpd_curves.csv").exists()
     assert not list(tmp_path.glob("hpd-*.png"))

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from starling.orchestrator.config.study import load_study
-from starling.orchestrator.results.study_figures import Curve
-from starling.orchestrator.results.study_tables import plot_curves
+from starling.orchestrator.results.study_plots import plot_curves
+from starling.orchestrator.results.study_tables import Curve
 
 pytest.importorskip("matplotlib")
 

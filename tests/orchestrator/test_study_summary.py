@@ -7,7 +7,9 @@ import csv
 import pytest
 
 from starling.node.params import ConfigError
-from starling.orchestrator.config.study import load_study, run_study
+from starling.orchestrator.config.study import load_study
+from starling.orchestrator.execution.study import run_study
+from starling.orchestrator.planning.load import plan_study
 
 
 def _raw(summary: str | None) -> dict:
@@ -36,7 +38,7 @@ def _raw(summary: str | None) -> dict:
 
 @pytest.mark.parametrize("summary", ["average", "agent"])
 def test_the_pivot_shows_the_chosen_w2(tmp_path, summary):
-    run_study(load_study(_raw(summary)), tmp_path, "simulate", say=lambda _m: None)
+    run_study(plan_study(load_study(_raw(summary))), tmp_path, "simulate", say=lambda _m: None)
     with open(tmp_path / "table.csv") as handle:
         rows = {row["cell"]: row for row in csv.DictReader(handle)}
     table = (tmp_path / "table.md").read_text()
@@ -62,7 +64,7 @@ def test_a_figure_may_not_take_a_column_the_study_writes(name):
 
 def test_a_figure_of_its_own_name_is_tabulated(tmp_path):
     raw = {**_raw(None), "cells": [{"label": "all"}], "figures": {"spread": "w2.node_mean"}}
-    run_study(load_study(raw), tmp_path, "simulate", say=lambda _m: None)
+    run_study(plan_study(load_study(raw)), tmp_path, "simulate", say=lambda _m: None)
     with open(tmp_path / "seeds.csv") as handle:
         row = next(csv.DictReader(handle))
     assert row["spread"] == row["w2_node_mean"] != ""

@@ -21,6 +21,7 @@ import pytest
 from starling.orchestrator.config.experiment import parse_experiment
 from starling.orchestrator.evaluation.evaluate import evaluate, ground_truth
 from starling.orchestrator.evaluation.metrics import GaussianTarget, gaussian_w2
+from starling.orchestrator.planning.plan import plan_run
 
 RTOL = 1e-9
 SINGULAR_RTOL = 1e-7
@@ -114,12 +115,12 @@ def test_evaluation_scores_every_set_as_the_direct_formula(dim, chains, window):
     projections), a node that diverged at round 3 and one that stopped after 4 rounds."""
     rounds = 6
     experiment = _experiment(dim, chains, rounds, window)
-    truth = ground_truth(experiment)
+    truth = ground_truth(plan_run(experiment).evaluation)
     assert truth is not None
     rng = np.random.default_rng([dim, chains, window])
     samples = {n: truth.mean + rng.standard_normal((rounds, chains, dim)) for n in ("0", "1")}
     samples["2"] = truth.mean + rng.standard_normal((4, chains, dim))  # stopped early
-    got = evaluate(experiment, samples)
+    got = evaluate(plan_run(experiment).evaluation, samples)
     w2 = got.metrics["w2"]
     average = (samples["0"] + samples["1"]) / 2  # "2" did not finish: not in the average
     for name, values in (
@@ -134,7 +135,7 @@ def test_evaluation_scores_every_set_as_the_direct_formula(dim, chains, window):
 
     samples["1"] = samples["1"].copy()
     samples["1"][3, 0, 0] = np.inf  # round 3 left the floats: no W2 there, nor for the average
-    got = evaluate(experiment, samples)
+    got = evaluate(plan_run(experiment).evaluation, samples)
     assert got.metrics["diverged"] == {"1": 3}
     assert np.isnan(got.curves["1"][3]) and np.isnan(got.curves["average"][3])
     in_window = rounds - window <= 3
@@ -158,7 +159,7 @@ def test_samples_far_beyond_the_posteriors_scale_count_as_diverged():
     from starling.orchestrator.evaluation.evaluate import divergence_bound
 
     experiment = _experiment(3, 20, 6, 2)
-    truth = ground_truth(experiment)
+    truth = ground_truth(plan_run(experiment).evaluation)
     assert truth is not None
     bound = divergence_bound(truth)
     scale = np.max(np.abs(truth.mean)) + np.max(np.sqrt(np.diag(truth.cov))) + 1.0
@@ -166,14 +167,14 @@ def test_samples_far_beyond_the_posteriors_scale_count_as_diverged():
     rng = np.random.default_rng(4)
     samples = {n: truth.mean + rng.standard_normal((6, 20, 3)) for n in ("0", "1")}
     samples["1"] = samples["1"] * np.array([1, 1, 1, 1, 1e12, 1e13])[:, None, None]
-    got = evaluate(experiment, samples)
+    got = evaluate(plan_run(experiment).evaluation, samples)
     assert got.metrics["diverged"] == {"1": 4}
     assert got.metrics["w2"]["per_node"]["1"] is None and got.metrics["consensus_error"] is None
     assert np.isnan(got.curves["1"][4:]).all() and np.isfinite(got.curves["1"][:4]).all()
     assert got.metrics["w2"]["per_node"]["0"] is not None
 
     samples["1"][4:] = 0.5 * bound  # far, but within the bound: scored, not diverged
-    assert "diverged" not in evaluate(experiment, samples).metrics
+    assert "diverged" not in evaluate(plan_run(experiment).evaluation, samples).metrics
 
 
 def test_a_runaway_run_exits_3_not_complete(tmp_path, capsys):

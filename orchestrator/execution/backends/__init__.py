@@ -1,64 +1,43 @@
-"""Where nodes run. ``backend.kind`` in the experiment names a module of this package.
+"""Where nodes run: one module per ``backend.kind``, each a :class:`Backend` of that kind.
 
 A new backend is one module here, named after its kind (``local.py`` is ``kind: local``),
-holding a class that implements :class:`~starling.orchestrator.execution.backends.base.Backend` with
-that
-``kind`` and a ``for_experiment(experiment, workdir)`` constructor. Nothing else is edited:
-the kinds are the package's module names (found without importing them, so the experiment
-parser, which must not load grpc, can check ``backend.kind``), and a backend's module is
-imported only when an experiment uses it (a local run never loads the docker SDK).
+holding a subclass of :class:`~starling.orchestrator.execution.backends.base.Backend` whose
+``kind`` is that name, plus its settings model in :mod:`starling.orchestrator.config.backends`.
+A backend's module is imported only when a run uses it (a local run never loads the docker
+SDK): the kinds themselves are the settings' registry, which reading an experiment needs and
+which loads no backend.
 """
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from starling.node.params import ConfigError
-from starling.orchestrator.execution.backends.base import Backend, BackendError
+from starling.orchestrator.config.backends import BACKENDS, BackendSettings
+from starling.orchestrator.core.errors import BackendError
+from starling.orchestrator.execution.backends.base import Backend
+from starling.orchestrator.planning.plan import RunPlan
 
-if TYPE_CHECKING:
-    from starling.orchestrator.config.experiment import Experiment
-
-__all__ = [
-    "SUPPORT_MODULES",
-    "Backend",
-    "BackendError",
-    "BackendFactory",
-    "backend_factory",
-    "backend_kinds",
-    "make_backend",
-]
-
-BackendFactory = Callable[["Experiment", Path], Backend]
-"""(experiment, work dir for node state and logs) -> a backend, not started yet."""
-
-SUPPORT_MODULES = frozenset({"base", "netfault"})
-"""Modules of this package that are not backends: the protocol, and shared mixins."""
+__all__ = ["Backend", "BackendError", "backend_class", "make_backend"]
 
 
-def backend_kinds() -> tuple[str, ...]:
-    """Every backend kind: the names of this package's backend modules, none imported."""
-    names = (module.name for module in pkgutil.iter_modules(__path__))
-    return tuple(sorted(n for n in names if n not in SUPPORT_MODULES and not n.startswith("_")))
-
-
-def backend_factory(kind: str) -> BackendFactory:
-    """The ``for_experiment`` of the class in module ``kind`` whose ``kind`` is ``kind``."""
-    if kind not in backend_kinds():
-        known = ", ".join(backend_kinds())
+def backend_class(kind: str) -> type[Backend]:
+    """The :class:`Backend` subclass of module ``kind`` whose ``kind`` is ``kind``."""
+    if kind not in BACKENDS:
+        known = ", ".join(sorted(BACKENDS))
         raise ConfigError(f"backend.kind: unknown backend {kind!r} (known: {known})")
     module = importlib.import_module(f"{__name__}.{kind}")
     for value in vars(module).values():
-        if isinstance(value, type) and getattr(value, "kind", None) == kind:
-            factory: BackendFactory = value.for_experiment  # type: ignore[attr-defined]
-            return factory
-    raise ConfigError(f"backend.kind: module {module.__name__} defines no class with kind {kind!r}")
+        if (
+            isinstance(value, type)
+            and issubclass(value, Backend)
+            and getattr(value, "kind", None) == kind
+        ):
+            return value
+    raise ConfigError(f"backend.kind: module {module.__name__} defines no backend of kind {kind!r}")
 
 
-def make_backend(experiment: Experiment, workdir: Path) -> Backend:
-    """The backend ``experiment.backend.kind`` names; a ConfigError naming the field if none."""
-    return backend_factory(experiment.backend.kind)(experiment, Path(workdir))
+def make_backend(settings: BackendSettings, workdir: Path, plan: RunPlan) -> Backend:
+    """The backend ``settings.kind`` names, for ``plan``'s nodes, not started yet."""
+    return backend_class(settings.kind).for_run(settings, Path(workdir), plan)

@@ -19,15 +19,15 @@ import secrets
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starling.node.params import ConfigError
-from starling.orchestrator.execution.backends.base import BackendError
+from starling.orchestrator.config.backends import BackendSettings, DockerSettings
+from starling.orchestrator.core.errors import BackendError
+from starling.orchestrator.execution.backends.base import Backend
 from starling.orchestrator.execution.backends.inventory import wait_serving
 from starling.orchestrator.execution.backends.netfault import NETFAULT_IMAGE, KernelFaultsMixin
-
-if TYPE_CHECKING:
-    from starling.orchestrator.config.experiment import Experiment
+from starling.orchestrator.planning.plan import RunPlan
 
 __all__ = ["DEFAULT_IMAGE", "LABEL_NODE", "LABEL_RUN", "DockerBackend", "cleanup", "docker_client"]
 
@@ -56,11 +56,12 @@ def docker_client() -> Any:
     return client
 
 
-class DockerBackend(KernelFaultsMixin):
+class DockerBackend(KernelFaultsMixin, Backend):
     """:class:`~starling.orchestrator.execution.backends.base.Backend` on containers; see the module
     docstring."""
 
     kind = "docker"
+    settings_model = DockerSettings
 
     def __init__(
         self,
@@ -80,28 +81,21 @@ class DockerBackend(KernelFaultsMixin):
         self._addresses: dict[str, str] = {}
         self._drops: dict[str, dict[str, float]] = {}
         self._rates: dict[str, float] = {}
-        self.silenced: set[str] = set()
+        self.quiet: set[str] = set()
+        """Nodes paused or off the network on purpose (:meth:`silenced`)."""
         self.needs_helper = False
         """Link or rate faults are scheduled: the helper image must be there before start."""
 
     @classmethod
-    def for_experiment(cls, experiment: Experiment, workdir: Path) -> DockerBackend:
-        """From ``backend.image``, ``backend.netfault_image`` and ``backend.ready_timeout``.
-        Data must reach the node inside its container: synthetic shards or ``source:
-        node``, not a host file path."""
-        if experiment.data.source == "file":
-            raise ConfigError(
-                "data.source: file is a path on the host, which docker containers do not see; "
-                "use synthetic data or source: node with the docker backend"
-            )
-        section = experiment.backend
+    def for_run(cls, settings: BackendSettings, workdir: Path, plan: RunPlan) -> DockerBackend:
+        """From ``backend.image``, ``backend.netfault_image`` and ``backend.ready_timeout``;
+        the helper image is needed when the plan has link or rate faults in the kernel."""
+        assert isinstance(settings, DockerSettings)
         backend = cls(
-            section.image or DEFAULT_IMAGE,
-            section.ready_timeout,
-            netfault_image=section.netfault_image or NETFAULT_IMAGE,
+            settings.image, settings.ready_timeout, netfault_image=settings.netfault_image
         )
         backend.needs_helper = any(
-            f.kind not in ("pause", "disconnect") for f in experiment.kernel_faults
+            f.kind not in ("pause", "disconnect") for f in plan.kernel_faults
         )
         return backend
 
@@ -110,12 +104,6 @@ class DockerBackend(KernelFaultsMixin):
         if self._client is None:
             self._client = docker_client()
         return self._client
-
-    def __enter__(self) -> DockerBackend:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def _labels(self, node: str | None = None) -> dict[str, str]:
         labels = {LABEL_RUN: self.run_id}
@@ -238,6 +226,9 @@ class DockerBackend(KernelFaultsMixin):
         wait_serving({node_id: address}, self.ready_timeout)
         self.reapply(node_id)  # a new network namespace: its packet filters are gone
         return address
+
+    def silenced(self) -> set[str]:
+        return set(self.quiet)
 
     def pids(self) -> dict[str, int | None]:
         pids: dict[str, int | None] = {}

@@ -23,54 +23,19 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import yaml
+from starling.node.params import ConfigError
+from starling.orchestrator.config.backends import BackendSettings, InventorySettings
+from starling.orchestrator.core.errors import BackendError
+from starling.orchestrator.execution.backends.base import Backend
+from starling.orchestrator.planning.plan import RunPlan
 
-from starling.node.params import ConfigError, existing_file
-from starling.orchestrator.execution.backends.base import BackendError
-
-if TYPE_CHECKING:
-    from starling.orchestrator.config.experiment import Experiment
-
-__all__ = ["InventoryBackend", "load_inventory", "with_inventory"]
+__all__ = ["InventoryBackend", "wait_serving"]
 
 DEFAULT_READY_TIMEOUT = 60.0
 _CHECK_SECONDS = 2.0
 _PAUSE_SECONDS = 0.2
-
-
-def load_inventory(path: str | Path) -> dict[str, Any]:
-    """An inventory file as a ``backend`` section (``kind: inventory`` added)."""
-    file = existing_file(path, "--inventory")
-    try:
-        raw = yaml.safe_load(file.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{file}: not valid YAML ({exc})") from None
-    if not isinstance(raw, Mapping) or not isinstance(raw.get("nodes"), Mapping):
-        raise ConfigError(f"{file}: expected 'nodes:' mapping node ids to host:port")
-    known = {"nodes", "ready_timeout", "tls", "token_file"}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ConfigError(
-            f"{file}: {unknown[0]}: unknown field (known: {', '.join(sorted(known))})"
-        )
-    raw = dict(raw)
-    base = file.resolve().parent
-    # Paths in the file are relative to it, so an inventory and its certs travel together.
-    for name in ("ca", "cert", "key"):
-        if isinstance(raw.get("tls"), Mapping) and isinstance(raw["tls"].get(name), str):
-            raw["tls"] = {**raw["tls"], name: str(base / raw["tls"][name])}
-    if isinstance(raw.get("token_file"), str) and raw["token_file"]:
-        raw["token_file"] = str(base / raw["token_file"])
-    return {"kind": "inventory", **raw}
-
-
-def with_inventory(raw_experiment: Any, section: Mapping[str, Any]) -> Any:
-    """The experiment's raw mapping with its ``backend`` replaced by the inventory."""
-    if not isinstance(raw_experiment, Mapping):
-        return raw_experiment  # the parser reports it
-    return {**raw_experiment, "backend": dict(section)}
 
 
 def _check_address(node: str, address: Any) -> str:
@@ -96,10 +61,11 @@ def _refuse_shared(addresses: Mapping[str, str]) -> None:
         seen[address] = node
 
 
-class InventoryBackend:
+class InventoryBackend(Backend):
     """Running nodes at fixed addresses; see the module docstring."""
 
     kind = "inventory"
+    settings_model = InventorySettings
 
     def __init__(
         self,
@@ -115,26 +81,14 @@ class InventoryBackend:
         self._addresses: dict[str, str] = {}
 
     @classmethod
-    def for_experiment(cls, experiment: Experiment, workdir: Path) -> InventoryBackend:
-        """From ``backend.nodes`` (and nodes' own ``address``); refuses node faults, which
-        need a backend that can kill a node."""
-        for fault in experiment.node_faults:
-            raise ConfigError(
-                f"faults: node {fault.node!r} cannot be killed by the inventory backend "
-                "(the node runs outside Starling); schedule link faults instead"
-            )
+    def for_run(cls, settings: BackendSettings, workdir: Path, plan: RunPlan) -> InventoryBackend:
+        """From ``backend.nodes`` (and nodes' own ``address``) and ``backend.ready_timeout``."""
+        assert isinstance(settings, InventorySettings)
         from starling.orchestrator.execution.access import (
             access_from_section,  # loads grpc: not at import
         )
 
-        access = access_from_section(experiment.backend)
-        return cls(dict(experiment.backend.nodes), experiment.backend.ready_timeout, access)
-
-    def __enter__(self) -> InventoryBackend:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return cls(dict(settings.nodes), settings.ready_timeout, access_from_section(settings))
 
     def start(
         self, node_ids: Sequence[str], fixed: Mapping[str, str] | None = None

@@ -18,13 +18,13 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from starling.orchestrator.config.experiment import Experiment
+from typing import IO
 
 from starling.node.params import ConfigError
 from starling.node.protocol.contract import READY_PREFIX
+from starling.orchestrator.config.backends import BackendSettings, LocalSettings
+from starling.orchestrator.execution.backends.base import Backend
+from starling.orchestrator.planning.plan import RunPlan
 
 __all__ = ["LocalBackend", "NodeProcess", "state_dir"]
 
@@ -83,11 +83,12 @@ class NodeProcess:
         return self.process is not None and self.process.poll() is None
 
 
-class LocalBackend:
+class LocalBackend(Backend):
     """:class:`~starling.orchestrator.execution.backends.base.Backend` on local processes (``kind:
     local``)."""
 
     kind = "local"
+    settings_model = LocalSettings
 
     def __init__(
         self,
@@ -107,25 +108,23 @@ class LocalBackend:
         self.nodes: dict[str, NodeProcess] = {}
 
     @classmethod
-    def for_experiment(cls, experiment: Experiment, workdir: Path) -> LocalBackend:
-        """The registry's factory: ``backend.host`` and ``backend.base_port`` of the file."""
-        from starling.orchestrator.planning.data_plan import data_specs
-
+    def for_run(cls, settings: BackendSettings, workdir: Path, plan: RunPlan) -> LocalBackend:
+        """``backend.host`` and ``backend.base_port``; the nodes may read the folder of
+        every data file the plan deals out."""
+        assert isinstance(settings, LocalSettings)
         folders = {
             str(Path(d.path).resolve().parent)
-            for d in data_specs(experiment).values()
+            for d in plan.evaluation.data_specs.values()
             if d.source == "file" and not d.path.startswith("builtin:")
         }  # the shared file's folder, and those of nodes' own files (nodes[k].data.path)
         data_dir = os.path.commonpath(sorted(folders)) if folders else None
-        return cls(
-            experiment.backend.host, experiment.backend.base_port, workdir, data_dir=data_dir
-        )
+        return cls(settings.host, settings.base_port, workdir, data_dir=data_dir)
 
-    def __enter__(self) -> LocalBackend:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    @classmethod
+    def for_collect(cls, settings: BackendSettings, workdir: Path) -> LocalBackend:
+        """Any free port: the dead run's may be taken."""
+        assert isinstance(settings, LocalSettings)
+        return cls(settings.host, 0, workdir)
 
     def start(
         self, node_ids: Sequence[str], fixed: Mapping[str, str] | None = None
@@ -183,7 +182,7 @@ class LocalBackend:
         ]
         if self.data_dir:
             command += ["--data-dir", self.data_dir]
-        from starling.orchestrator.core.output import current_format  # `starling run --log-format`
+        from starling.orchestrator.core.output import current_format  # `run --log-format`
 
         command += ["--log-format", current_format()]
         proc.process = subprocess.Popen(
@@ -245,6 +244,9 @@ class LocalBackend:
             except subprocess.TimeoutExpired:
                 proc.process.kill()
                 proc.process.wait(timeout=5)
+
+    def state_dirs(self) -> dict[str, Path]:
+        return {node: process.state_dir for node, process in self.nodes.items()}
 
     def pids(self) -> dict[str, int | None]:
         return {node_id: proc.pid for node_id, proc in self.nodes.items()}

@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from starling.orchestrator.execution.backends.base import BackendError
+from starling.orchestrator.core.errors import BackendError
 
 if TYPE_CHECKING:
     from starling.orchestrator.faults.kernel import KernelFault
@@ -66,7 +66,7 @@ class KernelFaultsMixin:
 
         def _labels(self, node: str | None = None) -> dict[str, str]: ...
 
-    silenced: set[str]
+    quiet: set[str]
     """Nodes paused or off the network now: the run loop does not poll them (a status call
     to a frozen node would hold the loop for the whole client timeout)."""
 
@@ -86,25 +86,25 @@ class KernelFaultsMixin:
                 if "unable to freeze" not in str(exc) or attempt == 4:
                     raise
                 time.sleep(0.5 * (attempt + 1))
-        self.silenced.add(node)
+        self.quiet.add(node)
 
     def unpause(self, node: str) -> None:
         container = self.container(node)
         container.reload()
         if container.status == "paused":
             container.unpause()
-        self.silenced.discard(node)
+        self.quiet.discard(node)
 
     def disconnect(self, node: str) -> None:
         self.network.disconnect(self.container(node))
-        self.silenced.add(node)
+        self.quiet.add(node)
 
     def reconnect(self, node: str) -> None:
         """Back on the run's network at the address its peers dial."""
         # The engine hands a reconnected container its free address back; a fixed
         # ipv4_address would need a network with a user-chosen subnet.
         self.network.connect(self.container(node))
-        self.silenced.discard(node)
+        self.quiet.discard(node)
         address = self._address(node)
         if address != self._addresses[node]:
             raise BackendError(

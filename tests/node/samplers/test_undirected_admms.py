@@ -19,6 +19,7 @@ import re
 import numpy as np
 import pytest
 
+from starling.orchestrator.planning.plan import plan_run
 from tests.node.samplers.linear_gaussian import (
     network_from_specs,
     run_linear_regression,
@@ -87,7 +88,10 @@ def _lossy_ring(isolated_round: str, drop: float) -> dict:
     )
     metrics: dict = {}
     samples = simulate(node_specs(experiment), metrics_out=metrics)
-    return {"w2": evaluate(experiment, samples).metrics["w2"]["average"], "metrics": metrics}
+    return {
+        "w2": evaluate(plan_run(experiment).evaluation, samples).metrics["w2"]["average"],
+        "metrics": metrics,
+    }
 
 
 def test_holding_an_isolated_round_keeps_dadmms_stable_under_link_loss():
@@ -154,7 +158,7 @@ def _scheduled(schedule: list, model: str, isolated_round: str = "hold", rounds:
     metrics: dict = {}
     with np.errstate(over="ignore", invalid="ignore"):
         samples = simulate(node_specs(experiment), metrics_out=metrics)
-        scores = evaluate(experiment, samples).metrics
+        scores = evaluate(plan_run(experiment).evaluation, samples).metrics
     # The exact W2 where the posterior is Gaussian, else the Sinkhorn distance to the MALA
     # reference; "diverged" (not a number) reads as infinite.
     score = scores["w2"]["average"] if "w2" in scores else scores["distances"]["average"]
