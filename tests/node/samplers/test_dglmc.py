@@ -37,8 +37,7 @@ from starling.node.faults import withheld_by_schedule
 from starling.node.messages import Message
 from starling.node.models import build_model
 from starling.node.params import ConfigError
-from starling.node.samplers.dglmc import DGLMCParams, plan_local_steps
-from starling.node.samplers.dglmc_plan import worker_constants
+from starling.node.samplers.dglmc import DGLMCParams, plan_local_steps, worker_constants
 from starling.node.spec import ModelSpec, NodeSpec
 from starling.orchestrator.experiment import parse_experiment
 from starling.orchestrator.metrics import gaussian_w2
