@@ -53,7 +53,7 @@ class DataSpec:
 
     ``source`` is ``"synthetic"`` (generated from ``seed`` and ``shard``) or ``"file"``
     (shard ``shard`` of ``num_shards`` of ``path``'s rows, read in ``format``; see
-    :mod:`starling.node.partition` for ``partition`` and ``sizes``).
+    :mod:`starling.node.data.partition` for ``partition`` and ``sizes``).
     """
 
     source: str
@@ -83,8 +83,9 @@ class DataSpec:
         return self.sizes[shard] if self.sizes else self.size
 
     test_fraction: float = 0.0
-    """File data: this fraction of the file's rows, picked by :func:`starling.node.split.held_out`
-    from ``test_seed``, is held out for evaluation and in no shard (0: none)."""
+    """File data: this fraction of the file's rows, picked by
+    :func:`starling.node.data.split.held_out` from ``test_seed``, is held out for evaluation
+    and in no shard (0: none)."""
     test_seed: int = 0
 
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from starling.node.data import load_file
+from starling.node.data.files import load_file
+from starling.node.data.split import held_out
 from starling.node.models.base import Dataset
 from starling.node.params import ConfigError
-from starling.node.split import held_out
 from starling.orchestrator.experiment import Experiment
 
 __all__ = ["check_test", "held_out_data", "held_out_split"]

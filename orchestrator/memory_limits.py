@@ -79,7 +79,8 @@ def check_file_data(experiment: Experiment) -> None:
     """The node-memory bound for the nodes holding file data: each file of the plan read
     here, each node's rows counted as the node will deal them out; the node holding the
     most rows decides. Errors reading a file are the ones a node would give."""
-    from starling.node.data import file_rows, load_file
+    from starling.node.data.files import load_file
+    from starling.node.data.shards import file_rows
     from starling.node.models import build_model
     from starling.orchestrator.data_plan import data_specs
 

@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 
 from starling.node.assemble import build_program, node_rng
-from starling.node.data import load_shard
+from starling.node.data.shards import load_shard
 from starling.node.engine import simulate
 from starling.node.faults import withheld_by_schedule
 from starling.node.messages import Message

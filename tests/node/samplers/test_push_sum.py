@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from starling.node.data import load_shard
+from starling.node.data.shards import load_shard
 from starling.node.engine import simulate
 from starling.node.faults import withheld_by_schedule
 from starling.node.models import build_model
