@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
+from enum import Enum
 
 from starling.node.protocol.starling.v1 import control_pb2
-from starling.node.runtime.state import NodeState
 
 __all__ = [
     "READY_PREFIX",
@@ -32,6 +32,29 @@ sender keeps its messages and opens the stream again: a wait, not a send error."
 READY_PREFIX = "starling-node listening on "
 """The line ``starling node serve`` prints on stdout, followed by its host:port, once its
 gRPC server is up; a backend that started the process waits for it."""
+
+
+class NodeState(str, Enum):
+    """A node's lifecycle state, one enum for the runtime, its servicers and the orchestrator.
+
+    The values are the strings the rest of the system reads (status output, metrics, the
+    orchestrator's client): ``idle → configured → running → done | failed | stopped``.
+    """
+
+    IDLE = "idle"
+    CONFIGURED = "configured"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+    @property
+    def finished(self) -> bool:
+        """The run is over (a new Configure is needed to run again)."""
+        return self in (NodeState.DONE, NodeState.FAILED, NodeState.STOPPED)
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass

@@ -28,13 +28,13 @@ from starling.node.config import HomeData
 from starling.node.engine.rounds import run_round
 from starling.node.logs import set_context
 from starling.node.params import ConfigError
+from starling.node.protocol.contract import NodeState
 from starling.node.protocol.starling.v1 import peer_pb2
 from starling.node.runtime.checks import ROUND_WINDOW, admit_spec, check_link_setting
 from starling.node.runtime.peer_secrets import PeerSecrets
 from starling.node.runtime.profiling import run_loop
 from starling.node.runtime.receive import receive_at
 from starling.node.runtime.run import SAMPLES_FILE, Run, announce, build, open_run, spec_fingerprint
-from starling.node.runtime.state import NodeState
 from starling.node.runtime.stats import FaultTally
 from starling.node.runtime.status import (
     ConfigureResult,

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from starling.node.protocol.contract import LinkCounters
-from starling.node.runtime.state import NodeState
+from starling.node.protocol.contract import LinkCounters, NodeState
 from starling.node.spec import DataSpec
 
 if TYPE_CHECKING:
