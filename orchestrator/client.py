@@ -27,7 +27,6 @@ from starling.node.protocol.contract import (
     status_from_proto,
 )
 from starling.node.protocol.starling.v1 import control_pb2, control_pb2_grpc
-from starling.node.runtime.network import in_peers, out_peers
 from starling.node.spec import NodeSpec
 from starling.orchestrator.access import Access
 from starling.orchestrator.errors import NodeRejected, NodeUnavailable
@@ -107,7 +106,9 @@ class NodeClient:
         """What :meth:`configure` sends: the spec, and the secrets of the node's own links."""
         config = convert.spec_to_config(spec)
         config.fresh = fresh
-        own, send, accept = self.access.link_secrets(spec.node_id, out_peers(spec), in_peers(spec))
+        own, send, accept = self.access.link_secrets(
+            spec.node_id, spec.out_peers(), spec.in_peers()
+        )
         config.peer_secret = own  # never the run's: every link's secret derives from it
         config.send_secrets.update(send)
         config.accept_secrets.update(accept)

@@ -37,12 +37,10 @@ class DownNotices:
 
     def _out_peers(self, node: str) -> list[str]:
         """The nodes that wait for ``node``'s messages in some graph period."""
-        spec = self._supervisor.specs[node]
-        return sorted({p for hood in spec.schedule for p in hood.out_peers})
+        return list(self._supervisor.specs[node].out_peers())
 
     def _in_peers(self, node: str) -> list[str]:
-        spec = self._supervisor.specs[node]
-        return sorted({p for hood in spec.schedule for p in hood.in_peers})
+        return list(self._supervisor.specs[node].in_peers())
 
     def declare(self, node: str, why: str) -> None:
         """``node`` is down for good (until configured again): its out-peers stop waiting."""

@@ -169,9 +169,8 @@ class NodeFaultPlan:
         ``node``'s messages of the rounds before its outage. A scheduled kill waits for this
         (at most about a round), so the crash loses only what the schedule withholds —
         not a last message still in flight, which the simulator would have delivered."""
-        peers = {p for hood in supervisor.specs[node].schedule for p in hood.out_peers}
         return all(
             rounds.get(peer, at_round) >= at_round
-            for peer in peers
+            for peer in supervisor.specs[node].out_peers()
             if not supervisor.nodes[peer].finished
         )

@@ -254,10 +254,10 @@ class KernelFaultPlan:
     def _links(self, fault: KernelFault, supervisor: Supervisor) -> list[tuple[str, str]]:
         if fault.peer is not None:
             return [(fault.node, fault.peer)]
-        hoods = supervisor.specs[fault.node].schedule
-        outs = sorted({p for hood in hoods for p in hood.out_peers})
-        ins = sorted({p for hood in hoods for p in hood.in_peers})
-        return [(fault.node, p) for p in outs] + [(p, fault.node) for p in ins]
+        spec = supervisor.specs[fault.node]
+        return [(fault.node, p) for p in spec.out_peers()] + [
+            (p, fault.node) for p in spec.in_peers()
+        ]
 
     def _start(
         self, fault: KernelFault, rounds: Mapping[str, int], supervisor, live: dict | None = None

@@ -57,7 +57,7 @@ def check_spec(spec: NodeSpec) -> None:
     if ORCHESTRATOR_ID in {
         spec.node_id,
         *spec.peers,
-        *(p for h in spec.schedule for p in h.in_peers),
+        *spec.in_peers(),
     }:
         raise ConfigError(
             f"node ids: {ORCHESTRATOR_ID!r} is the orchestrator's identity; no node may take it"
