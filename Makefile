@@ -20,7 +20,9 @@ run: $(BIN)/.installed
 test: lint
 	$(BIN)/python -m pytest
 
-# ruff's rules and formatting, and mypy (strict on node/, see [tool.mypy] in pyproject.toml).
+# ruff's rules and formatting, mypy (strict on node/, see [tool.mypy] in pyproject.toml), and
+# the import contracts (layers, node independent of the orchestrator: [tool.importlinter]),
+# both run on this tree's folders linked under build/typecheck/starling/.
 lint: $(BIN)/.installed
 	$(BIN)/ruff check node orchestrator tests benchmarks
 	$(BIN)/ruff format --check node orchestrator tests benchmarks
@@ -28,6 +30,7 @@ lint: $(BIN)/.installed
 	ln -sfn ../../../node build/typecheck/starling/node
 	ln -sfn ../../../orchestrator build/typecheck/starling/orchestrator
 	$(BIN)/mypy
+	PYTHONPATH=build/typecheck $(BIN)/lint-imports --no-cache --no-logo
 	$(BIN)/python scripts/module_sizes.py
 
 # The tests that start no process (no node, no backend, no docker): seconds to minutes,

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from starling.node.data import load_shard
+from starling.node.data.shards import load_shard
 from starling.node.models import build_model
 from starling.node.params import parse_params
 from starling.node.samplers import algorithm_info, program_class

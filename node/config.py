@@ -24,7 +24,8 @@ keeps its samples and checkpoints, and which data is its own::
     log_format: text           # or json: one object per line (starling.node.logs)
 
 The data never leaves the node: the orchestrator sends ``data: {source: node}`` and this
-node substitutes what is configured here (:func:`home_data`).
+node substitutes what is configured here (:func:`home_data`). A file an experiment names
+itself must lie under ``data_dir`` (:func:`check_data_path`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from starling.node.params import ConfigError, existing_file, parse_params
 from starling.node.security import TlsFiles, tls_files
 from starling.node.spec import DataSpec
 
-__all__ = ["HomeData", "NodeSettings", "home_data", "load_settings"]
+__all__ = ["HomeData", "NodeSettings", "check_data_path", "home_data", "load_settings"]
 
 NODE_SOURCE = "node"
 """``data.source`` of an experiment that leaves the data to each node."""
@@ -197,3 +198,20 @@ def home_data(spec_data: DataSpec, mine: HomeData | None, node_id: str) -> DataS
     return replace(
         spec_data, source="file", shard=0, num_shards=1, path=mine.path, format=mine.format
     )
+
+
+def check_data_path(data: DataSpec | None, data_dir: Path | None, own: HomeData | None) -> None:
+    """A file an experiment names must lie under the node's data directory; the error
+    names the field and the path as given, never a byte of the file."""
+    if data is None or data.source != "file" or data.path.startswith("builtin:"):
+        return
+    if own is not None and own.source == "file" and data.path == own.path:
+        return  # the node's own file (data.source: node), named by its own config
+    if data_dir is None:
+        raise ConfigError(
+            "data.path: this node names no data directory (data_dir, --data-dir); "
+            "it reads no file an experiment names"
+        )
+    resolved = Path(data.path).resolve()  # relative: to the node's working directory
+    if not resolved.is_relative_to(data_dir):
+        raise ConfigError(f"data.path: {data.path!r} is outside this node's data directory")

@@ -31,12 +31,8 @@ from starling.node.params import ConfigError
 if TYPE_CHECKING:
     import grpc
 
-    from starling.node.config import HomeData
-    from starling.node.spec import DataSpec
-
 __all__ = [
     "ORCHESTRATOR_ID",
-    "check_data_path",
     "check_header_value",
     "SECRET_KEY",
     "SENDER_KEY",
@@ -275,23 +271,6 @@ def token_given(context: grpc.ServicerContext) -> str:
     HTTP has it); empty for a header of another scheme or none."""
     scheme, _, token = metadata(context).get(TOKEN_KEY, "").strip().partition(" ")
     return token.strip() if scheme.lower() == "bearer" else ""
-
-
-def check_data_path(data: DataSpec | None, data_dir: Path | None, own: HomeData | None) -> None:
-    """A file an experiment names must lie under the node's data directory; the error
-    names the field and the path as given, never a byte of the file."""
-    if data is None or data.source != "file" or data.path.startswith("builtin:"):
-        return
-    if own is not None and own.source == "file" and data.path == own.path:
-        return  # the node's own file (data.source: node), named by its own config
-    if data_dir is None:
-        raise ConfigError(
-            "data.path: this node names no data directory (data_dir, --data-dir); "
-            "it reads no file an experiment names"
-        )
-    resolved = Path(data.path).resolve()  # relative: to the node's working directory
-    if not resolved.is_relative_to(data_dir):
-        raise ConfigError(f"data.path: {data.path!r} is outside this node's data directory")
 
 
 def is_loopback(host: str) -> bool:

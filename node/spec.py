@@ -8,7 +8,7 @@ so both transports drive identical sampler objects.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,9 @@ __all__ = [
     "ModelSpec",
     "Neighbourhood",
     "NodeSpec",
+    "in_peers_of",
+    "out_peers_of",
+    "peers_of",
 ]
 
 MAX_SECONDS = 1_000_000.0
@@ -41,6 +44,22 @@ class Neighbourhood:
     weights: Mapping[str, float] = field(default_factory=dict)
 
 
+def out_peers_of(schedule: Iterable[Neighbourhood]) -> tuple[str, ...]:
+    """Every peer a node sends to in some slot of ``schedule``, sorted, each once."""
+    return tuple(sorted({peer for hood in schedule for peer in hood.out_peers}))
+
+
+def in_peers_of(schedule: Iterable[Neighbourhood]) -> tuple[str, ...]:
+    """Every peer a node takes messages from in some slot of ``schedule``, sorted, each once."""
+    return tuple(sorted({peer for hood in schedule for peer in hood.in_peers}))
+
+
+def peers_of(schedule: Iterable[Neighbourhood]) -> tuple[str, ...]:
+    """Every peer a node exchanges with, either way, in some slot of ``schedule``, sorted."""
+    hoods = tuple(schedule)
+    return tuple(sorted({*out_peers_of(hoods), *in_peers_of(hoods)}))
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
@@ -53,7 +72,7 @@ class DataSpec:
 
     ``source`` is ``"synthetic"`` (generated from ``seed`` and ``shard``) or ``"file"``
     (shard ``shard`` of ``num_shards`` of ``path``'s rows, read in ``format``; see
-    :mod:`starling.node.partition` for ``partition`` and ``sizes``).
+    :mod:`starling.node.data.partition` for ``partition`` and ``sizes``).
     """
 
     source: str
@@ -83,8 +102,9 @@ class DataSpec:
         return self.sizes[shard] if self.sizes else self.size
 
     test_fraction: float = 0.0
-    """File data: this fraction of the file's rows, picked by :func:`starling.node.split.held_out`
-    from ``test_seed``, is held out for evaluation and in no shard (0: none)."""
+    """File data: this fraction of the file's rows, picked by
+    :func:`starling.node.data.split.held_out` from ``test_seed``, is held out for evaluation
+    and in no shard (0: none)."""
     test_seed: int = 0
 
 
@@ -131,6 +151,21 @@ class NodeSpec:
     notice; a dead one cannot, so a synchronous node does not wait for it in those rounds.
     A scheduled outage then costs its neighbours no deadline, and a networked run withholds
     exactly what the simulator does."""
+
+    def out_peers(self) -> tuple[str, ...]:
+        """The peers this node sends to over its whole schedule (in some graph period),
+        sorted: the outbound links it opens, the nodes that wait for its messages."""
+        return out_peers_of(self.schedule)
+
+    def in_peers(self) -> tuple[str, ...]:
+        """The peers this node takes messages from over its whole schedule, sorted: the
+        senders it admits, and the fixed index of per-peer state such as stale copies."""
+        return in_peers_of(self.schedule)
+
+    def all_peers(self) -> tuple[str, ...]:
+        """Every peer it exchanges with over its whole schedule, either way, sorted: the
+        nodes whose addresses it needs."""
+        return peers_of(self.schedule)
 
     def neighbourhood(self, round_index: int) -> Neighbourhood:
         """The neighbourhood in force at ``round_index`` (graphs cycle period by period)."""

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from starling.node.assemble import build_program, node_rng
-from starling.node.data import load_shard
+from starling.node.data.shards import load_shard
 from starling.node.models import build_model
 from starling.node.protocol import convert
 from starling.node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc

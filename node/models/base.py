@@ -44,13 +44,14 @@ from typing import Protocol
 
 import numpy as np
 
+from starling.node.models.prox import ProxInfo, solve_prox
+
 __all__ = [
     "SCALE_RANGE",
     "Dataset",
     "GaussianPosterior",
     "GridPosterior",
     "LocalPotential",
-    "ProxInfo",
     "check_scales",
     "minibatch_rows",
 ]
@@ -143,16 +144,6 @@ class GridPosterior:
         return points[cells] + (rng.random((size, len(self.axes))) - 0.5) * widths
 
 
-@dataclass(frozen=True)
-class ProxInfo:
-    """How a proximal solve ended: Newton (or L-BFGS) iterations, worst residual, success."""
-
-    iterations: int
-    residual: float
-    converged: bool
-    method: str
-
-
 def minibatch_rows(rng: np.random.Generator, n: int, batch: int, chains: int) -> np.ndarray:
     """Row indices ``(chains, batch)``: each chain its own batch, drawn without replacement.
 
@@ -241,8 +232,6 @@ class LocalPotential(ABC):
         ``prox_max_iter`` iterations; ``last_prox`` records which. Models with Gaussian
         likelihoods override it with the closed form.
         """
-        from starling.node.models.prox import solve_prox  # the solver needs this module's types
-
         x, info = solve_prox(self, v, step, warm_start)
         self.last_prox = info
         return x

@@ -10,9 +10,9 @@ paper lists each node's label-1 points first; row order does not enter ``f_i``, 
 not reproduced. The drawn ``x`` must be the same on every node, so it comes from the model
 parameters (``true_x``, or ``truth_seed``), not from a node's data generator.
 
-File data (a9a, covtype): LIBSVM, CSV or NPZ through :mod:`starling.node.data`, labels ``±1`` or
-``0/1``; set ``features`` to the file's dimension (123 for a9a). ``intercept: true`` adds a
-constant-1 column, so ``dim = features + 1``. Priors: Gaussian ``N(0, prior_var I)`` or
+File data (a9a, covtype): LIBSVM, CSV or NPZ through :mod:`starling.node.data.files`, labels
+``±1`` or ``0/1``; set ``features`` to the file's dimension (123 for a9a). ``intercept: true``
+adds a constant-1 column, so ``dim = features + 1``. Priors: Gaussian ``N(0, prior_var I)`` or
 Laplace with scale ``prior_scale`` ([004] uses Laplace(1) on a9a); the prior covers every
 coordinate, the intercept included. With the Laplace prior ``grad`` is a subgradient
 (``sign(0) = 0``) and the default prox solves the L1 term exactly (proximal Newton).

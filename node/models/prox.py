@@ -22,12 +22,12 @@ and the test is attainable in floating point whatever the data size.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Protocol
+
 import numpy as np
-from scipy.optimize import minimize
 
-from starling.node.models.base import LocalPotential, ProxInfo
-
-__all__ = ["solve_prox", "subproblem_residual"]
+__all__ = ["ProxInfo", "Smooth", "solve_prox", "subproblem_residual"]
 
 _ARMIJO = 1e-4
 _MAX_HALVINGS = 60
@@ -35,10 +35,45 @@ _LBFGS_RESTARTS = 4
 _DAMPING = 1e-3
 
 
+@dataclass(frozen=True)
+class ProxInfo:
+    """How a proximal solve ended: Newton (or L-BFGS) iterations, worst residual, success."""
+
+    iterations: int
+    residual: float
+    converged: bool
+    method: str
+
+
+class Smooth(Protocol):
+    """What the solver asks of ``f``: a :class:`~starling.node.models.base.LocalPotential`
+    meets it (the potential's default ``prox`` calls :func:`solve_prox` on itself)."""
+
+    @property
+    def l1_weight(self) -> float:
+        """``c`` of a non-smooth term ``c ||x||_1`` included in ``value`` and ``grad``."""
+        ...
+
+    @property
+    def has_hessian(self) -> bool: ...
+
+    @property
+    def prox_tol(self) -> float: ...
+
+    @property
+    def prox_max_iter(self) -> int: ...
+
+    def value(self, x: np.ndarray) -> np.ndarray: ...
+
+    def grad(self, x: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray: ...
+
+    def hessian(self, x: np.ndarray) -> np.ndarray: ...
+
+
 class _Subproblem:
     """``φ`` and its pieces for a subset of chains (``rows``)."""
 
-    def __init__(self, potential: LocalPotential, v: np.ndarray, step: float):
+    def __init__(self, potential: Smooth, v: np.ndarray, step: float):
         self.potential = potential
         self.inv_step = 1.0 / step
         self.v_over_step = v / step
@@ -77,9 +112,7 @@ class _Subproblem:
         return np.linalg.norm(r, axis=1)
 
 
-def subproblem_residual(
-    potential: LocalPotential, x: np.ndarray, v: np.ndarray, step: float
-) -> np.ndarray:
+def subproblem_residual(potential: Smooth, x: np.ndarray, v: np.ndarray, step: float) -> np.ndarray:
     """The relative residual ``||r(x)|| / (1 + ||x - v||/step)`` per chain (0 at the solution)."""
     sub = _Subproblem(potential, v, step)
     rows = np.arange(x.shape[0])
@@ -88,7 +121,7 @@ def subproblem_residual(
 
 
 def solve_prox(
-    potential: LocalPotential, v: np.ndarray, step: float, warm_start: np.ndarray
+    potential: Smooth, v: np.ndarray, step: float, warm_start: np.ndarray
 ) -> tuple[np.ndarray, ProxInfo]:
     """Solve the prox sub-problem for every chain; see the module docstring."""
     if not step > 0:
@@ -262,6 +295,10 @@ def _line_search(
 def _lbfgs(
     sub: _Subproblem, x: np.ndarray, tol: float, max_iter: int
 ) -> tuple[np.ndarray, ProxInfo]:
+    # Imported here, not with the module: every model imports this one (through its base),
+    # and a node whose potential has a Hessian never needs scipy.
+    from scipy.optimize import minimize
+
     chains = x.shape[0]
     relative = np.zeros(chains)
     iterations = 0

@@ -1,27 +1,37 @@
 """Plain types that cross the wire, each defined once next to its protobuf converter.
 
-The node fills them in (``node/runtime``), the orchestrator reads them back
-(``orchestrator/execution/client.py``); neither writes the fields out by hand.
+The node fills them in (``node/runtime``) and its servicers send them with ``*_to_proto``;
+the orchestrator reads them back with ``*_from_proto`` (``orchestrator/execution/client.py``).
+Neither writes the fields out by hand: a field added here is carried by its two converters,
+and ``tests/node/test_contract.py`` fails until it is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
 
+from starling.node.protocol.convert import data_from_proto, public_data
 from starling.node.protocol.starling.v1 import control_pb2
-from starling.node.runtime.state import NodeState
+from starling.node.spec import DataSpec
 
 __all__ = [
     "READY_PREFIX",
+    "Configured",
     "LinkCounters",
     "NodeState",
+    "NodeStatus",
+    "configured_from_proto",
+    "configured_to_proto",
     "link_books_from_proto",
     "link_books_to_proto",
     "link_counters_from_proto",
     "link_counters_to_proto",
     "state_from_proto",
     "state_to_proto",
+    "status_from_proto",
+    "status_to_proto",
 ]
 
 NOT_CONFIGURED = "node is not configured yet"
@@ -32,6 +42,29 @@ sender keeps its messages and opens the stream again: a wait, not a send error."
 READY_PREFIX = "starling-node listening on "
 """The line ``starling node serve`` prints on stdout, followed by its host:port, once its
 gRPC server is up; a backend that started the process waits for it."""
+
+
+class NodeState(str, Enum):
+    """A node's lifecycle state, one enum for the runtime, its servicers and the orchestrator.
+
+    The values are the strings the rest of the system reads (status output, metrics, the
+    orchestrator's client): ``idle → configured → running → done | failed | stopped``.
+    """
+
+    IDLE = "idle"
+    CONFIGURED = "configured"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+    @property
+    def finished(self) -> bool:
+        """The run is over (a new Configure is needed to run again)."""
+        return self in (NodeState.DONE, NodeState.FAILED, NodeState.STOPPED)
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass
@@ -107,3 +140,107 @@ def link_books_from_proto(entries: Iterable[control_pb2.LinkStats]) -> dict[str,
 
 def link_books_to_proto(book: Mapping[str, LinkCounters]) -> list[control_pb2.LinkStats]:
     return [link_counters_to_proto(peer, c) for peer, c in book.items()]
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """A node's answer to ``Control.Status``: its run, its state and its counters."""
+
+    node_id: str
+    experiment: str
+    state: NodeState
+    """The node's lifecycle state; a ``str`` enum, so it compares equal to ``"running"``."""
+    round: int
+    """The round being run (or next to run when not running)."""
+    error: str
+    samples_stored: int
+    outbound: dict[str, LinkCounters] = field(default_factory=dict)
+    inbound: dict[str, LinkCounters] = field(default_factory=dict)
+    program_metrics: dict[str, float] = field(default_factory=dict)
+    """The sampler program's own figures (``NodeProgram.metrics``)."""
+    holding: bool = False
+    """Waiting at a hold before ``round`` (``Control.Hold``)."""
+    peers_down: tuple[str, ...] = ()
+    """In-peers it was told are down (``Control.SetPeerDown``): not waited for."""
+    refused_streams: int = 0
+    """Inbound peer streams it refused because it held its limit of them."""
+    denied_peer_streams: int = 0
+    """Inbound peer streams refused for their identity (secret, certificate, neighbour)."""
+    denied_control_calls: int = 0
+    """Control calls refused: not the orchestrator's certificate, no or a wrong token."""
+
+
+def status_to_proto(status: NodeStatus) -> control_pb2.NodeStatus:
+    return control_pb2.NodeStatus(
+        node_id=status.node_id,
+        experiment=status.experiment,
+        state=state_to_proto(status.state),
+        round=status.round,
+        error=status.error,
+        samples_stored=status.samples_stored,
+        outbound=link_books_to_proto(status.outbound),
+        inbound=link_books_to_proto(status.inbound),
+        program_metrics=status.program_metrics,
+        holding=status.holding,
+        peers_down=list(status.peers_down),
+        refused_streams=status.refused_streams,
+        denied_peer_streams=status.denied_peer_streams,
+        denied_control_calls=status.denied_control_calls,
+    )
+
+
+def status_from_proto(message: control_pb2.NodeStatus) -> NodeStatus:
+    """The status a node sent; its program's figures sorted by name (a proto map has no
+    order)."""
+    return NodeStatus(
+        node_id=message.node_id,
+        experiment=message.experiment,
+        state=state_from_proto(message.state),
+        round=int(message.round),
+        error=message.error,
+        samples_stored=int(message.samples_stored),
+        outbound=link_books_from_proto(message.outbound),
+        inbound=link_books_from_proto(message.inbound),
+        program_metrics=dict(sorted(message.program_metrics.items())),
+        holding=bool(message.holding),
+        peers_down=tuple(message.peers_down),
+        refused_streams=int(message.refused_streams),
+        denied_peer_streams=int(message.denied_peer_streams),
+        denied_control_calls=int(message.denied_control_calls),
+    )
+
+
+@dataclass(frozen=True)
+class Configured:
+    """A node's answer to ``Control.Configure``: where it starts and what it already holds."""
+
+    next_round: int
+    """The round it runs next: 0 for a fresh run, later when it resumed."""
+    resumed: bool
+    """True if it resumed from a checkpoint (a restarted node)."""
+    samples_stored: int
+    """Samples in its durable store: collection from an offset beyond this must step back."""
+    data: DataSpec | None = None
+    """The node's own data when the experiment left it to the node (``data.source: node``).
+    Only its public part crosses the wire (:func:`~starling.node.protocol.convert.public_data`):
+    a synthetic shard's recipe, or for a file only ``source="file"``."""
+
+
+def configured_to_proto(configured: Configured) -> control_pb2.ConfigureReply:
+    reply = control_pb2.ConfigureReply(
+        next_round=configured.next_round,
+        resumed=configured.resumed,
+        samples_stored=configured.samples_stored,
+    )
+    if configured.data is not None:
+        reply.data.CopyFrom(public_data(configured.data))
+    return reply
+
+
+def configured_from_proto(reply: control_pb2.ConfigureReply) -> Configured:
+    return Configured(
+        next_round=int(reply.next_round),
+        resumed=bool(reply.resumed),
+        samples_stored=int(reply.samples_stored),
+        data=data_from_proto(reply.data) if reply.HasField("data") else None,
+    )

@@ -5,8 +5,9 @@ Modules, each with one job:
 * :mod:`~starling.node.runtime.transport` — every gRPC option (sizes, keepalive, credentials);
 * :mod:`~starling.node.runtime.server` — the server: Control, Peer and health, one shutdown path;
 * :mod:`~starling.node.runtime.servicers` — protobuf ↔ runtime calls, errors ↔ status codes;
-* :mod:`~starling.node.runtime.runtime` — the lifecycle (:mod:`~starling.node.runtime.state`),
-  running rounds with the round engine (:mod:`starling.node.engine`), checkpoints;
+* :mod:`~starling.node.runtime.runtime` — the lifecycle (``NodeState`` of
+  :mod:`~starling.node.protocol.contract`), running rounds with the round engine
+  (:mod:`starling.node.engine`), checkpoints;
 * :mod:`~starling.node.runtime.run` — one configured run: program, store, links, inbox, counters;
 * :mod:`~starling.node.runtime.network` — the network transport of the round engine: links + inbox;
 * :mod:`~starling.node.runtime.inbox` — buffering arrivals and waiting for them with a deadline;

@@ -14,7 +14,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from starling.node.runtime.state import NodeState
+from starling.node.protocol.contract import NodeState
 from starling.node.runtime.store import SampleStore
 from starling.node.runtime.streaming import Batch, stream_samples
 

@@ -10,14 +10,14 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-from starling.node.config import NODE_SOURCE, HomeData, home_data
+from starling.node.config import NODE_SOURCE, HomeData, check_data_path, home_data
 from starling.node.messages import Message, check_message
 from starling.node.params import ConfigError
 from starling.node.protocol import convert
 from starling.node.protocol.starling.v1 import peer_pb2
 from starling.node.runtime.archive import MAX_NAME_LENGTH, safe_name
 from starling.node.samplers.base import NodeProgram
-from starling.node.security import ORCHESTRATOR_ID, check_data_path
+from starling.node.security import ORCHESTRATOR_ID
 from starling.node.spec import MAX_SECONDS, DataSpec, NodeSpec
 
 __all__ = ["Rejected", "admit_spec", "check_iterate", "check_link_setting", "check_spec"]
@@ -57,7 +57,7 @@ def check_spec(spec: NodeSpec) -> None:
     if ORCHESTRATOR_ID in {
         spec.node_id,
         *spec.peers,
-        *(p for h in spec.schedule for p in h.in_peers),
+        *spec.in_peers(),
     }:
         raise ConfigError(
             f"node ids: {ORCHESTRATOR_ID!r} is the orchestrator's identity; no node may take it"

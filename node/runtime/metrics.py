@@ -29,8 +29,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from starling.node.protocol.contract import LinkCounters
-from starling.node.runtime.state import NodeState
+from starling.node.protocol.contract import LinkCounters, NodeState
 from starling.node.runtime.timing import TallySnapshot
 
 if TYPE_CHECKING:  # the server imports this module, not the other way round

@@ -20,7 +20,7 @@ from starling.node.runtime.stats import StatsBook
 from starling.node.runtime.transport import ChannelSettings
 from starling.node.spec import NodeSpec
 
-__all__ = ["Links", "NetworkTransport", "in_peers", "out_peers"]
+__all__ = ["Links", "NetworkTransport"]
 
 
 class NetworkTransport:
@@ -66,7 +66,7 @@ class Links:
         self._lock = threading.Lock()
         self._links: dict[str, OutboundLink] = {}
         self._default = LinkState()
-        for receiver in out_peers(spec):
+        for receiver in spec.out_peers():
             self._link(receiver)
 
     def _link(self, receiver: str) -> OutboundLink:
@@ -135,17 +135,3 @@ def _updated(
         drop=state.drop if drop is None else float(drop),
         delay_ms=state.delay_ms if delay_ms is None else float(delay_ms),
     )
-
-
-def out_peers(spec: NodeSpec) -> tuple[str, ...]:
-    """Every receiver this node sends to in some graph period, in first-seen order."""
-    seen: dict[str, None] = {}
-    for hood in spec.schedule:
-        for peer in hood.out_peers:
-            seen.setdefault(peer, None)
-    return tuple(seen)
-
-
-def in_peers(spec: NodeSpec) -> frozenset[str]:
-    """Every sender this node accepts messages from, over all graph periods."""
-    return frozenset(peer for hood in spec.schedule for peer in hood.in_peers)

@@ -26,7 +26,7 @@ from starling.node.params import ConfigError
 from starling.node.runtime.archive import run_directory
 from starling.node.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from starling.node.runtime.inbox import Inbox
-from starling.node.runtime.network import Links, NetworkTransport, in_peers
+from starling.node.runtime.network import Links, NetworkTransport
 from starling.node.runtime.resume import SLOT_FILES, ResumeSlots, read_slot
 from starling.node.runtime.stats import StatsBook
 from starling.node.runtime.store import SampleStore
@@ -249,7 +249,7 @@ def open_run(
         store.truncate(checkpoint.samples)
     else:
         store.truncate(0)  # samples without a checkpoint cannot be continued
-    senders = in_peers(spec)
+    senders = frozenset(spec.in_peers())
     outbound, inbound = StatsBook(), StatsBook()
     for peer in sorted(senders):
         inbound.ensure(peer)  # listed from the start, even if never heard

@@ -28,30 +28,23 @@ from starling.node.config import HomeData
 from starling.node.engine.rounds import run_round
 from starling.node.logs import set_context
 from starling.node.params import ConfigError
+from starling.node.protocol.contract import Configured, NodeState, NodeStatus
 from starling.node.protocol.starling.v1 import peer_pb2
 from starling.node.runtime.checks import ROUND_WINDOW, admit_spec, check_link_setting
 from starling.node.runtime.peer_secrets import PeerSecrets
 from starling.node.runtime.profiling import run_loop
 from starling.node.runtime.receive import receive_at
 from starling.node.runtime.run import SAMPLES_FILE, Run, announce, build, open_run, spec_fingerprint
-from starling.node.runtime.state import NodeState
 from starling.node.runtime.stats import FaultTally
-from starling.node.runtime.status import (
-    ConfigureResult,
-    PreconditionError,
-    RuntimeStatus,
-    run_status,
-)
+from starling.node.runtime.status import PreconditionError, run_status
 from starling.node.runtime.store import SampleStore
 from starling.node.runtime.streaming import Batch, stream_samples
 from starling.node.runtime.transport import ChannelSettings
 from starling.node.spec import NodeSpec
 
 __all__ = [
-    "ConfigureResult",
     "NodeRuntime",
     "PreconditionError",
-    "RuntimeStatus",
     "SAMPLES_FILE",
     "spec_fingerprint",
 ]
@@ -124,7 +117,7 @@ class NodeRuntime:
 
     def configure(
         self, spec: NodeSpec, fresh: bool = False, peer_secret: str | PeerSecrets = ""
-    ) -> ConfigureResult:
+    ) -> Configured:
         """Build the spec's program; resume from this experiment's checkpoint when it
         matches, unless ``fresh`` (a new run on a node that outlives runs). Streams carry
         the run's secrets both ways (:mod:`~starling.node.runtime.peer_secrets`)."""
@@ -138,7 +131,7 @@ class NodeRuntime:
         )
         with self._configuring:  # one at a time; Status answers meanwhile (not _lock)
             run = self._configure(spec, fresh, secrets)
-        return ConfigureResult(run.next_round, run.resumed, len(run.store), own)
+        return Configured(run.next_round, run.resumed, len(run.store), own)
 
     def _configure(self, spec: NodeSpec, fresh: bool, secrets: PeerSecrets) -> Run:
         with self._lock:
@@ -223,7 +216,8 @@ class NodeRuntime:
         """Whether the node has a spec (and so can take its peers' iterates)."""
         return self._run is not None
 
-    def status(self) -> RuntimeStatus:
+    def status(self) -> NodeStatus:
+        """The status of the node and its run; the gate's denials are the servicer's to add."""
         with self._lock:
             return run_status(
                 self._run, self._state, self._error, self._holding, self._refused_streams

@@ -12,13 +12,14 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from typing import TypeVar
 
 import grpc
 
 from starling.node.params import ConfigError
 from starling.node.protocol import convert
-from starling.node.protocol.contract import NOT_CONFIGURED, link_books_to_proto, state_to_proto
+from starling.node.protocol.contract import NOT_CONFIGURED, configured_to_proto, status_to_proto
 from starling.node.protocol.starling.v1 import (
     control_pb2,
     control_pb2_grpc,
@@ -103,17 +104,10 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
         secrets = PeerSecrets(
             request.peer_secret, dict(request.send_secrets), dict(request.accept_secrets)
         )
-        result = self.runtime.configure(
+        configured = self.runtime.configure(
             convert.config_to_spec(request), fresh=request.fresh, peer_secret=secrets
         )
-        reply = control_pb2.ConfigureReply(
-            next_round=result.next_round,
-            resumed=result.resumed,
-            samples_stored=result.samples_stored,
-        )
-        if result.data is not None:
-            reply.data.CopyFrom(convert.public_data(result.data))
-        return reply
+        return configured_to_proto(configured)
 
     @_mapped
     def Start(
@@ -133,23 +127,12 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
     def Status(
         self, request: control_pb2.StatusRequest, context: grpc.ServicerContext
     ) -> control_pb2.NodeStatus:
-        s = self.runtime.status()
-        return control_pb2.NodeStatus(
-            node_id=s.node_id,
-            experiment=s.experiment,
-            state=state_to_proto(s.state),
-            round=s.round,
-            error=s.error,
-            samples_stored=s.samples_stored,
-            outbound=link_books_to_proto(s.outbound),
-            inbound=link_books_to_proto(s.inbound),
-            program_metrics=s.program_metrics,
-            holding=s.holding,
-            peers_down=list(s.peers_down),
-            refused_streams=s.refused_streams,
+        status = replace(
+            self.runtime.status(),
             denied_peer_streams=self.gate.denied["peer"],
             denied_control_calls=self.gate.denied["control"],
         )
+        return status_to_proto(status)
 
     def StreamSamples(
         self, request: control_pb2.SamplesRequest, context: grpc.ServicerContext

@@ -23,8 +23,8 @@ from __future__ import annotations
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from starling.node.protocol.contract import NodeState
 from starling.node.protocol.starling.v1 import control_pb2, peer_pb2
-from starling.node.runtime.state import NodeState
 
 __all__ = ["CONTROL", "PEER", "NodeHealth", "enable_reflection"]
 

@@ -1,58 +1,39 @@
-"""What the node's runtime answers: its status, a configuration's result, a refusal."""
+"""The node's status, read off its run, and the refusal of a call its state does not allow.
+
+The status type itself is the wire's (:class:`starling.node.protocol.contract.NodeStatus`).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from starling.node.protocol.contract import LinkCounters
-from starling.node.runtime.state import NodeState
-from starling.node.spec import DataSpec
+from starling.node.protocol.contract import NodeState, NodeStatus
 
 if TYPE_CHECKING:
     from starling.node.runtime.run import Run
 
-__all__ = ["ConfigureResult", "PreconditionError", "RuntimeStatus", "run_status"]
+__all__ = ["PreconditionError", "run_status"]
 
 
 class PreconditionError(RuntimeError):
     """The call does not fit the node's current state (e.g. Configure while running)."""
 
 
-@dataclass(frozen=True)
-class ConfigureResult:
-    next_round: int
-    resumed: bool
-    samples_stored: int
-    data: DataSpec | None = None
-    """The node's own data when the experiment left it to the node (``source: node``)."""
-
-
-@dataclass(frozen=True)
-class RuntimeStatus:
-    node_id: str
-    experiment: str
-    state: NodeState
-    round: int
-    error: str
-    samples_stored: int
-    outbound: dict[str, LinkCounters]
-    inbound: dict[str, LinkCounters]
-    program_metrics: dict[str, float]
-    holding: bool = False
-    peers_down: tuple[str, ...] = ()
-    refused_streams: int = 0
-
-
 def run_status(
     run: Run | None, state: NodeState, error: str, holding: bool, refused_streams: int
-) -> RuntimeStatus:
+) -> NodeStatus:
     """The status of a node in ``state`` with the configured ``run`` (None: none yet)."""
     if run is None:
-        return RuntimeStatus(
-            "", "", state, 0, error, 0, {}, {}, {}, refused_streams=refused_streams
+        return NodeStatus(
+            node_id="",
+            experiment="",
+            state=state,
+            round=0,
+            error=error,
+            samples_stored=0,
+            refused_streams=refused_streams,
         )
-    return RuntimeStatus(
+    return NodeStatus(
         node_id=run.spec.node_id,
         experiment=run.spec.experiment,
         state=state,

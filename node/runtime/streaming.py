@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from starling.node.runtime.state import NodeState
+from starling.node.protocol.contract import NodeState
 from starling.node.runtime.store import SampleStore
 
 __all__ = ["SAMPLE_BATCH_BYTES", "Batch", "stream_samples"]

@@ -138,7 +138,7 @@ class DADMMS(Program[ADMMSState]):
         shape = (ctx.chains, ctx.dim)
         self.current = ADMMSState(self._initial(rng.standard_normal(shape)), np.zeros(shape))
         self.isolated_rounds = 0
-        self.ever_linked = bool(ctx.schedule_peers("in_peers"))
+        self.ever_linked = bool(ctx.spec.in_peers())
         """Whether the schedule gives the node a neighbour in some round: if not, it is the
         no-edge baseline and never holds."""
 

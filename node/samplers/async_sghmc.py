@@ -117,7 +117,7 @@ class AsyncServer(Program[AsyncServerState]):
         shape = (ctx.chains, ctx.dim)
         x = rng.standard_normal(shape)
         p = np.sqrt(self.params.mass) * rng.standard_normal(shape)
-        self._workers = ctx.schedule_peers("in_peers")
+        self._workers = ctx.spec.in_peers()
         k = len(self._workers)
         self.current = AsyncServerState(
             x, p, np.zeros((k, *shape)), np.full(k, -1.0), np.full(k, -1.0), np.zeros(4)
@@ -139,7 +139,7 @@ class AsyncServer(Program[AsyncServerState]):
         if phase != 0 or round_index % self.params.sync_period != 0:
             return {}
         message = Message("theta", {"theta": self.current.x})
-        return broadcast(message, self.ctx.schedule_peers("out_peers"))
+        return broadcast(message, self.ctx.spec.out_peers())
 
     def incoming(
         self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator
@@ -202,7 +202,7 @@ class AsyncWorker(Program[AsyncWorkerState]):
         return {"theta": (self.ctx.chains, self.ctx.dim)}
 
     def expected_senders(self, round_index: int, phase: int) -> tuple[str, ...]:
-        return self.ctx.schedule_peers("in_peers") if phase == 0 else ()
+        return self.ctx.spec.in_peers() if phase == 0 else ()
 
     def max_staleness(self, round_index: int, phase: int) -> int | None:
         """θ is sent every s rounds and used from the next one: at most s rounds old."""
@@ -213,7 +213,7 @@ class AsyncWorker(Program[AsyncWorkerState]):
         if phase != 1 or theta_round < 0:
             return {}
         message = Message("grad", {"grad": self.current.grad, "at_round": np.array([theta_round])})
-        return broadcast(message, self.ctx.schedule_peers("out_peers"))
+        return broadcast(message, self.ctx.spec.out_peers())
 
     def incoming(
         self, round_index: int, phase: int, inbox: Inbox, rng: np.random.Generator

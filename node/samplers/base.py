@@ -71,11 +71,6 @@ class NodeContext:
     def neighbourhood(self, round_index: int) -> Neighbourhood:
         return self.spec.neighbourhood(round_index)
 
-    def schedule_peers(self, side: str) -> tuple[str, ...]:
-        """Every peer on ``side`` (``out_peers`` or ``in_peers``) over the whole graph
-        schedule, sorted: the fixed index of per-peer state such as stale copies."""
-        return tuple(sorted({p for hood in self.spec.schedule for p in getattr(hood, side)}))
-
 
 class ProgramState(Protocol):
     """What a program's state is: a NamedTuple of numpy arrays (this is its shape)."""

@@ -269,7 +269,7 @@ class ECCentre(_Elastic[ECCentreState]):
         shape = (ctx.chains, ctx.dim)
         c = rng.standard_normal(shape)
         r = np.sqrt(self.params.mass) * rng.standard_normal(shape)
-        self._workers = ctx.schedule_peers("in_peers")
+        self._workers = ctx.spec.in_peers()
         k = len(self._workers)
         self.current = ECCentreState(c, r, np.zeros((k, *shape)), np.full(k, -1.0), new_tally())
 

@@ -207,8 +207,8 @@ class PushSumRunningSums(_PushSumBase[RunningSumsState]):
 
     def __init__(self, ctx: NodeContext, rng: np.random.Generator):
         super().__init__(ctx, rng)
-        self._out = {peer: k for k, peer in enumerate(ctx.schedule_peers("out_peers"))}
-        self._in = {peer: k for k, peer in enumerate(ctx.schedule_peers("in_peers"))}
+        self._out = {peer: k for k, peer in enumerate(ctx.spec.out_peers())}
+        self._in = {peer: k for k, peer in enumerate(ctx.spec.in_peers())}
         c, d = ctx.chains, ctx.dim
         self.current = RunningSumsState(
             *self._start,

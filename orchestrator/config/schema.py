@@ -148,7 +148,7 @@ Memory = Annotated[Any, AfterValidator(memory_bytes)]
 
 
 def _partition(value: str) -> str:
-    from starling.node.partition import PARTITIONS
+    from starling.node.data.partition import PARTITIONS
 
     if value not in PARTITIONS:
         raise ValueError(f"unknown partition {value!r} (use {', '.join(PARTITIONS)})")

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from starling.node.config import NODE_SOURCE
-from starling.node.data import load_shard
+from starling.node.data.shards import load_shard
 from starling.node.models import build_model
 from starling.node.models.base import Dataset, GaussianPosterior
 from starling.node.spec import DataSpec

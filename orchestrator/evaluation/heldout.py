@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from starling.node.data import load_file
+from starling.node.data.files import load_file
+from starling.node.data.split import held_out
 from starling.node.models.base import Dataset
-from starling.node.split import held_out
 from starling.orchestrator.planning.plan import EvaluationPlan
 
 __all__ = ["held_out_data"]

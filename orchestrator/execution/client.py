@@ -11,7 +11,6 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import grpc
@@ -21,14 +20,14 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from starling.node.params import ConfigError
 from starling.node.protocol import convert
 from starling.node.protocol.contract import (
+    Configured,
     LinkCounters,
-    NodeState,
-    link_books_from_proto,
-    state_from_proto,
+    NodeStatus,
+    configured_from_proto,
+    status_from_proto,
 )
 from starling.node.protocol.starling.v1 import control_pb2, control_pb2_grpc
-from starling.node.runtime.network import in_peers, out_peers
-from starling.node.spec import DataSpec, NodeSpec
+from starling.node.spec import NodeSpec
 from starling.orchestrator.core.errors import NodeRejected, NodeUnavailable
 from starling.orchestrator.execution.access import Access
 
@@ -51,44 +50,8 @@ RETRY_CAP = 2.0
 LinkStats = LinkCounters
 """The counters of one link, as the node reports them (one type: the contract's)."""
 
-
-@dataclass(frozen=True)
-class Configured:
-    """What a node said to its configuration: where it starts and what it already holds."""
-
-    next_round: int
-    resumed: bool
-    """True if it resumed from a checkpoint (a restarted node)."""
-    samples_stored: int
-    """Samples in its durable store: collection from an offset beyond this must step back."""
-    data: DataSpec | None = None
-    """The node's own data (``data.source: node``): a synthetic shard's recipe, or only
-    ``source="file"``."""
-
-
-@dataclass(frozen=True)
-class NodeStatus:
-    node_id: str
-    experiment: str
-    state: NodeState
-    """The node's lifecycle state; a ``str`` enum, so it compares equal to ``"running"``."""
-    round: int
-    error: str
-    samples_stored: int
-    outbound: dict[str, LinkStats] = field(default_factory=dict)
-    inbound: dict[str, LinkStats] = field(default_factory=dict)
-    program_metrics: dict[str, float] = field(default_factory=dict)
-    """The sampler program's own figures (``NodeProgram.metrics``)."""
-    holding: bool = False
-    """Waiting at a hold before ``round`` (see :meth:`NodeClient.hold`)."""
-    peers_down: tuple[str, ...] = ()
-    """In-peers it was told are down (:meth:`NodeClient.set_peer_down`): not waited for."""
-    refused_streams: int = 0
-    """Inbound peer streams it refused because it held its limit of them."""
-    denied_peer_streams: int = 0
-    """Inbound peer streams refused for their identity (secret, certificate, neighbour)."""
-    denied_control_calls: int = 0
-    """Control calls refused: not the orchestrator's certificate, no or a wrong token."""
+# Configured and NodeStatus, what configure() and status() return, are the wire contract's
+# plain types (starling.node.protocol.contract), named here for the orchestrator's modules.
 
 
 _DEFAULT_ACCESS = Access()
@@ -144,7 +107,9 @@ class NodeClient:
         """What :meth:`configure` sends: the spec, and the secrets of the node's own links."""
         config = convert.spec_to_config(spec)
         config.fresh = fresh
-        own, send, accept = self.access.link_secrets(spec.node_id, out_peers(spec), in_peers(spec))
+        own, send, accept = self.access.link_secrets(
+            spec.node_id, spec.out_peers(), spec.in_peers()
+        )
         config.peer_secret = own  # never the run's: every link's secret derives from it
         config.send_secrets.update(send)
         config.accept_secrets.update(accept)
@@ -158,12 +123,7 @@ class NodeClient:
             lambda t: self._control.Configure(config, timeout=t),
             timeout=max(self.timeout, 60.0),
         )  # loading data may take a while
-        return Configured(
-            next_round=int(reply.next_round),
-            resumed=bool(reply.resumed),
-            samples_stored=int(reply.samples_stored),
-            data=convert.data_from_proto(reply.data) if reply.HasField("data") else None,
-        )
+        return configured_from_proto(reply)
 
     def start(self) -> None:
         self._call("start", lambda t: self._control.Start(control_pb2.StartRequest(), timeout=t))
@@ -182,22 +142,7 @@ class NodeClient:
             lambda t: self._control.Status(control_pb2.StatusRequest(), timeout=t),
             attempts=attempts,
         )
-        return NodeStatus(
-            node_id=reply.node_id,
-            experiment=reply.experiment,
-            state=state_from_proto(reply.state),
-            round=reply.round,
-            error=reply.error,
-            samples_stored=reply.samples_stored,
-            outbound=link_books_from_proto(reply.outbound),
-            inbound=link_books_from_proto(reply.inbound),
-            program_metrics=dict(sorted(reply.program_metrics.items())),
-            holding=reply.holding,
-            peers_down=tuple(reply.peers_down),
-            refused_streams=reply.refused_streams,
-            denied_peer_streams=reply.denied_peer_streams,
-            denied_control_calls=reply.denied_control_calls,
-        )
+        return status_from_proto(reply)
 
     def samples(
         self, offset: int = 0, follow: bool = False, stored_run: tuple[str, str] | None = None

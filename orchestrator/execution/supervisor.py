@@ -136,10 +136,10 @@ class Supervisor:
         )
 
     def out_peers(self, node: str) -> tuple[str, ...]:
-        return tuple(sorted({p for hood in self.specs[node].schedule for p in hood.out_peers}))
+        return self.specs[node].out_peers()
 
     def in_peers(self, node: str) -> tuple[str, ...]:
-        return tuple(sorted({p for hood in self.specs[node].schedule for p in hood.in_peers}))
+        return self.specs[node].in_peers()
 
     def hold(self, node: str, round_index: int | None) -> None:
         self.clients[node].hold(round_index)

@@ -114,9 +114,7 @@ def scheduled_link_counts(specs) -> dict[str, dict[str, int]]:
     for spec in specs:
         # Every link the node's schedule has, also one that carried nothing (a node killed
         # at round 0): ``run`` lists each link its node was configured with.
-        tallies: dict[str, list[int]] = {
-            receiver: [0, 0] for hood in spec.schedule for receiver in hood.out_peers
-        }
+        tallies: dict[str, list[int]] = {receiver: [0, 0] for receiver in spec.out_peers()}
         faults = spec.link_faults
         for round_index in range(spec.rounds):
             for receiver in spec.neighbourhood(round_index).out_peers:

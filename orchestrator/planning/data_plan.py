@@ -16,7 +16,7 @@ given every node's data) take their data from :func:`data_specs`, so they cannot
 from __future__ import annotations
 
 from starling.node.config import NODE_SOURCE
-from starling.node.data import file_rows
+from starling.node.data.shards import file_rows
 from starling.node.params import ConfigError
 from starling.node.spec import DataSpec
 from starling.orchestrator.config.experiment import Experiment

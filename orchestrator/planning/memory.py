@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from starling.node.data import file_rows, load_file
+from starling.node.data.files import load_file
+from starling.node.data.shards import file_rows
 from starling.node.models import build_model
 from starling.node.params import ConfigError
 from starling.orchestrator.config.experiment import Experiment

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 
 from starling.node.samplers import algorithm_info
-from starling.node.spec import DataSpec, LinkFault, Neighbourhood, NodeSpec
+from starling.node.spec import DataSpec, LinkFault, Neighbourhood, NodeSpec, in_peers_of, peers_of
 from starling.orchestrator.config.experiment import Experiment
 from starling.orchestrator.faults.schedule import FOREVER, NodeFault
 from starling.orchestrator.planning.data_plan import data_specs
@@ -60,7 +60,7 @@ def node_specs(
         schedule: tuple[Neighbourhood, ...] = hoods[entry.id]
         held = plan.get(entry.id)
         # A node connects to everyone it will ever talk to over the whole schedule.
-        peers = {p for hood in schedule for p in (*hood.out_peers, *hood.in_peers)}
+        peers = peers_of(schedule)
         specs.append(
             NodeSpec(
                 experiment=experiment.name,
@@ -78,7 +78,7 @@ def node_specs(
                 prior_share=1.0 / max(len(data_nodes), 1),
                 schedule=schedule,
                 schedule_period=topology.period,
-                peers={p: addresses.get(p, "") for p in sorted(peers)},
+                peers={p: addresses.get(p, "") for p in peers},
                 round_deadline=experiment.round_deadline,
                 link_faults=(
                     tuple(f for sender, f in experiment.faults if sender == entry.id)
@@ -105,7 +105,7 @@ def outage_faults(
 ) -> tuple[tuple[str, LinkFault], ...]:
     """The rounds each in-peer of ``node`` is scheduled dead, as faults on its link to
     ``node`` (see ``NodeSpec.inbound_faults``)."""
-    senders = {p for hood in schedule for p in hood.in_peers}
+    senders = in_peers_of(schedule)
     return tuple(
         (fault.node, LinkFault(node, fault.at_round, fault.restart_round or FOREVER))
         for fault in node_faults

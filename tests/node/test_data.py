@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from starling.node.builtin_data import BUILTIN, builtin_bytes, verified
-from starling.node.data import load_file, load_shard, read_libsvm, read_table
+from starling.node.data.builtin import BUILTIN, builtin_bytes, verified
+from starling.node.data.files import load_file, read_libsvm, read_table
+from starling.node.data.shards import load_shard
 from starling.node.models.gaussian_mixture import GaussianMixture
 from starling.node.models.logistic_regression import LogisticRegression
 from starling.node.models.mlp import MLP

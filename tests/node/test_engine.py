@@ -106,10 +106,14 @@ def test_a_message_to_an_unknown_peer_names_both_nodes():
 
 
 @pytest.mark.e2e
-def test_the_simulator_imports_no_grpc():
+def test_the_simulator_imports_neither_grpc_nor_the_orchestrator():
+    """The round engine and its simulator load no wire library and nothing of the
+    orchestrator. Modules are matched by their installed names (``grpc``, ``grpc_health``,
+    ``google.protobuf``, ``starling.orchestrator``), each as a whole name or a parent."""
     code = (
         "import sys, starling.node.engine; "
-        "bad = [m for m in sys.modules if m.startswith(('grpc', 'orchestrator'))]; "
+        "roots = ('grpc', 'grpc_health', 'google.protobuf', 'starling.orchestrator'); "
+        "bad = sorted(m for m in sys.modules for r in roots if m == r or m.startswith(r + '.')); "
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

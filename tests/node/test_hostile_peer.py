@@ -149,9 +149,9 @@ def test_status_answers_while_a_configure_opens_its_run(tmp_path, monkeypatch):
     took the runtime's lock: Status and every other Control call waited for it, seconds
     for a node with many peers or a long store. Now they answer meanwhile, and a Start
     in between is refused: the node is not configured until the run is open."""
+    from starling.node.protocol.contract import NodeState
     from starling.node.runtime import runtime as runtime_module
     from starling.node.runtime.runtime import NodeRuntime, PreconditionError
-    from starling.node.runtime.state import NodeState
 
     opening, release = threading.Event(), threading.Event()
     real_open_run = runtime_module.open_run

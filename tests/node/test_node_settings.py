@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from starling.node.config import HomeData, load_settings, override
-from starling.node.data import load_shard
+from starling.node.data.shards import load_shard
 from starling.node.models import build_model
 from starling.node.params import ConfigError
 from starling.orchestrator.config.experiment import parse_experiment

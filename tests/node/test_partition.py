@@ -1,12 +1,12 @@
-"""How a file's rows are dealt out to nodes (node/partition.py): exact set properties."""
+"""How a file's rows are dealt out to nodes (node/data/partition.py): exact set properties."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from starling.node.data.partition import default_sizes, shard_rows
 from starling.node.params import ConfigError
-from starling.node.partition import default_sizes, shard_rows
 
 N_ROWS = 103  # not a multiple of the shard count, so shares differ by one
 

@@ -16,6 +16,7 @@ import pytest
 from starling.node.messages import Message
 from starling.node.params import ConfigError
 from starling.node.protocol import convert
+from starling.node.protocol.contract import NodeState
 from starling.node.protocol.starling.v1 import (
     control_pb2,
     control_pb2_grpc,
@@ -27,7 +28,6 @@ from starling.node.runtime.inbox import PENDING_BYTES, PENDING_MESSAGES, Inbox
 from starling.node.runtime.run import EARLIER_SUFFIX, SAMPLES_FILE, build
 from starling.node.runtime.runtime import NodeRuntime
 from starling.node.runtime.servicers import MAX_SAMPLE_STREAMS
-from starling.node.runtime.state import NodeState
 from starling.node.runtime.stats import StatsBook
 from starling.node.runtime.store import SampleStore
 from starling.node.runtime.streaming import stream_samples

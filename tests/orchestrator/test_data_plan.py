@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from starling.node.data import load_shard
+from starling.node.data.shards import load_shard
 from starling.node.models import build_model
 from starling.node.params import ConfigError
 from starling.node.protocol.convert import config_to_spec, spec_to_config

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.stats import chi2
 
-from starling.node.data import shard_rng
+from starling.node.data.shards import shard_rng
 from starling.node.models.base import Dataset
 from starling.node.models.conjugate_gaussian import ConjugateGaussian
 from starling.node.models.linear_regression import LinearRegression

@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from starling.node.data import load_shard
+from starling.node.data.shards import load_shard
+from starling.node.data.split import held_out, training_rows
 from starling.node.models import build_model
 from starling.node.models.classification import log_loss, roc_auc
 from starling.node.params import ConfigError
 from starling.node.protocol import convert
 from starling.node.protocol.starling.v1 import control_pb2
 from starling.node.spec import ModelSpec
-from starling.node.split import held_out, training_rows
 from starling.orchestrator.config.experiment import parse_experiment
 from starling.orchestrator.evaluation.heldout import held_out_data
 from starling.orchestrator.evaluation.predictive import curve_rounds, score_samples

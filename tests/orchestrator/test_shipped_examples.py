@@ -106,8 +106,8 @@ def test_the_wheel_carries_the_examples_and_finds_them_installed(tmp_path):
         [
             sys.executable,
             "-c",
-            "import starling.node.builtin_data as b; print(b.__file__, "
-            "len(b.load_builtin('a9a.t', 123)))",
+            "import starling.node.data.files as f; print(f.__file__, "
+            "len(f.load_builtin('a9a.t', 123)))",
         ],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(tmp_path / "site")},

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from starling.node.data import shard_rng
+from starling.node.data.shards import shard_rng
 from starling.node.models import build_model
 from starling.node.models.base import Dataset
 from starling.node.spec import ModelSpec

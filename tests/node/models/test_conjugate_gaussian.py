@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from starling.node.data import shard_rng
+from starling.node.data.shards import shard_rng
 from starling.node.models.conjugate_gaussian import ConjugateGaussian
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import integrate
 
-from starling.node.data import shard_rng
+from starling.node.data.shards import shard_rng
 from starling.node.models.gaussian_mixture import GaussianMixture
 
 

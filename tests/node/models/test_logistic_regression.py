@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from starling.node.data import load_file
+from starling.node.data.files import load_file
 from starling.node.models.base import Dataset
 from starling.node.models.classification import classification_scores
 from starling.node.models.logistic_regression import LogisticRegression

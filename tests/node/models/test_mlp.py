@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.special import softmax
 
-from starling.node.data import read_table
+from starling.node.data.files import read_table
 from starling.node.models.base import Dataset
 from starling.node.models.classification import classification_scores
 from starling.node.models.mlp import MLP

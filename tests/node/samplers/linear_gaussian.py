@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from starling.node.data import load_shard
+from starling.node.data.shards import load_shard
 from starling.node.engine import simulate
 from starling.node.models import build_model
 from starling.node.spec import NodeSpec

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from starling.node.assemble import build_program, node_rng
-from starling.node.data import load_shard
+from starling.node.data.shards import load_shard
 from starling.node.models import build_model
 from starling.node.params import ConfigError
 from tests.node.samplers.linear_gaussian import (

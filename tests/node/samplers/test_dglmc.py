@@ -31,14 +31,13 @@ import numpy as np
 import pytest
 
 from starling.node.assemble import build_program, node_rng
-from starling.node.data import load_shard
+from starling.node.data.shards import load_shard
 from starling.node.engine import simulate
 from starling.node.faults import withheld_by_schedule
 from starling.node.messages import Message
 from starling.node.models import build_model
 from starling.node.params import ConfigError
-from starling.node.samplers.dglmc import DGLMCParams, plan_local_steps
-from starling.node.samplers.dglmc_plan import worker_constants
+from starling.node.samplers.dglmc import DGLMCParams, plan_local_steps, worker_constants
 from starling.node.spec import ModelSpec, NodeSpec
 from starling.orchestrator.config.experiment import parse_experiment
 from starling.orchestrator.evaluation.metrics import gaussian_w2

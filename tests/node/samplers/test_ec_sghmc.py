@@ -44,7 +44,7 @@ import pytest
 from scipy import linalg
 
 from starling.node.assemble import build_program, node_rng
-from starling.node.data import load_shard
+from starling.node.data.shards import load_shard
 from starling.node.engine import simulate
 from starling.node.models import build_model
 from starling.node.models.linear_regression import LinearRegression

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from starling.node.data import load_shard
+from starling.node.data.shards import load_shard
 from starling.node.engine import simulate
 from starling.node.faults import withheld_by_schedule
 from starling.node.models import build_model
@@ -86,7 +86,7 @@ def push_sum_laws(specs, alpha, rounds: int, running_sums: bool, window: range):
     ids = [s.node_id for s in specs]
     quad = [_quadratic(s) for s in specs]
     m, d = len(specs), quad[0][1].shape[0]
-    edges = sorted({(s.node_id, p) for s in specs for h in s.schedule for p in h.out_peers})
+    edges = sorted((s.node_id, p) for s in specs for p in s.out_peers())
     E = len(edges)
     nx, nb = m * d, E * d
     n = nx + nb + nx

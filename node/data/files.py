@@ -1,4 +1,4 @@
-"""Load a node's private shard. Data is read or generated here, on the node, never sent.
+"""The files a node reads its data from, and the data sets shipped with it, as tables.
 
 File formats (``data.format``; guessed from the name, then the content, when empty):
 
@@ -12,11 +12,10 @@ File formats (``data.format``; guessed from the name, then the content, when emp
   differ between splits). ``qid:`` tokens and ``#`` comments are ignored.
 
 Any of these may be gzip-compressed (``.gz``). ``builtin:NAME`` names a data set shipped in
-``node/models/datasets`` and checked against its sha256 (:mod:`starling.node.builtin_data`):
+``node/models/datasets`` and checked against its sha256 (:mod:`starling.node.data.builtin`):
 ``digits`` (UCI optical digits, pixels scaled to [0, 1]), ``a9a`` and ``a9a.t``.
 
-Which rows of a file a node holds (interleaved or a seeded random partition, sizes per
-shard) is :mod:`starling.node.partition`; :func:`load_shard` applies it.
+Which of a table's rows a node holds is :mod:`starling.node.data.shards`.
 """
 
 from __future__ import annotations
@@ -31,81 +30,21 @@ from pathlib import Path
 
 import numpy as np
 
-from starling.node.builtin_data import load_builtin
+from starling.node.data.builtin import builtin_bytes
 from starling.node.models.base import Dataset, Model
 from starling.node.params import ConfigError, existing_file
-from starling.node.partition import shard_rows
-from starling.node.spec import DataSpec
-from starling.node.split import training_rows
 
 __all__ = [
-    "file_rows",
+    "load_builtin",
     "load_file",
-    "load_shard",
+    "parse_libsvm_lines",
     "read_libsvm",
     "read_table",
-    "shard_rng",
 ]
 
 FORMATS = ("npz", "csv", "libsvm")
 _ALIASES = {"svmlight": "libsvm", "svm": "libsvm", "libsvm": "libsvm", "csv": "csv", "npz": "npz"}
 _LIBSVM_TOKEN = re.compile(r"^\S+(\s+\d+:\S+)+\s*$")
-
-
-def shard_rng(seed: int, shard: int) -> np.random.Generator:
-    """The generator for synthetic shard ``shard``: independent across shards, reproducible."""
-    return np.random.default_rng(np.random.SeedSequence([seed, shard]))
-
-
-def pool_rng(seed: int) -> np.random.Generator:
-    """The generator of a synthetic data set drawn once and dealt out (``data.total``):
-    a stream of its own, no shard's."""
-    return np.random.default_rng(np.random.SeedSequence([seed, _POOL]))
-
-
-_POOL = 0x9001
-
-
-def load_shard(spec: DataSpec, model: Model) -> Dataset:
-    """This node's rows: generated from (seed, shard) for each shard it holds, or its
-    shards of a file's training rows (:mod:`starling.node.partition`)."""
-    if spec.source == "synthetic" and spec.total > 0:
-        pool = model.synthesize(pool_rng(spec.seed), spec.total)
-        rows = file_rows(spec, spec.total)
-        return Dataset(X=pool.X[rows], y=pool.y[rows])
-    if spec.source == "synthetic":
-        parts = []
-        for shard in spec.held_shards():
-            size = spec.shard_size(shard)
-            if size <= 0:
-                raise ConfigError("data.size: must be a positive number of points per node")
-            parts.append(model.synthesize(shard_rng(spec.seed, shard), size))
-        return parts[0] if len(parts) == 1 else _concatenate(parts)
-    if spec.source == "file":
-        full = load_file(spec.path, spec.format, model)
-        rows = file_rows(spec, len(full))
-        if rows.size == 0:
-            raise ConfigError(
-                f"data.path: {spec.path!r} has {len(full)} rows, too few for "
-                f"{spec.num_shards} nodes"
-            )
-        return Dataset(X=full.X[rows], y=full.y[rows])
-    raise ConfigError(f"data.source: unknown source {spec.source!r} (use synthetic or file)")
-
-
-def file_rows(spec: DataSpec, n_rows: int) -> np.ndarray:
-    """Indices of the rows (of a file, or a synthetic pool) of ``n_rows`` rows that
-    ``spec``'s shards hold."""
-    train = training_rows(n_rows, spec.test_fraction, spec.test_seed)
-    parts = [
-        shard_rows(train, shard, spec.num_shards, spec.partition, spec.sizes, spec.seed)
-        for shard in spec.held_shards()
-    ]
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
-
-
-def _concatenate(parts: list[Dataset]) -> Dataset:
-    return Dataset(X=np.concatenate([p.X for p in parts]), y=np.concatenate([p.y for p in parts]))
 
 
 def load_file(path: str, fmt: str, model: Model, field: str = "data") -> Dataset:
@@ -236,6 +175,22 @@ def parse_libsvm_lines(
     X = np.zeros((len(labels), width))
     X[np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)] = values
     return Dataset(X=X, y=np.asarray(labels, dtype=float))
+
+
+@functools.lru_cache(maxsize=4)
+def load_builtin(name: str, n_features: int | None = None) -> Dataset:
+    """A shipped data set as a read-only ``Dataset`` (one parse per process)."""
+    raw = builtin_bytes(name)
+    if name == "digits":
+        with np.load(io.BytesIO(raw)) as arrays:
+            # Pixel counts 0..16 scaled to [0, 1], so a N(0, 1) weight prior is sensible.
+            table = Dataset(X=arrays["X"] / 16.0, y=arrays["y"].astype(float))
+    else:
+        text = gzip.decompress(raw).decode("utf-8").splitlines()
+        table = parse_libsvm_lines(text, f"builtin:{name}", n_features)
+    table.X.setflags(write=False)
+    table.y.setflags(write=False)
+    return table
 
 
 def _format(file: Path, fmt: str, field: str) -> str:

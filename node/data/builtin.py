@@ -4,22 +4,17 @@ A shipped file is checked against the sha256 recorded here (and in the folder's
 README.md, with its provenance) before a row of it is read, so a damaged or altered copy
 is refused rather than silently sampled from. Examples name these data sets by this
 package-relative name, never by a path, so a fresh clone or an installed wheel runs them.
+Their bytes are parsed as a table by :func:`starling.node.data.files.load_builtin`.
 """
 
 from __future__ import annotations
 
-import functools
-import gzip
 import hashlib
-import io
 from importlib import resources
 
-import numpy as np
-
-from starling.node.models.base import Dataset
 from starling.node.params import ConfigError
 
-__all__ = ["BUILTIN", "builtin_bytes", "load_builtin", "verified"]
+__all__ = ["BUILTIN", "builtin_bytes", "verified"]
 
 BUILTIN: dict[str, tuple[str, str]] = {
     # name: (file in node/models/datasets, sha256 of the file as shipped)
@@ -49,21 +44,3 @@ def verified(raw: bytes, digest: str, name: str) -> bytes:
             f"{digest[:12]}…): the copy is damaged or altered; reinstall the package"
         )
     return raw
-
-
-@functools.lru_cache(maxsize=4)
-def load_builtin(name: str, n_features: int | None = None) -> Dataset:
-    """A shipped data set as a read-only ``Dataset`` (one parse per process)."""
-    raw = builtin_bytes(name)
-    if name == "digits":
-        with np.load(io.BytesIO(raw)) as arrays:
-            # Pixel counts 0..16 scaled to [0, 1], so a N(0, 1) weight prior is sensible.
-            table = Dataset(X=arrays["X"] / 16.0, y=arrays["y"].astype(float))
-    else:
-        from starling.node.data import parse_libsvm_lines  # the one LIBSVM parser (imports us)
-
-        text = gzip.decompress(raw).decode("utf-8").splitlines()
-        table = parse_libsvm_lines(text, f"builtin:{name}", n_features)
-    table.X.setflags(write=False)
-    table.y.setflags(write=False)
-    return table

@@ -1,10 +1,10 @@
 """Which of a data file's training rows each node holds.
 
 A pure function of the training rows (the file's rows less any held-out test split,
-:mod:`starling.node.split`), the data seed and the sizes, so any party that knows the experiment —
-each node for its own rows, the orchestrator for the reference posterior and for a
-centralised baseline — computes the same rows without asking anyone, and without reading
-a node's shard.
+:mod:`starling.node.data.split`), the data seed and the sizes, so any party that knows the
+experiment — each node for its own rows, the orchestrator for the reference posterior and
+for a centralised baseline — computes the same rows without asking anyone, and without
+reading a node's shard.
 
 :func:`shard_rows` gives shard ``k`` of ``num_shards``:
 
