@@ -21,6 +21,8 @@ from starling.orchestrator.study import load_study, run_study
 from starling.orchestrator.yaml_files import read_yaml_file
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow  # each test runs a shipped study (one seed): `make quick` skips them
+
 
 def _first_below(curves_csv, cell: str, threshold: float) -> dict[str, int]:
     first: dict[str, int | None] = {}

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import csv
 
+import pytest
+
 from starling.orchestrator.study import load_study, run_study
 from starling.orchestrator.yaml_files import read_yaml_file
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow  # runs a shipped study (one seed): `make quick` skips it
 
 
 def test_push_sum_converges_on_the_linear_regression_posterior(tmp_path):

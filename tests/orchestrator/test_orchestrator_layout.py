@@ -67,27 +67,6 @@ def test_no_orchestrator_module_reads_node_files_directly():
     assert not {k: v for k, v in offenders.items() if v}
 
 
-def test_every_orchestrator_module_stays_under_400_lines():
-    lengths = {
-        str(p.relative_to(ROOT)): len(p.read_text().splitlines())
-        for p in ORCHESTRATOR.glob("*.py")
-        if p.stem
-        in {
-            "runner",
-            "supervisor",
-            "collector",
-            "account",
-            "fault_plan",
-            "live_requests",
-            "simulation",
-            "counters",
-            "results",
-            "evaluation",
-        }
-    }
-    assert lengths and all(n < 400 for n in lengths.values()), lengths
-
-
 def _experiment(kind: str):
     return parse_experiment(
         {
