@@ -10,6 +10,7 @@ The network transport is held to the same round by the run ≡ simulate tests
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -105,11 +106,21 @@ def test_a_message_to_an_unknown_peer_names_both_nodes():
         run_round(Stamp("b", True), 0, network.endpoint("a"), None, ScheduledFaults("a"))
 
 
+def _imported_by(module: str) -> list[str]:
+    """The grpc and orchestrator modules a fresh interpreter holds after importing ``module``."""
+    code = (
+        f"import sys, json, {module}; "
+        "print(json.dumps(sorted(m for m in sys.modules "
+        "if m.split('.')[0] == 'grpc' or m.startswith('starling.orchestrator'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    return json.loads(done.stdout)
+
+
 @pytest.mark.e2e
 def test_the_simulator_imports_no_grpc():
-    code = (
-        "import sys, starling.node.engine; "
-        "bad = [m for m in sys.modules if m.startswith(('grpc', 'orchestrator'))]; "
-        "assert not bad, bad"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    assert _imported_by("starling.node.engine") == []
+    # The check sees both: the network runtime imports grpc, and the orchestrator is seen
+    # (before, the prefix was 'orchestrator', a name no module has had since starling.*).
+    assert "grpc" in _imported_by("starling.node.runtime.network")
+    assert "starling.orchestrator" in _imported_by("starling.orchestrator")
