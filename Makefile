@@ -16,7 +16,7 @@ install: $(BIN)/.installed
 run: $(BIN)/.installed
 	$(BIN)/starling run examples/quickstart.yaml
 
-# Lint first (seconds), then the whole suite.
+# Lint first (seconds), then the whole suite: e2e and slow included (what CI runs).
 test: lint
 	$(BIN)/python -m pytest
 
@@ -33,11 +33,12 @@ lint: $(BIN)/.installed
 	PYTHONPATH=build/typecheck $(BIN)/lint-imports --no-cache --no-logo
 	$(BIN)/python scripts/module_sizes.py
 
-# The tests that start no process (no node, no backend, no docker): seconds to minutes,
-# for the edit-test loop. Every test that starts one is marked e2e (tests/process_guard.py
-# fails an unmarked one).
+# The edit-test loop, under 3 minutes on 2 cores: the tests that start no process (no node,
+# no backend, no docker) and run no whole study. Every test that starts a process is marked
+# e2e (tests/process_guard.py fails an unmarked one); every test that runs a whole study (a
+# paper reproduction, a shipped `study:` file) is marked slow. `make test` runs them all.
 quick: $(BIN)/.installed
-	$(BIN)/python -m pytest -m "not e2e"
+	$(BIN)/python -m pytest -m "not e2e and not slow"
 
 protos: $(BIN)/.installed
 	$(BIN)/python protos/generate.py

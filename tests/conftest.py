@@ -1,28 +1,64 @@
 """Shared fixtures: run the real ``starling`` command as a subprocess; keep process
-starts to tests marked ``e2e``."""
+starts to tests marked ``e2e`` (tests/process_guard.py)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
 
-from tests.process_guard import forbid_processes
+from tests.process_guard import forbid_processes, warm_library_helpers
 
 ROOT = Path(__file__).resolve().parent.parent
 
+_MATPLOTLIB_DIR = pytest.StashKey[Path]()
 
-@pytest.fixture(autouse=True)
-def _processes_only_in_e2e(request):
+
+def pytest_configure(config):
+    """Before any test module is imported: the libraries' helper processes run once, here,
+    outside every test's guard, with a matplotlib config dir the session owns."""
+    folder = Path(tempfile.mkdtemp(prefix="starling-tests-matplotlib-"))
+    config.stash[_MATPLOTLIB_DIR] = folder
+    warm_library_helpers(folder)
+
+
+def pytest_unconfigure(config):
+    folder = config.stash.get(_MATPLOTLIB_DIR, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _guard(item):
     """A test that starts a process must be marked e2e (see tests/process_guard.py)."""
-    if request.node.get_closest_marker("e2e") is not None:
-        yield
-        return
-    with forbid_processes(request.node.nodeid):
-        yield
+    if item.get_closest_marker("e2e") is not None:
+        return nullcontext()
+    return forbid_processes(item.nodeid)
+
+
+# Setup, call and teardown each: a module-wide fixture set up for an unmarked test (before
+# any function-scoped fixture) is guarded as much as the test itself.
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    with _guard(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    with _guard(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    with _guard(item):
+        return (yield)
 
 
 @pytest.fixture

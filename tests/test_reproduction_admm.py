@@ -24,6 +24,8 @@ from starling.orchestrator.planning.node_specs import node_specs
 from starling.orchestrator.planning.plan import plan_run
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow  # each test runs a shipped study (one seed): `make quick` skips them
+
 
 def _first_below(curves_csv, cell: str, threshold: float) -> dict[str, int]:
     first: dict[str, int | None] = {}

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import csv
 
+import pytest
+
 from starling.orchestrator.config.study import load_study
 from starling.orchestrator.config.yaml_files import read_yaml_file
 from starling.orchestrator.execution.study import run_study
 from starling.orchestrator.planning.load import plan_study
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow  # runs a shipped study (one seed): `make quick` skips it
 
 
 def test_a_longer_sync_period_hurts_async_sghmc_not_ec_sghmc(tmp_path):

@@ -12,6 +12,7 @@ Modules, each with one job:
 * :mod:`~starling.node.runtime.network` — the network transport of the round engine: links + inbox;
 * :mod:`~starling.node.runtime.inbox` — buffering arrivals and waiting for them with a deadline;
 * :mod:`~starling.node.runtime.links` — one persistent stream per outbound link, live link state;
+* :mod:`~starling.node.runtime.clock` — the clock deadlines are read and waited on (a test's own);
 * :mod:`~starling.node.runtime.checks` — validating the spec and what peers send;
 * :mod:`~starling.node.runtime.store`, :mod:`~starling.node.runtime.checkpoint` — what survives a
   crash;

@@ -6,7 +6,8 @@ comes from the link's ``take`` function (:meth:`OutboundLink._next_request
 and encoded), so a message goes from the round loop to the wire with one thread hand-off.
 What the feed handed over within the last hold time — at most :data:`RESEND_MESSAGES`
 messages and :data:`RESEND_BYTES` of payload — is kept: if the stream breaks, those
-messages may have died with it, and the link sends them again on the next stream.
+messages may have died with it, and the link sends them again on the next stream. Ages are
+read on the link's clock (``time.monotonic`` in a node, :mod:`starling.node.runtime.clock`).
 """
 
 from __future__ import annotations
@@ -79,10 +80,14 @@ class StreamFeed:
     """The request iterator of one stream; ``take(ended)`` gives each request (see module)."""
 
     def __init__(
-        self, take: Callable[[threading.Event], Request | Closed | None], hold_seconds: float
+        self,
+        take: Callable[[threading.Event], Request | Closed | None],
+        hold_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self._take = take
         self._hold_seconds = hold_seconds
+        self._clock = clock
         self.ended = threading.Event()
         """The call is over (set by its done callback)."""
         self.closed = False
@@ -113,7 +118,7 @@ class StreamFeed:
         recent = self._recent
         recent.append((item, payload))
         self._recent_bytes += payload
-        expired = time.monotonic() - self._hold_seconds
+        expired = self._clock() - self._hold_seconds
         while len(recent) > 1 and (
             recent[0][0].due < expired
             or len(recent) > RESEND_MESSAGES

@@ -36,16 +36,19 @@ is thus counted once across a node's restarts.
 A sender the orchestrator declared down (:meth:`Inbox.set_down`: crashed for good, stopped,
 unreachable past its grace period) is not waited for by either kind of gather, at once —
 a waiting gather wakes up — until it is marked up again; what it did deliver is still used.
+
+Deadlines are readings of the inbox's clock (:mod:`starling.node.runtime.clock`): real time,
+``time.monotonic``, as the round engine reads it, unless a test hands its own.
 """
 
 from __future__ import annotations
 
 import heapq
 import threading
-import time
 from collections.abc import Iterable
 
 from starling.node.messages import Message
+from starling.node.runtime.clock import MONOTONIC, Clock
 from starling.node.runtime.stats import StatsBook
 
 __all__ = ["PENDING_BYTES", "PENDING_MESSAGES", "WITHHELD", "Inbox"]
@@ -72,8 +75,15 @@ _LAST_PHASE = 2**31
 
 
 class Inbox:
-    def __init__(self, stats: StatsBook, next_round: int = 0, synchronous: bool = True):
+    def __init__(
+        self,
+        stats: StatsBook,
+        next_round: int = 0,
+        synchronous: bool = True,
+        clock: Clock = MONOTONIC,
+    ):
         self._stats = stats
+        self._clock = clock
         self._synchronous = synchronous
         self._cond = threading.Condition()
         self._pending: dict[Key, dict[str, Message | _Withheld]] = {}
@@ -184,16 +194,16 @@ class Inbox:
         self, round_index: int, phase: int, expected: Iterable[str], deadline: float
     ) -> dict[str, Message]:
         """The messages of (round, phase), once every expected sender answered or at
-        ``deadline`` (a ``time.monotonic()`` value); closes (round, phase)."""
+        ``deadline`` (a reading of the inbox's clock); closes (round, phase)."""
         key = (round_index, phase)
         expected = tuple(expected)
         with self._cond:
             self._awaited = (key, expected)
             while not self._interrupted and self._missing(key, expected):
-                remaining = deadline - time.monotonic()
+                remaining = deadline - self._clock.now()
                 if remaining <= 0:
                     break
-                self._cond.wait(remaining)
+                self._clock.wait(self._cond, remaining)
             self._awaited = None
             box = self._pending.pop(key, {})
             self._unload(box)
@@ -254,10 +264,10 @@ class Inbox:
                 ]
                 if not short or self._interrupted:
                     break
-                remaining = deadline - time.monotonic()
+                remaining = deadline - self._clock.now()
                 if remaining <= 0:
                     break
-                self._cond.wait(remaining)
+                self._clock.wait(self._cond, remaining)
         if not self._interrupted:
             for sender in short:
                 self._stats.add(sender, "overruns")

@@ -27,6 +27,10 @@ that nothing is coming for that round instead of waiting for its deadline. A rea
 the network dies) sends no notice, of course. Neither does a diverged sampler put NaN or Inf on the
 wire, which every receiver rejects: its message goes out as a withheld notice too, counted
 ``withheld`` and, saying why, as a ``send_errors``.
+
+A link reads message ages (due times, the hold time, the live delay) on its clock
+(:mod:`starling.node.runtime.clock`; real time in a node). Its thread's pauses between
+connection attempts and gRPC's own timeouts are real time whatever the clock.
 """
 
 from __future__ import annotations
@@ -37,7 +41,6 @@ import enum
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -50,6 +53,7 @@ from starling.node.protocol import convert
 from starling.node.protocol.contract import NOT_CONFIGURED
 from starling.node.protocol.starling.v1 import peer_pb2
 from starling.node.protocol.wire import encode_iterate
+from starling.node.runtime.clock import MONOTONIC, Clock
 from starling.node.runtime.feed import CLOSED, Closed, Outgoing, Request, StreamFeed
 from starling.node.runtime.stats import StatsBook
 from starling.node.runtime.transport import ChannelSettings
@@ -103,12 +107,14 @@ class OutboundLink:
         address: str,
         stats: StatsBook,
         channel: ChannelSettings | None = None,
+        clock: Clock = MONOTONIC,
     ):
         self.spec = spec
         self.receiver = receiver
         self.address = address
         self.state = LinkState()
         self._stats = stats
+        self._clock = clock
         self._channel = channel or ChannelSettings()
         # Live drops use the link's own stream, seeded per link, so they never disturb
         # the sampler's generator (and replay for a given seed and call sequence).
@@ -137,13 +143,13 @@ class OutboundLink:
         if not state.up or (state.drop > 0.0 and self._drop_rng.random() < state.drop):
             self.withhold(round_index, phase)
             return
-        due = time.monotonic() + max(state.delay_ms, 0.0) / 1000.0
+        due = self._clock.now() + max(state.delay_ms, 0.0) / 1000.0
         self._queue.put(Outgoing(due, round_index, phase, message))
 
     def withhold(self, round_index: int, phase: int) -> None:
         """Queue a withheld notice: a fault took this round's message out."""
         self._stats.add(self.receiver, "withheld")
-        self._queue.put(Outgoing(time.monotonic(), round_index, phase, None))
+        self._queue.put(Outgoing(self._clock.now(), round_index, phase, None))
 
     def close(self, wait: float = CLOSE_WAIT) -> None:
         """Deliver what is queued (for up to ``wait`` seconds), then end the stream."""
@@ -217,7 +223,7 @@ class OutboundLink:
                 break
             if item is not None:  # None: a stale wake-up
                 self._held.append(item)
-        expired = time.monotonic() - self._hold_seconds
+        expired = self._clock.now() - self._hold_seconds
         while self._held and (closing or self._held[0].due < expired):
             item = self._held.popleft()
             # A resend that expires was sent once already and counted ``sent``; whether it
@@ -238,7 +244,7 @@ class OutboundLink:
         plain grpcio client stream. This thread only waits for the stream to end, then puts
         what may have died with it back in front of the queue, marked ``resent``.
         """
-        feed = StreamFeed(self._next_request, self._hold_seconds)
+        feed = StreamFeed(self._next_request, self._hold_seconds, self._clock.now)
         call = stub(feed.requests(), metadata=self._channel.stream_metadata(self.receiver))
         self._call = call
 
@@ -325,12 +331,12 @@ class OutboundLink:
     def _wait_until(self, due: float, broken: threading.Event) -> bool:
         """Sleep until ``due`` (the live delay); False if the stream broke meanwhile."""
         while True:
-            remaining = due - time.monotonic()
+            remaining = due - self._clock.now()
             if broken.is_set() or self._closing.is_set():
                 return False
             if remaining <= 0:
                 return True
-            broken.wait(min(remaining, 0.1))
+            self._clock.wait(broken, min(remaining, 0.1))
 
     def _note_broken(self, call: grpc.Future) -> None:
         try:

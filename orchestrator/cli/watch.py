@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -212,11 +212,17 @@ def watch(record: live.RunRecord, stream: IO[str] | None = None, rounds: int | N
     return 0
 
 
-def _wait(view: _View, redraw) -> None:
-    """Until the next refresh, redraw at once whenever the journal of live changes grows."""
-    end = time.monotonic() + REFRESH_SECONDS
-    while time.monotonic() < end:
-        time.sleep(JOURNAL_SECONDS)
+def _wait(
+    view: _View,
+    redraw: Callable[[], None],
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Until the next refresh, redraw at once whenever the journal of live changes grows
+    (``clock`` and ``sleep``: real time, unless a test hands its own)."""
+    end = clock() + REFRESH_SECONDS
+    while clock() < end:
+        sleep(JOURNAL_SECONDS)
         if view.poll_journal():
             redraw()
 

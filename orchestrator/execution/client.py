@@ -62,11 +62,18 @@ orchestrator process); a run makes its own per experiment
 
 class NodeClient:
     def __init__(
-        self, address: str, timeout: float = 10.0, access: Access | None = None, node_id: str = ""
+        self,
+        address: str,
+        timeout: float = 10.0,
+        access: Access | None = None,
+        node_id: str = "",
+        sleep: Callable[[float], None] = time.sleep,
     ):
-        """``node_id``: with TLS, the node's certificate must name it."""
+        """``node_id``: with TLS, the node's certificate must name it. ``sleep`` pauses
+        between retries (a test hands its own clock's)."""
         self.address = address
         self.timeout = timeout
+        self._sleep = sleep
         self.access = access or _DEFAULT_ACCESS
         self._channel = self.access.channel(address, node_id)
         self._control = control_pb2_grpc.ControlStub(self._channel)
@@ -175,7 +182,7 @@ class NodeClient:
             except grpc.RpcError as exc:
                 code = exc.code()
                 if code == grpc.StatusCode.UNAVAILABLE and attempt < RETRY_ATTEMPTS - 1:
-                    time.sleep(_backoff(attempt))
+                    self._sleep(_backoff(attempt))
                     attempt += 1
                     continue
                 raise self._error("samples", exc) from None
@@ -235,7 +242,7 @@ class NodeClient:
             except grpc.RpcError as exc:
                 code = exc.code()
                 if code == grpc.StatusCode.UNAVAILABLE and attempt < attempts - 1:
-                    time.sleep(_backoff(attempt))
+                    self._sleep(_backoff(attempt))
                     continue
                 raise self._error(what, exc) from None
         raise AssertionError("unreachable")  # pragma: no cover

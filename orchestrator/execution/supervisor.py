@@ -93,10 +93,13 @@ class Supervisor:
         record: live.RunRecord,
         account: Account,
         plan: NodeFaultPlan,
+        clock: Callable[[], float] = time.monotonic,
     ):
         """``run``: the run's plan; ``specs``: its node specs with their peers' addresses;
-        ``plan``: the scheduled node faults still to come."""
+        ``plan``: the scheduled node faults still to come; ``clock`` times how long a node is
+        down (its patience, restart texts): a test hands its own."""
         self.run = run
+        self.clock = clock
         self.specs = specs
         self.clients = clients
         self.backend = backend
@@ -223,7 +226,7 @@ class Supervisor:
     def _went_down(self, node: str) -> None:
         state = self.nodes[node]
         if state.down_since is None:
-            state.down_since = time.monotonic()
+            state.down_since = self.clock()
             self._fold(node)
             if state.killed_at is None and not state.awaiting_restart:
                 alive = self.backend.alive(node)
@@ -303,7 +306,7 @@ class Supervisor:
         for node, state in self.nodes.items():
             if state.finished or state.awaiting_restart or state.down_since is None:
                 continue
-            if time.monotonic() - state.down_since > self.patience:
+            if self.clock() - state.down_since > self.patience:
                 state.finished = state.given_up = True
                 self.account.node(
                     node,
@@ -327,7 +330,7 @@ class Supervisor:
             pass
         self.backend.kill(node)  # a BackendError here leaves the node as it was
         self._fold(node)
-        state.down_since = state.killed_at = time.monotonic()
+        state.down_since = state.killed_at = self.clock()
         state.awaiting_restart = self.plan.restart_pending(node)
         where = f"at round {at_round}" if at_round is not None else "(its round unknown)"
         text = f"killed {where} ({why})"
@@ -368,16 +371,16 @@ class Supervisor:
             # down, or reads them afresh if it never went (a backend that cannot restart).
             state.awaiting_restart = False
             if state.down_since is None:
-                state.down_since = time.monotonic()
+                state.down_since = self.clock()
             self.account.node(node, "restart_failed", f"could not be restarted ({why}): {exc}")
             raise
         self._fold(node)  # the old process is gone: the new one counts from zero
         state.finished = state.given_up = False
         state.awaiting_restart = True  # until it is configured again
         if state.down_since is None:
-            state.down_since = time.monotonic()
+            state.down_since = self.clock()
         if state.killed_at is not None:
-            text = f"restarted after {time.monotonic() - state.killed_at:.1f} s down ({why})"
+            text = f"restarted after {self.clock() - state.killed_at:.1f} s down ({why})"
         elif running_at is not None:
             text = f"killed at round {running_at} and restarted at once ({why})"
         else:

@@ -166,11 +166,12 @@ def test_streams_beyond_the_limit_are_refused_and_control_still_answers(cluster)
         for call in refused:
             assert call.exception().code() == grpc.StatusCode.RESOURCE_EXHAUSTED
             assert f"limit of {limit} inbound peer streams" in call.exception().details()
-        # Control has its own threads: a status read is prompt with every peer slot taken.
+        # Control has its own threads: a status read answers with every peer slot taken.
+        # Its bound is the call's own gRPC deadline (the client's 10 s, one attempt), not a
+        # wall-clock figure a loaded machine breaks: queued behind the idle streams, the
+        # call would wait for their release (60 s) and fail with DEADLINE_EXCEEDED.
         for _ in range(5):
-            asked = time.monotonic()
             status = client.status(attempts=1)
-            assert time.monotonic() - asked < 1.0
         assert status.refused_streams == opened - limit
         # A freed slot is free again.
         release.set()

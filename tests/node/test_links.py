@@ -3,15 +3,24 @@ of payload and in messages; and what a link lets go of is counted once."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
+import pytest
 
 from starling.node.messages import Message
-from starling.node.runtime.feed import RESEND_BYTES, RESEND_MESSAGES, Outgoing, StreamFeed
-from starling.node.runtime.links import OutboundLink
+from starling.node.runtime.feed import (
+    RESEND_BYTES,
+    RESEND_MESSAGES,
+    Outgoing,
+    Request,
+    StreamFeed,
+)
+from starling.node.runtime.links import LinkState, OutboundLink
 from starling.node.runtime.stats import StatsBook
 from starling.orchestrator.planning.node_specs import node_specs
+from tests.fake_clock import FakeClock
 from tests.node.test_runtime_harness import ring_experiment
 
 
@@ -47,36 +56,78 @@ def test_a_stream_keeps_at_most_resend_messages_of_small_iterates():
 
 
 def test_the_hold_time_bounds_what_is_kept_too():
-    feed = StreamFeed(_never, hold_seconds=0.5)
+    clock = FakeClock()
+    feed = StreamFeed(_never, hold_seconds=0.5, clock=clock)
     message = Message("x", {"x": np.zeros(2)})
-    old = time.monotonic() - 10.0
-    for round_index in range(5):  # sent long ago
-        feed.remember(Outgoing(old, round_index, 0, message), 16)
-    feed.remember(Outgoing(time.monotonic(), 5, 0, message), 16)
-    assert [item.round for item in feed.take_recent()] == [5]
+    for round_index in range(4):  # sent long ago
+        feed.remember(Outgoing(clock() - 10.0, round_index, 0, message), 16)
+    feed.remember(Outgoing(clock() - 0.5, 4, 0, message), 16)  # exactly the hold time ago
+    feed.remember(Outgoing(clock(), 5, 0, message), 16)
+    assert [item.round for item in feed.take_recent()] == [4, 5]
     assert feed.take_recent() == []  # taken once
+    feed.remember(Outgoing(clock() - 0.5, 6, 0, message), 16)
+    clock.advance(0.25)  # now 0.75 s old: past the hold time, let go at the next send
+    feed.remember(Outgoing(clock(), 7, 0, message), 16)
+    assert [item.round for item in feed.take_recent()] == [7]
 
 
-def test_an_expired_resend_is_not_counted_dropped():
-    """A message put back for a resend was sent once and counted ``sent``; if the peer stays
-    away past the hold time it is let go, but not counted ``dropped`` a second time (only a
-    message that was never sent is): sent + withheld + dropped stays the messages emitted."""
-    experiment = ring_experiment("links", rounds=5, deadline=0.2)
+def test_an_unreachable_peers_messages_are_held_for_the_hold_time_then_let_go():
+    """What the round loop queued while the peer is unreachable is held for one hold time
+    (the round deadline, at least the connect wait) from when it was due, then let go: a
+    message never sent is counted ``dropped``; a message put back for a resend was sent once
+    and counted ``sent``, so it is not counted again (sent + withheld + dropped stays the
+    messages emitted)."""
+    experiment = ring_experiment("links", rounds=5, deadline=2.0)
     spec = node_specs(experiment, {"0": "127.0.0.1:1", "1": "127.0.0.1:1", "2": "127.0.0.1:1"})[0]
+    clock = FakeClock()
     stats = StatsBook()
-    link = OutboundLink(spec, "1", "127.0.0.1:1", stats)
+    link = OutboundLink(spec, "1", "127.0.0.1:1", stats, clock=clock)
     try:
         message = Message("x", {"x": np.zeros(2)})
-        long_ago = time.monotonic() - 60.0
+        now = clock()
         link._held.extend(
             [
-                Outgoing(long_ago, 0, 0, message, resent=True),
-                Outgoing(long_ago, 1, 0, message, resent=True),
-                Outgoing(long_ago, 2, 0, message),
+                Outgoing(now - 2.5, 0, 0, message, resent=True),
+                Outgoing(now - 2.5, 1, 0, message),
+                Outgoing(now - 2.0, 2, 0, message, resent=True),  # exactly the hold time
+                Outgoing(now - 1.0, 3, 0, message),
             ]
         )
         link._hold_while_unreachable()
+        assert [item.round for item in link._held] == [2, 3]
+        assert stats.snapshot()["1"].dropped == 1  # round 1; round 0 was a resend
+        clock.advance(1.5)
+        link._hold_while_unreachable()
         assert not link._held
-        assert stats.snapshot()["1"].dropped == 1
+        assert stats.snapshot()["1"].dropped == 2  # round 3; round 2 was a resend
+    finally:
+        link.close(wait=0.1)
+
+
+def test_a_live_delay_holds_each_message_that_long_unless_the_stream_ends():
+    """``links set --delay``: the stream's sending thread hands a message over once it has
+    been due for the delay (read on the link's clock, here the test's), and a stream that
+    ends meanwhile leaves it held, first in line for the next stream."""
+    experiment = ring_experiment("delays", rounds=5, deadline=2.0)
+    spec = node_specs(experiment, {"0": "127.0.0.1:1", "1": "127.0.0.1:1", "2": "127.0.0.1:1"})[0]
+    clock = FakeClock()
+    stats = StatsBook()
+    link = OutboundLink(spec, "1", "127.0.0.1:1", stats, clock=clock)
+    try:
+        link.state = LinkState(delay_ms=400.0)
+        message = Message("x", {"x": np.zeros(2)})
+        sent_at = clock()
+        link.send(3, 0, message)
+        request = link._next_request(threading.Event())
+        assert isinstance(request, Request) and request.item.round == 3
+        assert clock() == pytest.approx(sent_at + 0.4)
+        assert stats.snapshot()["1"].sent == 1
+        # The stream ends 0.1 s into the next message's delay: nothing is handed over.
+        link.send(4, 0, message)
+        ended = threading.Event()
+        clock.at(clock() + 0.1, ended.set)
+        assert link._next_request(ended) is None
+        assert [item.round for item in link._held] == [4]
+        assert stats.snapshot()["1"].sent == 1
     finally:
         link.close(wait=0.1)

@@ -30,6 +30,7 @@ from starling.node.runtime.transport import ChannelSettings, open_channel
 from starling.orchestrator.config.experiment import load_experiment
 from starling.orchestrator.execution.client import NodeClient, NodeRejected, NodeUnavailable
 from starling.orchestrator.planning.node_specs import node_specs
+from tests.fake_clock import FakeClock
 from tests.node.test_runtime_harness import ROOT, Cluster, as_peer, ring_experiment, wait_until
 
 
@@ -126,27 +127,59 @@ def _msg(round_index: int) -> Message:
 
 
 def test_inbox_waits_for_answers_then_the_deadline_and_no_longer():
-    inbox = Inbox(StatsBook(), next_round=0)
-    far = time.monotonic() + 30
+    clock = FakeClock()
+    inbox = Inbox(StatsBook(), next_round=0, clock=clock)
+    start = clock.now()
+    far = start + 30
     # A message and a withheld notice both answer: no wait, only the message is used.
     inbox.deliver("a", 0, 0, _msg(0))
     inbox.deliver("b", 0, 0, WITHHELD)
-    started = time.monotonic()
     assert list(inbox.wait(0, 0, ["a", "b"], far)) == ["a"]
     # A later message from a sender means its earlier one is lost (one ordered stream).
     assert inbox.deliver("a", 2, 0, _msg(2)) == "received"
     assert inbox.deliver("b", 1, 0, _msg(1)) == "received"
     got = inbox.wait(1, 0, ["a", "b"], far)
     assert list(got) == ["b"] and got["b"].round == 1
-    assert time.monotonic() - started < 5  # neither wait went near its deadline
+    assert clock.waits == [] and clock.now() == start  # neither gather waited at all
     assert inbox.deliver("a", 1, 0, _msg(1)) == "late"  # (1, 0) is closed
-    # A message delivered from another thread wakes the waiting round loop.
-    threading.Timer(0.1, lambda: inbox.deliver("b", 2, 0, _msg(2))).start()
+    # A message that arrives during the wait ends it there, long before the deadline.
+    clock.at(start + 2.5, lambda: inbox.deliver("b", 2, 0, _msg(2)))
     assert sorted(inbox.wait(2, 0, ["a", "b"], far)) == ["a", "b"]  # a's was buffered
-    # A sender that never answers costs exactly the deadline.
+    assert clock.now() == start + 2.5
+    # So does a sender declared down (not waited for any more).
+    clock.at(start + 4.0, lambda: inbox.set_down("b", True))
+    assert inbox.wait(3, 0, ["b"], far) == {}
+    assert clock.now() == start + 4.0
+    inbox.set_down("b", False)
+    # A sender that never answers costs exactly the deadline, waited in one piece.
+    waits = len(clock.waits)
+    deadline = clock.now() + 0.5
+    assert inbox.wait(4, 0, ["c"], deadline) == {}
+    assert clock.now() == deadline and clock.waits[waits:] == [0.5]
+    # A deadline already past is no wait at all, and the round closes all the same.
+    assert inbox.wait(5, 0, ["c"], deadline - 1.0) == {}
+    assert clock.now() == deadline and inbox.deliver("c", 5, 0, _msg(5)) == "late"
+
+
+def test_a_gather_is_woken_by_another_thread_not_by_its_deadline():
+    """The real clock and real threads (the test above runs on a fake clock in one thread):
+    a delivery (a gRPC server thread), a down mark or a stop (Control) wakes a waiting
+    gather. Each wait has a 60 s deadline and its waker fires after 0.1 s; an unwoken wait
+    lasts the whole 60 s, so ending before 30 s proves the wake-up on any loaded machine."""
+    inbox = Inbox(StatsBook(), next_round=0)
+    for round_index, wake in (
+        (0, lambda: inbox.deliver("a", 0, 0, _msg(0))),
+        (1, lambda: inbox.set_down("a", True)),
+    ):
+        threading.Timer(0.1, wake).start()
+        started = time.monotonic()
+        inbox.wait(round_index, 0, ["a"], started + 60)
+        assert time.monotonic() - started < 30, round_index
+    later = Inbox(StatsBook(), synchronous=False)
+    threading.Timer(0.1, later.interrupt).start()
     started = time.monotonic()
-    assert inbox.wait(3, 0, ["c"], time.monotonic() + 0.3) == {}
-    assert 0.3 <= time.monotonic() - started < 2.0
+    later.wait_latest(["a"], 10, 2, started + 60)
+    assert time.monotonic() - started < 30
 
 
 def test_asynchronous_inbox_ignores_a_resend_it_already_has():
@@ -227,7 +260,9 @@ def test_network_run_equals_simulation_bit_for_bit(cluster):
     expected = simulate(specs)
     for node in addresses:
         assert collected[node].tobytes() == expected[node].tobytes(), node
-    assert elapsed < 15.0, f"a receiver waited for a withheld message ({elapsed:.1f} s)"
+    # Real time, since it is real processes: one wait for a withheld message costs the whole
+    # 20 s deadline, while the 25 rounds take about a second, so the bound is the deadline.
+    assert elapsed < 20.0, f"a receiver waited for a withheld message ({elapsed:.1f} s)"
     withheld = clients["0"].status().outbound["1"].withheld
     assert withheld >= 6  # rounds 3..8 for certain, plus random drops in 12..17
     assert clients["1"].status().inbound["0"].withheld == withheld
@@ -451,10 +486,11 @@ def test_unreachable_node_is_named(cluster):
 def test_asynchronous_inbox_bounds_staleness_until_the_deadline_and_counts_overruns():
     # Bounded staleness (stale synchronous parallel): at round r with bound B, wait until
     # every expected sender answered for round r − B or later, or the deadline passes.
+    clock = FakeClock()
     stats = StatsBook()
-    inbox = Inbox(stats, synchronous=False)
-    far = time.monotonic() + 30
-    started = time.monotonic()
+    inbox = Inbox(stats, synchronous=False, clock=clock)
+    start = clock.now()
+    far = start + 30
     # Rounds before 0 need nobody: an empty inbox at round 1 with bound 2 is no wait.
     assert inbox.wait_latest(["a", "b"], 1, 2, far) == {}
     # a's round-3 message is recent enough at round 5; b answered round 3 with a withheld
@@ -463,21 +499,21 @@ def test_asynchronous_inbox_bounds_staleness_until_the_deadline_and_counts_overr
     inbox.deliver("b", 3, 0, WITHHELD)
     got = inbox.wait_latest(["a", "b"], 5, 2, far)
     assert list(got) == ["a"] and got["a"].round == 3
-    # A fresher message delivered from another thread ends the wait.
-    threading.Timer(0.1, lambda: inbox.deliver("a", 6, 0, _msg(6))).start()
+    assert clock.waits == [] and clock.now() == start
+    # A fresher message arriving during the wait ends it there.
+    clock.at(start + 1.5, lambda: inbox.deliver("a", 6, 0, _msg(6)))
     got = inbox.wait_latest(["a"], 8, 2, far)
-    assert got["a"].round == 6
-    assert time.monotonic() - started < 5  # no wait went near its deadline
+    assert got["a"].round == 6 and clock.now() == start + 1.5
     assert stats.snapshot()["a"].overruns == 0
     # A sender that falls behind costs exactly the deadline, is counted as an overrun,
     # and its stale message is used all the same.
-    started = time.monotonic()
-    got = inbox.wait_latest(["a"], 20, 2, time.monotonic() + 0.3)
-    assert 0.3 <= time.monotonic() - started < 2.0 and got["a"].round == 6
+    deadline = clock.now() + 0.5
+    got = inbox.wait_latest(["a"], 20, 2, deadline)
+    assert clock.now() == deadline and got["a"].round == 6
     snapshot = stats.snapshot()["a"]
     assert (snapshot.overruns, snapshot.late, snapshot.max_staleness) == (1, 0, 14)
     # Stopping the node wakes a waiting round loop at once, and that is no overrun.
-    threading.Timer(0.1, inbox.interrupt).start()
-    started = time.monotonic()
-    inbox.wait_latest(["a"], 30, 2, far)
-    assert time.monotonic() - started < 5 and stats.snapshot()["a"].overruns == 1
+    stopped = clock.now() + 0.25
+    clock.at(stopped, inbox.interrupt)
+    inbox.wait_latest(["a"], 30, 2, clock.now() + 30)
+    assert clock.now() == stopped and stats.snapshot()["a"].overruns == 1

@@ -123,11 +123,14 @@ def test_dead_peer_never_holds_a_round_past_its_deadline(cluster, fault):
     times = [seen[r] for r in sorted(seen)]
     gaps = np.diff(times)
     # Each round waits for node 2 until the deadline, then goes on: about `deadline` per
-    # round. The slack (1 s per round, 3 s overall) covers polling and two shared cores;
-    # a link blocking the loop (connect timeouts, a full send buffer) would take far longer.
-    assert gaps.max() < deadline + 1.0, gaps
-    assert elapsed < rounds * deadline + 3.0
-    assert elapsed > rounds * deadline * 0.8  # it did wait out the deadline each round
+    # round (the inbox's deadline itself is checked exactly on a fake clock in
+    # test_runtime.py; here, that the links never hold the round loop). A link blocking the
+    # loop would cost a connect wait (1 s) or more in every round, 14 s or more in all; the
+    # slack (2 s in any round, 5 s overall) covers polling and a loaded 2-core machine.
+    assert gaps.max() < deadline + 2.0, gaps
+    assert elapsed < rounds * deadline + 5.0
+    # Real time cannot run fast: it did wait out the deadline each round.
+    assert elapsed > rounds * deadline * 0.8
     for c in clients.values():
         assert [r for r, _ in c.samples()] == list(range(rounds))
         inbound = c.status().inbound

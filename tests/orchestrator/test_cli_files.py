@@ -67,7 +67,6 @@ def _refused(capsys, argv: list[str], *needles: str) -> str:
 # --- starling export --out
 
 
-@pytest.mark.e2e  # the netcdf writer (h5py) runs `uname -p` once on first use
 def test_export_refuses_an_existing_file_unless_overwrite(run_copy, tmp_path, capsys):
     pytest.importorskip("arviz")
     target = tmp_path / "mine.nc"
@@ -78,7 +77,6 @@ def test_export_refuses_an_existing_file_unless_overwrite(run_copy, tmp_path, ca
     assert target.read_bytes()[:4] == b"\x89HDF"
 
 
-@pytest.mark.e2e  # the netcdf writer (h5py) runs `uname -p` once on first use
 def test_export_refuses_its_own_earlier_default_file_unless_overwrite(run_copy, capsys):
     pytest.importorskip("arviz")
     assert main(["export", str(run_copy)]) == 0

@@ -1,5 +1,6 @@
-"""The shipped link-failure study, in-process (``starling simulate``; ``starling run`` gives
-bit-identical samples, see tests/test_faults_e2e.py): its table, its plot, its findings."""
+"""The shipped link-failure study, simulated (``starling simulate``, every node in one process;
+``starling run`` gives bit-identical samples, see tests/test_faults_e2e.py): its table, its
+plot, its findings."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from tests.conftest import ROOT, run_cli
 STUDY = ROOT / "examples" / "link-failure-study.yaml"
 VARIANTS = ["D-SGLD", "D-ULA", "D-ADMMS", "D-ADMMS-literal", "push-sum", "push-sum-RS"]
 PS = [0.0, 0.1, 0.3, 0.5]
+
+# The whole study (24 runs), through the real command line in a fresh interpreter.
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
 @pytest.fixture(scope="module")

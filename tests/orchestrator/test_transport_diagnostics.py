@@ -132,7 +132,6 @@ def test_references_are_cached_by_content_hash(tmp_path):
     assert reference_samples(model, spec, shards, ReferenceSection(method="none")) is None
 
 
-@pytest.mark.e2e  # the netcdf writer (h5py) runs `uname -p` once on first use
 def test_export_has_chains_draws_params_and_node_as_a_coordinate(tmp_path):
     import arviz as az
 
