@@ -1,4 +1,4 @@
-# The two commands a newcomer needs (see README): `make run` and `make test`.
+# The two commands a newcomer needs (README.md): `make run` and `make test`.
 # Both create ./.venv and install Starling with all extras on first use.
 VENV ?= .venv
 PYTHON ?= python3
@@ -10,7 +10,7 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[all]"
 	touch $@
 
-.PHONY: install run test quick lint protos bench
+.PHONY: install run test quick lint docs typecheck-links protos bench
 install: $(BIN)/.installed
 
 run: $(BIN)/.installed
@@ -20,18 +20,32 @@ run: $(BIN)/.installed
 test: lint
 	$(BIN)/python -m pytest
 
-# ruff's rules and formatting, mypy (strict on node/, see [tool.mypy] in pyproject.toml), and
-# the import contracts (layers, node independent of the orchestrator: [tool.importlinter]),
-# both run on this tree's folders linked under build/typecheck/starling/.
-lint: $(BIN)/.installed
+# ruff's rules and formatting, mypy (strict on node/, see [tool.mypy] in pyproject.toml), the
+# import contracts (layers, node independent of the orchestrator: [tool.importlinter]), both
+# on this tree's folders linked under build/typecheck/starling/, the module-size warning, and
+# the documentation site built with --strict (a broken link or a page missing from
+# mkdocs.yml's nav fails it; not --quiet, which hides the warnings from --strict too, so that
+# it passes).
+lint: $(BIN)/.installed typecheck-links
 	$(BIN)/ruff check node orchestrator tests benchmarks
 	$(BIN)/ruff format --check node orchestrator tests benchmarks
-	mkdir -p build/typecheck/starling
-	ln -sfn ../../../node build/typecheck/starling/node
-	ln -sfn ../../../orchestrator build/typecheck/starling/orchestrator
 	$(BIN)/mypy
 	PYTHONPATH=build/typecheck $(BIN)/lint-imports --no-cache --no-logo
 	$(BIN)/python scripts/module_sizes.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The documentation site (docs/, mkdocs.yml) into site/, which git ignores; open
+# site/index.html, or `.venv/bin/mkdocs serve` while you edit.
+docs: $(BIN)/.installed typecheck-links
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The two packages under the names they are installed as, build/typecheck/starling/{node,
+# orchestrator}: mypy and mkdocstrings read source files and cannot follow setuptools'
+# editable-install import hook, which maps starling.node to ./node only at import time.
+typecheck-links:
+	mkdir -p build/typecheck/starling
+	ln -sfn ../../../node build/typecheck/starling/node
+	ln -sfn ../../../orchestrator build/typecheck/starling/orchestrator
 
 # The edit-test loop, under 3 minutes on 2 cores: the tests that start no process (no node,
 # no backend, no docker) and run no whole study. Every test that starts a process is marked
@@ -43,7 +57,7 @@ quick: $(BIN)/.installed
 protos: $(BIN)/.installed
 	$(BIN)/python protos/generate.py
 
-# Starling beside raw grpcio (see README, Performance): one table, benchmarks/results.json.
+# Starling beside raw grpcio (docs/performance.md): one table, benchmarks/results.json.
 # QUICK=1 is the short suite CI runs (< 2 min); timings are printed, never asserted.
 bench: $(BIN)/.installed
 	$(BIN)/python -m benchmarks $(if $(QUICK),--quick)

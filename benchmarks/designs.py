@@ -10,7 +10,7 @@ message received) in each of three designs a node could take:
 * ``hybrid`` — one ``grpc.aio`` event loop on its own thread for every stream in and out,
   beside a round-loop thread that hands it each message (``call_soon_threadsafe``) and
   waits on a condition: what a node keeping its round engine synchronous would be (a
-  Starling node built this way was measured too: README, Performance);
+  Starling node built this way was measured too: docs/performance.md);
 * ``asyncio`` — everything, the round loop included, on one event loop
   (:mod:`benchmarks.raw_aio_ring`).
 

@@ -5,8 +5,8 @@ neighbours over a client stream with generic byte handlers and waits for both ne
 payloads of that round — but each process runs one asyncio event loop: its round loop, its
 two outgoing streams and its server's handlers share that one thread, where the baseline
 gives gRPC's sending, polling and handler threads one each. It tells what the event loop
-saves gRPC itself; :mod:`benchmarks.designs` runs it with a node's Python work added (README,
-Performance: a node on ``grpc.aio``). The goals stay measured against
+saves gRPC itself; :mod:`benchmarks.designs` runs it with a node's Python work added
+(docs/performance.md: a node on ``grpc.aio``). The goals stay measured against
 :mod:`benchmarks.raw_ring`.
 """
 

@@ -239,7 +239,7 @@ def status_kb(field: str, pid: int | str = "self") -> int:
     peak RSS (not ``ru_maxrss``: Linux carries that across the ``exec`` of a spawned child,
     so it would report the large parent's); ``RssAnon``: the private resident memory (heap,
     stacks, arrays), without the file-backed pages of shared libraries, whose resident share
-    depends on how the page cache holds the library files (README, Performance)."""
+    depends on how the page cache holds the library files (docs/performance.md)."""
     try:
         with open(f"/proc/{pid}/status") as status:
             for line in status:

@@ -110,7 +110,7 @@ def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
         help="files an experiment names must lie under DIR (default: the working directory)",
     )
     access = serve.add_argument_group(
-        "access", "mutual TLS on every channel, or a token for Control (README, Devices)"
+        "access", "mutual TLS on every channel, or a token for Control (docs/security/index.md)"
     )
     access.add_argument("--tls-ca", metavar="PEM", help="CA that signs every party's certificate")
     access.add_argument("--tls-cert", metavar="PEM", help="this node's certificate")
@@ -155,7 +155,9 @@ def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
         choices=["text", "json"],
         help="stderr log lines: text (default) or json, one object per line",
     )
-    ops = serve.add_argument_group("operating", "reflection and metrics (README, Operating nodes)")
+    ops = serve.add_argument_group(
+        "operating", "reflection and metrics (docs/guides/operating-nodes.md)"
+    )
     ops.add_argument(
         "--metrics",
         metavar="ADDR",

@@ -156,7 +156,8 @@ def test_collect_scores_a_run_on_the_nodes_own_data_as_the_run_would(tmp_path, s
             run.wait_started(min_round=5)
             run.process.send_signal(signal.SIGKILL)
             run.process.wait(timeout=30)
-            # Nodes of an inventory sample on: their rounds are stopped as the README says.
+            # Nodes of an inventory sample on: their rounds are stopped as the docs say
+            # (docs/guides/results.md).
             run.cli("stop", "--run", str(run.out))
         done = run_cli("collect", str(run.out), env_home=starling_home, timeout=600)
         assert done.returncode == 0, done.stderr

@@ -114,7 +114,7 @@ def test_a_node_unreachable_for_its_certificates_is_named_with_the_reason(tmp_pa
         )
         assert "does it want TLS" in line and "the nodes want TLS" in line, line
 
-        # The same from `starling node health`, as the README checks a device.
+        # The same from `starling node health`, as docs/deployment/devices.md checks a device.
         checked = run_cli(
             "node", "health", a.address, "--id", "a", *_flags(stranger, "orchestrator"), timeout=60
         )

@@ -3,7 +3,7 @@
 protobuf (upb) takes a ``bytes`` field by copying it into the message's arena, and copies
 it again to serialise: encoding one 1000 × 1000 float64 iterate with
 :func:`~starling.node.protocol.convert.message_to_iterate` and ``SerializeToString`` took
-25 ms, against 0.7 ms here (measured alone on a 2-core machine, README: Performance). Here
+25 ms, against 0.7 ms here (measured alone on a 2-core machine, docs/performance.md). Here
 protobuf serialises everything but the payloads — the envelope (experiment, sender,
 receiver, round, phase, kind), each tensor's name, shape and dtype, the flags — and each
 tensor's ``data`` field is written as the wire format defines a length-delimited field (its

@@ -1,7 +1,7 @@
 """``STARLING_PROFILE_DIR``: a node's round loop under cProfile, for diagnostics.
 
 If the variable is set, each node's round loop runs under cProfile and writes
-``node-<id>.prof`` to that folder when it ends (README, Performance: how the round's cost
+``node-<id>.prof`` to that folder when it ends (docs/performance.md: how the round's cost
 was measured). Otherwise the loop runs as it is.
 """
 

@@ -324,7 +324,7 @@ def _parser() -> argparse.ArgumentParser:
         "--metrics",
         metavar="ADDR",
         help="serve the orchestrator's Prometheus metrics on HOST:PORT (a bare PORT: on "
-        "loopback) while the run lasts (README, Operating nodes)",
+        "loopback) while the run lasts (docs/guides/operating-nodes.md)",
     )
     _log_format_option(run)
     run.set_defaults(handler=cmd_run)

@@ -311,7 +311,7 @@ class TopologySection(BaseModel):
 
 
 class ExperimentFile(BaseModel):
-    """One experiment file, as written (see README "Experiment files")."""
+    """One experiment file, as written (docs/reference/experiment-file.md)."""
 
     model_config = STRICT
     name: Name | None = None

@@ -1,5 +1,6 @@
 """SIGTERM handled as Ctrl-C is, by ``run`` and ``simulate`` alike: the work stops, what was
-done is kept and written, the run ends ``interrupted`` with exit 130 (README, Exit codes)."""
+done is kept and written, the run ends ``interrupted`` with exit 130
+(docs/reference/exit-codes.md)."""
 
 from __future__ import annotations
 

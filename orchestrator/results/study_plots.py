@@ -92,7 +92,7 @@ def plot_against_x(out: Path, study: Study, rows: list[dict]) -> list[Path]:
     )
     figure.suptitle(study.name)
     # Fixed margins: tight_layout draws the whole figure once more to measure it (half the
-    # plotting time of a study, README: Performance).
+    # plotting time of a study, docs/performance.md).
     figure.subplots_adjust(left=0.07, right=0.82, bottom=0.13, top=0.88, wspace=0.25)
     path = out / "summary.png"
     figure.savefig(path, dpi=110)

@@ -302,7 +302,7 @@ def test_health_command_exit_codes(tmp_path):
 
 
 def test_the_shipped_device_config_loads_and_the_unit_serves_it():
-    """deploy/node.yaml is what the README's device section installs; the unit runs it."""
+    """deploy/node.yaml is what the docs' device page installs; the unit runs it."""
     root = Path(__file__).resolve().parents[2]
     settings = load_settings(root / "deploy" / "node.yaml")
     assert settings.id == "a" and settings.tls is not None and not settings.insecure
