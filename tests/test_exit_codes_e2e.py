@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from starling.orchestrator.cli.main import EXIT_DIVERGED, EXIT_FAILED, exit_code
+from starling.orchestrator.cli.run import EXIT_DIVERGED, EXIT_FAILED, exit_code
 from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.e2e

@@ -19,9 +19,8 @@ from starling.orchestrator.config.study import load_study
 from starling.orchestrator.config.yaml_files import read_yaml_file
 from starling.orchestrator.execution.runner import run_experiment
 from starling.orchestrator.execution.study import run_study
-from starling.orchestrator.planning.load import plan_study
 from starling.orchestrator.planning.node_specs import node_specs
-from starling.orchestrator.planning.plan import plan_run
+from starling.orchestrator.planning.plan import plan_run, plan_study
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow  # each test runs a shipped study (one seed): `make quick` skips them

@@ -40,7 +40,7 @@ import pytest
 from starling.orchestrator.config.study import load_study
 from starling.orchestrator.config.yaml_files import read_yaml_file
 from starling.orchestrator.execution.study import run_study
-from starling.orchestrator.planning.load import plan_study
+from starling.orchestrator.planning.plan import plan_study
 from tests.conftest import ROOT
 
 

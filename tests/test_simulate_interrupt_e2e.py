@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import yaml
 
-from starling.orchestrator.cli.main import EXIT_INTERRUPTED
+from starling.orchestrator.cli.run import EXIT_INTERRUPTED
 from tests.conftest import ROOT, run_cli
 from tests.waiting import wait_until
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from starling.orchestrator.config.study import slug
 from starling.orchestrator.core.progress import Progress
 from starling.orchestrator.execution.simulation import simulate_experiment
-from starling.orchestrator.planning.load import StudyPlan
+from starling.orchestrator.planning.plan import StudyPlan
 from starling.orchestrator.results.study_plots import plot_against_x, plot_curves, plot_hpd_curves
 from starling.orchestrator.results.study_tables import (
     Curve,

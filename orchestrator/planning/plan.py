@@ -1,12 +1,15 @@
 """A run's plan: everything decided before a node starts, as plain frozen data.
 
-:func:`plan_run` turns a parsed :class:`~starling.orchestrator.config.experiment.Experiment`
+:func:`plan` turns what the configuration stage loaded into plans: a :class:`RunPlan` for an
+experiment, a :class:`StudyPlan` (one RunPlan per run) for a study. :func:`plan_run` turns a
+parsed :class:`~starling.orchestrator.config.experiment.Experiment`
 into a :class:`RunPlan`: one :class:`~starling.node.spec.NodeSpec` per node (its
 neighbourhoods, data, hyperparameters and link faults), the node and kernel fault schedules
 the run carries out, the backend's settings, and an :class:`EvaluationPlan` — what scoring
 the samples needs. Execution and the results folder take these products, never the whole
 experiment. Planning is where the checks that need the plan live: the data plan
-(``data.sizes``, shards) and the memory bounds of ``limits``.
+(``data.sizes``, shards) and the memory bounds of ``limits``, file data's included (which
+reads the data files).
 """
 
 from __future__ import annotations
@@ -16,17 +19,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from starling.node.models import build_model
+from starling.node.params import ConfigError
 from starling.node.spec import DataSpec, LinkFault, ModelSpec, NodeSpec
 from starling.orchestrator.config.backends import BackendSettings
 from starling.orchestrator.config.experiment import Experiment
 from starling.orchestrator.config.schema import DataSection, EvaluationSection
+from starling.orchestrator.config.study import Study
 from starling.orchestrator.faults.kernel import KernelFault
 from starling.orchestrator.faults.schedule import NodeFault
 from starling.orchestrator.planning.data_plan import data_specs
-from starling.orchestrator.planning.memory import check_samples, check_synthetic
+from starling.orchestrator.planning.memory import check_file_data, check_samples, check_synthetic
 from starling.orchestrator.planning.node_specs import node_specs
 
-__all__ = ["EvaluationPlan", "RunPlan", "plan_run"]
+__all__ = ["EvaluationPlan", "RunPlan", "StudyPlan", "plan", "plan_run", "plan_study"]
 
 
 @dataclass(frozen=True)
@@ -87,11 +92,39 @@ class RunPlan:
         return self.evaluation.sampling_nodes
 
 
+@dataclass(frozen=True)
+class StudyPlan:
+    """A study and the plan of every one of its runs."""
+
+    study: Study
+    runs: tuple[tuple[str, str, int, RunPlan], ...]
+    """(cell, variant, seed index r, plan) of every run, r = 0 … K−1."""
+
+    @property
+    def name(self) -> str:
+        return self.study.name
+
+
+def plan(loaded: Experiment | Study) -> RunPlan | StudyPlan:
+    """The plan of what :func:`starling.orchestrator.config.load.load` gave."""
+    return plan_study(loaded) if isinstance(loaded, Study) else plan_run(loaded)
+
+
+def plan_study(study: Study) -> StudyPlan:
+    """Every run of ``study`` planned; an error names its cell and variant."""
+    runs = []
+    for cell, variant, r, experiment in study.replicates:
+        try:
+            runs.append((cell, variant, r, plan_run(experiment)))
+        except ConfigError as exc:
+            raise ConfigError(f"cell {cell!r}, variant {variant!r}: {exc}") from None
+    return StudyPlan(study, tuple(runs))
+
+
 def plan_run(experiment: Experiment) -> RunPlan:
     """The plan of ``experiment``; a ConfigError naming the field when its data cannot be
-    dealt out (``data.sizes``, ``nodes[2].data.shard``) or would not fit its ``limits``.
-    File data is sized separately (:func:`~starling.orchestrator.planning.memory.check_file_data`,
-    which reads the files)."""
+    dealt out (``data.sizes``, ``nodes[2].data.shard``) or would not fit its ``limits``
+    (:mod:`starling.orchestrator.planning.memory`, which reads the data files to size them)."""
     data = data_specs(experiment)
     dim = build_model(experiment.model).dim
     limits = experiment.limits
@@ -99,6 +132,7 @@ def plan_run(experiment: Experiment) -> RunPlan:
     check_samples(
         experiment.rounds, experiment.chains, dim, len(experiment.nodes), limits.samples_memory
     )
+    check_file_data(experiment)
     evaluation = EvaluationPlan(
         name=experiment.name,
         algorithm=experiment.algorithm,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from starling.node.params import ConfigError
 
-__all__ = ["add_command", "is_study_folder", "with_report", "write_report"]
+__all__ = ["is_study_folder", "with_report", "write_report"]
 
 
 def is_study_folder(folder: Path) -> bool:
@@ -60,14 +60,3 @@ def with_report(
         return result
 
     return both
-
-
-def add_command(sub) -> None:
-    """``starling report RESULTS_DIR``."""
-    report = sub.add_parser(
-        "report",
-        help="write report.html (figures and tables, one self-contained page) for a run's "
-        "or a study's results folder",
-    )
-    report.add_argument("results", help="the results folder (of a run, simulation or study)")
-    report.set_defaults(handler=lambda args: print(write_report(Path(args.results))) or 0)

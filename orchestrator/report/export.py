@@ -22,7 +22,6 @@ from starling.node.params import ConfigError
 from starling.orchestrator.core.files import check_out_file, write_replacing
 
 __all__ = [
-    "add_commands",
     "load_samples",
     "to_inference_data",
     "write_netcdf",
@@ -111,32 +110,3 @@ def write_netcdf(
     data = to_inference_data(results)
     write_replacing(target, lambda path: data.to_netcdf(str(path)))
     return target
-
-
-def cmd_export(args) -> int:
-    if args.format not in FORMATS:
-        raise ConfigError(f"--format: unknown format {args.format!r} (use {', '.join(FORMATS)})")
-    print(write_netcdf(args.results, args.out, overwrite=args.overwrite))
-    return 0
-
-
-def add_commands(sub) -> None:
-    export = sub.add_parser(
-        "export",
-        help="write a results folder's samples as ArviZ InferenceData (netcdf): "
-        "chains × draws × parameters, node as a coordinate",
-    )
-    export.add_argument("results", help="the run's results folder")
-    export.add_argument("--format", default="netcdf", help="netcdf (the only one)")
-    export.add_argument(
-        "--out",
-        metavar="FILE",
-        help="the file to write, in a folder that exists (default: RESULTS/posterior.nc); "
-        "never a file of the run itself (samples/, or one its manifest.json lists)",
-    )
-    export.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace FILE if it exists (without it, an existing file is refused)",
-    )
-    export.set_defaults(handler=cmd_export)

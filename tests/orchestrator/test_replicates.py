@@ -17,7 +17,7 @@ from starling.orchestrator.evaluation.replicates import (
     iteration_value,
 )
 from starling.orchestrator.execution.study import run_study
-from starling.orchestrator.planning.load import plan_study
+from starling.orchestrator.planning.plan import plan_study
 
 
 def test_t_interval_of_a_fixed_vector():

@@ -11,7 +11,7 @@ import pytest
 
 from starling.orchestrator.config.study import load_study
 from starling.orchestrator.execution.study import run_study
-from starling.orchestrator.planning.load import plan_study
+from starling.orchestrator.planning.plan import plan_study
 
 
 def _raw() -> dict:
