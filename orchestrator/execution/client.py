@@ -1,14 +1,16 @@
 """The orchestrator's handle on one node: plain Python in, plain Python out.
 
 Unary calls that fail with UNAVAILABLE (the node is starting, restarting or briefly
-unreachable) are retried with exponential backoff and full jitter, a few times. Any other
+unreachable) are retried with exponential backoff and full jitter, a few times
+(:data:`RETRY`, through :mod:`starling.orchestrator.core.retry`); a samples stream cut that
+way is opened again where it stopped, under the same policy. Any other
 failure becomes one readable line naming the node's address: :class:`ConfigError` when the
 node refused its configuration (INVALID_ARGUMENT), :class:`NodeUnavailable` otherwise.
 """
 
 from __future__ import annotations
 
-import random
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -29,6 +31,7 @@ from starling.node.protocol.contract import (
 from starling.node.protocol.starling.v1 import control_pb2, control_pb2_grpc
 from starling.node.spec import NodeSpec
 from starling.orchestrator.core.errors import NodeRejected, NodeUnavailable
+from starling.orchestrator.core.retry import Attempts, RetryPolicy, exponential_jitter, retry
 from starling.orchestrator.execution.access import Access
 
 __all__ = [
@@ -45,6 +48,15 @@ T = TypeVar("T")
 RETRY_ATTEMPTS = 5
 RETRY_BASE = 0.1
 RETRY_CAP = 2.0
+
+
+def _unavailable(exc: BaseException) -> bool:
+    return isinstance(exc, grpc.RpcError) and exc.code() == grpc.StatusCode.UNAVAILABLE
+
+
+RETRY = RetryPolicy(RETRY_ATTEMPTS, _unavailable, exponential_jitter(RETRY_BASE, RETRY_CAP))
+"""Calls a node answered UNAVAILABLE: five tries in all, waits of full jitter up to 0.1·2^k s
+(capped at 2 s)."""
 
 
 LinkStats = LinkCounters
@@ -73,7 +85,7 @@ class NodeClient:
         between retries (a test hands its own clock's)."""
         self.address = address
         self.timeout = timeout
-        self._sleep = sleep
+        self._retry = dataclasses.replace(RETRY, sleep=sleep)
         self.access = access or _DEFAULT_ACCESS
         self._channel = self.access.channel(address, node_id)
         self._control = control_pb2_grpc.ControlStub(self._channel)
@@ -163,7 +175,7 @@ class NodeClient:
         """
         experiment, node_id = stored_run or ("", "")
         index = max(offset, 0)
-        attempt = 0
+        attempts = Attempts(self._retry)
         # A bounded read must not hang on a node that stopped answering; a followed stream
         # lasts as long as the run (keepalive notices a dead connection).
         timeout = None if follow else max(self.timeout, 60.0)
@@ -174,18 +186,16 @@ class NodeClient:
             stream = self._control.StreamSamples(request, timeout=timeout)
             try:
                 for batch in stream:
-                    attempt = 0
+                    attempts.succeeded()
                     for sample in batch.samples:
                         index = sample.index + 1
                         yield int(sample.round), convert.array_from_tensor(sample.value)
                 return
             except grpc.RpcError as exc:
-                code = exc.code()
-                if code == grpc.StatusCode.UNAVAILABLE and attempt < RETRY_ATTEMPTS - 1:
-                    self._sleep(_backoff(attempt))
-                    attempt += 1
-                    continue
-                raise self._error("samples", exc) from None
+                try:
+                    attempts.failed(exc)  # waits, or raises when it is not worth a retry
+                except grpc.RpcError:
+                    raise self._error("samples", exc) from None
             finally:
                 stream.cancel()
 
@@ -235,17 +245,10 @@ class NodeClient:
         attempts: int = RETRY_ATTEMPTS,
     ) -> T:
         timeout = self.timeout if timeout is None else timeout
-        attempts = max(attempts, 1)
-        for attempt in range(attempts):
-            try:
-                return call(timeout)
-            except grpc.RpcError as exc:
-                code = exc.code()
-                if code == grpc.StatusCode.UNAVAILABLE and attempt < attempts - 1:
-                    self._sleep(_backoff(attempt))
-                    continue
-                raise self._error(what, exc) from None
-        raise AssertionError("unreachable")  # pragma: no cover
+        try:
+            return retry(lambda: call(timeout), self._retry.tries(attempts))
+        except grpc.RpcError as exc:
+            raise self._error(what, exc) from None
 
     def _error(self, what: str, exc: grpc.RpcError) -> Exception:
         code = exc.code()
@@ -258,8 +261,3 @@ class NodeClient:
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             return NodeUnavailable(f"node at {self.address} is unreachable ({what}: {details})")
         return NodeUnavailable(f"node at {self.address}: {what} failed: {code.name}: {details}")
-
-
-def _backoff(attempt: int) -> float:
-    """Full jitter: uniform in [0, min(cap, base·2^attempt)]."""
-    return random.uniform(0.0, min(RETRY_CAP, RETRY_BASE * 2**attempt))

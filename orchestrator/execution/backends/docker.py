@@ -15,6 +15,7 @@ Ctrl-C (the run loop turns SIGINT/SIGTERM into an exception that unwinds through
 
 from __future__ import annotations
 
+import functools
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -24,6 +25,7 @@ from typing import Any
 from starling.node.params import ConfigError
 from starling.orchestrator.config.backends import BackendSettings, DockerSettings
 from starling.orchestrator.core.errors import BackendError
+from starling.orchestrator.core.retry import RetryPolicy, constant, retry
 from starling.orchestrator.execution.backends.base import Backend
 from starling.orchestrator.execution.backends.inventory import wait_serving
 from starling.orchestrator.execution.backends.netfault import NETFAULT_IMAGE, KernelFaultsMixin
@@ -266,16 +268,14 @@ def cleanup(client, run_id: str | None = None) -> dict[str, list[str]]:
             removed["networks"].append(network.name)
         except NotFound:
             pass
+    # A volume is still in use for a moment while its container is being removed.
+    in_use = RetryPolicy(
+        20, lambda exc: isinstance(exc, APIError) and not isinstance(exc, NotFound), constant(0.25)
+    )
     for volume in client.volumes.list(filters={"label": label}):
-        for attempt in range(20):
-            try:
-                volume.remove(force=True)
-                removed["volumes"].append(volume.name)
-                break
-            except NotFound:
-                break
-            except APIError:  # still in use by a container being removed
-                if attempt == 19:
-                    raise
-                time.sleep(0.25)
+        try:
+            retry(functools.partial(volume.remove, force=True), in_use)
+            removed["volumes"].append(volume.name)
+        except NotFound:
+            pass
     return removed

@@ -23,10 +23,10 @@ and so does this module, with that reason.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from starling.orchestrator.core.errors import BackendError
+from starling.orchestrator.core.retry import RetryPolicy, linear, retry
 
 if TYPE_CHECKING:
     from starling.orchestrator.faults.kernel import KernelFault
@@ -77,15 +77,10 @@ class KernelFaultsMixin:
         host ("unable to freeze"; runc thaws it again): tried up to five times."""
         from docker.errors import APIError
 
-        container = self.container(node)
-        for attempt in range(5):
-            try:
-                container.pause()
-                break
-            except APIError as exc:
-                if "unable to freeze" not in str(exc) or attempt == 4:
-                    raise
-                time.sleep(0.5 * (attempt + 1))
+        unsettled = RetryPolicy(
+            5, lambda exc: isinstance(exc, APIError) and "unable to freeze" in str(exc), linear(0.5)
+        )
+        retry(self.container(node).pause, unsettled)
         self.quiet.add(node)
 
     def unpause(self, node: str) -> None:
