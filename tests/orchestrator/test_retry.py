@@ -29,8 +29,10 @@ class Flaky:
         return self.calls
 
 
-def _policy(attempts: int, waits: list[float], wait=constant(0.5)) -> RetryPolicy:
-    return RetryPolicy(attempts, lambda exc: isinstance(exc, TimeoutError), wait, waits.append)
+def _policy(attempts: int, waits: list[float]) -> RetryPolicy:
+    return RetryPolicy(
+        attempts, lambda exc: isinstance(exc, TimeoutError), constant(0.5), waits.append
+    )
 
 
 def test_a_retriable_failure_is_tried_again_until_it_succeeds():
