@@ -34,7 +34,7 @@ SLACK = 10.0
 orchestrator polls every 0.2 s; the round in flight at that moment finishes its wait) and
 scheduling noise on two shared cores. Generous, since what it guards against costs minutes
 (a deadline in each of the rounds left, below); the grace itself is checked to the instant
-on a fake clock in tests/orchestrator/test_supervisor_patience.py."""
+on a fake clock in tests/orchestrator/execution/test_supervisor_patience.py."""
 
 
 def _experiment(tmp_path: Path, name: str) -> Path:

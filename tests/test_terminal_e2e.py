@@ -122,7 +122,7 @@ def test_progress_and_watch_show_a_cut_link(tmp_path, tmux, starling_home):
     assert cut.returncode == 0, cut.stderr
     # The chain end to end (links -> journal -> watch -> the terminal) in real time, with a
     # bound a loaded machine keeps: the watch looks at the journal every 0.1 s and redraws
-    # at once, which tests/orchestrator/test_watch_refresh.py checks exactly on a fake clock
+    # at once, which tests/orchestrator/cli/test_watch_refresh.py checks exactly on a fake clock
     # (here, on an idle machine, it shows within about 0.2 s).
     took = wait_until(
         lambda: "cut" in _link_row(tmux.screen(1), "0 -> 1"),

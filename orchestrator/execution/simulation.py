@@ -1,7 +1,7 @@
 """``starling simulate``: the experiment's programs in one process; the same results folder.
 
 Nothing here opens a socket or imports grpc: ``simulate`` works where the network stack is
-absent, and ``tests/orchestrator/test_simulate_imports.py`` holds it to that.
+absent, and ``tests/orchestrator/test_orchestrator_layout.py`` holds it to that.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from starling.orchestrator.config.experiment import load_experiment, parse_exper
 from starling.orchestrator.faults.schedule import NodeFault
 from starling.orchestrator.planning.node_specs import node_specs
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 BASE = {
     "name": "topology-test",

@@ -17,7 +17,7 @@ from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _gone(pid: int) -> bool:
