@@ -205,24 +205,9 @@ def _span(entry: LinkFaultEntry, where: str, rounds: int, round_seconds: float |
     if not given:
         return 0, FOREVER
     if given[0] == "rounds":
-        if len(span) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in span):
-            raise ConfigError(f"{where}.rounds: expected [start, stop], got {span!r}")
-        start, stop = span
-        if start < 0:
-            raise ConfigError(f"{where}.rounds: start must be >= 0, got {start}")
-        if stop <= start:
-            raise ConfigError(f"{where}.rounds: stop must come after start, got {span!r}")
+        start, stop = _window(span, where)
     elif given[0] == "at_round":
-        start = entry.at_round
-        if "for_rounds" in item and "rounds" in item:
-            raise ConfigError(f"{where}.rounds: give either rounds or for_rounds, not both")
-        duration = entry.for_rounds
-        if "rounds" in item:
-            bad = isinstance(span, bool) or not isinstance(span, int) or span < 1
-            if bad:
-                raise ConfigError(f"{where}.rounds: expected an integer >= 1, got {span!r}")
-            duration = span
-        stop = FOREVER if duration is None else start + duration
+        start, stop = _from_round(entry, where)
     else:
         rs = _need_round_seconds(round_seconds, f"{where}.at_seconds")
         start, stop = rounds_covering(entry.at_seconds, entry.for_seconds, rs)
@@ -231,6 +216,33 @@ def _span(entry: LinkFaultEntry, where: str, rounds: int, round_seconds: float |
             f"{where}.{given[0]}: starts at round {start}, after the last round ({rounds - 1})"
         )
     return start, min(stop, FOREVER)  # the nodes get stop as an int64: FOREVER is the end
+
+
+def _window(span: list, where: str) -> tuple[int, int]:
+    """``rounds: [start, stop]``."""
+    if len(span) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in span):
+        raise ConfigError(f"{where}.rounds: expected [start, stop], got {span!r}")
+    start, stop = span
+    if start < 0:
+        raise ConfigError(f"{where}.rounds: start must be >= 0, got {start}")
+    if stop <= start:
+        raise ConfigError(f"{where}.rounds: stop must come after start, got {span!r}")
+    return start, stop
+
+
+def _from_round(entry: LinkFaultEntry, where: str) -> tuple[int, int]:
+    """``at_round`` with ``for_rounds`` (or a count in ``rounds``), or to the end."""
+    item = entry.model_fields_set
+    start = entry.at_round
+    if "for_rounds" in item and "rounds" in item:
+        raise ConfigError(f"{where}.rounds: give either rounds or for_rounds, not both")
+    duration = entry.for_rounds
+    if "rounds" in item:
+        span = entry.rounds
+        if isinstance(span, bool) or not isinstance(span, int) or span < 1:
+            raise ConfigError(f"{where}.rounds: expected an integer >= 1, got {span!r}")
+        duration = span
+    return start, FOREVER if duration is None else start + duration
 
 
 def _link_fault(

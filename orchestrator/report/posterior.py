@@ -57,30 +57,51 @@ def posterior_figure(summary: SampleSummary, truth: Truth | None, nodes: list[st
         tint = "black" if name == AVERAGE else colour(nodes.index(name))
         axes[0][c].set_title("network average" if name == AVERAGE else f"node {name}")
         for r in coords:
-            ax = axes[r][c]
-            finite = points[np.isfinite(points[:, r]), r]
-            ax.hist(finite, bins=30, density=True, color=tint, alpha=0.45, label="samples")
-            if truth is not None:
-                sd = float(np.sqrt(truth.cov[r, r]))
-                grid = np.linspace(truth.mean[r] - 4 * sd, truth.mean[r] + 4 * sd, 200)
-                pdf = np.exp(-0.5 * ((grid - truth.mean[r]) / sd) ** 2) / (sd * np.sqrt(2 * np.pi))
-                ax.plot(grid, pdf, color="black", lw=1.3, label="exact posterior")
-            ax.set_xlabel(f"x{r + 1}")
+            _marginal(axes[r][c], points, r, tint, truth)
             if c == 0:
-                ax.set_ylabel("density")
+                axes[r][c].set_ylabel("density")
         if dim >= 2:
-            ax = axes[-1][c]
-            ax.scatter(points[:, 0], points[:, 1], s=5, color=tint, alpha=0.35, lw=0)
-            if truth is not None and truth.exact:
-                for scale in (1, 2, 3):
-                    _ellipse(ax, truth.mean[:2], truth.cov[:2, :2], scale)
-            elif truth is not None:
-                ax.plot(*truth.mean[:2], "k+", ms=12, mew=2)
-            ax.set_xlabel("x1")
+            _joint(axes[-1][c], points, tint, truth)
             if c == 0:
-                ax.set_ylabel("x2")
+                axes[-1][c].set_ylabel("x2")
     axes[0][0].legend(loc="upper left", fontsize=9, framealpha=0.85)
     figure.tight_layout()
+    caption = _caption(summary, truth, nodes, node_cols, columns, coords)
+    return data_uri(figure), caption
+
+
+def _marginal(ax, points: np.ndarray, r: int, tint: str, truth: Truth | None) -> None:
+    """Coordinate ``r``'s histogram, with the exact posterior's density on top if known."""
+    finite = points[np.isfinite(points[:, r]), r]
+    ax.hist(finite, bins=30, density=True, color=tint, alpha=0.45, label="samples")
+    if truth is not None:
+        sd = float(np.sqrt(truth.cov[r, r]))
+        grid = np.linspace(truth.mean[r] - 4 * sd, truth.mean[r] + 4 * sd, 200)
+        pdf = np.exp(-0.5 * ((grid - truth.mean[r]) / sd) ** 2) / (sd * np.sqrt(2 * np.pi))
+        ax.plot(grid, pdf, color="black", lw=1.3, label="exact posterior")
+    ax.set_xlabel(f"x{r + 1}")
+
+
+def _joint(ax, points: np.ndarray, tint: str, truth: Truth | None) -> None:
+    """x1 against x2, with the exact posterior's 1-, 2- and 3-sd ellipses (or its mean)."""
+    ax.scatter(points[:, 0], points[:, 1], s=5, color=tint, alpha=0.35, lw=0)
+    if truth is not None and truth.exact:
+        for scale in (1, 2, 3):
+            _ellipse(ax, truth.mean[:2], truth.cov[:2, :2], scale)
+    elif truth is not None:
+        ax.plot(*truth.mean[:2], "k+", ms=12, mew=2)
+    ax.set_xlabel("x1")
+
+
+def _caption(
+    summary: SampleSummary,
+    truth: Truth | None,
+    nodes: list[str],
+    node_cols: list[str],
+    columns: list[str],
+    coords: list[int],
+) -> str:
+    dim = summary.dim
     counts = {summary.pooled_total[n] for n in columns}
     shown = min(MAX_POINTS, max(counts))
     caption = (
@@ -103,4 +124,4 @@ def posterior_figure(summary: SampleSummary, truth: Truth | None, nodes: list[st
         caption += f" Nodes shown: {', '.join(node_cols)} (the first {MAX_COLUMNS})."
     if truth is None:
         caption += " No exact posterior is known for this run."
-    return data_uri(figure), caption
+    return caption

@@ -95,22 +95,27 @@ def read_start(out: Path) -> dict:
     # Nodes whose stores are on this machine are started again on them: no address needed.
     local = capabilities_of(start["backend"]).local_stores
     for node, entry in nodes.items():
-        if not isinstance(entry, dict):
-            raise damaged(f"nodes.{node}", "a mapping", entry)
-        stored = entry.get("stored_run")
-        if not (
-            isinstance(stored, list)
-            and len(stored) == 2
-            and all(isinstance(v, str) and v for v in stored)
-        ):
-            raise damaged(f"nodes.{node}.stored_run", "[experiment, node id]", stored)
-        address = entry.get("address")
-        if not (isinstance(address, str) and address) and not (local and address is None):
-            raise damaged(f"nodes.{node}.address", "host:port", address)
-        pid = entry.get("pid")
-        if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int)):
-            raise damaged(f"nodes.{node}.pid", "a process id", pid)
-        state_dir = entry.get("state_dir")
-        if state_dir is not None and not isinstance(state_dir, str):
-            raise damaged(f"nodes.{node}.state_dir", "a folder", state_dir)
+        _check_node(node, entry, local, damaged)
     return start
+
+
+def _check_node(node: str, entry: object, local: bool, damaged) -> None:
+    """One node's entry of ``start.json``; ``damaged(field, expected, got)`` makes the error."""
+    if not isinstance(entry, dict):
+        raise damaged(f"nodes.{node}", "a mapping", entry)
+    stored = entry.get("stored_run")
+    if not (
+        isinstance(stored, list)
+        and len(stored) == 2
+        and all(isinstance(v, str) and v for v in stored)
+    ):
+        raise damaged(f"nodes.{node}.stored_run", "[experiment, node id]", stored)
+    address = entry.get("address")
+    if not (isinstance(address, str) and address) and not (local and address is None):
+        raise damaged(f"nodes.{node}.address", "host:port", address)
+    pid = entry.get("pid")
+    if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int)):
+        raise damaged(f"nodes.{node}.pid", "a process id", pid)
+    state_dir = entry.get("state_dir")
+    if state_dir is not None and not isinstance(state_dir, str):
+        raise damaged(f"nodes.{node}.state_dir", "a folder", state_dir)
