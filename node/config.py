@@ -22,6 +22,8 @@ keeps its samples and checkpoints, and which data is its own::
     metrics: 127.0.0.1:9464    # a Prometheus endpoint (off when absent; PORT alone = loopback)
     reflection: true           # gRPC reflection (false on locked-down devices)
     log_format: text           # or json: one object per line (starling.node.logs)
+    screen_bound: 1e6          # iterates with a larger value are refused (0: off;
+                               # starling.node.runtime.screening)
 
 The data never leaves the node: the orchestrator sends ``data: {source: node}`` and this
 node substitutes what is configured here (:func:`home_data`).
@@ -35,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from starling.node.params import ConfigError, existing_file, parse_params
+from starling.node.runtime.screening import DEFAULT_SCREEN_BOUND, check_screen_bound
 from starling.node.security import TlsFiles, tls_files
 from starling.node.spec import DataSpec
 
@@ -74,6 +77,8 @@ class NodeSettings:
     reflection: bool = True
     """Serve gRPC reflection (grpcurl can list and call the services)."""
     log_format: str = "text"
+    screen_bound: float = DEFAULT_SCREEN_BOUND
+    """Iterates with a value beyond it are refused (:mod:`starling.node.runtime.screening`)."""
 
 
 _KNOWN = (
@@ -89,6 +94,7 @@ _KNOWN = (
     "metrics",
     "reflection",
     "log_format",
+    "screen_bound",
 )
 
 
@@ -133,12 +139,20 @@ def load_settings(path: str | Path | None) -> NodeSettings:
     for key, value in fields.items():
         if not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {value!r}")
+    bound = raw.get("screen_bound", DEFAULT_SCREEN_BOUND)
+    if isinstance(bound, bool) or not isinstance(bound, (int, float)):
+        raise ConfigError(f"screen_bound: expected a number, got {bound!r}")
+    try:
+        bound = check_screen_bound(float(bound))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     return NodeSettings(
         **fields,
         data=data,
         tls=tls,
         insecure=raw.get("insecure", False),
         reflection=raw.get("reflection", True),
+        screen_bound=bound,
     )
 
 

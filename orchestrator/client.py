@@ -89,6 +89,11 @@ class NodeStatus:
     """Inbound peer streams refused for their identity (secret, certificate, neighbour)."""
     denied_control_calls: int = 0
     """Control calls refused: not the orchestrator's certificate, no or a wrong token."""
+    run_id: str = ""
+    """The run the node is configured for (the orchestrator's id of it)."""
+    refused: dict[str, int] = field(default_factory=dict)
+    """What the node refused before serving it, by "<door>:<reason>" (``health:busy``,
+    ``peer:idle``, ``tls:handshake``, ``control:other_run``, ...)."""
 
 
 _DEFAULT_ACCESS = Access()
@@ -139,10 +144,17 @@ class NodeClient:
                 last = f"{exc.code().name}: {exc.details()}"
             time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))
 
+    @property
+    def run_id(self) -> str:
+        """The run every call names (the Access's)."""
+        return self.access.run_id
+
     def configure_request(self, spec: NodeSpec, fresh: bool = False) -> control_pb2.NodeConfig:
-        """What :meth:`configure` sends: the spec, and the secrets of the node's own links."""
+        """What :meth:`configure` sends: the spec, the run's id, and the secrets of the
+        node's own links."""
         config = convert.spec_to_config(spec)
         config.fresh = fresh
+        config.run_id = self.run_id
         own, send, accept = self.access.link_secrets(spec.node_id, out_peers(spec), in_peers(spec))
         config.peer_secret = own  # never the run's: every link's secret derives from it
         config.send_secrets.update(send)
@@ -165,12 +177,15 @@ class NodeClient:
         )
 
     def start(self) -> None:
-        self._call("start", lambda t: self._control.Start(control_pb2.StartRequest(), timeout=t))
+        self._call(
+            "start",
+            lambda t: self._control.Start(control_pb2.StartRequest(run_id=self.run_id), timeout=t),
+        )
 
     def stop(self) -> None:
         self._call(
             "stop",
-            lambda t: self._control.Stop(control_pb2.StopRequest(), timeout=t),
+            lambda t: self._control.Stop(control_pb2.StopRequest(run_id=self.run_id), timeout=t),
             timeout=max(self.timeout, 15.0),
         )
 
@@ -178,7 +193,9 @@ class NodeClient:
         """The node's state, round and counters; ``attempts=1`` fails fast on a dead node."""
         reply = self._call(
             "status",
-            lambda t: self._control.Status(control_pb2.StatusRequest(), timeout=t),
+            lambda t: self._control.Status(
+                control_pb2.StatusRequest(run_id=self.run_id), timeout=t
+            ),
             attempts=attempts,
         )
         return NodeStatus(
@@ -196,6 +213,8 @@ class NodeClient:
             refused_streams=reply.refused_streams,
             denied_peer_streams=reply.denied_peer_streams,
             denied_control_calls=reply.denied_control_calls,
+            run_id=reply.run_id,
+            refused=dict(sorted(reply.refused.items())),
         )
 
     def samples(
@@ -216,7 +235,11 @@ class NodeClient:
         timeout = None if follow else max(self.timeout, 60.0)
         while True:
             request = control_pb2.SamplesRequest(
-                offset=index, follow=follow, experiment=experiment, node_id=node_id
+                offset=index,
+                follow=follow,
+                experiment=experiment,
+                node_id=node_id,
+                run_id=self.run_id,
             )
             stream = self._control.StreamSamples(request, timeout=timeout)
             try:
@@ -243,7 +266,7 @@ class NodeClient:
         drop: float | None = None,
         delay_ms: float | None = None,
     ) -> None:
-        request = control_pb2.SetLinkRequest(receiver=receiver)
+        request = control_pb2.SetLinkRequest(receiver=receiver, run_id=self.run_id)
         if up is not None:
             request.up = up
         if drop is not None:
@@ -254,18 +277,22 @@ class NodeClient:
 
     def hold(self, round_index: int | None) -> None:
         """Have the node stop before ``round_index`` and wait there (None releases)."""
-        request = control_pb2.HoldRequest(round=-1 if round_index is None else round_index)
+        request = control_pb2.HoldRequest(
+            round=-1 if round_index is None else round_index, run_id=self.run_id
+        )
         self._call("hold", lambda t: self._control.Hold(request, timeout=t))
 
     def set_peer_down(self, peer: str, down: bool) -> None:
         """Tell the node its in-peer ``peer`` is down (stop waiting for it) or back."""
-        request = control_pb2.PeerDownRequest(peer=peer, down=down)
+        request = control_pb2.PeerDownRequest(peer=peer, down=down, run_id=self.run_id)
         self._call("set_peer_down", lambda t: self._control.SetPeerDown(request, timeout=t))
 
     def checkpoint(self) -> None:
         self._call(
             "checkpoint",
-            lambda t: self._control.Checkpoint(control_pb2.CheckpointRequest(), timeout=t),
+            lambda t: self._control.Checkpoint(
+                control_pb2.CheckpointRequest(run_id=self.run_id), timeout=t
+            ),
             timeout=max(self.timeout, 30.0),
         )
 

@@ -130,7 +130,7 @@ def _run(
                     addresses=addresses,
                     pids=backend_pids(backend),
                     link_delay_ms=experiment.link_delay_ms,
-                    access=access_paths(experiment.backend),
+                    access=access_paths(experiment.backend, access),
                 )
                 live.publish(record)
                 journal = Journal(record.out_dir, account)

@@ -35,6 +35,7 @@ import pytest
 import yaml
 
 from starling.node.protocol.contract import READY_PREFIX
+from starling.node.tokens import node_token
 from starling.orchestrator.certs import init_certs
 from starling.orchestrator.results import link_summary
 from tests.conftest import run_cli
@@ -301,15 +302,22 @@ def test_control_token_across_namespaces_refuses_intruders(testbed, tmp_path, st
     """Without TLS (``--insecure`` on the testbed's private bridge) Control needs the token
     and Peer streams the run's secret: an intruder in its own namespace gets neither, and
     the run it attacks throughout gives ``simulate``'s samples byte for byte."""
-    token = "netns-token-" + "y" * 24
-    (tmp_path / "token").write_text(token + "\n")
+    master = "netns-master-" + "y" * 24
+    (tmp_path / "master").write_text(master + "\n")
+    for node in NODES:
+        (tmp_path / f"{node}.token").write_text(node_token(master, node) + "\n")
+    token = node_token(master, "a")
     devices = Devices(testbed, tmp_path)
     try:
-        flags = ["--insecure", "--token-file", str(tmp_path / "token")]
-        addresses = {node: devices.start(node, k, flags) for k, node in enumerate(NODES)}
+        addresses = {
+            node: devices.start(
+                node, k, ["--insecure", "--token-file", str(tmp_path / f"{node}.token")]
+            )
+            for k, node in enumerate(NODES)
+        }
         devices.ready()
         inventory = _write(
-            tmp_path / "nodes.yaml", {"nodes": addresses, "token_file": str(tmp_path / "token")}
+            tmp_path / "nodes.yaml", {"nodes": addresses, "token_file": str(tmp_path / "master")}
         )
         experiment = _write(
             tmp_path / "exp.yaml", _experiment(60, {"source": "node"}, 5.0, "netns-token")
@@ -320,6 +328,7 @@ def test_control_token_across_namespaces_refuses_intruders(testbed, tmp_path, st
             "target": addresses["a"],
             "neighbour": "d",
             "wrong": token[:-1] + "z",
+            "other_token": node_token(master, "b"),
         }
         with _intruder(testbed, tmp_path, plan) as intruder:
             done = _orchestrate(
@@ -333,12 +342,16 @@ def test_control_token_across_namespaces_refuses_intruders(testbed, tmp_path, st
     assert intruder["rounds"] >= 2, intruder
     seen = intruder["seen"]
     assert seen["no-token"] == seen["wrong-token"] == ["UNAUTHENTICATED"], intruder
+    assert seen["other-node-token"] == ["UNAUTHENTICATED"], intruder
+    # Reflection answers the orchestrator alone on a node with a token.
+    assert seen["idle-reflection"] == ["UNAUTHENTICATED"], intruder
     # Before the run configures the node there is no secret to show: the stream is put off
     # (UNAVAILABLE), never admitted to speak later; once configured, refused for want of it.
     assert "UNAUTHENTICATED" in seen["no-secret"], intruder
     assert set(seen["no-secret"]) <= {"UNAUTHENTICATED", "UNAVAILABLE"}, intruder
     for node in NODES:
-        assert token not in (tmp_path / f"node-{node}.log").read_text(errors="replace")
+        log = (tmp_path / f"node-{node}.log").read_text(errors="replace")
+        assert node_token(master, node) not in log and master not in log
     _same_as_simulate(out, tmp_path, starling_home, 60, 5.0, "netns-token")
 
 

@@ -62,6 +62,9 @@ class LinkCounters:
     """Likewise of ``withheld``: notices still waiting for their round."""
     pending_bytes: int = 0
     """Likewise of ``bytes``: the payload of the messages in ``pending_received``."""
+    screened: int = 0
+    """Inbound: of ``rejected``, the well-formed messages refused for a value beyond the
+    node's screening bound (:mod:`starling.node.runtime.screening`)."""
 
     def copy(self) -> LinkCounters:
         return LinkCounters(**asdict(self))

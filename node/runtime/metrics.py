@@ -63,6 +63,11 @@ LINK_COUNTERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         ("out", "in"),
     ),
     "rejected": ("starling_link_messages_rejected", "Messages that failed validation.", ("in",)),
+    "screened": (
+        "starling_link_messages_screened",
+        "Messages refused for a value beyond the screening bound (also counted rejected).",
+        ("in",),
+    ),
     "send_errors": (
         "starling_link_send_errors",
         "Streams that broke and messages that could not be sent.",
@@ -91,10 +96,18 @@ def histogram(name: str, doc: str, labels: dict[str, str], tally: TallySnapshot)
 class NodeCollector(Collector):
     """Reads one node's runtime at every scrape."""
 
-    def __init__(self, runtime: NodeRuntime, node_id: str, gate: Gate | None = None) -> None:
+    def __init__(
+        self,
+        runtime: NodeRuntime,
+        node_id: str,
+        gate: Gate | None = None,
+        refusals: Callable[[], dict[str, int]] | None = None,
+    ) -> None:
         self.runtime = runtime
         self.node_id = node_id
         self.gate = gate
+        self.refusals = refusals or dict
+        """What the node refused before serving, by "<door>:<reason>" (the server's)."""
         self.open_streams: Callable[[], int] = _none_open
         """Set by the server: inbound peer streams open now."""
 
@@ -159,13 +172,16 @@ class NodeCollector(Collector):
 
         refused = CounterMetricFamily(
             "starling_refused_requests",
-            "Peer streams and Control calls refused, by reason.",
+            "Calls, streams and handshakes refused, by reason (capacity, peer_denied and "
+            "control_denied, then <door>:<reason> from the doors and tls:handshake).",
             labels=["node", "reason"],
         )
         refused.add_metric([node, "capacity"], status.refused_streams)
         if self.gate is not None:
             refused.add_metric([node, "peer_denied"], self.gate.denied["peer"])
             refused.add_metric([node, "control_denied"], self.gate.denied["control"])
+        for reason, count in self.refusals().items():
+            refused.add_metric([node, reason], count)
         yield refused
 
         program = GaugeMetricFamily(
