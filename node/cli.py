@@ -116,6 +116,11 @@ def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
     access.add_argument("--tls-cert", metavar="PEM", help="this node's certificate")
     access.add_argument("--tls-key", metavar="PEM", help="this node's private key")
     access.add_argument(
+        "--tls-crl",
+        metavar="PEM",
+        help="the CA's revocation list (starling certs revoke): callers it lists are refused",
+    )
+    access.add_argument(
         "--token-file",
         metavar="FILE",
         help="Control calls must carry this node's own token (TLS or not; made by "
@@ -200,7 +205,9 @@ def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
     check.add_argument(
         "--config", metavar="FILE", help="a node config whose tls section (if any) the check uses"
     )
-    check.add_argument("--id", metavar="ID", help="with TLS: the node id its certificate names")
+    check.add_argument(
+        "--id", metavar="ID", help="with TLS (required): the node id its certificate must name"
+    )
     for name in ("ca", "cert", "key"):
         check.add_argument(f"--tls-{name}", metavar="PEM", help=f"with TLS: the {name} to use")
     return parser
@@ -258,7 +265,11 @@ def _settings(args: argparse.Namespace) -> NodeSettings:
         if not all(given.values()):
             missing = next(k for k, v in given.items() if not v)
             raise ConfigError(f"--tls-{missing}: required with the other --tls-* flags")
-        settings = replace(settings, tls=tls_files(given, "--tls"))
+        settings = replace(settings, tls=tls_files({**given, "crl": args.tls_crl}, "--tls"))
+    elif args.tls_crl:
+        if settings.tls is None:
+            raise ConfigError("--tls-crl: needs TLS (--tls-ca, --tls-cert, --tls-key or tls:)")
+        settings = replace(settings, tls=replace(settings.tls, crl=args.tls_crl))
     if settings.id == ORCHESTRATOR_ID:
         raise ConfigError(
             f"id: {ORCHESTRATOR_ID!r} is the orchestrator's identity; no node may take it"
@@ -434,6 +445,13 @@ def health(args: argparse.Namespace) -> int:
         tls = tls_files(given, "--tls") if any(given.values()) else settings.tls
         if tls is not None:
             credentials, server_id = channel_credentials(tls), args.id or settings.id
+            if not server_id:
+                # Without an id the check is of the address's name, which every certificate
+                # of the CA may hold (localhost, 127.0.0.1): any node would pass.
+                raise ConfigError(
+                    "--id: required with TLS: the node id the certificate at the address "
+                    "must name (or id: in --config)"
+                )
     except ConfigError as exc:
         return _fail(str(exc))
     from starling.node.runtime.transport import open_channel

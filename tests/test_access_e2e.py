@@ -141,7 +141,8 @@ def test_mutual_tls_run_is_bit_identical_and_impostors_are_refused(tmp_path, sta
             for k, node in enumerate(NODES)
         }
         addresses = {n: cluster.ready(p).address for n, p in procs.items()}
-        orchestrator_tls = {k: str(v) for k, v in vars(_tls(certs, "orchestrator")).items()}
+        files = _tls(certs, "orchestrator")
+        orchestrator_tls = {"ca": files.ca, "cert": files.cert, "key": files.key}
         inventory = _write(tmp_path / "nodes.yaml", {"nodes": addresses, "tls": orchestrator_tls})
         experiment = _write(tmp_path / "exp.yaml", _experiment({"source": "node"}, rounds))
 

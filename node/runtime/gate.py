@@ -16,6 +16,7 @@ from typing import NoReturn
 import grpc
 
 from starling.node.protocol.contract import NOT_CONFIGURED
+from starling.node.revocation import Revocations
 from starling.node.runtime.doors import LOG_EVERY, LOG_FIRST
 from starling.node.runtime.link_proof import CHALLENGE_KEY, new_challenge
 from starling.node.runtime.runtime import NodeRuntime, PeerTerms
@@ -43,10 +44,19 @@ class Gate:
     neither is: a loopback node); a Peer stream needs its sender's certificate (TLS), to be
     an in-neighbour, and to prove its link's secret. Refusals are counted in the status."""
 
-    def __init__(self, runtime: NodeRuntime, tls: bool = False, tokens: NodeTokens | None = None):
+    def __init__(
+        self,
+        runtime: NodeRuntime,
+        tls: bool = False,
+        tokens: NodeTokens | None = None,
+        revocations: Revocations | None = None,
+    ):
         self.runtime = runtime
         self.tls = tls
         self.tokens = tokens
+        self.revocations = revocations
+        """The CA's revocation list (``tls.crl``): a caller whose certificate it holds is
+        refused everywhere the gate looks, the orchestrator included."""
         self.denied = {"peer": 0, "control": 0}
         self._lock = threading.Lock()
 
@@ -60,11 +70,27 @@ class Gate:
         where anyone could)."""
         if not self.guarded:
             return False
-        if self.tls and ORCHESTRATOR_ID not in identities(context):
+        if self.tls and (ORCHESTRATOR_ID not in identities(context) or self._revoked(context)):
             return False
         return self.tokens is None or self.tokens.accepts(token_given(context))
 
+    def _revoked(self, context: grpc.ServicerContext) -> bool:
+        if self.revocations is None:
+            return False
+        certificate = context.auth_context().get("x509_pem_cert", [b""])[0]
+        return self.revocations.revoked(certificate)
+
+    def _refuse_revoked(self, context: grpc.ServicerContext, channel: str) -> None:
+        if self._revoked(context):
+            self._deny(
+                context,
+                channel,
+                grpc.StatusCode.PERMISSION_DENIED,
+                "the client certificate is revoked (the CA's revocation list, tls.crl)",
+            )
+
     def control(self, context: grpc.ServicerContext) -> None:
+        self._refuse_revoked(context, "control")
         if self.tls and ORCHESTRATOR_ID not in identities(context):
             self._deny(
                 context,
@@ -123,6 +149,7 @@ class Gate:
         raise AssertionError("unreachable: context.abort raises")
 
     def _identified(self, context: grpc.ServicerContext) -> str:
+        self._refuse_revoked(context, "peer")
         given = metadata(context)
         sender = given.get(SENDER_KEY, "")
         if self.tls and sender not in identities(context):

@@ -158,7 +158,7 @@ class NodeRuntime:
             own_id=self._own_id,
             own_data=self._own_data,
             data_dir=self.data_dir,
-            secret_needed=not secrets and self._channel.credentials is None,
+            secret_needed=not secrets and not self._channel.secured,
         )
         with self._configuring:  # one at a time; Status answers meanwhile (not _lock)
             run = self._configure(spec, fresh, secrets, run_id)

@@ -14,9 +14,10 @@ sender's link, and logged naming the sender.
 Why 1e6: the iterates of the shipped examples are model parameters (posterior samples and
 the chains on their way there) on the scale of their data, standardised or near it; the
 largest value any message carried in ``simulate`` of the shipped single experiments and
-studies (push-sum shares, DG-LMC's z and θ, ADMM's x, EC-SGHMC's centres, asynchronous
-gradients) was about 50, so the bound leaves four orders of magnitude of room while a
-hostile value can move the receiver by at most that much, never to overflow. A model on
+studies (a position, a push-sum share, DG-LMC's z and θ, ADMM's x, EC-SGHMC's centres) was
+about 50, and of an asynchronous gradient about 200 (the BNN on digits), so the bound
+leaves four orders of magnitude of room while a hostile value can move the receiver by at
+most that much, never to overflow. A model on
 raw, unscaled data whose parameters are legitimately larger needs a larger bound (the
 ``screened`` counter and the log line say so at once).
 

@@ -33,6 +33,7 @@ from starling.node.config import HomeData
 from starling.node.exporter import MetricsServer
 from starling.node.protocol import MAX_MESSAGE_BYTES
 from starling.node.protocol.starling.v1 import control_pb2_grpc, peer_pb2_grpc
+from starling.node.revocation import Revocations
 from starling.node.runtime.doors import Door, DoorLimits, Doors, Entrance
 from starling.node.runtime.gate import Gate
 from starling.node.runtime.runtime import NodeRuntime
@@ -45,7 +46,7 @@ from starling.node.runtime.transport import (
     ChannelSettings,
     create_server,
 )
-from starling.node.security import TlsFiles, channel_credentials, server_credentials
+from starling.node.security import TlsFiles, server_credentials
 from starling.node.tokens import NodeTokens
 
 __all__ = ["CONTROL_CALLS", "NodeServer", "SHUTDOWN_GRACE"]
@@ -140,13 +141,14 @@ class NodeServer:
         (refused TLS handshakes, :mod:`starling.node.native_log`)."""
         self.runtime = NodeRuntime(
             state_dir,
-            ChannelSettings(channel_credentials(tls) if tls else None, max_message_bytes),
+            ChannelSettings(max_message_bytes=max_message_bytes, tls=tls),
             node_id=node_id,
             data=data,
             data_dir=data_dir,
             screen_bound=screen_bound,
         )
-        gate = Gate(self.runtime, tls=tls is not None, tokens=tokens)
+        revocations = Revocations(tls.crl) if tls is not None and tls.crl else None
+        gate = Gate(self.runtime, tls=tls is not None, tokens=tokens, revocations=revocations)
         self._table = DoorTable(gate, max_peer_streams, max_workers or CONTROL_CALLS)
         self._doors = Doors(self._table.route, gate.is_orchestrator)
         self._native = native_refusals or dict

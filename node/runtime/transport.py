@@ -19,7 +19,7 @@ import grpc
 from starling.node.protocol import MAX_MESSAGE_BYTES
 from starling.node.runtime.link_proof import proof
 from starling.node.runtime.peer_secrets import PeerSecrets
-from starling.node.security import SENDER_KEY, target_override
+from starling.node.security import SENDER_KEY, TlsFiles, channel_credentials, target_override
 
 __all__ = [
     "ChannelSettings",
@@ -127,13 +127,22 @@ class ChannelSettings:
     sender: str = ""
     experiment: str = ""
     secrets: PeerSecrets = field(default_factory=PeerSecrets, repr=False)
+    tls: TlsFiles | None = None
+    """Read at every channel opened (over ``credentials``): a renewed certificate is used
+    by the next links."""
 
     def speaking_as(self, sender: str, experiment: str, secrets: PeerSecrets) -> ChannelSettings:
         """These settings for a run's streams: from ``sender``, with the run's secrets."""
         return replace(self, sender=sender, experiment=experiment, secrets=secrets)
 
+    @property
+    def secured(self) -> bool:
+        """Whether the channels are TLS (certificates carry identities)."""
+        return self.tls is not None or self.credentials is not None
+
     def open(self, address: str, receiver: str = "") -> grpc.Channel:
-        return open_channel(address, self.credentials, self.max_message_bytes, receiver)
+        credentials = channel_credentials(self.tls) if self.tls is not None else self.credentials
+        return open_channel(address, credentials, self.max_message_bytes, receiver)
 
     def stream_metadata(self) -> tuple[tuple[str, str], ...]:
         """Metadata of a Peer.Exchange stream: who sends it."""

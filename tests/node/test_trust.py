@@ -277,3 +277,70 @@ def test_no_name_forges_a_log_line(tmp_path):
     lines = proc.log().splitlines()
     assert not any(line.startswith(forged) for line in lines), lines
     assert any(f"configured x\\n{forged}" in line for line in lines), lines
+
+
+def _served_serial(address: str, certs, who: str = "orchestrator") -> int:
+    """The serial of the certificate the node serves now (a TLS handshake of our own)."""
+    import ssl
+
+    from cryptography import x509
+
+    context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    context.check_hostname = False
+    context.load_cert_chain(str(certs / f"{who}.pem"), str(certs / f"{who}.key"))
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        with context.wrap_socket(raw) as tls:
+            der = tls.getpeercert(binary_form=True)
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+def test_a_revoked_certificate_is_refused_and_a_renewed_one_served_without_a_restart(tmp_path):
+    """The node checks its callers against the CA's list (tls.crl) and re-reads the list
+    when it changes: once b is revoked, b's certificate opens nothing (counted), while the
+    orchestrator's works on. A renewed certificate of the node's own is served to the next
+    handshake, without a restart."""
+    from starling.orchestrator.certs import renew_certs, revoke_certs
+
+    certs = tmp_path / "certs"
+    init_certs(certs, ["0", "b", "spare"])
+    revoke_certs(certs, ["spare"])  # a list to start with
+    flags = ["--id", "0", "--tls-ca", str(certs / "ca.pem"), "--tls-crl", str(certs / "crl.pem")]
+    flags += ["--tls-cert", str(certs / "0.pem"), "--tls-key", str(certs / "0.key")]
+    keep = tmp_path / "b-kept"
+    keep.mkdir()
+    for suffix in ("pem", "key"):
+        (keep / f"b.{suffix}").write_bytes((certs / f"b.{suffix}").read_bytes())
+    as_b = TlsFiles(str(certs / "ca.pem"), str(keep / "b.pem"), str(keep / "b.key"))
+    options = [("grpc.ssl_target_name_override", "0")]
+
+    def b_calls(address: str) -> str:
+        from starling.node.security import channel_credentials
+
+        with grpc.secure_channel(address, channel_credentials(as_b), options) as channel:
+            stub = peer_pb2_grpc.PeerStub(channel)
+            try:
+                stub.Exchange(iter(()), timeout=5, metadata=(("starling-sender", "b"),))
+            except grpc.RpcError as exc:
+                return exc.code().name
+        return "OK"
+
+    with Cluster(tmp_path) as cluster:
+        (proc,) = cluster.start_nodes(["0"], extra=flags).values()
+        client = NodeClient(
+            proc.address, access=Access(tls=_files(certs, "orchestrator"), run_id=""), node_id="0"
+        )
+        proc.clients.append(client)
+        client.wait_ready()
+        before = client.status().denied_peer_streams
+        assert b_calls(proc.address) in ("UNAVAILABLE", "PERMISSION_DENIED")  # not a peer yet
+        revoke_certs(certs, ["b"])
+        assert b_calls(proc.address) == "PERMISSION_DENIED"  # the list read again at once
+        assert "crl.pem changed; 2 certificates revoked" in proc.log()
+        assert "the client certificate is revoked" in proc.log()
+        assert client.status().denied_peer_streams > before
+        # Renewed: the next handshake gets the new certificate.
+        served = _served_serial(proc.address, certs)
+        renew_certs(certs, ["0"])
+        wait_until(lambda: _served_serial(proc.address, certs) != served, 10, "the renewal")
+        assert client.status().state == "idle"
