@@ -16,6 +16,10 @@ the way a hostile client starves a server whose handlers hold a thread per call:
 With ``tls`` (``{ca, cert, key, target_id}``) it speaks mutual TLS with that certificate
 (one the node's CA signed, not the orchestrator's: a node's, say).
 
+With ``persist``, a call that ends (refused, cancelled) is opened again a moment later, for
+as long as the attack lasts: a flood that outlives a node's configuration, its restarts
+and its watchdog. Every attempt's end is counted then.
+
 Once every call is issued it prints ``opened`` on stdout, holds the calls until the file
 ``stop`` exists (or ``hold`` seconds pass), cancels what is still open, and prints as JSON
 how the calls of each kind ended: ``{kind: {code: count}}``, ``held`` for a call still open
@@ -140,6 +144,17 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
+async def _keep(
+    kind: str, channel: grpc.aio.Channel, plan: dict, stop: asyncio.Event, seen: Counter
+) -> None:
+    """One call of ``kind`` held open; with ``persist``, opened again whenever it ends."""
+    while True:
+        await _hold(kind, _open(kind, channel, plan, stop), stop, seen)
+        if not plan.get("persist") or stop.is_set():
+            return
+        await asyncio.sleep(0.2)
+
+
 async def attack(plan: dict) -> dict:
     stop = asyncio.Event()
     channels = {kind: [_channel(plan, k) for k in range(CHANNELS)] for kind in plan["kinds"]}
@@ -148,8 +163,8 @@ async def attack(plan: dict) -> dict:
     for kind in plan["kinds"]:
         count = plan.get(f"{kind}_count", plan["count"])
         for k in range(count):
-            call = _open(kind, channels[kind][k % CHANNELS], plan, stop)
-            holders.append(asyncio.ensure_future(_hold(kind, call, stop, seen[kind])))
+            channel = channels[kind][k % CHANNELS]
+            holders.append(asyncio.ensure_future(_keep(kind, channel, plan, stop, seen[kind])))
         await asyncio.sleep(0)
     await asyncio.sleep(1.0)  # let the calls reach the node
     print("opened", flush=True)

@@ -355,6 +355,99 @@ def test_control_token_across_namespaces_refuses_intruders(testbed, tmp_path, st
     _same_as_simulate(out, tmp_path, starling_home, 60, 5.0, "netns-token")
 
 
+def test_idle_floods_from_another_host_leave_the_run_unharmed(testbed, tmp_path, starling_home):
+    """From its own namespace, an attacker (:mod:`tests.door_attacker`) holds hundreds of
+    idle calls of every kind open on node a for the whole run (reflection, health watches
+    and checks, Control and sample calls without the token, Peer streams claiming a's
+    in-neighbour d and never proving it). Each door serves the attacker its share and
+    refuses the rest, counted; the orchestrator's Health and Control, and d's genuine
+    streams from d's own address, are untouched: samples equal ``simulate``'s."""
+    master = "netns-flood-" + "f" * 24
+    (tmp_path / "master").write_text(master + "\n")
+    for node in NODES:
+        (tmp_path / f"{node}.token").write_text(node_token(master, node) + "\n")
+    count = 300
+    devices = Devices(testbed, tmp_path)
+    try:
+        addresses = {
+            node: devices.start(
+                node, k, ["--insecure", "--token-file", str(tmp_path / f"{node}.token")]
+            )
+            for k, node in enumerate(NODES)
+        }
+        devices.ready()
+        inventory = _write(
+            tmp_path / "nodes.yaml", {"nodes": addresses, "token_file": str(tmp_path / "master")}
+        )
+        experiment = _write(
+            tmp_path / "exp.yaml", _experiment(60, {"source": "node"}, 5.0, "netns-flood")
+        )
+        stop = tmp_path / "flood.stop"
+        plan = {
+            "target": addresses["a"],
+            "kinds": ["reflection", "watch", "check", "control", "samples", "peer"],
+            "count": count,
+            "sender": "d",
+            "stop": str(stop),
+            "hold": 600,
+            "persist": True,  # what is refused is asked again, the whole run long
+        }
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        attacker = subprocess.Popen(
+            testbed.command(
+                "evil", [sys.executable, "-m", "tests.door_attacker", json.dumps(plan)]
+            ),
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert attacker.stdout.readline().strip() == "opened", attacker.stderr.read()
+            out = tmp_path / "out"
+            done = _orchestrate(
+                testbed,
+                ["run", experiment, "--inventory", inventory, "--out", str(out)],
+                starling_home,
+            )
+        finally:
+            stop.touch()
+            said, errors = attacker.communicate(timeout=120)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert attacker.returncode == 0, errors[-3000:]
+        # The node's own account of the flood, read over the run's record.
+        status = _orchestrate(
+            testbed, ["status", "--run", str(out), "--format", "json"], starling_home
+        )
+    finally:
+        devices.close()
+    saw = json.loads(said.splitlines()[-1])
+    for kind in ("reflection", "control", "samples"):  # never served without the token
+        # ("held": asked again just before the attack stopped, not answered yet)
+        assert set(saw[kind]) <= {"UNAUTHENTICATED", "held"}, (kind, saw)
+        assert saw[kind]["UNAUTHENTICATED"] >= count, (kind, saw)
+    for kind in ("check", "watch", "peer"):  # a share held, the rest refused, never more
+        assert saw[kind]["RESOURCE_EXHAUSTED"] >= count - 8, (kind, saw)
+        assert "OK" not in saw[kind], (kind, saw)
+    # Before the run configured a, Peer streams are put off (UNAVAILABLE); unproved ones the
+    # watchdog cancels, or the node refuses once they end (UNAUTHENTICATED).
+    assert set(saw["peer"]) <= {
+        "RESOURCE_EXHAUSTED",
+        "UNAVAILABLE",
+        "CANCELLED",
+        "UNAUTHENTICATED",
+        "held",
+    }, saw
+    assert status.returncode == 0, status.stdout[-3000:] + status.stderr[-3000:]
+    refused = json.loads(status.stdout)["nodes"]["a"]["refused"]
+    assert refused["control:denied"] >= 3 * count, refused
+    assert refused["health:caller_busy"] >= count - 4, refused
+    assert refused["watch:caller_busy"] >= count - 2, refused
+    assert refused["peer:capacity"] >= count - 8, refused
+    _same_as_simulate(out, tmp_path, starling_home, 60, 5.0, "netns-flood")
+
+
 @pytest.mark.parametrize("delay_ms", [0, 100], ids=["loss+rate", "loss+rate+delay"])
 def test_a_lossy_slow_link_completes_and_is_accounted(testbed, tmp_path, starling_home, delay_ms):
     if delay_ms and not netem_available(testbed.namespaces["b"]):

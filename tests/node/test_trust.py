@@ -344,3 +344,28 @@ def test_a_revoked_certificate_is_refused_and_a_renewed_one_served_without_a_res
         renew_certs(certs, ["0"])
         wait_until(lambda: _served_serial(proc.address, certs) != served, 10, "the renewal")
         assert client.status().state == "idle"
+
+
+def test_a_nodes_store_is_its_owners_alone(tmp_path):
+    """Stores were world-readable (the samples are computed from a node's private data):
+    a node serves with umask 077, so every folder and file it writes is owner-only."""
+    import os
+    import stat
+
+    previous = os.umask(0o022)  # what the node's parent hands down
+    try:
+        with Cluster(tmp_path) as cluster:
+            (proc,) = cluster.start_nodes(["0"]).values()
+            client = proc.client()
+            client.wait_ready()
+            client.configure(_spec(proc.address, rounds=3))
+            client.start()
+            wait_until(lambda: client.status().state == "done", 30, "the run")
+            client.checkpoint()
+    finally:
+        os.umask(previous)
+    written = [p for p in proc.state_dir.rglob("*")]
+    assert any(p.is_file() for p in written)
+    for path in [proc.state_dir, *written]:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert not mode & 0o077, (path, oct(mode))
