@@ -297,6 +297,12 @@ def serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _fail(str(exc))
     os.umask(0o077)  # the store, its checkpoints and anything else written: owner only
+    # gRPC's default verbosity reports a refused TLS handshake (an INFO line): the node
+    # counts it, and its own log level decides whether it is shown. An orchestrator's ERROR,
+    # inherited by the nodes it starts, would hide it from the count; asking INFO outright
+    # adds gRPC's warning that INFO is no production level. Before grpc is imported.
+    if os.environ.get("GRPC_VERBOSITY", "").upper() not in ("INFO", "DEBUG"):
+        os.environ.pop("GRPC_VERBOSITY", None)
     from starling.node.native_log import capture
 
     native = capture()  # gRPC's own lines (fd 2) through the logger set up next
