@@ -294,3 +294,18 @@ def test_iterates_above_the_request_limit_cross_in_parts_and_equal_simulate(
             np.load(tmp_path / "simulate" / "samples" / f"node-{node}.npz") as want,
         ):
             assert np.array_equal(got["samples"], want["samples"]), node
+
+
+def test_reflection_answers_the_orchestrator_only_on_a_node_with_a_token(guarded):
+    """Reflection describes the API, and its streams hold threads: on a node that can tell
+    the orchestrator from others it passes the same check as Control."""
+    from tests.operating import Reflector
+
+    proc, client = guarded
+    with Reflector(proc.address, client.access.channel(proc.address, "0")) as ours:
+        assert "starling.v1.Control" in ours.services()
+    with Reflector(proc.address) as stranger:
+        with pytest.raises(grpc.RpcError) as refused:
+            stranger.services()
+    assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert client.status().refused["control:denied"] >= 1
