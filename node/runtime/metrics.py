@@ -110,6 +110,8 @@ class NodeCollector(Collector):
         """What the node refused before serving, by "<door>:<reason>" (the server's)."""
         self.open_streams: Callable[[], int] = _none_open
         """Set by the server: inbound peer streams open now."""
+        self.serving: Callable[[], dict[str, int]] = dict
+        """Set by the server: calls each door serves now (:mod:`~starling.node.runtime.doors`)."""
 
     def collect(self) -> Iterator[Metric]:
         runtime = self.runtime
@@ -137,6 +139,14 @@ class NodeCollector(Collector):
         )
         streams.add_metric([node], float(self.open_streams()))
         yield streams
+        doors = GaugeMetricFamily(
+            "starling_door_calls_serving",
+            "Calls each service's door serves now (its threads held), by door.",
+            labels=["node", "door"],
+        )
+        for door, count in self.serving().items():
+            doors.add_metric([node, door], float(count))
+        yield doors
 
         rounds = run.round_times.snapshot() if run is not None else None
         checkpoints = run.checkpoint_times.snapshot() if run is not None else None

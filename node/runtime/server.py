@@ -181,6 +181,7 @@ class NodeServer:
 
             self._collector = NodeCollector(self.runtime, node_id, gate, self.refusals)
             self._collector.open_streams = peers.open_streams
+            self._collector.serving = self.serving
         self._stopped = threading.Event()
 
     def refusals(self) -> dict[str, int]:
@@ -189,6 +190,10 @@ class NodeServer:
         for key, count in self._native().items():
             counts[key] = counts.get(key, 0) + count
         return counts
+
+    def serving(self) -> dict[str, int]:
+        """Calls each door serves now, by door."""
+        return {door.name: door.serving() for door in self._table.doors}
 
     def start(self) -> None:
         """Serve gRPC, then (if asked) metrics; an unbindable metrics address is a

@@ -90,6 +90,8 @@ def test_a_neighbours_absurd_values_are_screened_and_counted_on_its_link(tmp_pat
         screened = "starling_link_messages_screened_total"
         assert value(table, screened, peer="1", direction="in") == 2
         assert value(table, screened, peer="2", direction="in") == 0
+        # The doors' load: nothing held now that the streams are over.
+        assert value(table, "starling_door_calls_serving", door="peer") == 0
         assert "screened, round 0" in proc.log()
 
 
