@@ -200,6 +200,7 @@ def flood(scenario: str, count: int, big_calls: int = 0, big_mb: int = 0) -> dic
                 big = {**plan, "kinds": ["big"], "count": big_calls, "big_bytes": big_mb << 20}
                 before = _rss(node.pid)
                 attacker = _attacker(big)
+                _settled(client)  # every message sent and refused before the attack stops
                 (work / "stop").touch()
                 out, _ = attacker.communicate(timeout=300)
                 report["big"] = {
