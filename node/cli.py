@@ -30,10 +30,10 @@ from dataclasses import replace
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from starling.node.logs import FORMATS, redact, set_context
+from starling.node.logs import FORMATS, set_context
 from starling.node.logs import setup as setup_logs
 from starling.node.params import ConfigError
-from starling.node.security import ORCHESTRATOR_ID, is_loopback, others_can_read, read_token
+from starling.node.security import ORCHESTRATOR_ID, is_loopback, others_can_read
 
 if TYPE_CHECKING:
     from starling.node.config import NodeSettings
@@ -116,23 +116,30 @@ def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
     access.add_argument("--tls-cert", metavar="PEM", help="this node's certificate")
     access.add_argument("--tls-key", metavar="PEM", help="this node's private key")
     access.add_argument(
+        "--tls-crl",
+        metavar="PEM",
+        help="the CA's revocation list (starling certs revoke): callers it lists are refused",
+    )
+    access.add_argument(
         "--token-file",
         metavar="FILE",
-        help="Control calls must carry this bearer token (TLS or not)",
+        help="Control calls must carry this node's own token (TLS or not; made by "
+        "'starling certs tokens', re-read when it changes)",
     )
     access.add_argument(
         "--insecure",
         action="store_true",
         default=None,
-        help="a non-loopback --listen without TLS (private network)",
+        help="a non-loopback --listen without TLS (private network: tokens and the run's "
+        "link secrets cross it in clear)",
     )
     serve.add_argument(
         "--max-workers",
         type=int,
         default=None,
         metavar="N",
-        help="server threads, made on demand (default and minimum: --max-peer-streams + 64, "
-        "so Control and Health always have threads)",
+        help="Control calls served at once, on threads of their own (default 16); health, "
+        "reflection, samples and peer streams have theirs",
     )
     serve.add_argument(
         "--max-peer-streams",
@@ -147,7 +154,24 @@ def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="largest gRPC message sent or accepted (default: 256 MiB)",
+        help="largest gRPC message sent, and largest iterate joined from its parts "
+        "(default: 256 MiB)",
+    )
+    serve.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="largest single message read, before the caller is known (default: 4 MiB; "
+        "at least 2 MiB: iterates cross in 1 MiB parts)",
+    )
+    serve.add_argument(
+        "--screen-bound",
+        type=float,
+        default=None,
+        metavar="X",
+        help="refuse iterates holding a value beyond ±X, counted 'screened' per peer "
+        "(default: 1e6; 0: off)",
     )
     serve.add_argument("--log-level", choices=LOG_LEVELS, help="stderr log level (default: INFO)")
     serve.add_argument(
@@ -183,7 +207,9 @@ def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
     check.add_argument(
         "--config", metavar="FILE", help="a node config whose tls section (if any) the check uses"
     )
-    check.add_argument("--id", metavar="ID", help="with TLS: the node id its certificate names")
+    check.add_argument(
+        "--id", metavar="ID", help="with TLS (required): the node id its certificate must name"
+    )
     for name in ("ca", "cert", "key"):
         check.add_argument(f"--tls-{name}", metavar="PEM", help=f"with TLS: the {name} to use")
     return parser
@@ -234,13 +260,18 @@ def _settings(args: argparse.Namespace) -> NodeSettings:
         metrics=args.metrics,
         reflection=args.reflection,
         log_format=args.log_format,
+        screen_bound=args.screen_bound,
     )
     given = {k: getattr(args, f"tls_{k}") for k in ("ca", "cert", "key")}
     if any(given.values()):
         if not all(given.values()):
             missing = next(k for k, v in given.items() if not v)
             raise ConfigError(f"--tls-{missing}: required with the other --tls-* flags")
-        settings = replace(settings, tls=tls_files(given, "--tls"))
+        settings = replace(settings, tls=tls_files({**given, "crl": args.tls_crl}, "--tls"))
+    elif args.tls_crl:
+        if settings.tls is None:
+            raise ConfigError("--tls-crl: needs TLS (--tls-ca, --tls-cert, --tls-key or tls:)")
+        settings = replace(settings, tls=replace(settings.tls, crl=args.tls_crl))
     if settings.id == ORCHESTRATOR_ID:
         raise ConfigError(
             f"id: {ORCHESTRATOR_ID!r} is the orchestrator's identity; no node may take it"
@@ -249,6 +280,12 @@ def _settings(args: argparse.Namespace) -> NodeSettings:
         raise ConfigError(f"log_level: expected one of {', '.join(LOG_LEVELS)}")
     if settings.log_format not in FORMATS:
         raise ConfigError(f"log_format: expected one of {', '.join(FORMATS)}")
+    from starling.node.config import check_screen_bound
+
+    try:
+        check_screen_bound(settings.screen_bound, "--screen-bound")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if settings.metrics:
         from starling.node.exporter import parse_metrics_address
 
@@ -261,12 +298,23 @@ def serve(args: argparse.Namespace) -> int:
         settings = _settings(args)
     except ConfigError as exc:
         return _fail(str(exc))
+    os.umask(0o077)  # the store, its checkpoints and anything else written: owner only
+    # gRPC's default verbosity reports a refused TLS handshake (an INFO line): the node
+    # counts it, and its own log level decides whether it is shown. An orchestrator's ERROR,
+    # inherited by the nodes it starts, would hide it from the count; asking INFO outright
+    # adds gRPC's warning that INFO is no production level. Before grpc is imported.
+    if os.environ.get("GRPC_VERBOSITY", "").upper() not in ("INFO", "DEBUG"):
+        os.environ.pop("GRPC_VERBOSITY", None)
+    from starling.node.native_log import capture
+
+    native = capture()  # gRPC's own lines (fd 2) through the logger set up next
     setup_logs(settings.log_format, settings.log_level)
     set_context(node=settings.id or None)
     for flag, value, least in (
         ("--max-peer-streams", args.max_peer_streams, 1),
         ("--max-workers", args.max_workers, 1),
         ("--max-message-bytes", args.max_message_bytes, 1024),  # a message's envelope alone
+        ("--max-request-bytes", args.max_request_bytes, 2 * 1024 * 1024),
     ):
         if value is not None and value < least:
             return _fail(f"{flag}: must be at least {least}, got {value}")
@@ -276,6 +324,13 @@ def serve(args: argparse.Namespace) -> int:
     try:
         host, port = _split(args.listen)
         if settings.tls is None and not settings.insecure and not is_loopback(host):
+            if settings.token_file:
+                return _fail(
+                    f"--listen {args.listen}: refusing a token without TLS on a non-loopback "
+                    "address: the token and the run's link secrets would cross the network in "
+                    "clear (give tls: in the config or --tls-*, or --insecure to accept that "
+                    "on a private network)"
+                )
             return _fail(
                 f"--listen {args.listen}: refusing a non-loopback address without TLS "
                 "(give tls: in the config or --tls-*, or --insecure on a private network)"
@@ -293,20 +348,23 @@ def serve(args: argparse.Namespace) -> int:
     # Imported late so that usage errors are fast and gRPC is never loaded for them.
     from starling.node.protocol.contract import READY_PREFIX
     from starling.node.runtime.server import NodeServer
-    from starling.node.runtime.transport import DEFAULT_MAX_PEER_STREAMS, MAX_MESSAGE_BYTES
+    from starling.node.runtime.transport import (
+        DEFAULT_MAX_PEER_STREAMS,
+        DEFAULT_MAX_REQUEST_BYTES,
+        MAX_MESSAGE_BYTES,
+    )
+    from starling.node.tokens import NodeTokens
 
     try:
-        token = read_token(settings.token_file, "token_file") if settings.token_file else None
+        tokens = NodeTokens(settings.token_file) if settings.token_file else None
         # Files no handshake could use are one line now, not a gRPC error later.
         warnings = settings.tls.check(settings.id) if settings.tls is not None else []
     except ConfigError as exc:
         return _fail(str(exc))
-    if token:
+    if tokens:
         warnings += [w for w in [others_can_read(settings.token_file, "token_file")] if w]
     for warning in warnings:
         logging.getLogger("starling.node").warning(warning)
-    if token:
-        redact(token)
     temporary = not settings.store
     state_dir = tempfile.mkdtemp(prefix="starling-node-") if temporary else settings.store
     try:
@@ -318,11 +376,14 @@ def serve(args: argparse.Namespace) -> int:
             max_workers=args.max_workers,
             max_peer_streams=args.max_peer_streams or DEFAULT_MAX_PEER_STREAMS,
             max_message_bytes=args.max_message_bytes or MAX_MESSAGE_BYTES,
+            max_request_bytes=args.max_request_bytes or DEFAULT_MAX_REQUEST_BYTES,
             tls=settings.tls,
-            token=token,
+            tokens=tokens,
+            native_refusals=native.refusals,
             data_dir=settings.data_dir or os.getcwd(),
             reflection=settings.reflection,
             metrics=settings.metrics,
+            screen_bound=settings.screen_bound,
         )
     except OSError as exc:
         if temporary:
@@ -349,7 +410,7 @@ def serve(args: argparse.Namespace) -> int:
             return _fail(str(exc))
         print(f"{READY_PREFIX}{server.address}", flush=True)
         logging.getLogger("starling.node").info(
-            "state dir %s; %s", state_dir, _access_line(settings, token is not None)
+            "state dir %s; %s", state_dir, _access_line(settings, tokens is not None)
         )
         while not received:
             time.sleep(SIGNAL_POLL_SECONDS)
@@ -392,6 +453,13 @@ def health(args: argparse.Namespace) -> int:
         tls = tls_files(given, "--tls") if any(given.values()) else settings.tls
         if tls is not None:
             credentials, server_id = channel_credentials(tls), args.id or settings.id
+            if not server_id:
+                # Without an id the check is of the address's name, which every certificate
+                # of the CA may hold (localhost, 127.0.0.1): any node would pass.
+                raise ConfigError(
+                    "--id: required with TLS: the node id the certificate at the address "
+                    "must name (or id: in --config)"
+                )
     except ConfigError as exc:
         return _fail(str(exc))
     from starling.node.runtime.transport import open_channel

@@ -12,6 +12,12 @@ Secrets never appear, in either format: what the process knows to be secret (a C
 token, the run's peer secret) is registered with :func:`redact` and replaced by
 ``[redacted]`` in every line, whatever logged it; keys and certificates are only ever
 named by path.
+
+No value can forge a line, in either format: a record is always one line. JSON escapes
+what it holds; in text, the message's control characters (a newline in an experiment name
+or a peer id, a carriage return, an escape sequence) are written as escapes (``\n``,
+``\x1b``), and an exception's traceback follows on lines that begin with ``  | ``, which
+no record's first line does.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ __all__ = [
     "FORMATS",
     "JsonFormatter",
     "TextFormatter",
+    "escape",
     "redact",
     "redact_run",
     "set_context",
@@ -67,6 +74,28 @@ def redact_run(secrets: Iterable[str]) -> None:
         _run_secrets[:] = [*_run_secrets[-1:], kept]
 
 
+_ESCAPES = {"\n": "\\n", "\r": "\\r"}
+
+
+def escape(text: str) -> str:
+    """``text`` with every character that could end or rewrite a line (C0 controls but
+    tab, DEL, NEL and the Unicode line and paragraph separators) written as an escape."""
+    if text.isprintable():
+        return text
+    return "".join(
+        _ESCAPES.get(char)
+        or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+        if _breaks(char)
+        else char
+        for char in text
+    )
+
+
+def _breaks(char: str) -> bool:
+    code = ord(char)
+    return (code < 0x20 and char != "\t") or code in (0x7F, 0x85, 0x2028, 0x2029)
+
+
 def _scrub(text: str) -> str:
     with _secrets_lock:
         secrets = (*_secrets, *(secret for run in _run_secrets for secret in run))
@@ -77,10 +106,21 @@ def _scrub(text: str) -> str:
 
 
 class TextFormatter(logging.Formatter):
-    """The default format, with secrets scrubbed."""
+    """The default format, with secrets scrubbed and no line forged (see module)."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        record.message = escape(record.message)
+        return super().formatMessage(record)
+
+    def formatException(self, ei) -> str:  # type: ignore[no-untyped-def]  # noqa: N802
+        text = super().formatException(ei)
+        return "\n".join("  | " + escape(line) for line in text.splitlines())
+
+    def formatStack(self, stack_info: str) -> str:  # noqa: N802 - logging's name
+        return "\n".join("  | " + escape(line) for line in stack_info.splitlines())
 
     def format(self, record: logging.LogRecord) -> str:
         return _scrub(super().format(record))
@@ -104,6 +144,9 @@ class JsonFormatter(logging.Formatter):
             entry["event"] = "log"
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
+        # Scrubbed before encoding: a secret holding a quote or a backslash would not be
+        # found again once JSON escaped it.
+        entry = {k: _scrub(v) if isinstance(v, str) else v for k, v in entry.items()}
         return _scrub(json.dumps(entry, default=str, ensure_ascii=False))
 
 

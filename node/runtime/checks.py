@@ -16,11 +16,20 @@ from starling.node.params import ConfigError
 from starling.node.protocol import convert
 from starling.node.protocol.starling.v1 import peer_pb2
 from starling.node.runtime.archive import MAX_NAME_LENGTH, safe_name
+from starling.node.runtime.screening import screen
 from starling.node.samplers.base import NodeProgram
 from starling.node.security import ORCHESTRATOR_ID
 from starling.node.spec import MAX_SECONDS, DataSpec, NodeSpec
 
-__all__ = ["Rejected", "admit_spec", "check_iterate", "check_link_setting", "check_spec"]
+__all__ = [
+    "Rejected",
+    "Screened",
+    "admit_spec",
+    "check_iterate",
+    "check_link_setting",
+    "check_spec",
+    "iterate_bound",
+]
 
 
 ROUND_WINDOW = 10_000
@@ -31,8 +40,28 @@ and counted ``rejected``, so one bogus round number cannot make the node count t
 answered for the rest of the run."""
 
 
+ENVELOPE_BYTES = 64 * 1024
+"""What an iterate's bytes may hold beyond its tensors' payload: its envelope (ids, round,
+kind), each tensor's name, shape and dtype."""
+
+
+def iterate_bound(spec: NodeSpec, program: NodeProgram) -> int:
+    """The most bytes an iterate of this run may have: two ``(chains, dim)`` float64 arrays
+    and a small one. Every program's message is one ``(chains, dim)`` array with at most a
+    narrower one beside it (push-sum's weights, DG-LMC's profile, a round number), so this
+    is twice what any of them needs, and :func:`check_iterate` then holds the message to its
+    kind's exact shapes. It bounds what an admitted sender can make a node hold while it
+    joins an iterate's parts (:class:`~starling.node.protocol.wire.PartJoiner`)."""
+    return 8 * (2 * spec.chains * program.ctx.dim + 4096) + ENVELOPE_BYTES
+
+
 class Rejected(ValueError):
     """An incoming iterate failed validation; the message says why, naming the sender."""
+
+
+class Screened(Rejected):
+    """A well-formed iterate with a value beyond the node's screening bound
+    (:mod:`starling.node.runtime.screening`)."""
 
 
 def _positive_int(value: int, where: str, minimum: int = 1) -> None:
@@ -141,8 +170,10 @@ def check_iterate(
     program: NodeProgram | None,
     senders: frozenset[str],
     newest_round: int | None = None,
+    screen_bound: float = 0.0,
 ) -> Message | None:
-    """The decoded message (None for a withheld notice), or Rejected saying why.
+    """The decoded message (None for a withheld notice), or Rejected saying why
+    (:class:`Screened` for a value beyond ``screen_bound``, 0: not screened).
 
     ``newest_round``: the latest round a message may be for (the receiver's round plus its
     window); a message beyond it is refused, never trusted — a peer cannot claim a round so
@@ -207,4 +238,7 @@ def check_iterate(
         check_message(message, expected, sender)
     except ValueError as exc:
         raise Rejected(str(exc)) from None
+    reason = screen(message, program.screened_tensors(iterate.kind), screen_bound)
+    if reason is not None:
+        raise Screened(f"peer {sender!r}: screened, round {iterate.round}: {reason}")
     return message

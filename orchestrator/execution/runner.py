@@ -233,7 +233,7 @@ class _Execution:
                 addresses=addresses,
                 pids=backend.pids(),
                 link_delay_ms=plan.link_delay_ms,
-                access=access_paths(plan.backend),
+                access=access_paths(plan.backend, access),
             )
             live.publish(self.record)
             journal = Journal(self.record.out_dir, account)

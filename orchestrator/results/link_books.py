@@ -91,13 +91,15 @@ LINK_COUNTERS = (
     "dropped",
     "late",
     "rejected",
+    "screened",
     "send_errors",
     "overruns",
 )
 """Per directed link: ``sent`` on the wire, ``delivered`` in time for its round, ``withheld``
 by an emulated fault (scheduled, or live cut/drop), ``dropped`` because the receiver could
 not be reached, ``late`` (arrived after the receiver's deadline), ``rejected`` (malformed),
-``send_errors`` (stream failures), ``overruns`` (an asynchronous receiver waited out its
+``screened`` (of those rejected, refused for a value beyond the receiver's screening
+bound), ``send_errors`` (stream failures), ``overruns`` (an asynchronous receiver waited out its
 deadline for a fresh enough message from this sender)."""
 
 
@@ -122,6 +124,7 @@ def link_summary(link_stats: Mapping[str, Mapping[str, Mapping[str, Mapping]]]) 
             e["delivered"] += int(c.get("received", 0))
             e["late"] += int(c.get("late", 0))
             e["rejected"] += int(c.get("rejected", 0))
+            e["screened"] += int(c.get("screened", 0))
             e["overruns"] += int(c.get("overruns", 0))
     return dict(sorted(links.items()))
 
@@ -143,7 +146,9 @@ def link_account(links: Mapping[str, Mapping[str, int]]) -> list[str]:
     ]
     for key, c in lossy:
         extra = "".join(
-            f" {name} {c[name]}" for name in ("rejected", "send_errors", "overruns") if c.get(name)
+            f" {name} {c[name]}"
+            for name in ("rejected", "screened", "send_errors", "overruns")
+            if c.get(name)
         )
         lines.append(
             f"  {key.replace('->', '→')}: {c.get('sent', 0)}/{c.get('delivered', 0)}/"

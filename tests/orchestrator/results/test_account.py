@@ -107,7 +107,10 @@ def test_link_summary_joins_what_the_sender_and_the_receiver_counted():
             "outbound": {"b": {"sent": 7, "withheld": 3, "dropped": 1, "send_errors": 1}},
             "inbound": {},
         },
-        "b": {"outbound": {}, "inbound": {"a": {"received": 5, "late": 1, "rejected": 0}}},
+        "b": {
+            "outbound": {},
+            "inbound": {"a": {"received": 5, "late": 1, "rejected": 2, "screened": 2}},
+        },
     }
     links = link_summary(books)
     assert links == {
@@ -117,14 +120,16 @@ def test_link_summary_joins_what_the_sender_and_the_receiver_counted():
             "withheld": 3,
             "dropped": 1,
             "late": 1,
-            "rejected": 0,
+            "rejected": 2,
+            "screened": 2,
             "send_errors": 1,
             "overruns": 0,
         }
     }
     lines = link_account(links)
     assert lines[0].startswith("links: 1 of 1 lost messages")
-    assert lines[1] == "  a→b: 7/5/3/1/1 send_errors 1"
+    # The receiver's screening names the sender: the link a→b.
+    assert lines[1] == "  a→b: 7/5/3/1/1 rejected 2 screened 2 send_errors 1"
     clean = {"a->b": {"sent": 4, "delivered": 4, "withheld": 0, "dropped": 0, "late": 0}}
     assert link_account(clean) == ["links: all 1 links delivered every message in time"]
 
