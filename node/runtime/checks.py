@@ -105,6 +105,15 @@ def check_spec(spec: NodeSpec) -> None:
         )
     if not 0.0 <= spec.prior_share <= 1.0:
         raise ConfigError(f"prior_share: must be in [0, 1], got {spec.prior_share!r}")
+    _check_schedule(spec)
+    _check_faults(spec)
+    if spec.data is not None and spec.data.num_shards < 1:
+        raise ConfigError("data.num_shards: must be at least 1")
+
+
+def _check_schedule(spec: NodeSpec) -> None:
+    """Every neighbourhood of the schedule: no self-loop or repeated peer, finite weights,
+    an address for every out-peer."""
     for k, hood in enumerate(spec.schedule):
         for side in ("out_peers", "in_peers"):
             peers = getattr(hood, side)
@@ -118,6 +127,10 @@ def check_spec(spec: NodeSpec) -> None:
         for peer in hood.out_peers:
             if not spec.peers.get(peer):
                 raise ConfigError(f"peers.{peer}: out-peer {peer!r} has no address")
+
+
+def _check_faults(spec: NodeSpec) -> None:
+    """Every link fault, outbound and inbound: a window in order, a drop probability."""
     faults = [("link_faults", k, f) for k, f in enumerate(spec.link_faults)]
     faults += [("inbound_faults", k, f) for k, (_, f) in enumerate(spec.inbound_faults)]
     for where, k, fault in faults:
@@ -125,8 +138,6 @@ def check_spec(spec: NodeSpec) -> None:
             raise ConfigError(f"{where}[{k}].rounds: start {fault.start} > stop {fault.stop}")
         if not 0.0 <= fault.drop <= 1.0:
             raise ConfigError(f"{where}[{k}].drop: must be in [0, 1], got {fault.drop!r}")
-    if spec.data is not None and spec.data.num_shards < 1:
-        raise ConfigError("data.num_shards: must be at least 1")
 
 
 def check_link_setting(drop: float | None, delay_ms: float | None) -> None:
@@ -183,30 +194,7 @@ def check_iterate(
     sender = iterate.sender
     if spec is None:
         raise Rejected(f"peer {sender!r}: node is not configured yet")
-    if iterate.experiment != spec.experiment:
-        raise Rejected(f"peer {sender!r}: unknown experiment {iterate.experiment!r}")
-    if sender not in senders:
-        raise Rejected(f"peer {sender!r}: not an in-peer of node {spec.node_id!r}")
-    if iterate.receiver != spec.node_id:
-        raise Rejected(f"peer {sender!r}: message addressed to {iterate.receiver!r}")
-    phases = program.phases if program is not None else 1
-    if iterate.round < 0 or not 0 <= iterate.phase < phases:
-        raise Rejected(
-            f"peer {sender!r}: no round {iterate.round} phase {iterate.phase} in this run"
-        )
-    if newest_round is not None and iterate.round > newest_round:
-        raise Rejected(
-            f"peer {sender!r}: round {iterate.round} is beyond this node's window "
-            f"(it accepts rounds up to {newest_round})"
-        )
-    if iterate.round >= spec.rounds:
-        # Nothing legitimate sends for such a round (every program sends only in the rounds
-        # it runs, resends included); filed, it would wait as pending for ever. A run that
-        # is extended is configured again, with its new number of rounds.
-        raise Rejected(
-            f"peer {sender!r}: round {iterate.round} is past this run's last round "
-            f"(the run has {spec.rounds} rounds, 0 to {spec.rounds - 1})"
-        )
+    _check_envelope(iterate, spec, program, senders, newest_round)
     if iterate.withheld:
         if len(iterate.tensors):
             raise Rejected(f"peer {sender!r}: a withheld notice must carry no tensors")
@@ -242,3 +230,38 @@ def check_iterate(
     if reason is not None:
         raise Screened(f"peer {sender!r}: screened, round {iterate.round}: {reason}")
     return message
+
+
+def _check_envelope(
+    iterate: peer_pb2.Iterate,
+    spec: NodeSpec,
+    program: NodeProgram | None,
+    senders: frozenset[str],
+    newest_round: int | None,
+) -> None:
+    """Who sent it, to whom, for which experiment, round and phase (module docstring)."""
+    sender = iterate.sender
+    if iterate.experiment != spec.experiment:
+        raise Rejected(f"peer {sender!r}: unknown experiment {iterate.experiment!r}")
+    if sender not in senders:
+        raise Rejected(f"peer {sender!r}: not an in-peer of node {spec.node_id!r}")
+    if iterate.receiver != spec.node_id:
+        raise Rejected(f"peer {sender!r}: message addressed to {iterate.receiver!r}")
+    phases = program.phases if program is not None else 1
+    if iterate.round < 0 or not 0 <= iterate.phase < phases:
+        raise Rejected(
+            f"peer {sender!r}: no round {iterate.round} phase {iterate.phase} in this run"
+        )
+    if newest_round is not None and iterate.round > newest_round:
+        raise Rejected(
+            f"peer {sender!r}: round {iterate.round} is beyond this node's window "
+            f"(it accepts rounds up to {newest_round})"
+        )
+    if iterate.round >= spec.rounds:
+        # Nothing legitimate sends for such a round (every program sends only in the rounds
+        # it runs, resends included); filed, it would wait as pending for ever. A run that
+        # is extended is configured again, with its new number of rounds.
+        raise Rejected(
+            f"peer {sender!r}: round {iterate.round} is past this run's last round "
+            f"(the run has {spec.rounds} rounds, 0 to {spec.rounds - 1})"
+        )
