@@ -36,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
         # Before anything of the orchestrator's is imported: a device's node (the systemd
         # unit runs `starling node serve`) pays only for the node (12 MB and 0.5 s less).
         return _guard(lambda: cmd_node(argv[1:]))
+    # Results folders, run records, the nodes' stores (local nodes inherit it) and key files:
+    # owner-only, whatever the shell's umask. A results folder holds a run's samples and the
+    # paths of its credentials; sharing one is the user's choice (chmod), never a default.
+    os.umask(0o077)
     from starling.orchestrator.cli.live import join_option_values
 
     parser = _parser()

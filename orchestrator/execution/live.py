@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from starling.node.params import ConfigError
+from starling.orchestrator.core.seals import SEAL, check_seal, sealed
 
 __all__ = [
     "RunRecord",
+    "read_record",
     "registry_dir",
     "publish",
     "withdraw",
@@ -76,8 +78,11 @@ def _pid_alive(pid: int) -> bool:
 
 
 def publish(record: RunRecord) -> None:
+    """Write the record where the live commands find it, sealed with this user's key
+    (:mod:`starling.orchestrator.core.seals`): they dial only what a record of their own
+    user says."""
     Path(record.out_dir).mkdir(parents=True, exist_ok=True)
-    text = json.dumps(record.__dict__, indent=2)
+    text = json.dumps(sealed(record.__dict__), indent=2)
     _atomic_write(Path(record.out_dir) / "run.json", text)
     registry_dir().mkdir(parents=True, exist_ok=True)
     _atomic_write(registry_dir() / f"{record.orchestrator_pid}.json", text)
@@ -100,8 +105,8 @@ def active_runs() -> list[RunRecord]:
         return runs
     for entry in sorted(folder.glob("*.json")):
         try:
-            record = RunRecord(**json.loads(entry.read_text()))
-        except (OSError, ValueError, TypeError):
+            record = read_record(entry)
+        except (OSError, ValueError, TypeError, ConfigError):
             continue
         if _pid_alive(record.orchestrator_pid):
             runs.append(record)
@@ -113,7 +118,7 @@ def active_runs() -> list[RunRecord]:
 def find_run(selector: str | None = None) -> RunRecord:
     """The running experiment named (by name or results folder) or the only one running."""
     if selector and Path(selector, "run.json").is_file():
-        return RunRecord(**json.loads(Path(selector, "run.json").read_text()))
+        return read_record(Path(selector, "run.json"))
     runs = active_runs()
     if selector:
         runs = [r for r in runs if r.name == selector or Path(r.out_dir) == Path(selector)]
@@ -124,6 +129,23 @@ def find_run(selector: str | None = None) -> RunRecord:
         names = ", ".join(f"{r.name} ({r.out_dir})" for r in runs)
         raise ConfigError(f"several experiments are running: {names}; choose one with --run")
     return runs[0]
+
+
+def read_record(path: Path) -> RunRecord:
+    """The run record at ``path``, once its seal says this user's starling wrote it as it
+    is; a ConfigError naming the file otherwise."""
+    try:
+        body = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: not a readable run record ({exc})") from None
+    if not isinstance(body, dict):
+        raise ConfigError(f"{path}: not a run record (a {type(body).__name__})")
+    check_seal(body, path, "dial the nodes it names with your credentials")
+    fields = {k: v for k, v in body.items() if k != SEAL}
+    try:
+        return RunRecord(**fields)
+    except TypeError as exc:
+        raise ConfigError(f"{path}: not a run record of this Starling ({exc})") from None
 
 
 def who() -> str:

@@ -39,7 +39,7 @@ from starling.orchestrator.planning.plan import plan_run
 from starling.orchestrator.results.account import Account, account_schedule
 from starling.orchestrator.results.folder import RUNNING, ResultsFolder
 from starling.orchestrator.results.node_recipes import load_node_data
-from starling.orchestrator.results.start_record import read_start
+from starling.orchestrator.results.start_record import check_experiment_file, read_start
 from starling.orchestrator.results.unwritable import unwritable
 from starling.orchestrator.results.write import close_run
 
@@ -68,6 +68,7 @@ def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
         folder=out,
     )
     start = read_start(out)
+    check_experiment_file(out, start)
     plan = plan_run(
         parse_experiment(read_yaml_file(out / "experiment.yaml"), default_name=start["experiment"])
     )
