@@ -28,7 +28,7 @@ KEY = "node_data"
 
 def save_node_data(start_file: Path, node_data: Mapping[str, DataSpec]) -> None:
     """Add ``node_data`` to the run's ``start.json``, sealed again
-(:mod:`starling.orchestrator.core.seals`; nothing to add: left as it is)."""
+    (:mod:`starling.orchestrator.core.seals`; nothing to add: left as it is)."""
     if not node_data:
         return
     start = json.loads(start_file.read_text(encoding="utf-8"))
