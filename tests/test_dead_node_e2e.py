@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from starling.orchestrator.execution.access import Access
 from starling.orchestrator.execution.client import NodeClient, NodeUnavailable
 from tests.conftest import ROOT
 
@@ -85,7 +86,11 @@ class _Run:
             assert time.monotonic() < deadline, "the run never started"
             time.sleep(0.05)
         self.record = json.loads((out / "run.json").read_text())
-        self.clients = {n: NodeClient(a, timeout=5) for n, a in self.record["addresses"].items()}
+        # Someone else's clients, naming the run (a node refuses a Stop for no run or another).
+        access = Access(run_id=self.record["access"]["run_id"])
+        self.clients = {
+            n: NodeClient(a, timeout=5, access=access) for n, a in self.record["addresses"].items()
+        }
         self.started = time.monotonic()
 
     def rounds_done(self, nodes: list[str], limit: float) -> float:

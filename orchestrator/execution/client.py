@@ -66,10 +66,11 @@ LinkStats = LinkCounters
 # plain types (starling.node.protocol.contract), named here for the orchestrator's modules.
 
 
-_DEFAULT_ACCESS = Access()
+_DEFAULT_ACCESS = Access(run_id="")
 """Clients made without an Access share one (no TLS, no token, one random peer secret per
-orchestrator process); a run makes its own per experiment
-(:mod:`starling.orchestrator.execution.runner`)."""
+orchestrator process) and name no run: a node answers their read-only calls (Status, a
+stored run's samples) whatever it runs, and refuses the others naming its run. A run makes
+its own, with its run id (:mod:`starling.orchestrator.execution.runner`)."""
 
 
 class NodeClient:
