@@ -1,0 +1,153 @@
+"""The swarm stack end to end, on a single-node swarm of this machine's engine: ``starling
+certs init``, ``starling deploy generate --target swarm --tls``, ``docker stack deploy``, and
+the orchestrator's one-shot service runs the quickstart to completion on five node services
+over mutual TLS, with the TLS files handed out as swarm secrets.
+
+As in the compose test, the nodes hold shards 0..4 of seed 1, so the run must give exactly
+what ``starling simulate examples/quickstart.yaml`` gives in-process: the same W2 for every
+node and for the average, to 1e-12 (the samples are bit-identical; only float summation
+order in the evaluation could differ, and it does not). The stack is removed, its volumes
+with it, and the swarm left at the end (a swarm that was already there is kept, only this
+test's labels are taken off its node).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from starling.orchestrator.config.experiment import load_experiment
+from starling.orchestrator.execution.simulation import simulate_experiment
+from starling.orchestrator.planning.plan import plan_run
+from tests.conftest import ROOT, run_cli
+
+pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
+
+NODES = {"a": "0", "b": "1", "c": "2", "d": "3", "e": "4"}
+LABELS = [f"starling.node.{n}" for n in NODES] + ["starling.orchestrator"]
+
+
+def _docker(*args: str, check: bool = True, timeout: float = 120) -> str:
+    done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+    if check and done.returncode != 0:
+        raise AssertionError(f"docker {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def swarm():
+    """This engine in swarm mode, its one node labelled for every Starling service; the
+    node's id. Leaves swarm mode afterwards if it was not in it before."""
+    state = _docker("info", "--format", "{{.Swarm.LocalNodeState}}")
+    joined = state == "inactive"
+    if joined:
+        _docker("swarm", "init", "--advertise-addr", "127.0.0.1")
+    elif state != "active":
+        pytest.fail(f"the engine's swarm state is {state!r}", pytrace=False)
+    node = _docker("info", "--format", "{{.Swarm.NodeID}}")
+    adds = [arg for label in LABELS for arg in ("--label-add", f"{label}=true")]
+    _docker("node", "update", *adds, node)
+    try:
+        yield node
+    finally:
+        if joined:
+            _docker("swarm", "leave", "--force", check=False)
+        else:
+            rms = [arg for label in LABELS for arg in ("--label-rm", label)]
+            _docker("node", "update", *rms, node, check=False)
+
+
+def _wait_done(service: str, timeout: float) -> str:
+    """The orchestrator task's final state (Complete, Failed, ...) once it has one."""
+    deadline = time.monotonic() + timeout
+    state = ""
+    while time.monotonic() < deadline:
+        state = _docker(
+            "service", "ps", service, "--no-trunc", "--format", "{{.CurrentState}}", check=False
+        )
+        first = state.splitlines()[0].split()[0] if state else ""
+        if first in ("Complete", "Failed", "Rejected", "Shutdown", "Orphaned"):
+            return first
+        time.sleep(2)
+    return f"still {state or 'unscheduled'} after {timeout:g} s"
+
+
+def _remove_stack(stack: str) -> None:
+    _docker("stack", "rm", stack, check=False)
+    label = f"label=com.docker.stack.namespace={stack}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and _docker("ps", "-aq", "--filter", label, check=False):
+        time.sleep(1)
+    for volume in _docker("volume", "ls", "-q", "--filter", label, check=False).split():
+        _docker("volume", "rm", "--force", volume, check=False)
+    deadline = time.monotonic() + 60  # the overlay network goes once its tasks are gone
+    while time.monotonic() < deadline and _docker(
+        "network", "ls", "-q", "--filter", label, check=False
+    ):
+        time.sleep(1)
+
+
+def test_the_quickstart_runs_to_completion_on_a_swarm_stack(tmp_path, swarm):
+    for image in ("starling-node:latest", "starling-orchestrator:latest"):
+        if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode:
+            pytest.fail(f"no {image} image: build it with docker/build-offline.sh", pytrace=False)
+    certs = tmp_path / "certs"
+    hosts = [arg for n in NODES for arg in ("--host", f"{n}=node-{n}")]
+    made = run_cli("certs", "init", str(certs), "--nodes", ",".join(NODES), *hosts)
+    assert made.returncode == 0, made.stderr
+    folder = tmp_path / "stack"
+    generated = run_cli(
+        "deploy", "generate", "--target", "swarm", "--tls", str(certs), "--out", str(folder)
+    )
+    assert generated.returncode == 0, generated.stderr
+    stack_text = (folder / "stack.yml").read_text()
+    assert "BEGIN" not in stack_text  # certificates travel as secrets, by file reference
+    results = tmp_path / "results"
+    results.mkdir()
+    stack = f"starling-swarm-{uuid.uuid4().hex[:8]}"
+    try:
+        deployed = subprocess.run(
+            ["docker", "stack", "deploy", "--resolve-image", "never", "-c", "stack.yml", stack],
+            cwd=folder,
+            env={"PATH": "/usr/bin:/bin:/usr/local/bin", "STARLING_RESULTS": str(results)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert deployed.returncode == 0, deployed.stderr
+        # Each node's certificate and key reach it as secrets, in its tmpfs only.
+        state = _wait_done(f"{stack}_orchestrator", timeout=900)
+        logs = _docker("service", "logs", "--raw", f"{stack}_orchestrator", check=False)
+        assert state == "Complete", f"orchestrator {state}:\n{logs[-4000:]}"
+        for node in NODES:
+            spec = json.loads(_docker("service", "inspect", f"{stack}_node-{node}"))[0]["Spec"]
+            task = spec["TaskTemplate"]
+            assert spec["EndpointSpec"]["Mode"] == "dnsrr"
+            assert task["Placement"]["Constraints"] == [f"node.labels.starling.node.{node} == true"]
+            mounted = {s["File"]["Name"] for s in task["ContainerSpec"]["Secrets"]}
+            assert mounted == {"ca.pem", f"{node}.pem", f"{node}.key"}, node
+    finally:
+        _remove_stack(stack)
+
+    out = (results / "compose-quickstart-5-ring" / "latest").resolve()
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["backend"] == "inventory" and metrics["status"] == "complete", metrics
+    assert metrics["samples_per_node"] == dict.fromkeys(NODES, 100)
+    reference = simulate_experiment(
+        plan_run(load_experiment(ROOT / "examples" / "quickstart.yaml")),
+        tmp_path / "sim",
+        quiet=True,
+    )
+    assert metrics["w2"]["average"] == pytest.approx(reference["w2"]["average"], abs=1e-12)
+    for node, twin in NODES.items():
+        assert metrics["w2"]["per_node"][node] == pytest.approx(
+            reference["w2"]["per_node"][twin], abs=1e-12
+        ), node
+    record = json.loads((out / "run.json").read_text())
+    assert record["access"]["tls"]["cert"] == "/run/secrets/orchestrator.pem"
+    label = f"label=com.docker.stack.namespace={stack}"
+    assert not _docker("ps", "-aq", "--filter", label), "a container outlived stack rm"
