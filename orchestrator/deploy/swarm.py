@@ -123,6 +123,8 @@ def generate(testbed: Testbed, certs: Path | None = None) -> dict[str, str]:
         orchestrator["secrets"] = _secrets_of(ORCHESTRATOR_ID, 0o444)
     services["orchestrator"] = orchestrator
     document: dict[str, Any] = {
+        # `docker stack deploy` reads the compose file format 3 and wants its version said.
+        "version": "3.8",
         "services": services,
         "networks": {"testbed": {"driver": "overlay", "attachable": True}},
         "volumes": {n.service: {} for n in testbed.nodes},
