@@ -29,6 +29,8 @@ def _testbed(args: argparse.Namespace, target: str) -> Testbed:
             f"--experiment: expected a file or a shipped example's name, got {args.experiment!r}"
         )
     tls = getattr(args, "tls", None)
+    if getattr(args, "collect", None) is not None and target != "kubernetes":
+        raise ConfigError("--collect: a recovery Job is for --target kubernetes")
     if tls is not None and target not in CERTS_AT:
         raise ConfigError(
             "--tls: the compose target takes its certificates from compose.tls.yml; "
@@ -98,6 +100,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
         files = _tls_files(args.tls, testbed) if args.tls is not None else None
         certs_folder = next(iter(files.values())).parent if files else None
         _write_folder(swarm.generate(testbed, certs_folder), args.out, args.overwrite)
+    elif args.collect is not None:
+        job = kubernetes.recovery_job(testbed, args.collect)
+        header = "# Stop the nodes' rounds and write the run's results from what they stored.\n"
+        _write(kubernetes.render([job], header), args.out, args.overwrite)
     else:
         tls = _tls_files(args.tls, testbed) if args.tls is not None else None
         contents = {name: path.read_bytes() for name, path in tls.items()} if tls else None
@@ -184,6 +190,12 @@ def add_commands(sub) -> None:
     gen.add_argument(
         "--storage", default="1Gi", help="kubernetes: the size of each volume claim (1Gi)"
     )
+    gen.add_argument(
+        "--collect",
+        metavar="RUN_FOLDER",
+        help="kubernetes: only a Job that recovers the run in RUN_FOLDER (/results/NAME/latest) "
+        "after its orchestrator died: starling stop, then starling collect",
+    )
     gen.set_defaults(handler=cmd_generate)
     policies = actions.add_parser(
         "policies",
@@ -208,5 +220,5 @@ def add_commands(sub) -> None:
         "generate", help="= starling deploy generate --target compose: a compose file"
     )
     _testbed_options(alias)
-    alias.set_defaults(handler=cmd_generate, target="compose", tls=None)
+    alias.set_defaults(handler=cmd_generate, target="compose", tls=None, collect=None)
     certs.add_commands(sub)

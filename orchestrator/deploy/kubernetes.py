@@ -34,6 +34,7 @@ Kubernetes form of a kernel link cut (``starling deploy policies --cut a:b``).
 from __future__ import annotations
 
 import base64
+import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -55,6 +56,7 @@ __all__ = [
     "generate",
     "manifests",
     "network_policies",
+    "recovery_job",
     "render",
 ]
 
@@ -70,6 +72,7 @@ IMAGE_USER = 10001
 """The images' user ``starling`` (docker/Dockerfile)."""
 EXPERIMENT_CONFIG = "starling-experiment"
 RESULTS_CLAIM = "starling-results"
+ORCHESTRATOR_SECRET = f"{ORCHESTRATOR_ID}-tls"
 
 
 def _meta(name: str, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -185,10 +188,42 @@ def _node_objects(
     return objects
 
 
-def _orchestrator_objects(
-    testbed: Testbed, certs: Mapping[str, bytes] | None, storage: str
-) -> list[dict[str, Any]]:
+def _job(
+    name: str, args: list[str], mounts: list[dict[str, Any]], volumes: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A one-shot pod of the orchestrator image, labelled as the orchestrator (so the
+    policies let it reach the nodes) and placed on the orchestrator's machine."""
     labels = _orchestrator_labels()
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _meta(name, labels),
+        "spec": {
+            "backoffLimit": 0,  # a second try would start the run again, not resume it
+            "template": {
+                "metadata": {"labels": {**PART_OF, **labels}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "nodeSelector": {ORCHESTRATOR_MACHINE_LABEL: "true"},
+                    "securityContext": _pod_security(),
+                    "containers": [
+                        {
+                            "name": ORCHESTRATOR_ID,
+                            "image": ORCHESTRATOR_IMAGE,
+                            "imagePullPolicy": "IfNotPresent",
+                            "args": args,
+                            "volumeMounts": mounts,
+                        }
+                    ],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }
+
+
+def _orchestrator_volumes(tls: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The orchestrator's mounts and volumes: results, the experiment, its TLS Secret."""
     mounts: list[dict[str, Any]] = [
         {"name": "results", "mountPath": "/results"},
         {"name": "experiment", "mountPath": "/etc/starling", "readOnly": True},
@@ -197,6 +232,29 @@ def _orchestrator_objects(
         {"name": "results", "persistentVolumeClaim": {"claimName": RESULTS_CLAIM}},
         {"name": "experiment", "configMap": {"name": EXPERIMENT_CONFIG}},
     ]
+    if tls:
+        mounts.append({"name": "tls", "mountPath": CERTS_AT, "readOnly": True})
+        volumes.append(
+            {"name": "tls", "secret": {"secretName": ORCHESTRATOR_SECRET, "defaultMode": 0o400}}
+        )
+    return mounts, volumes
+
+
+def recovery_job(testbed: Testbed, run_folder: str) -> dict[str, Any]:
+    """A Job that stops the nodes' rounds of the run in ``run_folder`` (on the results
+    claim) and writes its results from what they stored: ``starling stop``, then
+    ``starling collect``, for when the orchestrator's Job died mid-run."""
+    mounts, volumes = _orchestrator_volumes(testbed.certs_at is not None)
+    folder = shlex.quote(run_folder)
+    script = f"starling stop --run {folder}; exec starling collect {folder}"
+    return _job(f"starling-{ORCHESTRATOR_ID}-collect", ["sh", "-c", script], mounts, volumes)
+
+
+def _orchestrator_objects(
+    testbed: Testbed, certs: Mapping[str, bytes] | None, storage: str
+) -> list[dict[str, Any]]:
+    labels = _orchestrator_labels()
+    mounts, volumes = _orchestrator_volumes(certs is not None)
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
@@ -207,37 +265,9 @@ def _orchestrator_objects(
         _claim(RESULTS_CLAIM, storage, labels),
     ]
     if certs is not None:
-        name = f"{ORCHESTRATOR_ID}-tls"
-        objects.append(_secret(name, _tls_files(ORCHESTRATOR_ID, certs), labels))
-        mounts.append({"name": "tls", "mountPath": CERTS_AT, "readOnly": True})
-        volumes.append({"name": "tls", "secret": {"secretName": name, "defaultMode": 0o400}})
+        objects.append(_secret(ORCHESTRATOR_SECRET, _tls_files(ORCHESTRATOR_ID, certs), labels))
     objects.append(
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": _meta(f"starling-{ORCHESTRATOR_ID}", labels),
-            "spec": {
-                "backoffLimit": 0,  # a second try would start the run again, not resume it
-                "template": {
-                    "metadata": {"labels": {**PART_OF, **labels}},
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "nodeSelector": {ORCHESTRATOR_MACHINE_LABEL: "true"},
-                        "securityContext": _pod_security(),
-                        "containers": [
-                            {
-                                "name": ORCHESTRATOR_ID,
-                                "image": ORCHESTRATOR_IMAGE,
-                                "imagePullPolicy": "IfNotPresent",
-                                "args": testbed.orchestrator_command(),
-                                "volumeMounts": mounts,
-                            }
-                        ],
-                        "volumes": volumes,
-                    },
-                },
-            },
-        }
+        _job(f"starling-{ORCHESTRATOR_ID}", testbed.orchestrator_command(), mounts, volumes)
     )
     return objects
 

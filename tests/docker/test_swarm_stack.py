@@ -19,6 +19,7 @@ import time
 import uuid
 
 import pytest
+import yaml
 
 from starling.orchestrator.config.experiment import load_experiment
 from starling.orchestrator.execution.simulation import simulate_experiment
@@ -151,3 +152,123 @@ def test_the_quickstart_runs_to_completion_on_a_swarm_stack(tmp_path, swarm):
     assert record["access"]["tls"]["cert"] == "/run/secrets/orchestrator.pem"
     label = f"label=com.docker.stack.namespace={stack}"
     assert not _docker("ps", "-aq", "--filter", label), "a container outlived stack rm"
+
+
+def _containers(stack: str, node: str, every: bool = False) -> list[str]:
+    labels = [
+        "--filter",
+        f"label=com.docker.stack.namespace={stack}",
+        "--filter",
+        f"label=com.docker.swarm.service.name={stack}_node-{node}",
+    ]
+    return _docker("ps", *(["-a"] if every else []), "-q", *labels, check=False).split()
+
+
+def _wait(what: str, check, timeout: float = 120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(1)
+    raise AssertionError(f"no {what} after {timeout:g} s")
+
+
+def _tables(container: str) -> str:
+    """The nft tables in a container's network namespace, listed by the helper image."""
+    return _docker(
+        "run",
+        "--rm",
+        "--network",
+        f"container:{container}",
+        "--cap-add",
+        "NET_ADMIN",
+        "starling-netfault:latest",
+        "nft",
+        "list",
+        "tables",
+    )
+
+
+def test_node_and_kernel_faults_through_the_engine_on_a_swarm_stack(tmp_path, swarm):
+    """``starling nodes kill|restart|pause|unpause`` and ``links cut|restore --kernel`` with
+    ``--swarm STACK`` act on the stack's containers in the middle of a run, which still
+    completes with every node's every sample (a killed node is started again by swarm and
+    resumes from its volume); ``disconnect`` is refused in one line."""
+    experiment = yaml.safe_load((ROOT / "examples" / "compose-quickstart.yaml").read_text())
+    experiment.update(name="swarm-faults", rounds=1000)
+    (tmp_path / "faults.yaml").write_text(yaml.safe_dump(experiment))
+    folder = tmp_path / "stack"
+    generated = run_cli(
+        "deploy",
+        "generate",
+        "--target",
+        "swarm",
+        "--experiment",
+        str(tmp_path / "faults.yaml"),
+        "--out",
+        str(folder),
+    )
+    assert generated.returncode == 0, generated.stderr
+    results = tmp_path / "results"
+    results.mkdir()
+    stack = f"starling-faults-{uuid.uuid4().hex[:8]}"
+
+    def starling(*words: str):
+        return run_cli(*words, "--swarm", stack, timeout=120)
+
+    try:
+        deployed = subprocess.run(
+            ["docker", "stack", "deploy", "--resolve-image", "never", "-c", "stack.yml", stack],
+            cwd=folder,
+            env={"PATH": "/usr/bin:/bin:/usr/local/bin", "STARLING_RESULTS": str(results)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert deployed.returncode == 0, deployed.stderr
+        orchestrator = f"{stack}_orchestrator"
+        _wait(
+            "running orchestrator",
+            lambda: (
+                "Running"
+                in _docker(
+                    "service", "ps", orchestrator, "--format", "{{.CurrentState}}", check=False
+                )
+            ),
+        )
+        (paused,) = _wait("container of node c", lambda: _containers(stack, "c"))
+        done = starling("nodes", "pause", "c")
+        assert done.returncode == 0 and done.stdout.strip() == "node c: pause done", done
+        assert _docker("inspect", "-f", "{{.State.Status}}", paused) == "paused"
+        assert starling("nodes", "unpause", "c").returncode == 0
+        assert _docker("inspect", "-f", "{{.State.Status}}", paused) == "running"
+
+        (receiver,) = _containers(stack, "b")
+        done = starling("links", "cut", "a", "b", "--kernel")
+        assert done.returncode == 0, done.stderr
+        assert "starling_from_a" in _tables(receiver)
+        assert starling("links", "restore", "a", "b", "--kernel").returncode == 0
+        assert "starling_from_a" not in _tables(receiver)
+
+        done = starling("nodes", "kill", "c")
+        assert done.returncode == 0 and "swarm starts it again" in done.stdout, done
+        _wait("new task of node c", lambda: set(_containers(stack, "c")) - {paused})
+        (before,) = _containers(stack, "d")
+        assert starling("nodes", "restart", "d").returncode == 0
+        _wait("new task of node d", lambda: set(_containers(stack, "d")) - {before}, 180)
+
+        refused = starling("nodes", "disconnect", "e")
+        assert refused.returncode == 2
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert "cannot take it off" in refused.stderr
+
+        state = _wait_done(orchestrator, timeout=900)
+        logs = _docker("service", "logs", "--raw", orchestrator, check=False)
+        assert state == "Complete", f"orchestrator {state}:\n{logs[-4000:]}"
+    finally:
+        _remove_stack(stack)
+    out = (results / "swarm-faults" / "latest").resolve()
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["status"] == "complete", metrics.get("status")
+    assert metrics["samples_per_node"] == dict.fromkeys(NODES, 1000)

@@ -23,7 +23,12 @@ import pytest
 import yaml
 
 from starling.orchestrator.config.experiment import parse_experiment
-from starling.orchestrator.deploy.kubernetes import generate, manifests, network_policies
+from starling.orchestrator.deploy.kubernetes import (
+    generate,
+    manifests,
+    network_policies,
+    recovery_job,
+)
 from starling.orchestrator.deploy.testbed import make_testbed
 from starling.orchestrator.planning.plan import plan_run
 from tests.conftest import ROOT
@@ -202,8 +207,13 @@ def test_manifests_validate_against_the_kubernetes_schemas(tmp_path, version, tl
         ["ConfigMap", "Deployment", "Job", "NetworkPolicy", "PersistentVolumeClaim", "Service"]
         + (["Secret"] if tls else [])
     )
-    for document in documents:
+    recovery = recovery_job(testbed, "/results/directed/latest")
+    for document in [*documents, recovery]:
         kubernetes_validate.validate(document, version, strict=True)
+    # The recovery Job is the orchestrator to the policies (it reaches every node).
+    assert admitted([*documents, recovery]) >= {
+        ("starling-orchestrator-collect", f"node-{n}", 50051) for n in testbed.ids
+    }
     # and the validator refuses a wrong field: its verdict above means something
     broken = next(d for d in documents if d["kind"] == "Deployment")
     broken["spec"]["replicas"] = "one"
