@@ -33,11 +33,11 @@ def chosen(args: argparse.Namespace) -> bool:
 
 
 def _nodes(args: argparse.Namespace):
+    from starling.orchestrator.deploy.testbed import NETWORK, service_name
     from starling.orchestrator.execution.engines import Deployment, EngineNodes
 
-    if args.swarm:
-        return EngineNodes(Deployment("swarm", args.swarm))
-    return EngineNodes(Deployment("compose", args.compose))
+    engine, name = ("swarm", args.swarm) if args.swarm else ("compose", args.compose)
+    return EngineNodes(Deployment(engine, name, service_name, NETWORK))
 
 
 def _say(args: argparse.Namespace, text: str, **fields: object) -> None:

@@ -20,6 +20,7 @@ import yaml
 
 from starling.orchestrator.deploy.testbed import (
     EXPERIMENT_PATH,
+    NETWORK,
     NODE_IMAGE,
     ORCHESTRATOR_IMAGE,
     PORT,
@@ -56,7 +57,7 @@ def generate(testbed: Testbed) -> str:
             service["build"] = {**BUILD, "target": "node"}
         service.update(
             {
-                "networks": ["testbed"],
+                "networks": [NETWORK],
                 "command": testbed.node_args(node),
                 "volumes": [f"{node.service}:{STORE}"],
                 "healthcheck": healthcheck(testbed, node),
@@ -67,7 +68,7 @@ def generate(testbed: Testbed) -> str:
     services["orchestrator"] = {
         "image": ORCHESTRATOR_IMAGE,
         "build": {**BUILD, "target": "orchestrator"},
-        "networks": ["testbed"],
+        "networks": [NETWORK],
         "user": "root",  # docker/entrypoint.sh drops to the owner of ./results
         "command": testbed.orchestrator_command(),
         "configs": [{"source": "experiment", "target": EXPERIMENT_PATH}],
@@ -76,7 +77,7 @@ def generate(testbed: Testbed) -> str:
     }
     document = {
         "services": services,
-        "networks": {"testbed": {}},
+        "networks": {NETWORK: {}},
         "volumes": {n.service: {} for n in testbed.nodes},
         "configs": {"experiment": {"content": testbed.experiment_yaml()}},
     }

@@ -37,6 +37,7 @@ from starling.node.security import ORCHESTRATOR_ID
 from starling.orchestrator.deploy.compose import dump, healthcheck
 from starling.orchestrator.deploy.testbed import (
     EXPERIMENT_PATH,
+    NETWORK,
     NODE_IMAGE,
     ORCHESTRATOR_IMAGE,
     STORE,
@@ -89,7 +90,7 @@ def generate(testbed: Testbed, certs: Path | None = None) -> dict[str, str]:
         service: dict[str, Any] = {
             "image": NODE_IMAGE,
             "command": testbed.node_args(node),
-            "networks": ["testbed"],
+            "networks": [NETWORK],
             "volumes": [f"{node.service}:{STORE}"],
             "healthcheck": healthcheck(testbed, node),
             "stop_grace_period": "10s",
@@ -106,7 +107,7 @@ def generate(testbed: Testbed, certs: Path | None = None) -> dict[str, str]:
         "image": ORCHESTRATOR_IMAGE,
         "user": "root",  # docker/entrypoint.sh drops to the owner of the results folder
         "command": testbed.orchestrator_command(),
-        "networks": ["testbed"],
+        "networks": [NETWORK],
         "configs": [{"source": "experiment", "target": EXPERIMENT_PATH}],
         "volumes": [
             {"type": "bind", "source": "${STARLING_RESULTS:-./results}", "target": "/results"}
@@ -126,7 +127,7 @@ def generate(testbed: Testbed, certs: Path | None = None) -> dict[str, str]:
         # `docker stack deploy` reads the compose file format 3 and wants its version said.
         "version": "3.8",
         "services": services,
-        "networks": {"testbed": {"driver": "overlay", "attachable": True}},
+        "networks": {NETWORK: {"driver": "overlay", "attachable": True}},
         "volumes": {n.service: {} for n in testbed.nodes},
         "configs": {"experiment": {"file": f"./{EXPERIMENT_FILE}"}},
     }

@@ -28,6 +28,7 @@ from starling.orchestrator.planning.plan import plan_run
 __all__ = [
     "DEFAULT_EXPERIMENT",
     "METRICS_PORT",
+    "NETWORK",
     "NODE_IMAGE",
     "ORCHESTRATOR_IMAGE",
     "ORCHESTRATOR_METRICS_PORT",
@@ -48,6 +49,8 @@ METRICS_PORT = 9464
 ORCHESTRATOR_METRICS_PORT = 9465
 NODE_IMAGE = "starling-node:latest"
 ORCHESTRATOR_IMAGE = "starling-orchestrator:latest"
+NETWORK = "testbed"
+"""The network every target puts the nodes and the orchestrator on."""
 STORE = "/var/lib/starling"
 """The node image's store (samples, checkpoints): a volume of the node's own."""
 EXPERIMENT_PATH = "/etc/starling/experiment.yaml"

@@ -5,9 +5,9 @@ run's orchestrator, which in such a deployment owns no node.
     starling nodes kill c --swarm starling          # or --compose PROJECT
     starling links cut a b --kernel --swarm starling
 
-A node is the container of the service ``node-<id>`` (as ``starling deploy generate`` names
-them), found on this machine's engine by the labels compose and swarm put on it. What each
-engine allows:
+A node is the container of its service (``node-<id>`` as ``starling deploy generate`` names
+them; the command line passes the names in), found on this machine's engine by the labels
+compose and swarm put on it. What each engine allows:
 
 * **kill** is SIGKILL to the container, a crash: compose leaves it down until ``restart``;
   swarm starts a new task on the same device per the stack's restart policy (on-failure).
@@ -31,40 +31,39 @@ held elsewhere is refused with a line naming the device.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from starling.orchestrator.core.errors import BackendError
 from starling.orchestrator.execution.backends.docker import docker_client
-from starling.orchestrator.execution.backends.netfault import NETFAULT_IMAGE, KernelFaultsMixin
+from starling.orchestrator.execution.backends.netfault import (
+    NETFAULT_IMAGE,
+    NODE_PORT,
+    KernelFaultsMixin,
+)
 
 __all__ = ["Deployment", "EngineNodes"]
-
-PORT = 50051
-"""The nodes' gRPC port, as the deployment files give it."""
-NETWORK = "testbed"
-"""The deployment's network, as the generated files name it."""
-
-
-def service_of(node: str) -> str:
-    """The service of node ``node`` in a generated deployment."""
-    return f"node-{node}"
 
 
 @dataclass(frozen=True)
 class Deployment:
-    """A compose project or a swarm stack, by name."""
+    """A compose project or a swarm stack, by name, with the names its files give."""
 
     engine: str
     """``compose`` or ``swarm``."""
     name: str
+    service_of: Callable[[str], str]
+    """Node id -> its service's name in the deployment's files (``node-<id>``)."""
+    network_name: str
+    """The deployment's network as its files name it (the engine prefixes the project's)."""
 
     def container_labels(self, node: str) -> list[str]:
         """The label filters that find node ``node``'s container on an engine."""
         if self.engine == "compose":
             return [
                 f"com.docker.compose.project={self.name}",
-                f"com.docker.compose.service={service_of(node)}",
+                f"com.docker.compose.service={self.service_of(node)}",
             ]
         return [
             f"com.docker.stack.namespace={self.name}",
@@ -73,11 +72,12 @@ class Deployment:
 
     def service(self, node: str) -> str:
         """The engine's name of the node's service (swarm prefixes the stack's)."""
-        return f"{self.name}_{service_of(node)}" if self.engine == "swarm" else service_of(node)
+        own = self.service_of(node)
+        return f"{self.name}_{own}" if self.engine == "swarm" else own
 
     @property
     def network(self) -> str:
-        return f"{self.name}_{NETWORK}"
+        return f"{self.name}_{self.network_name}"
 
 
 class EngineNodes(KernelFaultsMixin):
@@ -167,14 +167,14 @@ class EngineNodes(KernelFaultsMixin):
             for task in self._tasks(node):
                 for attached in task.get("NetworksAttachments", []):
                     if attached["Network"]["Spec"]["Name"] == self.deployment.network:
-                        return f"{attached['Addresses'][0].split('/')[0]}:{PORT}"
+                        return f"{attached['Addresses'][0].split('/')[0]}:{NODE_PORT}"
             raise BackendError(self._nowhere("running task of node", node)) from None
         container.reload()
         networks = container.attrs["NetworkSettings"]["Networks"]
         ip = networks.get(self.deployment.network, {}).get("IPAddress", "")
         if not ip:
             raise BackendError(f"node {node}: not on the network {self.deployment.network}")
-        return f"{ip}:{PORT}"
+        return f"{ip}:{NODE_PORT}"
 
     # -- node faults -----------------------------------------------------------------------
 
@@ -239,7 +239,7 @@ class EngineNodes(KernelFaultsMixin):
             f"add table inet {table}\ndelete table inet {table}\n"
             f"table inet {table} {{\n  chain in {{\n"
             "    type filter hook input priority 0; policy accept;\n"
-            f"    ip saddr {source} tcp dport {PORT} {chance}drop\n"
+            f"    ip saddr {source} tcp dport {NODE_PORT} {chance}drop\n"
             "  }\n}\n"
         )
         self._helper(receiver, "nft", script)

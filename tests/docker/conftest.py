@@ -10,6 +10,14 @@ import subprocess
 
 import pytest
 
+from starling.orchestrator.config.experiment import load_experiment
+from starling.orchestrator.execution.simulation import simulate_experiment
+from starling.orchestrator.planning.plan import plan_run
+from tests.conftest import ROOT
+
+QUICKSTART_TWINS = {"a": "0", "b": "1", "c": "2", "d": "3", "e": "4"}
+"""Testbed node -> the quickstart's node holding the same shard (shards 0..4 of seed 1)."""
+
 
 def _problem() -> str | None:
     """Why Docker tests cannot run here, or None."""
@@ -34,3 +42,18 @@ def docker_engine() -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"CI=true but {problem}", pytrace=False)
     pytest.skip(problem)
+
+
+def assert_quickstart_w2(metrics: dict, workdir) -> None:
+    """A testbed run of the quickstart gave exactly what ``starling simulate
+    examples/quickstart.yaml`` gives in-process: the same W2 for every node and for the
+    average, to 1e-12 (the samples are bit-identical; only float summation order in the
+    evaluation could differ, and it does not)."""
+    reference = simulate_experiment(
+        plan_run(load_experiment(ROOT / "examples" / "quickstart.yaml")), workdir, quiet=True
+    )
+    assert metrics["w2"]["average"] == pytest.approx(reference["w2"]["average"], abs=1e-12)
+    for node, twin in QUICKSTART_TWINS.items():
+        assert metrics["w2"]["per_node"][node] == pytest.approx(
+            reference["w2"]["per_node"][twin], abs=1e-12
+        ), node
