@@ -11,9 +11,10 @@ compose and swarm put on it. What each engine allows:
 
 * **kill** is SIGKILL to the container, a crash: compose leaves it down until ``restart``;
   swarm starts a new task on the same device per the stack's restart policy (on-failure).
-* **restart**: compose starts the container again; swarm replaces the task
-  (``docker service update --force``), on the same device and volume. Both resume from the
-  node's store.
+* **restart** is a crash and a start, never a graceful stop (a node stopped by SIGTERM tells
+  the run it was stopped from outside, and the run counts it out): compose kills the
+  container if it runs and starts it again; swarm kills it and starts a new task on the same
+  device and volume. Both resume from the node's store.
 * **pause/unpause** freeze and thaw the container (cgroup freezer).
 * **disconnect/reconnect** take a compose container off its network and back; a swarm task's
   overlay attachment is the swarm's own and cannot be taken off: refused in one line.
@@ -25,8 +26,8 @@ compose and swarm put on it. What each engine allows:
   them.
 
 Everything acting on a container needs it on this engine: on a swarm of several devices, run
-the command on the device that holds the node (``restart`` works from any manager). A node
-held elsewhere is refused with a line naming the device.
+the command on the device that holds the node; a node held elsewhere is refused with a line
+naming the device.
 """
 
 from __future__ import annotations
@@ -189,24 +190,23 @@ class EngineNodes(KernelFaultsMixin):
         return "killed; it stays down until `starling nodes restart`"
 
     def restart(self, node: str) -> str:
+        """A crash and a start on the same store. Never a graceful stop: a node stopped by
+        SIGTERM tells the run it was stopped from outside, and the run counts it out."""
         if self.deployment.engine == "swarm":
-            from docker.errors import APIError, NotFound
-
-            try:
-                service = self.client.services.get(self.deployment.service(node))
-                service.force_update()
-            except (APIError, NotFound) as exc:
-                raise BackendError(
-                    f"swarm {self.deployment.name!r}: cannot restart node {node} "
-                    f"({getattr(exc, 'explanation', None) or exc}); run it on a manager"
-                ) from None
-            return "restarting: a new task on its device and volume"
+            self.kill(node)  # refused, naming the device, when the task runs elsewhere
+            return "restarting: killed, swarm starts a new task on its device and volume"
         found = self.client.containers.list(
             all=True, filters={"label": self.deployment.container_labels(node)}
         )
         if not found:
             raise BackendError(self._nowhere("container of node", node))
-        found[0].restart(timeout=10)
+        container = found[0]
+        if container.status == "paused":
+            container.unpause()
+        if container.status in ("running", "paused"):
+            container.kill(signal="SIGKILL")
+            container.wait(timeout=30)
+        container.start()
         return "restarted on its volume"
 
     def disconnect(self, node: str) -> None:
