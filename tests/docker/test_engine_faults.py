@@ -14,9 +14,9 @@ import time
 import uuid
 
 import pytest
-import yaml
 
 from tests.conftest import ROOT, run_cli
+from tests.docker.conftest import generate_long_run, nft_tables
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
 
@@ -58,19 +58,8 @@ def test_node_and_kernel_faults_through_the_engine_on_a_compose_project(tmp_path
     ):
         if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode:
             pytest.fail(f"no {image} image: build it with docker/build-offline.sh", pytrace=False)
-    experiment = yaml.safe_load((ROOT / "examples" / "compose-quickstart.yaml").read_text())
-    experiment.update(name="compose-faults", rounds=ROUNDS)
-    (tmp_path / "faults.yaml").write_text(yaml.safe_dump(experiment))
     compose_file = tmp_path / "compose.yml"
-    made = run_cli(
-        "deploy",
-        "generate",
-        "--experiment",
-        str(tmp_path / "faults.yaml"),
-        "--out",
-        str(compose_file),
-    )
-    assert made.returncode == 0, made.stderr
+    generate_long_run(tmp_path, "compose-faults", ROUNDS, compose_file)
     results = tmp_path / "results"
     results.mkdir()
     project = f"starling-faults-{uuid.uuid4().hex[:8]}"
@@ -121,21 +110,9 @@ def test_node_and_kernel_faults_through_the_engine_on_a_compose_project(tmp_path
 
         b = _container(project, "node-b")
         assert starling("links", "cut", "a", "b", "--kernel").returncode == 0
-        tables = [
-            "run",
-            "--rm",
-            "--network",
-            f"container:{b}",
-            "--cap-add",
-            "NET_ADMIN",
-            "starling-netfault:latest",
-            "nft",
-            "list",
-            "tables",
-        ]
-        assert "starling_from_a" in _docker(*tables)
+        assert "starling_from_a" in nft_tables(b)
         assert starling("links", "restore", "a", "b", "--kernel").returncode == 0
-        assert "starling_from_a" not in _docker(*tables)
+        assert "starling_from_a" not in nft_tables(b)
 
         done = starling("nodes", "kill", "d")
         assert done.returncode == 0 and "stays down" in done.stdout, done

@@ -20,10 +20,14 @@ import time
 import uuid
 
 import pytest
-import yaml
 
-from tests.conftest import ROOT, run_cli
-from tests.docker.conftest import QUICKSTART_TWINS, assert_quickstart_w2
+from tests.conftest import run_cli
+from tests.docker.conftest import (
+    QUICKSTART_TWINS,
+    assert_quickstart_w2,
+    generate_long_run,
+    nft_tables,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
 
@@ -170,42 +174,13 @@ def _wait(what: str, check, timeout: float = 120):
     raise AssertionError(f"no {what} after {timeout:g} s")
 
 
-def _tables(container: str) -> str:
-    """The nft tables in a container's network namespace, listed by the helper image."""
-    return _docker(
-        "run",
-        "--rm",
-        "--network",
-        f"container:{container}",
-        "--cap-add",
-        "NET_ADMIN",
-        "starling-netfault:latest",
-        "nft",
-        "list",
-        "tables",
-    )
-
-
 def test_node_and_kernel_faults_through_the_engine_on_a_swarm_stack(tmp_path, swarm):
     """``starling nodes kill|restart|pause|unpause`` and ``links cut|restore --kernel`` with
     ``--swarm STACK`` act on the stack's containers in the middle of a run, which still
     completes with every node's every sample (a killed node is started again by swarm and
     resumes from its volume); ``disconnect`` is refused in one line."""
-    experiment = yaml.safe_load((ROOT / "examples" / "compose-quickstart.yaml").read_text())
-    experiment.update(name="swarm-faults", rounds=1000)
-    (tmp_path / "faults.yaml").write_text(yaml.safe_dump(experiment))
     folder = tmp_path / "stack"
-    generated = run_cli(
-        "deploy",
-        "generate",
-        "--target",
-        "swarm",
-        "--experiment",
-        str(tmp_path / "faults.yaml"),
-        "--out",
-        str(folder),
-    )
-    assert generated.returncode == 0, generated.stderr
+    generate_long_run(tmp_path, "swarm-faults", 1000, folder, "--target", "swarm")
     results = tmp_path / "results"
     results.mkdir()
     stack = f"starling-faults-{uuid.uuid4().hex[:8]}"
@@ -234,9 +209,9 @@ def test_node_and_kernel_faults_through_the_engine_on_a_swarm_stack(tmp_path, sw
         (receiver,) = _containers(stack, "b")
         done = starling("links", "cut", "a", "b", "--kernel")
         assert done.returncode == 0, done.stderr
-        assert "starling_from_a" in _tables(receiver)
+        assert "starling_from_a" in nft_tables(receiver)
         assert starling("links", "restore", "a", "b", "--kernel").returncode == 0
-        assert "starling_from_a" not in _tables(receiver)
+        assert "starling_from_a" not in nft_tables(receiver)
 
         done = starling("nodes", "kill", "c")
         assert done.returncode == 0 and "swarm starts it again" in done.stdout, done
