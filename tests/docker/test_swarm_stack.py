@@ -234,3 +234,72 @@ def test_node_and_kernel_faults_through_the_engine_on_a_swarm_stack(tmp_path, sw
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["status"] == "complete", (out / "summary.txt").read_text()
     assert metrics["samples_per_node"] == dict.fromkeys(NODES, 1000)
+
+
+def test_a_dead_orchestrator_s_run_is_recovered_as_the_guide_says(tmp_path, swarm):
+    """docs/deployment/swarm.md, "If the orchestrator dies": its container is killed in the
+    middle of a run over mutual TLS; ``starling stop`` and ``starling collect`` in a
+    container on the stack's network, with the orchestrator's certificate mounted, write the
+    results from what the nodes stored: partial, every node's samples and its W2."""
+    certs = tmp_path / "certs"
+    hosts = [arg for n in NODES for arg in ("--host", f"{n}=node-{n}")]
+    assert run_cli("certs", "init", str(certs), "--nodes", ",".join(NODES), *hosts).returncode == 0
+    folder = tmp_path / "stack"
+    generate_long_run(
+        tmp_path, "swarm-recovery", 1000, folder, "--target", "swarm", "--tls", str(certs)
+    )
+    results = tmp_path / "results"
+    results.mkdir()
+    stack = f"starling-recovery-{uuid.uuid4().hex[:8]}"
+    orchestrator = f"{stack}_orchestrator"
+    tls = [
+        arg
+        for name in ("ca.pem", "orchestrator.pem", "orchestrator.key")
+        for arg in ("-v", f"{certs / name}:/run/secrets/{name}:ro")
+    ]
+    run_folder = "/results/swarm-recovery/latest"
+
+    def recover(*words: str) -> str:
+        return _docker(
+            "run",
+            "--rm",
+            "--network",
+            f"{stack}_testbed",
+            "--user",
+            "root",
+            "--entrypoint",
+            "starling",
+            "-v",
+            f"{results}:/results",
+            *tls,
+            "starling-orchestrator:latest",
+            *words,
+            timeout=300,
+        )
+
+    try:
+        _deploy(folder, stack, results)
+        _wait(
+            "rounds under way",
+            lambda: (
+                "\nrounds " in "\n" + _docker("service", "logs", "--raw", orchestrator, check=False)
+            ),
+            timeout=300,
+        )
+        (container,) = _docker(
+            "ps", "-q", "--filter", f"label=com.docker.swarm.service.name={orchestrator}"
+        ).split()
+        _docker("kill", container)
+        stopped = recover("stop", "--run", run_folder)
+        assert stopped.count("rounds stopped") == len(NODES), stopped
+        collected = recover("collect", run_folder)
+        assert "results written to" in collected, collected
+    finally:
+        _remove_stack(stack)
+    out = (results / "swarm-recovery" / "latest").resolve()
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["status"] == "partial", metrics["status"]
+    assert set(metrics["samples_per_node"]) == set(NODES)
+    assert all(count > 0 for count in metrics["samples_per_node"].values())
+    # Each node scored on what it stored (the nodes stopped a round or so apart).
+    assert all(metrics["w2"]["per_node"][node] > 0 for node in NODES), metrics["w2"]
