@@ -34,10 +34,12 @@ Kubernetes form of a kernel link cut (``starling deploy policies --cut a:b``).
 from __future__ import annotations
 
 import base64
+import re
 import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from starling.node.params import ConfigError
 from starling.node.security import ORCHESTRATOR_ID
 from starling.orchestrator.deploy.compose import dump
 from starling.orchestrator.deploy.testbed import (
@@ -53,6 +55,7 @@ from starling.orchestrator.deploy.testbed import (
 __all__ = [
     "CERTS_AT",
     "ROLE_LABEL",
+    "check_names",
     "generate",
     "manifests",
     "network_policies",
@@ -72,6 +75,7 @@ IMAGE_USER = 10001
 """The images' user ``starling`` (docker/Dockerfile)."""
 EXPERIMENT_CONFIG = "starling-experiment"
 RESULTS_CLAIM = "starling-results"
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 ORCHESTRATOR_SECRET = f"{ORCHESTRATOR_ID}-tls"
 
 
@@ -296,6 +300,7 @@ def _grpc_port() -> list[dict[str, Any]]:
 def network_policies(testbed: Testbed, cut: Iterable[tuple[str, str]] = ()) -> list[dict[str, Any]]:
     """The NetworkPolicies admitting exactly the testbed's links (module docstring), less
     the (sender, receiver) links in ``cut``."""
+    check_names(testbed)
     down = set(cut)
     policies: list[dict[str, Any]] = [
         {
@@ -352,12 +357,25 @@ def network_policies(testbed: Testbed, cut: Iterable[tuple[str, str]] = ()) -> l
     return policies
 
 
+def check_names(testbed: Testbed) -> None:
+    """A ConfigError naming the first node whose Service name ``node-<id>`` Kubernetes
+    would refuse (a DNS label: lowercase letters, digits and ``-``, at most 63)."""
+    for node in testbed.nodes:
+        if not _DNS_LABEL.fullmatch(node.service) or len(node.service) > 63:
+            raise ConfigError(
+                f"nodes: node {node.id!r} would be the Kubernetes Service {node.service!r}, "
+                "but a Service name is lowercase letters, digits and '-' (at most 63): "
+                "rename the node"
+            )
+
+
 def manifests(
     testbed: Testbed, certs: Mapping[str, bytes] | None = None, storage: str = "1Gi"
 ) -> list[dict[str, Any]]:
     """Every object, in the order ``kubectl apply`` creates them; ``certs``: file name ->
     content of a ``starling certs init`` folder when ``testbed`` uses TLS (``certs_at`` is
     :data:`CERTS_AT`); ``storage``: the size each claim asks for."""
+    check_names(testbed)
     objects: list[dict[str, Any]] = []
     for node in testbed.nodes:
         objects += _node_objects(testbed, node, certs, storage)

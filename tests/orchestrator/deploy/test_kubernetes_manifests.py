@@ -22,6 +22,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from starling.node.params import ConfigError
 from starling.orchestrator.config.experiment import parse_experiment
 from starling.orchestrator.deploy.kubernetes import (
     generate,
@@ -246,3 +247,9 @@ def test_each_pod_gets_its_own_store_name_probes_and_only_its_own_key(tmp_path):
     assert job["backoffLimit"] == 0
     mounts = job["template"]["spec"]["containers"][0]["volumeMounts"]
     assert {"name": "results", "mountPath": "/results"} in mounts
+
+
+def test_a_node_id_kubernetes_cannot_name_is_refused_in_one_line():
+    raw = {**_directed(), "nodes": [{"id": i} for i in ("a", "B_2", "c", "d", "e")]}
+    with pytest.raises(ConfigError, match=r"node 'B_2' would be the Kubernetes Service 'node-B_2'"):
+        manifests(make_testbed(raw))
