@@ -68,8 +68,11 @@ bench: $(BIN)/.installed
 testbed:
 	docker/testbed.sh
 
-# The wheel a device installs with no index (docs/deployment/devices.md): dist/*.whl.
+# The wheel a device installs with no index (docs/deployment/devices.md): dist/*.whl,
+# built with the venv's own setuptools (pyproject.toml's build requirement, checked first), so
+# no build environment is fetched.
 wheel: $(BIN)/.installed
 	rm -rf build/lib dist/starling_mcmc-*.whl
+	$(BIN)/python -m pip install --quiet "setuptools>=77"
 	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir dist .
 	@ls dist/starling_mcmc-*.whl | sed 's/^/wheel: /'
