@@ -55,7 +55,7 @@ def _tls_files(folder: str, testbed: Testbed) -> dict[str, Path]:
     where = Path(folder).resolve()
     if not where.is_dir():
         raise ConfigError(f"--tls: {folder} is not a folder (make one: starling certs init)")
-    names = ["ca.pem"] + [f"{p}.{ext}" for p in testbed.tls_parties() for ext in ("pem", "key")]
+    names = testbed.tls_files()
     missing = [name for name in names if not (where / name).is_file()]
     if missing:
         raise ConfigError(

@@ -50,6 +50,7 @@ from starling.orchestrator.deploy.testbed import (
     STORE,
     Testbed,
     TestbedNode,
+    party_files,
 )
 
 __all__ = [
@@ -111,8 +112,7 @@ def _secret(name: str, files: Mapping[str, bytes], labels: Mapping[str, str]) ->
 
 
 def _tls_files(party: str, certs: Mapping[str, bytes]) -> dict[str, bytes]:
-    names = ("ca.pem", f"{party}.pem", f"{party}.key")
-    return {name: certs[name] for name in names}
+    return {name: certs[name] for name in party_files(party)}
 
 
 def _pod_security() -> dict[str, Any]:

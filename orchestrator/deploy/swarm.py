@@ -42,6 +42,7 @@ from starling.orchestrator.deploy.testbed import (
     ORCHESTRATOR_IMAGE,
     STORE,
     Testbed,
+    party_files,
 )
 
 __all__ = [
@@ -74,11 +75,8 @@ def _secret(name: str, mode: int) -> dict[str, Any]:
 
 
 def _secrets_of(party: str, key_mode: int) -> list[dict[str, Any]]:
-    return [
-        _secret("ca.pem", 0o444),
-        _secret(f"{party}.pem", 0o444),
-        _secret(f"{party}.key", key_mode),
-    ]
+    ca, certificate, key = party_files(party)
+    return [_secret(ca, 0o444), _secret(certificate, 0o444), _secret(key, key_mode)]
 
 
 def generate(testbed: Testbed, certs: Path | None = None) -> dict[str, str]:
@@ -132,10 +130,7 @@ def generate(testbed: Testbed, certs: Path | None = None) -> dict[str, str]:
         "configs": {"experiment": {"file": f"./{EXPERIMENT_FILE}"}},
     }
     if certs is not None:
-        names = ["ca.pem"] + [
-            f"{party}.{ext}" for party in testbed.tls_parties() for ext in ("pem", "key")
-        ]
-        document["secrets"] = {name: {"file": str(certs / name)} for name in names}
+        document["secrets"] = {name: {"file": str(certs / name)} for name in testbed.tls_files()}
     labels = " ".join(f"{node_label(n)}=true" for n in testbed.ids)
     header = (
         f"# A Starling swarm stack: {len(testbed.nodes)} nodes and an orchestrator running "

@@ -37,6 +37,7 @@ __all__ = [
     "Testbed",
     "TestbedNode",
     "make_testbed",
+    "party_files",
     "node_ids",
     "service_name",
 ]
@@ -167,6 +168,20 @@ class Testbed:
     def tls_parties(self) -> tuple[str, ...]:
         """Whose certificate and key the deployment hands out: every node, the orchestrator."""
         return (*self.ids, ORCHESTRATOR_ID)
+
+    def tls_files(self) -> list[str]:
+        """The files of a ``starling certs init`` folder the deployment hands out: the CA's
+        certificate (never its key), and every party's :func:`party_files`."""
+        return [CA_FILE] + [name for party in self.tls_parties() for name in party_files(party)[1:]]
+
+
+CA_FILE = "ca.pem"
+
+
+def party_files(party: str) -> tuple[str, str, str]:
+    """What one party (a node id, ``orchestrator``) holds: the CA's certificate, its own
+    certificate, its own key."""
+    return (CA_FILE, f"{party}.pem", f"{party}.key")
 
 
 def _positive(value: int, flag: str, what: str, least: int = 1) -> None:
