@@ -10,7 +10,7 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[all]"
 	touch $@
 
-.PHONY: install run test quick lint docs typecheck-links protos bench
+.PHONY: install run test quick lint docs typecheck-links protos bench testbed wheel
 install: $(BIN)/.installed
 
 run: $(BIN)/.installed
@@ -61,3 +61,18 @@ protos: $(BIN)/.installed
 # QUICK=1 is the short suite CI runs (< 2 min); timings are printed, never asserted.
 bench: $(BIN)/.installed
 	$(BIN)/python -m benchmarks $(if $(QUICK),--quick)
+
+# The compose testbed (docs/deployment/testbed.md): checks the base image first and, where it
+# cannot be pulled, says how to build offline (docker/testbed.sh); then `docker compose up
+# --build`, which rebuilds only what changed.
+testbed:
+	docker/testbed.sh
+
+# The wheel a device installs with no index (docs/deployment/devices.md): dist/*.whl,
+# built with the venv's own setuptools (pyproject.toml's build requirement, checked first), so
+# no build environment is fetched.
+wheel: $(BIN)/.installed
+	rm -rf build/lib dist/starling_mcmc-*.whl
+	$(BIN)/python -m pip install --quiet "setuptools>=77"
+	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir dist .
+	@ls dist/starling_mcmc-*.whl | sed 's/^/wheel: /'

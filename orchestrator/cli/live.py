@@ -14,6 +14,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from starling.node.params import ConfigError
+from starling.orchestrator.cli import engines
 from starling.orchestrator.config.experiment import parse_delay as experiment_delay
 from starling.orchestrator.core.errors import NodeUnavailable
 from starling.orchestrator.execution import live
@@ -112,6 +113,13 @@ def cmd_kernel_link(args) -> int:
 
 
 def cmd_links(args) -> int:
+    if engines.chosen(args):  # a deployment's containers, through the engine
+        if not args.kernel:
+            raise ConfigError(
+                "links --swarm/--compose: only kernel faults go through the engine (add "
+                "--kernel); Starling's own link faults go to the run: starling links ... --run"
+            )
+        return engines.cmd_kernel_link(args)
     if args.kernel:
         return cmd_kernel_link(args)
     change: dict = {}
@@ -172,6 +180,8 @@ def cmd_links(args) -> int:
 
 
 def cmd_nodes(args) -> int:
+    if engines.chosen(args):
+        return engines.cmd_nodes(args)
     record = live.find_run(args.run)
     result = live.post_request(record, args.action, args.node)
     if not result.get("ok"):
@@ -309,6 +319,7 @@ def add_commands(sub) -> None:
     )
     links.add_argument("--run", help="experiment name or results folder (if several run)")
     links.add_argument("--format", choices=["text", "json"], default="text")
+    engines.add_options(links)
     links.set_defaults(handler=cmd_links)
 
     nodes = sub.add_parser("nodes", help="kill or restart a node of a running experiment")
@@ -318,6 +329,7 @@ def add_commands(sub) -> None:
     nodes.add_argument("node", help="node id")
     nodes.add_argument("--run", help="experiment name or results folder (if several run)")
     nodes.add_argument("--format", choices=["text", "json"], default="text")
+    engines.add_options(nodes)
     nodes.set_defaults(handler=cmd_nodes)
 
     stop = sub.add_parser(

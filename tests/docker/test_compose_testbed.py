@@ -21,14 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from starling.orchestrator.config.experiment import load_experiment
-from starling.orchestrator.execution.simulation import simulate_experiment
-from starling.orchestrator.planning.plan import plan_run
 from tests.conftest import ROOT
+from tests.docker.conftest import QUICKSTART_TWINS, assert_quickstart_w2
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
 
-NODES = {"a": "0", "b": "1", "c": "2", "d": "3", "e": "4"}
+NODES = QUICKSTART_TWINS
 
 
 def _base_image() -> str | None:
@@ -108,16 +106,7 @@ def test_compose_up_runs_the_quickstart_on_five_containers(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["backend"] == "inventory"
     assert metrics["samples_per_node"] == dict.fromkeys(NODES, 100)
-    reference = simulate_experiment(
-        plan_run(load_experiment(ROOT / "examples" / "quickstart.yaml")),
-        tmp_path / "sim",
-        quiet=True,
-    )
-    assert metrics["w2"]["average"] == pytest.approx(reference["w2"]["average"], abs=1e-12)
-    for node, twin in NODES.items():
-        assert metrics["w2"]["per_node"][node] == pytest.approx(
-            reference["w2"]["per_node"][twin], abs=1e-12
-        ), node
+    assert_quickstart_w2(metrics, tmp_path / "sim")
     # Written as the owner of the results folder, so the host user can read and delete it;
     # a root-owned folder gets files anyone may read and write (docker/entrypoint.sh).
     for path in out.rglob("*"):
@@ -255,12 +244,7 @@ def test_compose_with_the_tls_overlay_runs_the_quickstart_over_mutual_tls(tmp_pa
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["backend"] == "inventory" and metrics["status"] == "complete", metrics
     assert metrics["samples_per_node"] == dict.fromkeys(NODES, 100)
-    reference = simulate_experiment(
-        plan_run(load_experiment(ROOT / "examples" / "quickstart.yaml")),
-        tmp_path / "sim",
-        quiet=True,
-    )
-    assert metrics["w2"]["average"] == pytest.approx(reference["w2"]["average"], abs=1e-12)
+    assert_quickstart_w2(metrics, tmp_path / "sim")
     # The run's record names the orchestrator's certificate it reached the nodes with.
     record = json.loads((out / "run.json").read_text())
     assert record["access"] == {
