@@ -35,8 +35,11 @@ from starling.node.logs import setup as setup_logs
 from starling.node.params import ConfigError
 from starling.node.security import ORCHESTRATOR_ID, is_loopback, others_can_read
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # loaded when the node serves, not for a usage error
+    from collections.abc import Callable
+
     from starling.node.config import NodeSettings
+    from starling.node.runtime.server import NodeServer
 
 __all__ = ["main"]
 
@@ -310,6 +313,20 @@ def serve(args: argparse.Namespace) -> int:
     native = capture()  # gRPC's own lines (fd 2) through the logger set up next
     setup_logs(settings.log_format, settings.log_level)
     set_context(node=settings.id or None)
+    refusal = _limits_refusal(args) or _store_refusal(settings)
+    args.listen = settings.listen
+    refusal = refusal or _listen_refusal(settings, args.listen)
+    if refusal is not None:
+        return _fail(refusal)
+    try:
+        server, state_dir, temporary = _open_server(settings, args, native.refusals)
+    except (ConfigError, OSError) as exc:
+        return _fail(str(exc))
+    return _serve_until_signalled(server, settings, state_dir, temporary)
+
+
+def _limits_refusal(args: argparse.Namespace) -> str | None:
+    """Why the size and count flags cannot work, if they cannot."""
     for flag, value, least in (
         ("--max-peer-streams", args.max_peer_streams, 1),
         ("--max-workers", args.max_workers, 1),
@@ -317,36 +334,53 @@ def serve(args: argparse.Namespace) -> int:
         ("--max-request-bytes", args.max_request_bytes, 2 * 1024 * 1024),
     ):
         if value is not None and value < least:
-            return _fail(f"{flag}: must be at least {least}, got {value}")
+            return f"{flag}: must be at least {least}, got {value}"
+    return None
+
+
+def _store_refusal(settings: NodeSettings) -> str | None:
     if settings.store and os.path.exists(settings.store) and not os.path.isdir(settings.store):
-        return _fail(f"--store {settings.store}: is a file, not a folder")
-    args.listen = settings.listen
+        return f"--store {settings.store}: is a file, not a folder"
+    return None
+
+
+def _listen_refusal(settings: NodeSettings, listen: str) -> str | None:
+    """Why the node must not listen on ``listen`` (a public address without TLS, a port
+    taken), if it must not."""
     try:
-        host, port = _split(args.listen)
+        host, port = _split(listen)
         if settings.tls is None and not settings.insecure and not is_loopback(host):
             if settings.token_file:
-                return _fail(
-                    f"--listen {args.listen}: refusing a token without TLS on a non-loopback "
+                return (
+                    f"--listen {listen}: refusing a token without TLS on a non-loopback "
                     "address: the token and the run's link secrets would cross the network in "
                     "clear (give tls: in the config or --tls-*, or --insecure to accept that "
                     "on a private network)"
                 )
-            return _fail(
-                f"--listen {args.listen}: refusing a non-loopback address without TLS "
+            return (
+                f"--listen {listen}: refusing a non-loopback address without TLS "
                 "(give tls: in the config or --tls-*, or --insecure on a private network)"
             )
         if port != 0:
             _probe(host, port)
     except ValueError as exc:
-        return _fail(f"--listen {args.listen}: {exc}")
+        return f"--listen {listen}: {exc}"
     except OSError as exc:
         reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
         if exc.errno == errno.EADDRINUSE:
             reason = "address already in use"
-        return _fail(f"cannot listen on {args.listen}: {reason}")
+        return f"cannot listen on {listen}: {reason}"
+    return None
 
+
+def _open_server(
+    settings: NodeSettings,
+    args: argparse.Namespace,
+    native_refusals: Callable[[], dict[str, int]],
+) -> tuple[NodeServer, str, bool]:
+    """The node's server, bound and not started, on its store (a temporary one when none is
+    given: returned third, True); the files it needs checked first (ConfigError, OSError)."""
     # Imported late so that usage errors are fast and gRPC is never loaded for them.
-    from starling.node.protocol.contract import READY_PREFIX
     from starling.node.runtime.server import NodeServer
     from starling.node.runtime.transport import (
         DEFAULT_MAX_PEER_STREAMS,
@@ -355,12 +389,9 @@ def serve(args: argparse.Namespace) -> int:
     )
     from starling.node.tokens import NodeTokens
 
-    try:
-        tokens = NodeTokens(settings.token_file) if settings.token_file else None
-        # Files no handshake could use are one line now, not a gRPC error later.
-        warnings = settings.tls.check(settings.id) if settings.tls is not None else []
-    except ConfigError as exc:
-        return _fail(str(exc))
+    tokens = NodeTokens(settings.token_file) if settings.token_file else None
+    # Files no handshake could use are one line now, not a gRPC error later.
+    warnings = settings.tls.check(settings.id) if settings.tls is not None else []
     if tokens:
         warnings += [w for w in [others_can_read(settings.token_file, "token_file")] if w]
     for warning in warnings:
@@ -379,16 +410,24 @@ def serve(args: argparse.Namespace) -> int:
             max_request_bytes=args.max_request_bytes or DEFAULT_MAX_REQUEST_BYTES,
             tls=settings.tls,
             tokens=tokens,
-            native_refusals=native.refusals,
+            native_refusals=native_refusals,
             data_dir=settings.data_dir or os.getcwd(),
             reflection=settings.reflection,
             metrics=settings.metrics,
             screen_bound=settings.screen_bound,
         )
-    except OSError as exc:
+    except OSError:
         if temporary:
             shutil.rmtree(state_dir, ignore_errors=True)
-        return _fail(str(exc))
+        raise
+    return server, state_dir, temporary
+
+
+def _serve_until_signalled(
+    server: NodeServer, settings: NodeSettings, state_dir: str, temporary: bool
+) -> int:
+    """Serve until SIGTERM or SIGINT, then shut down in order (a temporary store removed)."""
+    from starling.node.protocol.contract import READY_PREFIX
 
     received: list[int] = []
     # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see where a live
@@ -410,7 +449,7 @@ def serve(args: argparse.Namespace) -> int:
             return _fail(str(exc))
         print(f"{READY_PREFIX}{server.address}", flush=True)
         logging.getLogger("starling.node").info(
-            "state dir %s; %s", state_dir, _access_line(settings, tokens is not None)
+            "state dir %s; %s", state_dir, _access_line(settings, bool(settings.token_file))
         )
         while not received:
             time.sleep(SIGNAL_POLL_SECONDS)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -121,7 +122,8 @@ def test_a_control_call_for_another_run_is_refused_naming_both(tmp_path, starlin
     node runs on, and the run's own orchestrator is obeyed."""
     with Cluster(tmp_path) as cluster:
         (proc,) = cluster.start_nodes(["0"]).values()
-        current = proc.client()
+        current = NodeClient(proc.address, access=Access(), node_id="0")  # a run's own id
+        proc.clients.append(current)
         current.wait_ready()
         current.configure(_spec(proc.address, rounds=100_000))
         current.start()
@@ -134,7 +136,8 @@ def test_a_control_call_for_another_run_is_refused_naming_both(tmp_path, starlin
             assert f"{current.run_id!r} (experiment 'trust')" in str(refused.value)
         with pytest.raises(NodeRejected, match="names run '0ld0ld0ld0ld0ld0'"):
             old.set_link("1", up=False)
-        # The live command reads the old run's record and gets the same answer.
+        # The live command reads the old run's record (the user's own, sealed by their
+        # starling: core/seals.py) and gets the same answer.
         folder = tmp_path / "old-run"
         folder.mkdir()
         record = {
@@ -145,7 +148,15 @@ def test_a_control_call_for_another_run_is_refused_naming_both(tmp_path, starlin
             "pids": {"0": None},
             "access": {"run_id": "0ld0ld0ld0ld0ld0"},
         }
-        (folder / "run.json").write_text(json.dumps(record))
+        code = (
+            "import json, sys; from starling.orchestrator.execution import live; "
+            "live.publish(live.RunRecord(**json.loads(sys.argv[1])))"
+        )
+        subprocess.run(
+            [sys.executable, "-c", code, json.dumps(record)],
+            env={**os.environ, "STARLING_HOME": str(starling_home)},
+            check=True,
+        )
         done = run_cli("stop", "--run", str(folder), env_home=starling_home, timeout=120)
         assert done.returncode == 1, done.stdout + done.stderr
         assert "node 0: not stopped" in done.stdout and "names run '0ld0ld0ld0ld0ld0'" in (
