@@ -28,17 +28,17 @@ import tempfile
 import time
 from dataclasses import replace
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from starling.node.logs import FORMATS, redact, set_context
+from starling.node.logs import FORMATS, quiet_when_closed, redact, set_context
 from starling.node.logs import setup as setup_logs
-from starling.node.params import ConfigError
+from starling.node.params import ConfigError, host_port, plain_name
 from starling.node.security import ORCHESTRATOR_ID, is_loopback, others_can_read, read_token
 
 if TYPE_CHECKING:
     from starling.node.config import NodeSettings
 
-__all__ = ["main"]
+__all__ = ["OneLineParser", "main"]
 
 EXIT_USAGE = 2
 SIGNAL_POLL_SECONDS = 0.2
@@ -46,10 +46,79 @@ SIGNAL_POLL_SECONDS = 0.2
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
-def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=prog, description="A Starling node: one gRPC service, one sampler."
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with a mistake on the command line said in one line naming the option and
+    the value (``starling: status --format: invalid choice: 'xml' (choose from 'text',
+    'json')``), exit code 2, instead of the usage block and a line of its own. Its
+    subcommands' parsers are of this class too (argparse makes them with the parent's)."""
+
+    lead = "starling"
+    """What the line starts with: the command as the user knows it."""
+    root = "starling"
+    """The top parser's ``prog``: the line names the subcommand after it."""
+
+    def error(self, message: str) -> NoReturn:
+        where = self.prog.removeprefix(self.root).strip()
+        message = message.removeprefix("argument ")
+        if message.startswith("the following arguments are required"):
+            message = message.replace("the following arguments are required", "missing")
+        if where:
+            where += " " if message.startswith("-") else ": "
+        self.exit(EXIT_USAGE, f"{self.lead}: {where}{message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """argparse's, and then a value left empty (``--metrics ''``, ``--store ' '``) is a
+        mistake too: every option here names something, and an empty one silently meant
+        "none" (no metrics endpoint, a temporary store)."""
+        parsed = super().parse_args(args, namespace)
+        used = self._used(parsed)
+        for parser in used:
+            for action in parser._actions:
+                value = getattr(parsed, action.dest, None) if action.dest else None
+                if value == action.default:
+                    continue  # not given: "" may be a default's meaning (--service)
+                values = value if isinstance(value, list) else [value]
+                if any(isinstance(v, str) and not v.strip() for v in values):
+                    name = action.option_strings[0] if action.option_strings else action.metavar
+                    used[-1].error(f"{name or action.dest}: expected a value, got {value!r}")
+        return parsed
+
+    def _used(self, parsed: argparse.Namespace) -> list[argparse.ArgumentParser]:
+        """This parser and the subcommands' parsers ``parsed`` went through."""
+        chain: list[argparse.ArgumentParser] = [self]
+        while True:
+            sub = next(
+                (a for a in chain[-1]._actions if isinstance(a, argparse._SubParsersAction)), None
+            )
+            if sub is None:
+                return chain
+            name = getattr(parsed, sub.dest, None) if sub.dest != argparse.SUPPRESS else None
+            chosen = sub.choices.get(name) if isinstance(name, str) else None
+            if chosen is None:
+                chosen = next((p for p in sub.choices.values() if _handles(p, parsed)), None)
+            if chosen is None:
+                return chain
+            chain.append(chosen)
+
+
+def _handles(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> bool:
+    """Whether ``parser`` (or a subcommand of it) set ``parsed``'s handler."""
+    handler = getattr(parsed, "handler", None)
+    if handler is None:
+        return False
+    if parser.get_default("handler") is handler:
+        return True
+    return any(
+        _handles(p, parsed)
+        for a in parser._actions
+        if isinstance(a, argparse._SubParsersAction)
+        for p in a.choices.values()
     )
+
+
+def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
+    kind = type("NodeParser", (OneLineParser,), {"lead": "starling-node", "root": prog})
+    parser = kind(prog=prog, description="A Starling node: one gRPC service, one sampler.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     serve = sub.add_parser("serve", help="serve the node's gRPC API until SIGTERM/SIGINT")
     serve.add_argument(
@@ -189,11 +258,23 @@ def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
     return parser
 
 
-def _split(listen: str) -> tuple[str, int]:
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError("expected HOST:PORT with a port between 0 and 65535")
-    return host.strip("[]"), int(port)
+def _split(listen: str, where: str, least_port: int = 0) -> tuple[str, int]:
+    """(host, port) of ``listen``; a ConfigError naming ``where`` if it is not HOST:PORT."""
+    return host_port(listen, where, least_port)
+
+
+def _writable_store(store: str) -> str | None:
+    """Why the node could not keep samples and checkpoints in ``store``, if it could not:
+    the folder is made if need be and a file written and removed in it. A node that
+    served on with a store it could not write failed the first run it was given."""
+    try:
+        os.makedirs(store, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".starling-probe-", dir=store)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return os.strerror(exc.errno).lower() if exc.errno else str(exc)
+    return None
 
 
 def _probe(host: str, port: int) -> None:
@@ -241,6 +322,11 @@ def _settings(args: argparse.Namespace) -> NodeSettings:
             missing = next(k for k, v in given.items() if not v)
             raise ConfigError(f"--tls-{missing}: required with the other --tls-* flags")
         settings = replace(settings, tls=tls_files(given, "--tls"))
+    if settings.id and not plain_name(settings.id):
+        raise ConfigError(
+            f"id: expected a node id of letters, digits, '-', '_' and '.' (not first), "
+            f"got {settings.id!r}"
+        )
     if settings.id == ORCHESTRATOR_ID:
         raise ConfigError(
             f"id: {ORCHESTRATOR_ID!r} is the orchestrator's identity; no node may take it"
@@ -272,9 +358,11 @@ def serve(args: argparse.Namespace) -> int:
             return _fail(f"{flag}: must be at least {least}, got {value}")
     if settings.store and os.path.exists(settings.store) and not os.path.isdir(settings.store):
         return _fail(f"--store {settings.store}: is a file, not a folder")
+    if settings.store and (why := _writable_store(settings.store)) is not None:
+        return _fail(f"--store {settings.store}: cannot write there ({why})")
     args.listen = settings.listen
     try:
-        host, port = _split(args.listen)
+        host, port = _split(args.listen, "--listen")
         if settings.tls is None and not settings.insecure and not is_loopback(host):
             return _fail(
                 f"--listen {args.listen}: refusing a non-loopback address without TLS "
@@ -282,8 +370,8 @@ def serve(args: argparse.Namespace) -> int:
             )
         if port != 0:
             _probe(host, port)
-    except ValueError as exc:
-        return _fail(f"--listen {args.listen}: {exc}")
+    except ConfigError as exc:
+        return _fail(str(exc))
     except OSError as exc:
         reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
         if exc.errno == errno.EADDRINUSE:
@@ -347,6 +435,8 @@ def serve(args: argparse.Namespace) -> int:
             server.start()
         except ConfigError as exc:  # the metrics address could not be bound
             return _fail(str(exc))
+        # `serve | head -1` reads the address and goes: the node serves on, stdout silent.
+        quiet_when_closed()
         print(f"{READY_PREFIX}{server.address}", flush=True)
         logging.getLogger("starling.node").info(
             "state dir %s; %s", state_dir, _access_line(settings, token is not None)
@@ -379,9 +469,11 @@ def health(args: argparse.Namespace) -> int:
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     try:
-        _split(args.address)
-    except ValueError as exc:
-        return _fail(f"{args.address}: {exc}")
+        _split(args.address, "HOST:PORT", least_port=1)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    if not 0 < args.timeout < 1e6:
+        return _fail(f"--timeout: expected a number of seconds above 0, got {args.timeout:g}")
     from starling.node.config import load_settings
     from starling.node.security import channel_credentials, tls_files
 
@@ -411,13 +503,19 @@ def health(args: argparse.Namespace) -> int:
     if reply.status != health_pb2.HealthCheckResponse.SERVING:
         print(f"starling-node: {args.address}: {status.lower()}", file=sys.stderr)
         return 1
+    quiet_when_closed()
     print(f"{args.address}: {status.lower()}")
     return 0
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m starling.node") -> int:
     """``prog`` is how usage lines name the command (``starling node`` through starling)."""
-    args = _parser(prog).parse_args(argv)
+    try:
+        args = _parser(prog).parse_args(argv)
+    except SystemExit as exc:  # a mistake said in one line (exit 2); --help (exit 0) exits
+        if not exc.code:
+            raise
+        return int(exc.code)
     if args.command == "health":
         return health(args)
     setup_logs("text", "INFO")

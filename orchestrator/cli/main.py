@@ -3,16 +3,20 @@ and the guard that turns every user mistake into one line and an exit code.
 
 ``starling node serve|health`` is the node's own command line (:mod:`starling.node.cli`),
 dispatched before anything of the orchestrator is imported.
+
+Calm at the edges: a mistake on the command line is one line naming the option
+(:class:`~starling.node.cli.OneLineParser`), exit 2; standard output closing early (``|
+head``) silences it and the command carries on to its own end and exit code
+(:func:`~starling.node.logs.quiet_when_closed`); a Ctrl-C at any moment, loading included, is
+one line and exit 130. Only the standard library is imported before that guard is up.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Callable
 
-from starling.node.params import ConfigError
 from starling.orchestrator.cli.run import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 
 __all__ = ["main"]
@@ -27,6 +31,20 @@ def cmd_node(rest: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    stdout = sys.stdout
+    try:
+        from starling.node.logs import quiet_when_closed
+
+        quiet_when_closed()
+        return _main(argv)
+    except KeyboardInterrupt:  # while the command was being read, before anything ran
+        print("starling: interrupted before anything ran; nothing was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        sys.stdout = stdout
+
+
+def _main(argv: list[str]) -> int:
     if argv[:2] != ["node", "serve"]:
         # gRPC's core logs each failed TLS handshake of a client at INFO on stderr, around
         # the one line that says which node and why (starling.node.unreachable). A node
@@ -39,14 +57,20 @@ def main(argv: list[str] | None = None) -> int:
     from starling.orchestrator.cli.live import join_option_values
 
     parser = _parser()
-    args = parser.parse_args(join_option_values(argv))
+    try:
+        args = parser.parse_args(join_option_values(argv))
+    except SystemExit as exc:  # a mistake said in one line (exit 2); --help (exit 0) exits
+        if not exc.code:
+            raise
+        return int(exc.code)
     if not getattr(args, "handler", None):
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     return _guard(lambda: args.handler(args))
 
 
 def _guard(action: Callable[[], int]) -> int:
+    from starling.node.params import ConfigError
     from starling.node.shown import shorten
     from starling.orchestrator.core.errors import BackendError, NodeUnavailable
     from starling.orchestrator.results.unwritable import ResultsUnwritable
@@ -60,23 +84,20 @@ def _guard(action: Callable[[], int]) -> int:
         print(f"starling: {shorten(str(exc))}", file=sys.stderr)  # long values cut
         return EXIT_USAGE
     except KeyboardInterrupt as exc:
-        print(f"starling: {exc or 'interrupted'}", file=sys.stderr)
+        said = str(exc) or "interrupted before anything ran; nothing was written"
+        print(f"starling: {said}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # The reader went away (`starling status | head -3`): nothing more to say to it.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
     finally:
         exporter = sys.modules.get("starling.orchestrator.execution.exporter")
         if exporter is not None:  # a --metrics endpoint was served: stop it with the command
             exporter.stop_run_metrics()
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser():
+    from starling.node.cli import OneLineParser
     from starling.orchestrator.cli import deploy, docker, info, live, report, run
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="starling", description="Decentralised Bayesian sampling on real edge networks."
     )
     sub = parser.add_subparsers(metavar="COMMAND")

@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from starling.orchestrator.evaluation.metrics import GaussianTarget
-from starling.orchestrator.report.loading import RunData, Truth, node_samples, subsample
+from starling.orchestrator.report.loading import (
+    RunData,
+    Truth,
+    damaged,
+    node_samples,
+    subsample,
+)
 
 __all__ = ["AVERAGE", "SampleSummary", "summarise"]
 
@@ -59,6 +65,31 @@ def _band_cost(rounds: int, chains: int, dim: int) -> float:
     return RESAMPLES * min(rounds, BAND_ROUNDS) * chains * dim * min(chains, dim)
 
 
+def _agrees(
+    data: RunData, node: str, values: np.ndarray, seen: SampleSummary, truth: Truth | None
+) -> None:
+    """A node's samples belong to the run ``metrics.json`` and ``experiment.yaml`` describe:
+    its node, its number of rounds, chains and coordinates. A folder whose files come from
+    two runs failed deep in a figure with a traceback; it is one line naming the file."""
+    path = data.sample_files[node]
+    counts = data.metrics.get("samples_per_node") or {}
+    rounds, chains, dim = values.shape
+    mixed = "; the folder mixes files of different runs"
+    if counts and node not in counts:
+        raise damaged(path, f"node {node!r} is not one of this run's nodes (metrics.json){mixed}")
+    if counts.get(node) not in (None, rounds):
+        raise damaged(path, f"{rounds} rounds, but metrics.json counts {counts[node]}{mixed}")
+    expected = data.metrics.get("chains")
+    if isinstance(expected, int) and chains != expected:
+        raise damaged(path, f"{chains} chains, but metrics.json says {expected}{mixed}")
+    if seen.dim and dim != seen.dim:
+        raise damaged(path, f"{dim} coordinates, another node's samples {seen.dim}{mixed}")
+    if truth is not None and truth.mean.size != dim:
+        raise damaged(
+            path, f"{dim} coordinates, but the experiment's posterior has {truth.mean.size}{mixed}"
+        )
+
+
 def summarise(data: RunData, truth: Truth | None) -> SampleSummary:
     declared = (data.experiment.get("evaluation") or {}).get("window")
     window = int((data.metrics.get("w2") or {}).get("window") or declared or 1)
@@ -68,6 +99,7 @@ def summarise(data: RunData, truth: Truth | None) -> SampleSummary:
     running: np.ndarray | None = None
     members = 0
     for index, (node, values, _rounds) in enumerate(node_samples(data)):
+        _agrees(data, node, values, summary, truth)
         if values.ndim != 3 or not len(values):
             continue
         rounds, chains, dim = values.shape
