@@ -30,7 +30,7 @@ from starling.node.params import ConfigError
 from starling.node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2_grpc
 from starling.node.runtime.transport import open_channel
 from starling.node.security import TlsFiles, channel_credentials
-from starling.orchestrator.cli.live import status_report
+from starling.orchestrator.cli.status_view import status_report
 from starling.orchestrator.deploy.certs import init_certs
 from starling.orchestrator.execution import live
 from starling.orchestrator.execution.access import Access
