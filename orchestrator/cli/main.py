@@ -13,7 +13,9 @@ one line and exit 130. Only the standard library is imported before that guard i
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import sys
 from collections.abc import Callable
 
@@ -30,18 +32,49 @@ def cmd_node(rest: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command; ``argv`` None: this process's own arguments (the ``starling`` program),
+    which also lets a Ctrl-C that comes once the command is done pass (the interpreter would
+    end by it, killed by SIGINT, instead of with the command's own exit code)."""
+    program = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     stdout = sys.stdout
+    code = EXIT_INTERRUPTED
     try:
         from starling.node.logs import quiet_when_closed
 
         quiet_when_closed()
-        return _main(argv)
+        code = _main(argv)
+        return code
     except KeyboardInterrupt:  # while the command was being read, before anything ran
+        _INTERRUPTED.append(True)
         print("starling: interrupted before anything ran; nothing was written", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
         sys.stdout = stdout
+        if program:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            watch = sys.modules.get("starling.orchestrator.cli.watch")
+            if _INTERRUPTED or (watch is not None and watch.left_by_ctrl_c):
+                _leave(code)
+
+
+_INTERRUPTED: list[bool] = []
+"""Set when this process caught a Ctrl-C (or SIGTERM)."""
+
+
+def _leave(code: int) -> None:
+    """End the program now with ``code``, its output flushed. After a Ctrl-C the
+    interpreter may otherwise end by SIGINT whatever the command returned: a library's
+    C code that ran Python (PyRun_String) when the interrupt came leaves a flag that
+    makes it kill itself with SIGINT at exit, though the interrupt was handled. Everything
+    a run writes is written by then (the guard returns only after it)."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def _main(argv: list[str]) -> int:
@@ -84,6 +117,7 @@ def _guard(action: Callable[[], int]) -> int:
         print(f"starling: {shorten(str(exc))}", file=sys.stderr)  # long values cut
         return EXIT_USAGE
     except KeyboardInterrupt as exc:
+        _INTERRUPTED.append(True)
         said = str(exc) or "interrupted before anything ran; nothing was written"
         print(f"starling: {said}", file=sys.stderr)
         return EXIT_INTERRUPTED

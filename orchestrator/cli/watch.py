@@ -36,6 +36,8 @@ from starling.orchestrator.execution import live
 __all__ = ["REFRESH_SECONDS", "link_state", "watch"]
 
 REFRESH_SECONDS = 1.0
+left_by_ctrl_c: list[bool] = []
+"""Set when a watch was left with Ctrl-C (the program then ends at once, see cli.main)."""
 AWAIT_SECONDS = 0.2
 """How often a watch started before its run looks for it."""
 JOURNAL_SECONDS = 0.1
@@ -209,7 +211,8 @@ def watch(
     try:
         record = _await_run(selector, wait, stream, clock, sleep)
         return _show(record, stream, rounds)
-    except KeyboardInterrupt:  # Ctrl-C is how a watch is left
+    except KeyboardInterrupt:  # Ctrl-C is how a watch is left: exit 0
+        left_by_ctrl_c.append(True)
         return 0
 
 

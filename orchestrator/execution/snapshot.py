@@ -101,6 +101,8 @@ class Poller:
         self.attempts = attempts
         self.pool = ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(self.clients))))
         self.seen: dict[str, _Seen] = {}
+        self.shown: dict[str, dict] = {}
+        """Link -> its counters at the last look that read both its ends."""
 
     def look(self, events: list[dict]) -> Snapshot:
         """One look: the receivers' books first, then the senders' and every node's state
@@ -121,10 +123,6 @@ class Poller:
             if isinstance(late, NodeStatus):
                 outbound[node] = (summed_books(books, late), late.round)
                 self.seen[node] = _Seen(late, outbound[node][0])
-            last = self.seen.get(node)
-            if last is not None:  # not answering now: its books as last read, marked by round
-                inbound.setdefault(node, (last.books, last.status.round))
-                outbound.setdefault(node, (last.books, last.status.round))
             snapshot.nodes[node] = self._node(node, late if isinstance(late, NodeStatus) else early)
         snapshot.links = self._links(inbound, outbound)
         return snapshot
@@ -145,11 +143,15 @@ class Poller:
             "error": str(answer),
         }
 
-    @staticmethod
     def _links(
+        self,
         inbound: Mapping[str, tuple[dict, int | None]],
         outbound: Mapping[str, tuple[dict, int | None]],
     ) -> dict[str, dict]:
+        """Every link from this look where both its ends answered; where one did not, the
+        link as the last look that read both showed it (its ``as_of`` rounds say when), or
+        with only its sender's counters. A sender's books from one moment beside a
+        receiver's from a later one showed more delivered than sent."""
         books = {
             node: {
                 "outbound": outbound[node][0]["outbound"] if node in outbound else {},
@@ -157,14 +159,22 @@ class Poller:
             }
             for node in {*inbound, *outbound}
         }
-        links = link_summary(books)
-        for key, counts in links.items():
+        links = {}
+        for key, counts in link_summary(books).items():
             sender, receiver = key.split("->", 1)
             counts["as_of"] = {
                 "sender_round": outbound[sender][1] if sender in outbound else None,
                 "receiver_round": inbound[receiver][1] if receiver in inbound else None,
             }
-        return links
+            if sender in outbound and receiver in inbound:
+                self.shown[key] = links[key] = counts
+            elif key in self.shown:
+                links[key] = self.shown[key]
+            elif sender in outbound:
+                links[key] = counts
+        for key, counts in self.shown.items():
+            links.setdefault(key, counts)  # neither end answered this time
+        return dict(sorted(links.items()))
 
     def close(self) -> None:
         self.pool.shutdown(wait=False)
