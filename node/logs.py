@@ -110,6 +110,9 @@ class JsonFormatter(logging.Formatter):
             entry[name] = value if value is not None else _context.get(name)
         if entry["event"] is None:
             entry["event"] = "log"
+        figures = getattr(record, "figures", None)
+        if figures is not None:  # a summary's figures, as fields (the orchestrator's)
+            entry["figures"] = figures
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return _scrub(json.dumps(entry, default=str, ensure_ascii=False))
