@@ -7,8 +7,9 @@ fields of :mod:`starling.node.logs` — ``time``, ``level``, ``message``, ``even
 its node and event); for the run loop's progress line ``round LOW..HIGH of N`` the round
 is LOW, the round every node has reached. The summary at the end of a run is one object of
 event ``summary`` whose ``figures`` hold what its table shows (status, W2 per node, ESS and
-R-hat, the links' counters, the account's lines...), not the table as a string. Node processes the local backend starts log in
-the same format (their ``nodes/<id>.log``). Text stays the default.
+R-hat, the links' counters, the account's lines...), not the table as a string. Node
+processes the local backend starts log in the same format (their ``nodes/<id>.log``). Text
+stays the default.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import yaml
@@ -204,7 +204,8 @@ def close_run(
     metrics = {**evaluation.metrics, **extra}
     if say is not None:
         if getattr(say, "takes_fields", False):  # JSON lines carry the figures as fields
-            say(summary_table(metrics), event="summary", figures=summary_figures(metrics))
+            with_fields: Any = say
+            with_fields(summary_table(metrics), event="summary", figures=summary_figures(metrics))
         else:
             say(summary_table(metrics))
         say(f"results written to {out_dir}")
