@@ -13,7 +13,9 @@ fault list), with what it lets through refused in one line naming the file:
   error line. Those walks never ended.
 
 The composed document is measured before any Python object is built from it, once per
-shared node, so the bound costs one pass over what the file actually holds.
+shared node, so the bound costs one pass over what the file actually holds — and nothing
+for a file with no anchor (``&``), where nothing can be shared: its size is its length, and
+the parser itself refuses nesting past 1,000 levels.
 """
 
 from __future__ import annotations
@@ -106,7 +108,8 @@ def load_yaml(text: str, where: str) -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        _measure(node, where)
+        if "&" in text:  # an alias needs an anchor: without one, nothing is shared
+            _measure(node, where)
         return loader.construct_document(node)
     except RecursionError:
         raise ConfigError(f"{where}: nested more than {MAX_DEPTH} levels deep") from None
