@@ -10,10 +10,10 @@ resident memory so far; never asserts a time (issue 31: a list of 10⁵ took min
 
 from __future__ import annotations
 
+import resource
 import sys
 import tempfile
 import time
-import resource
 from pathlib import Path
 
 import yaml
@@ -28,8 +28,9 @@ def main(sizes: tuple[int, ...] = (1_000, 10_000, 100_000)) -> None:
     from starling.orchestrator.results.account import Account, account_schedule
 
     base = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())
+    heads = ("faults", "MB", "read", "check", "plan", "account")
     print(
-        f"{'faults':>8}  {'MB':>6}  {'read':>7}  {'check':>7}  {'plan':>7}  {'account':>8}  peak RSS"
+        "  ".join(f"{h:>{w}}" for h, w in zip(heads, (8, 6, 7, 7, 7, 8), strict=True)), "peak RSS"
     )
     with tempfile.TemporaryDirectory() as folder:
         for size in sizes:

@@ -44,8 +44,8 @@ def describe_link_faults(
         if fault.receiver == "*":
             stars.setdefault((fault.start, fault.stop, fault.drop), []).append(k)
         else:
-            key = (sender, fault.receiver, fault.start, fault.stop, fault.drop, fault.seed)
-            reverses.setdefault(key, deque()).append(k)
+            link = (sender, fault.receiver, fault.start, fault.stop, fault.drop, fault.seed)
+            reverses.setdefault(link, deque()).append(k)
     for k, (sender, fault) in enumerate(links):
         if taken[k]:
             continue
