@@ -13,9 +13,8 @@ fault list), with what it lets through refused in one line naming the file:
   error line. Those walks never ended.
 
 The composed document is measured before any Python object is built from it, once per
-shared node, so the bound costs one pass over what the file actually holds — and nothing
-for a file with no anchor (``&``), where nothing can be shared: its size is its length, and
-the parser itself refuses nesting past 1,000 levels.
+shared node, so the bound costs one pass over what the file actually holds; a file with no
+anchor (``&``) shares nothing, and only its depth is measured.
 """
 
 from __future__ import annotations
@@ -90,6 +89,19 @@ def _measure(root: yaml.Node, where: str) -> None:
         stack.extend((child, False) for child in children if id(child) not in size)
 
 
+def _depth(root: yaml.Node, where: str) -> None:
+    """Refuse a document (a tree: nothing in it is shared) nested too deeply."""
+    stack = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"{where}: nested more than {MAX_DEPTH} levels deep")
+        if isinstance(node, yaml.MappingNode):
+            stack.extend((part, depth + 1) for pair in node.value for part in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((child, depth + 1) for child in node.value)
+
+
 def _children(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.MappingNode):
         return [part for pair in node.value for part in pair]
@@ -110,6 +122,8 @@ def load_yaml(text: str, where: str) -> Any:
             return None
         if "&" in text:  # an alias needs an anchor: without one, nothing is shared
             _measure(node, where)
+        else:
+            _depth(node, where)
         return loader.construct_document(node)
     except RecursionError:
         raise ConfigError(f"{where}: nested more than {MAX_DEPTH} levels deep") from None

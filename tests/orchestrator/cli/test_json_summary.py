@@ -5,14 +5,31 @@ table as one string a program would have to parse back."""
 from __future__ import annotations
 
 import json
+import logging
 
+import pytest
 import yaml
 
 from starling.orchestrator.cli.main import main
+from starling.orchestrator.core import output
 from tests.conftest import ROOT
 
 
-def test_the_json_summary_carries_the_figures_as_fields(tmp_path, capsys, starling_home):
+@pytest.fixture
+def process_output(monkeypatch):
+    """``--log-format json`` sets this process's output and root log handler for good (a
+    command runs once per process); put both back for the tests after this one."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    monkeypatch.setattr(output, "_format", ["text"])
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def test_the_json_summary_carries_the_figures_as_fields(
+    tmp_path, capsys, starling_home, process_output
+):
     raw = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump({**raw, "rounds": 8, "chains": 4}))
