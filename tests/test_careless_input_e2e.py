@@ -83,8 +83,9 @@ def test_a_run_whose_reader_went_away_finishes_and_writes_everything(
         ["status", "--format", "xml"],
         ["node", "health", "127.0.0.1:1"],
         ["simulate", "quickstart", "--log-format", "json", "--out", "{tmp}/json"],
+        ["status", "--watch", "--wait", "1"],
     ],
-    ids=["examples", "algorithms", "help", "usage-error", "health", "json-logs"],
+    ids=["examples", "algorithms", "help", "usage-error", "health", "json-logs", "watch"],
 )
 def test_any_command_whose_reader_went_away_keeps_its_exit_code(tmp_path, starling_home, args):
     (tmp_path / "a").mkdir()

@@ -269,6 +269,8 @@ def _show(record: live.RunRecord, stream: IO[str], rounds: int | None) -> int:
                     screen.update(_rich(view), refresh=True)
         else:
             while _running(record) and (rounds is None or shown < rounds):
+                if getattr(stream, "gone", False):  # `--watch | head`: its reader left
+                    return 0
                 view.poll_journal()
                 view.poll_nodes()
                 print(plain(view) + "\n", file=stream, flush=True)
