@@ -150,7 +150,12 @@ def read_yaml(path: str | Path, what: str = "file") -> Any:
     is not there (``experiment file``, ``--inventory``)."""
     file = Path(path)
     if not file.is_file():
-        how = "is a folder, not a file" if file.is_dir() else "does not exist"
+        if file.is_dir():
+            how = "is a folder, not a file"
+        elif file.exists():  # a device, a pipe: reading it may never end
+            how = "is not a regular file"
+        else:
+            how = "does not exist"
         raise ConfigError(f"{what} {str(path)!r} {how}")
     try:
         with open(file, "rb") as handle:

@@ -21,7 +21,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from starling.node.params import ConfigError
+from starling.node.params import ConfigError, plain_name
 from starling.node.security import ORCHESTRATOR_ID
 
 __all__ = ["add_commands", "init_certs"]
@@ -49,6 +49,10 @@ def _write(path: Path, data: bytes, private: bool = False) -> None:
         file.write(data)
 
 
+MAX_DAYS = 36_500
+"""The longest validity ``--days`` gives: a hundred years (a test bed's CA, not a bank's)."""
+
+
 def init_certs(
     folder: str | Path,
     nodes: Sequence[str],
@@ -63,6 +67,15 @@ def init_certs(
 
     if not nodes:
         raise ConfigError("--nodes: give at least one node id (a,b,c)")
+    for k, node in enumerate(nodes):
+        if not plain_name(node):  # a blank id (a,,b) or one with a space names no node
+            raise ConfigError(
+                f"--nodes: expected node ids of letters, digits, '-', '_' and '.', got {node!r}"
+            )
+        if node in nodes[:k]:
+            raise ConfigError(f"--nodes: node id {node!r} is given twice")
+    if not 1 <= days <= MAX_DAYS:
+        raise ConfigError(f"--days: expected 1 to {MAX_DAYS} days, got {days}")
     if ORCHESTRATOR_ID in nodes:
         raise ConfigError(f"--nodes: {ORCHESTRATOR_ID!r} is the orchestrator's identity")
     hosts = dict(hosts or {})
@@ -80,7 +93,10 @@ def init_certs(
                     f"let it speak as {name}"
                 )
     out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"certs init: cannot make {out} ({exc.strerror or exc})") from None
     if (out / "ca.pem").exists():
         raise ConfigError(f"certs init: {out / 'ca.pem'} exists; use an empty folder")
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -158,7 +174,7 @@ def _hosts(values: Sequence[str]) -> dict[str, list[str]]:
 
 
 def cmd_init(args) -> int:
-    nodes = [n.strip() for n in args.nodes.split(",") if n.strip()]
+    nodes = [n.strip() for n in args.nodes.split(",")]
     written = init_certs(args.folder, nodes, _hosts(args.host or []), args.days)
     print(f"wrote {len(written)} files to {args.folder}: CA, {len(nodes)} nodes, orchestrator")
     return 0

@@ -25,6 +25,7 @@ from starling.node.params import ConfigError
 from starling.orchestrator.config.experiment import parse_experiment
 from starling.orchestrator.config.shipped import experiment_file
 from starling.orchestrator.config.yaml_files import read_yaml_file
+from starling.orchestrator.topology import KINDS
 
 __all__ = ["DEFAULT_EXPERIMENT", "generate", "node_ids"]
 
@@ -72,6 +73,10 @@ def generate(
         raise ConfigError(f"--data-size: expected a positive number of points, got {data_size}")
     if data_seed < 0:
         raise ConfigError(f"--data-seed: expected a seed of 0 or more, got {data_seed}")
+    if topology not in KINDS:  # checked here, or the line named the generated experiment's name
+        raise ConfigError(
+            f"--topology: unknown topology {topology!r} (known: {', '.join(sorted(KINDS))})"
+        )
     ids = node_ids(count)
     base = (
         experiment

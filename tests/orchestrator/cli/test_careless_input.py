@@ -182,6 +182,20 @@ OPTIONS: list[tuple[str, list[str], str]] = [
     ("node serve, a spaced id", ["node", "serve", "--id", "a b"], "id: expected a node id"),
     ("node serve, spaced listen", ["node", "serve", "--listen", "a b:1"], "--listen: a host"),
     ("node serve, bad workers", ["node", "serve", "--max-workers", "x"], "--max-workers: inv"),
+    ("certs, a spaced id", ["certs", "init", "c", "--nodes", "a b"], "--nodes: expected node ids"),
+    ("certs, a blank id", ["certs", "init", "c", "--nodes", "a,,b"], "got ''"),
+    ("certs, a repeated id", ["certs", "init", "c", "--nodes", "a,a"], "'a' is given twice"),
+    ("certs, negative days", ["certs", "init", "c", "--nodes", "a", "--days", "-1"], "--days:"),
+    (
+        "certs, endless days",
+        ["certs", "init", "c", "--nodes", "a", "--days", "1000000000"],
+        "--days",
+    ),
+    ("compose, a spaced kind", ["compose", "generate", "--topology", "x y"], "--topology: unkn"),
+    ("metrics, a spaced host", ["run", "quickstart", "--metrics", "a b:1"], "a host name has no"),
+    ("metrics, bare IPv6", ["run", "quickstart", "--metrics", "::1:9000"], "in brackets"),
+    ("a device as the file", ["simulate", "/dev/zero"], "is not a regular file"),
+    ("watch, negative wait", ["status", "--watch", "--wait", "-1"], "--wait: expected"),
 ]
 
 
