@@ -4,10 +4,17 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN = $(VENV)/bin
 
+# The first `make run` or `make test` says what it installs and about how long it takes:
+# minutes of silence looked like a hang.
 $(BIN)/.installed: pyproject.toml
+	@echo "Installing Starling and its dependencies into $(VENV) (first time only):"
+	@echo "  grpcio, numpy, scipy, pydantic; matplotlib, arviz, pot for the reports;"
+	@echo "  pytest, ruff, mypy, mkdocs for development. About 1-3 minutes on a fast"
+	@echo "  connection (about 40 s with a warm pip cache); pip names each package below."
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[all]"
+	$(BIN)/python -m pip install --progress-bar off -e ".[all]"
+	@echo "Installed; later runs start at once."
 	touch $@
 
 .PHONY: install run test quick lint docs typecheck-links protos bench testbed wheel

@@ -28,11 +28,11 @@ import tempfile
 import time
 from dataclasses import replace
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from starling.node.logs import FORMATS, set_context
+from starling.node.logs import FORMATS, quiet_when_closed, set_context
 from starling.node.logs import setup as setup_logs
-from starling.node.params import ConfigError
+from starling.node.params import ConfigError, host_port, plain_name
 from starling.node.security import ORCHESTRATOR_ID, is_loopback, others_can_read
 
 if TYPE_CHECKING:  # loaded when the node serves, not for a usage error
@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # loaded when the node serves, not for a usage error
     from starling.node.config import NodeSettings
     from starling.node.runtime.server import NodeServer
 
-__all__ = ["main"]
+__all__ = ["OneLineParser", "main"]
 
 EXIT_USAGE = 2
 SIGNAL_POLL_SECONDS = 0.2
@@ -49,10 +49,79 @@ SIGNAL_POLL_SECONDS = 0.2
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
-def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=prog, description="A Starling node: one gRPC service, one sampler."
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with a mistake on the command line said in one line naming the option and
+    the value (``starling: status --format: invalid choice: 'xml' (choose from 'text',
+    'json')``), exit code 2, instead of the usage block and a line of its own. Its
+    subcommands' parsers are of this class too (argparse makes them with the parent's)."""
+
+    lead = "starling"
+    """What the line starts with: the command as the user knows it."""
+    root = "starling"
+    """The top parser's ``prog``: the line names the subcommand after it."""
+
+    def error(self, message: str) -> NoReturn:
+        where = self.prog.removeprefix(self.root).strip()
+        message = message.removeprefix("argument ")
+        if message.startswith("the following arguments are required"):
+            message = message.replace("the following arguments are required", "missing")
+        if where:
+            where += " " if message.startswith("-") else ": "
+        self.exit(EXIT_USAGE, f"{self.lead}: {where}{message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """argparse's, and then a value left empty (``--metrics ''``, ``--store ' '``) is a
+        mistake too: every option here names something, and an empty one silently meant
+        "none" (no metrics endpoint, a temporary store)."""
+        parsed = super().parse_args(args, namespace)
+        used = self._used(parsed)
+        for parser in used:
+            for action in parser._actions:
+                value = getattr(parsed, action.dest, None) if action.dest else None
+                if value == action.default:
+                    continue  # not given: "" may be a default's meaning (--service)
+                values = value if isinstance(value, list) else [value]
+                if any(isinstance(v, str) and not v.strip() for v in values):
+                    name = action.option_strings[0] if action.option_strings else action.metavar
+                    used[-1].error(f"{name or action.dest}: expected a value, got {value!r}")
+        return parsed
+
+    def _used(self, parsed: argparse.Namespace) -> list[argparse.ArgumentParser]:
+        """This parser and the subcommands' parsers ``parsed`` went through."""
+        chain: list[argparse.ArgumentParser] = [self]
+        while True:
+            sub = next(
+                (a for a in chain[-1]._actions if isinstance(a, argparse._SubParsersAction)), None
+            )
+            if sub is None:
+                return chain
+            name = getattr(parsed, sub.dest, None) if sub.dest != argparse.SUPPRESS else None
+            chosen = sub.choices.get(name) if isinstance(name, str) else None
+            if chosen is None:
+                chosen = next((p for p in sub.choices.values() if _handles(p, parsed)), None)
+            if chosen is None:
+                return chain
+            chain.append(chosen)
+
+
+def _handles(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> bool:
+    """Whether ``parser`` (or a subcommand of it) set ``parsed``'s handler."""
+    handler = getattr(parsed, "handler", None)
+    if handler is None:
+        return False
+    if parser.get_default("handler") is handler:
+        return True
+    return any(
+        _handles(p, parsed)
+        for a in parser._actions
+        if isinstance(a, argparse._SubParsersAction)
+        for p in a.choices.values()
     )
+
+
+def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
+    kind = type("NodeParser", (OneLineParser,), {"lead": "starling-node", "root": prog})
+    parser = kind(prog=prog, description="A Starling node: one gRPC service, one sampler.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     serve = sub.add_parser("serve", help="serve the node's gRPC API until SIGTERM/SIGINT")
     serve.add_argument(
@@ -218,11 +287,23 @@ def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
     return parser
 
 
-def _split(listen: str) -> tuple[str, int]:
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError("expected HOST:PORT with a port between 0 and 65535")
-    return host.strip("[]"), int(port)
+def _split(listen: str, where: str, least_port: int = 0) -> tuple[str, int]:
+    """(host, port) of ``listen``; a ConfigError naming ``where`` if it is not HOST:PORT."""
+    return host_port(listen, where, least_port)
+
+
+def _writable_store(store: str) -> str | None:
+    """Why the node could not keep samples and checkpoints in ``store``, if it could not:
+    the folder is made if need be and a file written and removed in it. A node that
+    served on with a store it could not write failed the first run it was given."""
+    try:
+        os.makedirs(store, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".starling-probe-", dir=store)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return os.strerror(exc.errno).lower() if exc.errno else str(exc)
+    return None
 
 
 def _probe(host: str, port: int) -> None:
@@ -275,6 +356,11 @@ def _settings(args: argparse.Namespace) -> NodeSettings:
         if settings.tls is None:
             raise ConfigError("--tls-crl: needs TLS (--tls-ca, --tls-cert, --tls-key or tls:)")
         settings = replace(settings, tls=replace(settings.tls, crl=args.tls_crl))
+    if settings.id and not plain_name(settings.id):
+        raise ConfigError(
+            f"id: expected a node id of letters, digits, '-', '_' and '.' (not first), "
+            f"got {settings.id!r}"
+        )
     if settings.id == ORCHESTRATOR_ID:
         raise ConfigError(
             f"id: {ORCHESTRATOR_ID!r} is the orchestrator's identity; no node may take it"
@@ -302,6 +388,14 @@ def serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _fail(str(exc))
     os.umask(0o077)  # the store, its checkpoints and anything else written: owner only
+    # Every refusal the flags alone decide, in one line on stderr, before gRPC's own lines
+    # are captured (below).
+    args.listen = settings.listen
+    refusal = (
+        _limits_refusal(args) or _store_refusal(settings) or _listen_refusal(settings, args.listen)
+    )
+    if refusal is not None:
+        return _fail(refusal)
     # gRPC's default verbosity reports a refused TLS handshake (an INFO line): the node
     # counts it, and its own log level decides whether it is shown. An orchestrator's ERROR,
     # inherited by the nodes it starts, would hide it from the count; asking INFO outright
@@ -313,11 +407,6 @@ def serve(args: argparse.Namespace) -> int:
     native = capture()  # gRPC's own lines (fd 2) through the logger set up next
     setup_logs(settings.log_format, settings.log_level)
     set_context(node=settings.id or None)
-    refusal = _limits_refusal(args) or _store_refusal(settings)
-    args.listen = settings.listen
-    refusal = refusal or _listen_refusal(settings, args.listen)
-    if refusal is not None:
-        return _fail(refusal)
     try:
         server, state_dir, temporary = _open_server(settings, args, native.refusals)
     except (ConfigError, OSError) as exc:
@@ -341,6 +430,8 @@ def _limits_refusal(args: argparse.Namespace) -> str | None:
 def _store_refusal(settings: NodeSettings) -> str | None:
     if settings.store and os.path.exists(settings.store) and not os.path.isdir(settings.store):
         return f"--store {settings.store}: is a file, not a folder"
+    if settings.store and (why := _writable_store(settings.store)) is not None:
+        return f"--store {settings.store}: cannot write there ({why})"
     return None
 
 
@@ -348,7 +439,7 @@ def _listen_refusal(settings: NodeSettings, listen: str) -> str | None:
     """Why the node must not listen on ``listen`` (a public address without TLS, a port
     taken), if it must not."""
     try:
-        host, port = _split(listen)
+        host, port = _split(listen, "--listen")
         if settings.tls is None and not settings.insecure and not is_loopback(host):
             if settings.token_file:
                 return (
@@ -363,8 +454,8 @@ def _listen_refusal(settings: NodeSettings, listen: str) -> str | None:
             )
         if port != 0:
             _probe(host, port)
-    except ValueError as exc:
-        return f"--listen {listen}: {exc}"
+    except ConfigError as exc:
+        return str(exc)
     except OSError as exc:
         reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
         if exc.errno == errno.EADDRINUSE:
@@ -447,6 +538,8 @@ def _serve_until_signalled(
             server.start()
         except ConfigError as exc:  # the metrics address could not be bound
             return _fail(str(exc))
+        # `serve | head -1` reads the address and goes: the node serves on, stdout silent.
+        quiet_when_closed()
         print(f"{READY_PREFIX}{server.address}", flush=True)
         logging.getLogger("starling.node").info(
             "state dir %s; %s", state_dir, _access_line(settings, bool(settings.token_file))
@@ -479,9 +572,11 @@ def health(args: argparse.Namespace) -> int:
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     try:
-        _split(args.address)
-    except ValueError as exc:
-        return _fail(f"{args.address}: {exc}")
+        _split(args.address, "HOST:PORT", least_port=1)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    if not 0 < args.timeout < 1e6:
+        return _fail(f"--timeout: expected a number of seconds above 0, got {args.timeout:g}")
     from starling.node.config import load_settings
     from starling.node.security import channel_credentials, tls_files
 
@@ -518,13 +613,19 @@ def health(args: argparse.Namespace) -> int:
     if reply.status != health_pb2.HealthCheckResponse.SERVING:
         print(f"starling-node: {args.address}: {status.lower()}", file=sys.stderr)
         return 1
+    quiet_when_closed()
     print(f"{args.address}: {status.lower()}")
     return 0
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m starling.node") -> int:
     """``prog`` is how usage lines name the command (``starling node`` through starling)."""
-    args = _parser(prog).parse_args(argv)
+    try:
+        args = _parser(prog).parse_args(argv)
+    except SystemExit as exc:  # a mistake said in one line (exit 2); --help (exit 0) exits
+        if not exc.code:
+            raise
+        return int(exc.code)
     if args.command == "health":
         return health(args)
     setup_logs("text", "INFO")

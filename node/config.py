@@ -126,12 +126,10 @@ def load_settings(path: str | Path | None) -> NodeSettings:
     if path is None:
         return NodeSettings()
     file = existing_file(path, "--config")
-    import yaml  # only for a config file: a node started with flags alone never loads it
+    # Only for a config file: a node started with flags alone never loads yaml.
+    from starling.node.yaml_input import read_yaml
 
-    try:
-        raw = yaml.safe_load(file.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{file}: not valid YAML ({exc})") from None
+    raw = read_yaml(file, "--config") or {}
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{file}: expected a mapping of fields")
     unknown = sorted(set(raw) - set(_KNOWN))

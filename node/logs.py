@@ -8,6 +8,10 @@ one node; the orchestrator names its experiment), the others from the ``extra`` 
 passes (``log.info(..., extra={"event": "configured", "round": 3, "peer": "b"})``).
 ``event`` is a short stable name for what happened; a line without one is ``"log"``.
 
+Standard output may close before the process is done with it (``starling status | head
+-3``, a node's ``serve | head -1``): :func:`quiet_when_closed` makes every later write to it
+vanish instead of raising ``BrokenPipeError`` in the middle of a run or a shutdown.
+
 Secrets never appear, in either format: what the process knows to be secret (a Control
 token, the run's peer secret) is registered with :func:`redact` and replaced by
 ``[redacted]`` in every line, whatever logged it; keys and certificates are only ever
@@ -22,8 +26,10 @@ no record's first line does.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import os
 import sys
 import threading
 import time
@@ -32,10 +38,12 @@ from typing import IO, Any
 
 __all__ = [
     "FORMATS",
+    "ClosedQuietly",
     "JsonFormatter",
     "TextFormatter",
     "escape",
     "redact",
+    "quiet_when_closed",
     "redact_run",
     "set_context",
     "setup",
@@ -142,6 +150,9 @@ class JsonFormatter(logging.Formatter):
             entry[name] = value if value is not None else _context.get(name)
         if entry["event"] is None:
             entry["event"] = "log"
+        figures = getattr(record, "figures", None)
+        if figures is not None:  # a summary's figures, as fields (the orchestrator's)
+            entry["figures"] = figures
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         # Scrubbed before encoding: a secret holding a quote or a backslash would not be
@@ -161,3 +172,58 @@ def setup(fmt: str = "text", level: str | int = "INFO", stream: IO[str] | None =
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+
+
+class ClosedQuietly(io.TextIOBase):
+    """A text stream that passes writes on to ``stream`` until its reader goes away; then
+    (``BrokenPipeError``) the file descriptor is pointed at ``/dev/null``, so that nothing
+    later — a print, a log handler, rich, the interpreter's last flush — fails on it, and
+    the work goes on to its end with its own exit code."""
+
+    def __init__(self, stream: IO[str]):
+        super().__init__()
+        self.stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                self.stream.write(text)
+            except BrokenPipeError:
+                self._silence()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._silence()
+
+    def _silence(self) -> None:
+        self.gone = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+
+    def isatty(self) -> bool:
+        return not self.gone and self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.stream, "encoding", "utf-8")
+
+
+def quiet_when_closed() -> None:
+    """From now on, ``sys.stdout`` ends quietly if its reader goes away (:class:`ClosedQuietly`)."""
+    if not isinstance(sys.stdout, ClosedQuietly) and sys.stdout is not None:
+        sys.stdout = ClosedQuietly(sys.stdout)

@@ -13,6 +13,7 @@ so no message needs to remember to.
 from __future__ import annotations
 
 import re
+import reprlib
 from typing import Any
 
 __all__ = ["MAX_SHOWN", "shorten", "shown"]
@@ -42,9 +43,23 @@ def _cut(text: str, length: int, limit: int) -> str:
     return f"{quote}{body[:_HEAD]}…{body[-_TAIL:]}{quote} ({length:,} characters)"
 
 
+_CONTAINER = reprlib.Repr()
+_CONTAINER.maxlevel, _CONTAINER.maxlist, _CONTAINER.maxtuple = 3, 8, 8
+_CONTAINER.maxdict, _CONTAINER.maxset, _CONTAINER.maxother = 8, 8, MAX_SHOWN
+_CONTAINER.maxstring = MAX_SHOWN
+"""A list or mapping is shown from its first items, never walked whole: a file's value may
+be a million numbers, or (through YAML aliases) a few lists shared a billion times over."""
+
+
 def shown(value: Any) -> str:
     """``repr(value)``, or for one longer than :data:`MAX_SHOWN` characters its start and
-    end around an ellipsis, with the full length: ``'aaaa…aaaa' (10,000 characters)``."""
+    end around an ellipsis, with the full length: ``'aaaa…aaaa' (10,000 characters)``. A
+    container is shown by its first items and how many it holds."""
+    if isinstance(value, (list, tuple, dict, set, frozenset)):
+        text = _CONTAINER.repr(value)
+        if len(text) > MAX_SHOWN:
+            text = text[: MAX_SHOWN - 1] + "…"
+        return text + (f" ({len(value):,} items)" if len(value) > _CONTAINER.maxlist else "")
     text = repr(value)
     length = len(value) if isinstance(value, str) else len(text)
     return _cut(text, length, MAX_SHOWN + 2 if isinstance(value, str) else MAX_SHOWN)

@@ -31,7 +31,7 @@ from starling.node.protocol.starling.v1 import control_pb2, control_pb2_grpc, pe
 from starling.node.runtime.transport import open_channel
 from starling.node.security import TlsFiles, channel_credentials
 from starling.node.tokens import node_token
-from starling.orchestrator.cli.live import status_report
+from starling.orchestrator.cli.status_view import status_report
 from starling.orchestrator.deploy.certs import init_certs
 from starling.orchestrator.execution import live
 from starling.orchestrator.execution.access import Access

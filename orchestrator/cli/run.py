@@ -110,6 +110,12 @@ def _into_folder(
             ending = ended_early(folder, name, exc)
         except OSError as failed:  # recording how it ended failed too: one line, no chain
             ending = unwritable(folder.path, failed) or failed
+        if isinstance(ending, KeyboardInterrupt) and not str(ending):  # a bare Ctrl-C
+            from starling.orchestrator.core.phases import during
+
+            ending = KeyboardInterrupt(
+                f"interrupted by the user {during()}; {folder.path} records it (status interrupted)"
+            )
         raise ending from None
     try:
         # Nodes not collected after an interrupt: the manifest lets `collect` at them.

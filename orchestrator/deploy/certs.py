@@ -499,7 +499,8 @@ def _hosts(values: Sequence[str]) -> dict[str, list[str]]:
 
 
 def _ids(text: str | None) -> list[str]:
-    return [n.strip() for n in (text or "").split(",") if n.strip()]
+    """``a,b,c`` as ids; a blank one (``a,,b``) is kept, for :func:`check_ids` to refuse."""
+    return [n.strip() for n in (text or "").split(",")] if (text or "").strip() else []
 
 
 def cmd_init(args: Any) -> int:

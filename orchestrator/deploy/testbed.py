@@ -24,6 +24,7 @@ from starling.node.params import ConfigError
 from starling.node.security import ORCHESTRATOR_ID
 from starling.orchestrator.config.experiment import parse_experiment
 from starling.orchestrator.planning.plan import plan_run
+from starling.orchestrator.topology import KINDS
 
 __all__ = [
     "DEFAULT_EXPERIMENT",
@@ -206,6 +207,11 @@ def make_testbed(
         _positive(count, "--nodes", "a positive number of nodes")
     _positive(data_size, "--data-size", "a positive number of points")
     _positive(data_seed, "--data-seed", "a seed of 0 or more", least=0)
+    if topology is not None and topology not in KINDS:
+        # Checked here: else the line named the generated experiment's name, not the option.
+        raise ConfigError(
+            f"--topology: unknown topology {topology!r} (known: {', '.join(sorted(KINDS))})"
+        )
     raw = copy.deepcopy(dict(base))
     if count is not None:
         raw["nodes"] = [{"id": node} for node in node_ids(count)]

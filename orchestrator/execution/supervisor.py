@@ -27,6 +27,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from starling.node.params import ConfigError
@@ -38,6 +39,7 @@ from starling.orchestrator.execution.client import NodeClient, NodeStatus, NodeU
 from starling.orchestrator.execution.collector import Collector, Pull, StoredRun, pull_all
 from starling.orchestrator.execution.node_actions import RESTART_ERRORS, NodeView
 from starling.orchestrator.execution.node_faults import NodeFaultPlan
+from starling.orchestrator.execution.snapshot import MAX_THREADS, read_all
 from starling.orchestrator.faults.schedule import NodeFault
 from starling.orchestrator.planning.plan import RunPlan
 from starling.orchestrator.results.account import Account
@@ -115,6 +117,9 @@ class Supervisor:
         self.uncollected: list[str] = []
         """Nodes whose samples could not be collected at the end (their stores keep them)."""
         self._respawning = threading.Lock()  # the collection's threads restart nodes
+        self._pool = ThreadPoolExecutor(
+            max_workers=max(1, min(MAX_THREADS, len(clients))), thread_name_prefix="status"
+        )
 
     # ------------------------------------------------------------ reading nodes
 
@@ -173,16 +178,21 @@ class Supervisor:
         return sorted(n for n, s in self.nodes.items() if s.down_since is not None)
 
     def poll(self, nodes: list[str], pull: bool) -> None:
-        """Read the status of these nodes (unless finished); collect new samples if ``pull``."""
+        """Read the status of these nodes (unless finished); collect new samples if ``pull``.
+
+        Every node is asked at once (:func:`~starling.orchestrator.execution.snapshot.read_all`),
+        so the rounds the metrics endpoint shows are of one moment, not of a walk from the first
+        node to the last."""
         self.notices.tell_untold()
+        asked = {n: self.clients[n] for n in nodes if not self.nodes[n].finished}
+        # One attempt: a dead node must not hold up the loop with retries.
+        answers = read_all(asked, lambda client: client.status(attempts=1), self._pool)
         for node in nodes:
             client, state = self.clients[node], self.nodes[node]
-            if state.finished:
+            if state.finished or node not in answers:
                 continue
-            try:
-                # One attempt: a dead node must not hold up the loop with retries.
-                status = client.status(attempts=1)
-            except NodeUnavailable:
+            status = answers[node]
+            if isinstance(status, NodeUnavailable):
                 self._went_down(node)
                 continue
             if status.state == Lifecycle.IDLE:
@@ -430,6 +440,7 @@ class Supervisor:
                 self.uncollected.append(node)
             elif isinstance(outcome.result, StoredRun):
                 self.account.plain(outcome.result.line(self.collector, outcome.got))
+        self._pool.shutdown(wait=False)  # no poll after this
         return late
 
     def _final(self, node: str) -> Callable[[Pull], object]:

@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 
 from starling.orchestrator.report.loading import Curve, Truth
-from starling.orchestrator.report.plotting import colour, data_uri, pyplot
+from starling.orchestrator.report.plotting import colour, dashes, data_uri, pyplot
 from starling.orchestrator.report.samples import AVERAGE, RESAMPLES, SampleSummary
 
 __all__ = ["LABELS", "curve_figure"]
@@ -80,7 +80,7 @@ def curve_figure(curve: Curve, summary: SampleSummary | None, truth: Truth | Non
     left.set_ylabel(label)
     figure.tight_layout()
     caption = _caption(curve, summary, label, bands, top)
-    return data_uri(figure), caption
+    return data_uri(figure, f"convergence-{curve.name}"), caption
 
 
 def _each_node(ax, curve: Curve, nodes: list[str], bands: dict) -> None:
@@ -97,8 +97,8 @@ def _each_node(ax, curve: Curve, nodes: list[str], bands: dict) -> None:
                 label=f"each of {len(nodes)} nodes" if k == 0 else None,
             )
             continue
-        ax.plot(curve.rounds, values, color=colour(k), lw=1.4, label=f"node {node}")
-        _band(ax, curve, values, bands.get(node), colour(k))
+        ax.plot(curve.rounds, values, color=colour(k), ls=dashes(k), lw=1.5, label=f"node {node}")
+        _band(ax, curve, values, bands.get(node), colour(k), f"sd-band-node-{node}")
     over = "chains" if curve.name == "w2" else "samples"
     ax.set_title("each node" + (f" (±1 sd over {over}, shaded)" if bands and not many else ""))
 
@@ -108,7 +108,7 @@ def _network(ax, curve: Curve, nodes: list[str], bands: dict) -> None:
     if AVERAGE in curve.series:
         values = curve.series[AVERAGE]
         ax.plot(curve.rounds, values, color="black", lw=2, label="network-average iterate")
-        _band(ax, curve, values, bands.get(AVERAGE), "black")
+        _band(ax, curve, values, bands.get(AVERAGE), "black", "sd-band-average")
     if nodes:
         stacked = np.vstack([curve.series[n] for n in nodes])
         with warnings.catch_warnings():  # a round every node diverged at: NaN, said elsewhere
@@ -117,13 +117,18 @@ def _network(ax, curve: Curve, nodes: list[str], bands: dict) -> None:
         ax.plot(
             curve.rounds,
             mean,
-            color="tab:blue",
+            color=colour(0),
             ls="--",
-            lw=1.4,
+            lw=1.5,
             label=f"mean of the {len(nodes)} nodes ±1 sd across nodes",
         )
         ax.fill_between(
-            curve.rounds, np.maximum(mean - sd, mean / 10), mean + sd, color="tab:blue", alpha=0.15
+            curve.rounds,
+            np.maximum(mean - sd, mean / 10),
+            mean + sd,
+            color=colour(0),
+            alpha=0.2,
+            gid="sd-band-across-nodes",
         )
     ax.set_title("network average vs. the nodes")
 
@@ -156,7 +161,8 @@ def _bands(curve: Curve, summary: SampleSummary | None) -> dict:
     return {name: (curve.rounds, sd) for name, sd in curve.spread.items()}
 
 
-def _band(ax, curve: Curve, values: np.ndarray, band, tint: str) -> None:
+def _band(ax, curve: Curve, values: np.ndarray, band, tint: str, gid: str) -> None:
+    """The ±1 sd band of one curve (``gid``: its id in an exported SVG)."""
     if band is None:
         return
     picked, sd = band
@@ -168,6 +174,7 @@ def _band(ax, curve: Curve, values: np.ndarray, band, tint: str) -> None:
         np.maximum(centre - sd[: len(at)], 1e-12),
         centre + sd[: len(at)],
         color=tint,
-        alpha=0.15,
+        alpha=0.22,
         lw=0,
+        gid=gid,
     )

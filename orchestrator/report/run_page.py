@@ -14,6 +14,7 @@ from starling.orchestrator.report.posterior import posterior_figure
 from starling.orchestrator.report.samples import summarise
 from starling.orchestrator.report.tables import account_block, links_table, node_table, run_table
 from starling.orchestrator.report.timeline import down_nodes, timeline_figure
+from starling.orchestrator.report.verdict import verdict_block
 
 __all__ = ["write_run_report"]
 
@@ -30,14 +31,23 @@ def write_run_report(folder: Path) -> Path:
     plots = pyplot() is not None
     truth = truth_of(data) if plots and data.sample_files else None
     summary = summarise(data, truth) if plots and data.sample_files else None
-    figures = [figure_html(curve_figure(c, summary, truth), c.name) for c in data.curves]
+    figures = [
+        figure_html(curve_figure(c, summary, truth), c.name, f"convergence-{c.name}")
+        for c in data.curves
+    ]
     convergence = "".join(figures) or "<p>No metric per round was recorded.</p>"
     posterior = (
-        figure_html(posterior_figure(summary, truth, data.nodes), "posterior") if summary else ""
+        figure_html(posterior_figure(summary, truth, data.nodes), "posterior", "posterior")
+        if summary
+        else ""
     )
     faults = m.get("faults") or {}
-    network = figure_html(network_figure(data, down_nodes(faults)), "topology") if plots else ""
-    timeline = figure_html(timeline_figure(m), "timeline") if plots else ""
+    network = (
+        figure_html(network_figure(data, down_nodes(faults)), "topology", "network")
+        if plots
+        else ""
+    )
+    timeline = figure_html(timeline_figure(m), "timeline", "timeline") if plots else ""
     if plots and not timeline:
         timeline = "<p>No node or link fault was scheduled or observed.</p>"
     error = f'<p class="note">{html.escape(str(m["error"]))}</p>' if m.get("error") else ""
@@ -61,5 +71,8 @@ def write_run_report(folder: Path) -> Path:
         f"{m.get('backend', '')} · {Path(folder).resolve()}"
     )
     out = Path(folder) / "report.html"
-    out.write_text(page(f"Starling report: {name}", m.get("status"), meta, sections))
+    # The verdict goes first: the results-truth evaluation writes it into metrics.json
+    # (`verdict`); until then the box shows the convergence figures it would weigh.
+    verdict = verdict_block(m)
+    out.write_text(page(f"Starling report: {name}", m.get("status"), meta, sections, verdict))
     return out

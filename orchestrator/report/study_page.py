@@ -16,8 +16,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-import yaml
 
+from starling.node.params import ConfigError
+from starling.node.yaml_input import load_yaml
 from starling.orchestrator.report.loading import damaged
 from starling.orchestrator.report.page import Section, figure_html, page
 from starling.orchestrator.report.plotting import colour, data_uri, pyplot
@@ -60,11 +61,14 @@ def _study_file(path: Path) -> tuple[str, dict]:
     """``study.yaml``'s text and its mapping."""
     try:
         text = path.read_text(encoding="utf-8")
-        study = yaml.safe_load(text) or {}
     except OSError as exc:
         raise damaged(path, f"unreadable ({exc.strerror or exc})") from None
-    except (ValueError, yaml.YAMLError) as exc:
-        raise damaged(path, f"not valid YAML ({' '.join(str(exc).split())})") from None
+    except ValueError:  # not UTF-8
+        raise damaged(path, "not a text file") from None
+    try:
+        study = load_yaml(text, str(path)) or {}
+    except ConfigError as exc:
+        raise damaged(path, str(exc).removeprefix(f"{path}:").strip()) from None
     if not isinstance(study, dict):
         raise damaged(path, f"expected a mapping, got {type(study).__name__}")
     return text, study
@@ -158,7 +162,7 @@ def _curves_figure(rows: list[dict[str, str]], study: dict):
             else ""
         )
     )
-    return data_uri(figure), caption
+    return data_uri(figure, "study-curves"), caption
 
 
 class _quiet:
@@ -226,7 +230,7 @@ def _against_x(rows: list[dict[str, str]], study: dict):
         "Error bars: ±1 sd over replicates, where a cell has "
         "several."
     )
-    return data_uri(figure), caption
+    return data_uri(figure, "study-against-x"), caption
 
 
 def write_study_report(folder: Path) -> Path:

@@ -38,7 +38,15 @@ class Books(Protocol):
     def inbound(self) -> Mapping[str, LinkCounters]: ...
 
 
-__all__ = ["LINK_COUNTERS", "Books", "add_books", "link_account", "link_summary", "summed_books"]
+__all__ = [
+    "LINK_COUNTERS",
+    "LINK_WORDS",
+    "Books",
+    "add_books",
+    "link_account",
+    "link_summary",
+    "summed_books",
+]
 
 
 _PENDING = {
@@ -129,29 +137,65 @@ def link_summary(link_stats: Mapping[str, Mapping[str, Mapping[str, Mapping]]]) 
     return dict(sorted(links.items()))
 
 
+LINK_WORDS = {
+    "withheld": "dropped by a fault",
+    "dropped": "not sent (receiver unreachable)",
+}
+"""How people are told two counters whose names say how the node counts them, not what
+happened: ``withheld`` is a message a fault took out (a cut, a live ``--drop``, a
+scheduled loss), ``dropped`` one never sent because its receiver did not answer."""
+
+
 def link_account(links: Mapping[str, Mapping[str, int]]) -> list[str]:
-    """Lines for the account: every link that lost something, or one line saying none did."""
-    lossy = [
-        (key, c)
-        for key, c in links.items()
-        if any(
-            c.get(k, 0)
-            for k in ("withheld", "dropped", "late", "rejected", "send_errors", "overruns")
+    """Lines for the account: what became of the messages of every link that did not
+    deliver all of them in time, or one line saying every link did. Each line says what
+    happened, in words (``120 sent, 117 delivered in time, 3 dropped by a fault``); a
+    stream that broke and whose messages were sent again and arrived is no loss, and is
+    said as such."""
+    missed = [(key, c) for key, c in links.items() if _missed(c)]
+    resent = sum(int(c.get("send_errors", 0)) for c in links.values())
+    again = (
+        f"; {resent} stream failure{'s' if resent != 1 else ''}, their messages sent again"
+        if resent
+        else ""
+    )
+    if not missed:
+        return (
+            [f"links: all {len(links)} links delivered every message in time{again}"]
+            if links
+            else []
         )
-    ]
-    if not lossy:
-        return [f"links: all {len(links)} links delivered every message in time"] if links else []
-    lines = [
-        f"links: {len(lossy)} of {len(links)} lost messages (sent/delivered/withheld/dropped/late):"
-    ]
-    for key, c in lossy:
-        extra = "".join(
-            f" {name} {c[name]}"
-            for name in ("rejected", "screened", "send_errors", "overruns")
-            if c.get(name)
-        )
-        lines.append(
-            f"  {key.replace('->', '→')}: {c.get('sent', 0)}/{c.get('delivered', 0)}/"
-            f"{c.get('withheld', 0)}/{c.get('dropped', 0)}/{c.get('late', 0)}{extra}"
-        )
+    lines = [f"links: {len(missed)} of {len(links)} did not deliver every message in time{again}:"]
+    for key, c in missed:
+        lines.append(f"  {key.replace('->', '→')}: {_what_happened(c)}")
     return lines
+
+
+def _missed(c: Mapping[str, int]) -> bool:
+    """Whether some message of a link did not arrive in time (for any reason)."""
+    lost = ("withheld", "dropped", "late", "rejected", "overruns")
+    return any(c.get(k, 0) for k in lost) or c.get("delivered", 0) < c.get("sent", 0)
+
+
+def _what_happened(c: Mapping[str, int]) -> str:
+    sent, delivered = int(c.get("sent", 0)), int(c.get("delivered", 0))
+    late, rejected = int(c.get("late", 0)), int(c.get("rejected", 0))
+    parts = [f"{sent} sent", f"{delivered} delivered in time"]
+    if late:
+        parts.append(f"{late} late")
+    screened = int(c.get("screened", 0))
+    if rejected - screened > 0:
+        parts.append(f"{rejected - screened} rejected as malformed")
+    if screened:
+        parts.append(f"{screened} screened (a value beyond the receiver's bound)")
+    never = sent - delivered - late - rejected
+    if never > 0:
+        parts.append(f"{never} sent but never arrived")
+    for name, words in LINK_WORDS.items():
+        if c.get(name):
+            parts.append(f"{c[name]} {words}")
+    if c.get("overruns"):
+        parts.append(f"{c['overruns']} rounds its receiver waited out for it")
+    if c.get("send_errors"):
+        parts.append(f"{c['send_errors']} stream failures (messages sent again)")
+    return ", ".join(parts)

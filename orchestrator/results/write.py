@@ -25,7 +25,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import yaml
@@ -36,7 +36,7 @@ from starling.orchestrator.evaluation.evaluate import Evaluation, evaluate
 from starling.orchestrator.planning.plan import EvaluationPlan
 from starling.orchestrator.results.account import Account, account_divergence
 from starling.orchestrator.results.link_books import link_account
-from starling.orchestrator.results.summary import summary_table
+from starling.orchestrator.results.summary import summary_figures, summary_table
 
 T = TypeVar("T")
 
@@ -203,6 +203,10 @@ def close_run(
     write_results(out_dir, plan.source, samples, rounds, evaluation, extra)
     metrics = {**evaluation.metrics, **extra}
     if say is not None:
-        say(summary_table(metrics))
+        if getattr(say, "takes_fields", False):  # JSON lines carry the figures as fields
+            with_fields: Any = say
+            with_fields(summary_table(metrics), event="summary", figures=summary_figures(metrics))
+        else:
+            say(summary_table(metrics))
         say(f"results written to {out_dir}")
     return metrics

@@ -103,4 +103,4 @@ def test_bad_requests_are_one_line():
     for words in (["compose", "generate"], ["deploy", "generate", "--target", "swarm"]):
         done = run_cli(*words, "--nodes", "3", "--topology", "moebius")
         assert done.returncode == 2
-        assert done.stderr.startswith("starling: topology.kind: unknown topology 'moebius'")
+        assert done.stderr.startswith("starling: --topology: unknown topology 'moebius'")

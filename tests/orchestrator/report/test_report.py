@@ -101,8 +101,10 @@ def test_new_metrics_and_curves_appear_without_a_change_to_the_report(tmp_path, 
     ]
     (out / "sinkhorn_curve.csv").write_text("\n".join(lines) + "\n")
     page = write_report(out).read_text()
-    assert "<th>ess_bulk</th>" in page and "123.2" in page and "126.2" in page
-    assert "<th>sinkhorn.per_node</th>" in page and "sinkhorn.average" in page
+    # Each shows under a header in words (never its dotted key), in a table of its own.
+    assert "<th>ess bulk</th>" in page and "123.2" in page and "126.2" in page
+    assert "<th>sinkhorn</th>" in page and "<td>sinkhorn · average</td>" in page
+    assert "sinkhorn.per_node" not in page and "sinkhorn.average" not in page
     assert "sinkhorn_curve.csv" in page
     assert len(_images(page)) == 4  # w2 and sinkhorn curves, posterior, network (no faults)
     assert "No node or link fault" in page
@@ -142,3 +144,41 @@ def test_a_study_gets_one_page_comparing_its_cells(tmp_path, starling_home):
 def test_report_refuses_a_folder_without_results(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "has no metrics.json" in capsys.readouterr().err
+
+
+def test_the_verdict_comes_first_read_from_the_metrics_when_they_hold_one(tmp_path, starling_home):
+    code, out = _simulate(tmp_path, {**FAULTY, "faults": []}, "--no-report")
+    assert code == 0
+    page = write_report(out).read_text()
+    verdict = page.index('<section id="verdict"')
+    assert verdict < page.index("<h2>Convergence</h2>")
+    assert "R-hat at its worst" in page and "not judged here" in page
+    metrics = json.loads((out / "metrics.json").read_text())
+    metrics["verdict"] = {"summary": "trustworthy", "reasons": ["R-hat below 1.01 everywhere"]}
+    (out / "metrics.json").write_text(json.dumps(metrics))
+    page = write_report(out).read_text()
+    assert "Verdict: trustworthy" in page and "R-hat below 1.01 everywhere" in page
+    assert "not judged here" not in page
+
+
+def test_histograms_pool_enough_draws_and_say_which(tmp_path, starling_home):
+    """The evaluation's window (one round here: 30 draws) drew ragged histograms."""
+    code, out = _simulate(tmp_path, {**FAULTY, "faults": [], "evaluation": {"window": 1}})
+    assert code == 0
+    page = (out / "report.html").read_text()
+    said = re.search(
+        r"Draws of the last (\d+) rounds \(rounds (\d+)–(\d+)\) of all 30 chains: (\d+)", page
+    )
+    assert said, page[-3000:]
+    rounds, first, last, draws = (int(g) for g in said.groups())
+    assert (rounds, first, last, draws) == (15, 15, 29, 450)  # the second half of 30 rounds
+
+
+def test_every_header_is_words_not_a_dotted_key(tmp_path, starling_home):
+    code, out = _simulate(tmp_path, {**FAULTY, "faults": []}, "--no-report")
+    page = write_report(out).read_text()
+    headers = re.findall(r"<th>(.*?)</th>", page)
+    assert headers and not [h for h in headers if re.search(r"[a-z_]\.[a-z_]", h)], headers
+    cells = re.findall(r"<td>(.*?)</td>", page)
+    assert not [c for c in cells if re.fullmatch(r"[a-z_]+(\.[a-z_0-9]+)+", c)], cells
+    assert "ESS bulk, worst coordinate (draws)" in headers
