@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from starling.orchestrator.cli.run import EXIT_NODE_DOWN
 from starling.orchestrator.execution.client import NodeClient, NodeUnavailable
 from tests.conftest import ROOT
 
@@ -161,7 +162,10 @@ def test_a_node_killed_for_good_costs_one_grace_period_not_a_deadline_per_round(
     finally:
         killed.close()
     assert took <= bound, (took, fault_free)
-    assert code == 0, stdout[-2000:]
+    # Down at the end, and not by the schedule: its own exit code, never 0.
+    assert code == EXIT_NODE_DOWN, stdout[-2000:]
+    assert metrics["down_at_end"]["nodes"] == ["2"], metrics.get("down_at_end")
+    assert "node 2 down at the end, not by the experiment's schedule" in stdout
 
     events = _events(metrics, "2")
     kinds = [e["event"] for e in events]

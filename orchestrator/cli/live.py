@@ -84,6 +84,7 @@ def cmd_kernel_link(args) -> int:
     record = live.find_run(args.run)
     if args.receiver not in record.addresses:
         raise ConfigError(f"node {args.receiver!r} is not part of experiment {record.name!r}")
+    live.check_can_ask(record)
     result = live.post_request(record, "kernel-link", args.sender, extra=extra)
     if not result.get("ok"):
         raise ConfigError(
@@ -125,6 +126,7 @@ def cmd_links(args) -> int:
         if args.delay is not None:
             change["delay_ms"] = parse_delay(args.delay)
     record = live.find_run(args.run)
+    live.check_can_ask(record)  # the change is noted in the run's journal
     if args.receiver != "*":
         _client_for(record, args.receiver).close()  # validates the name
     if args.action == "cut":
@@ -173,6 +175,7 @@ def cmd_links(args) -> int:
 
 def cmd_nodes(args) -> int:
     record = live.find_run(args.run)
+    live.check_can_ask(record)
     result = live.post_request(record, args.action, args.node)
     if not result.get("ok"):
         raise ConfigError(

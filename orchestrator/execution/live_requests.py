@@ -26,6 +26,9 @@ def serve_requests(supervisor: Supervisor, kernel: KernelFaultPlan | None = None
     for answer_path, body in live.take_requests(Path(supervisor.record.out_dir)):
         node, action = body.get("node"), body.get("action")
         who = body.get("who", "someone")
+        if action == "refused":
+            _answer(answer_path, {"ok": False, "error": body.get("error", "refused")})
+            continue
         if node not in supervisor.clients:
             live.answer(answer_path, {"ok": False, "error": f"node {node!r} is not in this run"})
             continue
@@ -57,6 +60,15 @@ def serve_requests(supervisor: Supervisor, kernel: KernelFaultPlan | None = None
         else:
             live.answer(answer_path, {"ok": False, "error": f"unknown action {action!r}"})
     return changed
+
+
+def _answer(path, body: dict) -> None:
+    """An answer the run may be unable to write (the requests folder is not its own): the
+    asker then times out with its own line; the run goes on."""
+    try:
+        live.answer(path, body)
+    except OSError:
+        pass
 
 
 KERNEL_ACTIONS = ("pause", "unpause", "disconnect", "reconnect")

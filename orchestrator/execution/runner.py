@@ -90,6 +90,10 @@ class RunOutcome:
     """The phase of the first Ctrl-C or SIGTERM."""
     not_collected: dict = field(default_factory=dict)
     """Nodes whose samples could not be collected, and the line that says so."""
+    down_at_end: dict = field(default_factory=dict)
+    """Nodes down when the rounds ended that the schedule did not plan to be (a container
+    killed by hand, a crash, a node given up on), and the line that says so: the run's
+    exit code says it (``cli.run.EXIT_NODE_DOWN``)."""
     status: str = "complete"
     wall_seconds: float = 0.0
 
@@ -102,6 +106,7 @@ class RunOutcome:
             "interrupted": self.interrupted,
             **({"interrupted_during": self.interrupted_during} if self.interrupted else {}),
             **({"not_collected": self.not_collected} if self.not_collected else {}),
+            **({"down_at_end": self.down_at_end} if self.down_at_end else {}),
             "status": self.status,
         }
 
@@ -250,6 +255,7 @@ class _Execution:
             self.outcome.not_collected = _unreached(
                 self.supervisor.uncollected, self.out_dir, account
             )
+            self.outcome.down_at_end = _down_at_end(self.supervisor.down_unscheduled(), account)
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (Terminated)
             self._collect_after_interrupt(backend, clients)
         finally:
@@ -429,6 +435,18 @@ def _unreached(nodes: list[str], out_dir: Path, account: Account) -> dict:
         f"not collected: {who} unreachable at the end; once {they} serve again, "
         f"`starling collect {out_dir}` recovers what {they} stored"
     )
+    account.plain(line)
+    return {"nodes": list(nodes), "line": line}
+
+
+def _down_at_end(nodes: list[str], account: Account) -> dict:
+    """Nodes down at the end that the schedule did not take down: named in the account
+    and in ``metrics.json`` (``down_at_end``), for the exit code."""
+    if not nodes:
+        return {}
+    who, _ = _naming(nodes)
+    line = f"{who} down at the end, not by the experiment's schedule; the others finished without"
+    line += " it" if len(nodes) == 1 else " them"
     account.plain(line)
     return {"nodes": list(nodes), "line": line}
 

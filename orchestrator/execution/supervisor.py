@@ -172,6 +172,19 @@ class Supervisor:
     def down(self) -> list[str]:
         return sorted(n for n, s in self.nodes.items() if s.down_since is not None)
 
+    def down_unscheduled(self) -> list[str]:
+        """Nodes down when the run ends that the experiment's schedule did not take down for
+        good: killed by hand and not restarted, died, or unreachable and given up on. A
+        node the schedule kills without a restart is down by design and not among them."""
+        planned = {f.node for f in self.run.node_faults if f.restart_round is None}
+        return [
+            node
+            for node, state in self.nodes.items()
+            if node not in planned
+            and not state.failed_reported
+            and (state.given_up or state.down_since is not None)
+        ]
+
     def poll(self, nodes: list[str], pull: bool) -> None:
         """Read the status of these nodes (unless finished); collect new samples if ``pull``."""
         self.notices.tell_untold()
