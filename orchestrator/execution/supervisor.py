@@ -7,7 +7,8 @@ given back), kills and restarts nodes through the
 long, and at the end collects what every node holds — a node that is down for good is started again
 idle on its state dir and streams its stored run over gRPC (``SamplesRequest.experiment``), so the
 orchestrator never opens a node's files. Counters of a node's earlier processes are carried over
-(:mod:`starling.orchestrator.results.link_books`). The scheduled node and kernel faults act on the
+(:mod:`starling.orchestrator.results.link_books`), once a process is replaced, never while it is
+only unreachable. The scheduled node and kernel faults act on the
 nodes through it (it implements :class:`~starling.orchestrator.execution.node_actions.NodeActions`).
 
 Dead is dead: a node is *declared down* when it is killed for good by the schedule, its round
@@ -240,7 +241,9 @@ class Supervisor:
         state = self.nodes[node]
         if state.down_since is None:
             state.down_since = self.clock()
-            self._fold(node)
+            # Not folded: an unreachable process (paused, cut off) may answer again with
+            # the same books; it is carried over only once it is replaced (killed,
+            # restarted, or found idle: :meth:`_reconfigure`).
             if state.killed_at is None and not state.awaiting_restart:
                 alive = self.backend.alive(node)
                 how = "its process exited" if alive is False else "unreachable"

@@ -15,7 +15,15 @@ sent. A resent message for a round before the successor's first it does not coun
 process before it did (:class:`starling.node.runtime.inbox.Inbox`).
 
 Per directed link ``A->B`` (:func:`link_summary`), the sender's books say what it sent,
-withheld and dropped, the receiver's what arrived in time, late or malformed.
+withheld and dropped, the receiver's what arrived in time, late or malformed. What was
+*lost* is what the sender had for the receiver and the receiver did not get in time:
+``withheld + dropped + sent - delivered`` (:func:`lost`); it never counts a resend, and for
+books that add up (``delivered <= sent``, each message counted once) it is never negative.
+
+A process that went unreachable (paused, cut off the network) and came back is the same
+process: its counters since its configuration include everything before. Only a process
+that was replaced (killed, crashed, restarted) has its last books carried over; carrying a
+live one's too counted all of its messages twice.
 """
 
 from __future__ import annotations
@@ -38,7 +46,15 @@ class Books(Protocol):
     def inbound(self) -> Mapping[str, LinkCounters]: ...
 
 
-__all__ = ["LINK_COUNTERS", "Books", "add_books", "link_account", "link_summary", "summed_books"]
+__all__ = [
+    "LINK_COUNTERS",
+    "Books",
+    "add_books",
+    "link_account",
+    "link_summary",
+    "lost",
+    "summed_books",
+]
 
 
 _PENDING = {
@@ -86,6 +102,7 @@ def summed_books(carried: dict, last: Books | None) -> dict:
 
 LINK_COUNTERS = (
     "sent",
+    "resent",
     "delivered",
     "withheld",
     "dropped",
@@ -95,7 +112,8 @@ LINK_COUNTERS = (
     "send_errors",
     "overruns",
 )
-"""Per directed link: ``sent`` on the wire, ``delivered`` in time for its round, ``withheld``
+"""Per directed link: ``sent`` on the wire (each message once), ``resent`` (sent again after
+its stream broke: a resend, never a new send), ``delivered`` in time for its round, ``withheld``
 by an emulated fault (scheduled, or live cut/drop), ``dropped`` because the receiver could
 not be reached, ``late`` (arrived after the receiver's deadline), ``rejected`` (malformed),
 ``screened`` (of those rejected, refused for a value beyond the receiver's screening
@@ -117,7 +135,7 @@ def link_summary(link_stats: Mapping[str, Mapping[str, Mapping[str, Mapping]]]) 
     for node, books in link_stats.items():
         for peer, c in (books.get("outbound") or {}).items():
             e = entry(f"{node}->{peer}")
-            for name in ("sent", "withheld", "dropped", "send_errors"):
+            for name in ("sent", "resent", "withheld", "dropped", "send_errors"):
                 e[name] += int(c.get(name, 0))
         for peer, c in (books.get("inbound") or {}).items():
             e = entry(f"{peer}->{node}")
@@ -126,7 +144,17 @@ def link_summary(link_stats: Mapping[str, Mapping[str, Mapping[str, Mapping]]]) 
             e["rejected"] += int(c.get("rejected", 0))
             e["screened"] += int(c.get("screened", 0))
             e["overruns"] += int(c.get("overruns", 0))
+    for counts in links.values():
+        counts["lost"] = lost(counts)
     return dict(sorted(links.items()))
+
+
+def lost(counts: Mapping[str, int]) -> int:
+    """Messages of one link its receiver did not get in time: those withheld by a fault,
+    dropped (the receiver unreachable), and sent but not delivered (late, malformed, or
+    gone with a broken stream or a dead process). Resends are not messages of their own."""
+    offered = counts.get("sent", 0) + counts.get("withheld", 0) + counts.get("dropped", 0)
+    return offered - counts.get("delivered", 0)
 
 
 def link_account(links: Mapping[str, Mapping[str, int]]) -> list[str]:
@@ -141,13 +169,15 @@ def link_account(links: Mapping[str, Mapping[str, int]]) -> list[str]:
     ]
     if not lossy:
         return [f"links: all {len(links)} links delivered every message in time"] if links else []
+    total = sum(lost(c) for _, c in lossy)
     lines = [
-        f"links: {len(lossy)} of {len(links)} lost messages (sent/delivered/withheld/dropped/late):"
+        f"links: {len(lossy)} of {len(links)} lost messages, {total} in all "
+        "(sent/delivered/withheld/dropped/late):"
     ]
     for key, c in lossy:
         extra = "".join(
             f" {name} {c[name]}"
-            for name in ("rejected", "screened", "send_errors", "overruns")
+            for name in ("rejected", "screened", "send_errors", "overruns", "resent")
             if c.get(name)
         )
         lines.append(

@@ -124,10 +124,12 @@ def test_link_summary_joins_what_the_sender_and_the_receiver_counted():
             "screened": 2,
             "send_errors": 1,
             "overruns": 0,
+            "resent": 0,
+            "lost": 3 + 1 + 7 - 5,
         }
     }
     lines = link_account(links)
-    assert lines[0].startswith("links: 1 of 1 lost messages")
+    assert lines[0].startswith("links: 1 of 1 lost messages, 6 in all")
     # The receiver's screening names the sender: the link a→b.
     assert lines[1] == "  a→b: 7/5/3/1/1 rejected 2 screened 2 send_errors 1"
     clean = {"a->b": {"sent": 4, "delivered": 4, "withheld": 0, "dropped": 0, "late": 0}}
