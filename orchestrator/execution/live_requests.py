@@ -111,7 +111,7 @@ def _kernel_link_request(
     if receiver not in supervisor.clients or receiver == sender:
         live.answer(answer_path, {"ok": False, "error": f"no receiving node {receiver!r}"})
         return
-    if kind not in ("cut", "loss", "delay", "restore"):
+    if kind not in ("cut", "loss", "delay", "reset", "restore"):
         live.answer(answer_path, {"ok": False, "error": f"unknown kernel link fault {kind!r}"})
         return
     if kernel is None:
@@ -120,7 +120,13 @@ def _kernel_link_request(
         return
     try:
         kernel.live_link(
-            supervisor, sender, receiver, kind, None if amount is None else float(amount), who
+            supervisor,
+            sender,
+            receiver,
+            kind,
+            None if amount is None else float(amount),
+            who,
+            float(body.get("jitter") or 0.0),
         )
     except BackendError as exc:
         live.answer(answer_path, {"ok": False, "error": str(exc).splitlines()[0]})
