@@ -47,7 +47,10 @@ RING = [
     ("3", "0"),
     ("0", "3"),
 ]
-ROUNDS = 400
+ROUNDS = 1000
+LINK_DELAY = "10ms"
+"""Every message late by this much: rounds of about 12 ms, so the run lasts longer than the
+fault sequences (without it 400 rounds took a second, and faults came after the end)."""
 DEADLINE = 0.3
 GRACE = 3.0
 
@@ -64,6 +67,7 @@ def _experiment(tmp_path: Path) -> Path:
         "chains": 1,
         "seed": 5,
         "round_deadline": DEADLINE,
+        "link_delay": LINK_DELAY,
         "round_seconds": 0.02,
         "checkpoint_every": 25,
         "limits": {"down_grace": GRACE},
@@ -136,11 +140,14 @@ class _Run:
             self.process.communicate()
 
 
-def _carry_out(run: _Run, sequence) -> None:
+def _carry_out(run: _Run, sequence) -> int:
+    """Carry the steps out; returns how many began while the run was still going."""
+    applied = 0
     for wait, (kind, what, amount) in sequence:
         time.sleep(wait)
         if run.process.poll() is not None:
-            return  # the run is over: the rest of the sequence comes too late
+            return applied  # the run is over: the rest of the sequence comes too late
+        applied += 1
         if kind == "pause":
             run.signal(what, signal.SIGSTOP)
             time.sleep(amount)
@@ -163,6 +170,7 @@ def _carry_out(run: _Run, sequence) -> None:
             run.cli("links", "set", *what, "--drop", str(amount))
             time.sleep(1.0)
             run.cli("links", "restore", *what)
+    return applied
 
 
 @settings(
@@ -179,7 +187,7 @@ def test_real_books_add_up_under_random_fault_sequences(sequence, tmp_path_facto
     where = tmp_path_factory.mktemp("books")
     run = _Run(_experiment(where), where / "out", where / "home")
     try:
-        _carry_out(run, sequence)
+        applied = _carry_out(run, sequence)
         code, stdout, metrics = run.finish()
     finally:
         run.close()
@@ -189,6 +197,7 @@ def test_real_books_add_up_under_random_fault_sequences(sequence, tmp_path_facto
             except (OSError, ValueError, KeyError):
                 pass
     assert code in (0, 5), (code, sequence, stdout[-2000:])
+    assert applied >= 1, ("no fault came while the rounds ran", sequence)
     links = metrics["links"]
     assert sorted(links) == sorted(f"{a}->{b}" for a, b in RING)
     for key, c in links.items():

@@ -1,8 +1,7 @@
 """``starling compose generate``: a compose testbed of any size and graph, as one file.
 
     starling compose generate --nodes 8 --topology full > compose.gen.yml
-    docker compose -f compose.gen.yml up --build --abort-on-container-exit \\
-        --exit-code-from orchestrator
+    docker compose -f compose.gen.yml run --rm --build orchestrator
 
 The output has the shape of the top-level ``docker-compose.yml`` — one service per node,
 each with synthetic shard k of its own, its own volume and a gRPC healthcheck, and an
@@ -121,6 +120,10 @@ def generate(
         "build": {**build, "target": "orchestrator"},
         "networks": ["testbed"],
         "user": "root",  # docker/entrypoint.sh drops to the owner of ./results
+        # tini passes SIGTERM on; a stop gives the run time to collect and write results.
+        "init": True,
+        "stop_grace_period": "2m",
+        "environment": {"STARLING_TESTBED": "compose"},
         "command": [
             "starling",
             "run",

@@ -115,6 +115,10 @@ class Supervisor:
         self.notices = DownNotices(self.out_peers, self.in_peers, self.nodes, clients, account)
         self.uncollected: list[str] = []
         """Nodes whose samples could not be collected at the end (their stores keep them)."""
+        self.books_cut_short: set[str] = set()
+        """Nodes a process of which died (or was unreachable at the end) after its last
+        status: what it counted after that died with it
+        (:func:`starling.orchestrator.results.link_books.link_summary`, ``cut_short``)."""
         self._respawning = threading.Lock()  # the collection's threads restart nodes
 
     # ------------------------------------------------------------ reading nodes
@@ -253,6 +257,7 @@ class Supervisor:
         """Carry the last status's counters over, less what the process held pending
         (:mod:`starling.orchestrator.results.link_books`): the next process starts from zero."""
         state = self.nodes[node]
+        self.books_cut_short.add(node)
         if state.last is not None:
             add_books(state.carried, state.last, died=True)
             state.last = None
@@ -441,11 +446,13 @@ class Supervisor:
                 raise outcome.error
             elif isinstance(outcome.result, NodeStatus):
                 self.nodes[node].last = outcome.result
+                continue
             elif isinstance(outcome.result, str):  # the node's collection failed
                 self.account.plain(outcome.result)
                 self.uncollected.append(node)
             elif isinstance(outcome.result, StoredRun):
                 self.account.plain(outcome.result.line(self.collector, outcome.got))
+            self.books_cut_short.add(node)  # no final status: its books end at the last one
         return late
 
     def _final(self, node: str) -> Callable[[Pull], object]:

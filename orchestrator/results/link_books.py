@@ -29,7 +29,7 @@ live one's too counted all of its messages twice.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -121,11 +121,18 @@ bound), ``send_errors`` (stream failures), ``overruns`` (an asynchronous receive
 deadline for a fresh enough message from this sender)."""
 
 
-def link_summary(link_stats: Mapping[str, Mapping[str, Mapping[str, Mapping]]]) -> dict:
+def link_summary(
+    link_stats: Mapping[str, Mapping[str, Mapping[str, Mapping]]],
+    cut_short: Collection[str] = (),
+) -> dict:
     """``"A->B"`` -> counters, from every node's final ``outbound`` / ``inbound`` books.
 
     The sender knows what it sent, withheld and dropped; the receiver what it got in time,
-    late or malformed.
+    late or malformed. ``cut_short``: senders a process of which died after its last status
+    (killed, crashed, unreachable at the end): what it sent after that was never reported,
+    but its receivers counted what arrived, and a message that arrived was sent. On their
+    links ``sent`` is at least ``delivered + late``, and ``sent_seen_by_receiver`` says by
+    how much the receiver's count raised it (absent when it did not).
     """
     links: dict[str, dict[str, int]] = {}
 
@@ -144,7 +151,11 @@ def link_summary(link_stats: Mapping[str, Mapping[str, Mapping[str, Mapping]]]) 
             e["rejected"] += int(c.get("rejected", 0))
             e["screened"] += int(c.get("screened", 0))
             e["overruns"] += int(c.get("overruns", 0))
-    for counts in links.values():
+    for key, counts in links.items():
+        arrived = counts["delivered"] + counts["late"]
+        if key.split("->")[0] in cut_short and arrived > counts["sent"]:
+            counts["sent_seen_by_receiver"] = arrived - counts["sent"]
+            counts["sent"] = arrived
         counts["lost"] = lost(counts)
     return dict(sorted(links.items()))
 
@@ -162,7 +173,8 @@ def link_account(links: Mapping[str, Mapping[str, int]]) -> list[str]:
     lossy = [
         (key, c)
         for key, c in links.items()
-        if any(
+        if lost(c) > 0
+        or any(
             c.get(k, 0)
             for k in ("withheld", "dropped", "late", "rejected", "send_errors", "overruns")
         )
@@ -174,6 +186,9 @@ def link_account(links: Mapping[str, Mapping[str, int]]) -> list[str]:
         f"links: {len(lossy)} of {len(links)} lost messages, {total} in all "
         "(sent/delivered/withheld/dropped/late):"
     ]
+    raised = {
+        k: c["sent_seen_by_receiver"] for k, c in links.items() if c.get("sent_seen_by_receiver")
+    }
     for key, c in lossy:
         extra = "".join(
             f" {name} {c[name]}"
@@ -183,5 +198,11 @@ def link_account(links: Mapping[str, Mapping[str, int]]) -> list[str]:
         lines.append(
             f"  {key.replace('->', '→')}: {c.get('sent', 0)}/{c.get('delivered', 0)}/"
             f"{c.get('withheld', 0)}/{c.get('dropped', 0)}/{c.get('late', 0)}{extra}"
+        )
+    if raised:
+        lines.append(
+            "  a sender died after its last status on "
+            + ", ".join(f"{k.replace('->', '→')} (+{n})" for k, n in raised.items())
+            + ": sent counts what its receiver got after that"
         )
     return lines
