@@ -46,6 +46,10 @@ from starling.orchestrator.results.link_books import add_books, summed_books
 
 __all__ = ["DownNotices", "NodeState", "RunSnapshot", "Supervisor"]
 
+HOLD_POLLS = 200
+HOLD_POLL_SECONDS = 0.01
+"""A kill by hand waits at most this many polls this far apart for the node to hold."""
+
 
 @dataclass
 class NodeState:
@@ -344,6 +348,8 @@ class Supervisor:
         """Crash the node through the backend, after a last look at its counters and round."""
         state = self.nodes[node]
         at_round = round_seen
+        if fault is None:
+            self._hold_for_kill(node)
         try:
             state.last = self.clients[node].status()
             at_round = state.last.round
@@ -373,6 +379,27 @@ class Supervisor:
         if fault is not None and fault.restart_round is None:
             self.notices.declare(node, f"killed at round {at_round}, not restarted")
         self.publish()
+
+    def _hold_for_kill(self, node: str) -> None:
+        """A kill asked for by hand lands between two rounds, as a scheduled one does (the
+        node holds before its kill round): the node is told to hold before its next round
+        and the kill waits until it does (a few polls; never longer than
+        :data:`HOLD_POLLS` of them). Its last status then counts exactly the rounds its
+        successor, resuming from that round, will not run again, so no message is counted
+        sent twice. A node that does not answer is killed as it is."""
+        client = self.clients[node]
+        try:
+            status = client.status(attempts=1)
+            if status.state != Lifecycle.RUNNING:
+                return
+            client.hold(status.round + 1)
+            for _ in range(HOLD_POLLS):
+                status = client.status(attempts=1)
+                if status.holding or status.state != Lifecycle.RUNNING:
+                    return
+                time.sleep(HOLD_POLL_SECONDS)
+        except (NodeUnavailable, ConfigError):
+            return
 
     def restart(self, node: str, why: str) -> str:
         """Start the node again on its state dir; the next poll configures it. Raises one
