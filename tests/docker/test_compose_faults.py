@@ -174,3 +174,80 @@ def test_a_node_killed_under_the_documented_command_loses_no_run_and_no_sample(t
             run.communicate()
         compose_run("down", "--volumes", "--remove-orphans", timeout=300)
         subprocess.run(["docker", "image", "rm", "-f", tag], capture_output=True)
+
+
+def test_a_stopped_orchestrator_container_still_writes_the_results(tmp_path):
+    """``docker stop`` of the run's container (what the engine sends at a shutdown, or a
+    user from another terminal; Ctrl-C in the run's own terminal reaches the run through
+    its TTY the same way): its init hands SIGTERM to the run, which stops the nodes'
+    rounds, collects what they hold and writes the results, marked interrupted, exit 130 —
+    within the compose file's 2-minute stop grace, not killed after docker's 10 s."""
+    folder = _copy_testbed(tmp_path / "testbed")
+    (folder / "results").mkdir()
+    project = f"starling-int-{uuid.uuid4().hex[:8]}"
+    tag = f"starling-orchestrator:{project}"
+    _image(tag, folder)
+    compose_file = folder / "docker-compose.yml"
+    compose_file.write_text(
+        compose_file.read_text().replace("image: starling-orchestrator:latest", f"image: {tag}")
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STARLING_")}
+    env["STARLING_EXPERIMENT"] = _experiment(folder)
+    compose = ["docker", "compose", "--project-name", project]
+    run = subprocess.Popen(
+        [*compose, "run", "--rm", "orchestrator"],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        latest = folder / "results" / "compose-kill" / "latest"
+        deadline = time.monotonic() + 600
+        while not (latest / "run.json").exists():
+            assert run.poll() is None, run.communicate()[0][-4000:]
+            assert time.monotonic() < deadline, "the run never started"
+            time.sleep(0.5)
+        time.sleep(5)  # some rounds run
+        label = f"label=com.docker.compose.project={project}"
+        ids = subprocess.run(
+            [
+                "docker",
+                "ps",
+                "-q",
+                "--filter",
+                label,
+                "--filter",
+                "label=com.docker.compose.oneoff=True",
+            ],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        assert len(ids) == 1, ids
+        grace = subprocess.run(
+            ["docker", "inspect", "-f", "{{.Config.StopTimeout}}", ids[0]],
+            capture_output=True,
+            text=True,
+        )
+        assert grace.stdout.strip() == "120", grace.stdout  # stop_grace_period: 2m
+        stopped = subprocess.run(["docker", "stop", ids[0]], capture_output=True, timeout=300)
+        assert stopped.returncode == 0, stopped.stderr
+        said, _ = run.communicate(timeout=300)
+        assert run.returncode == 130, said[-4000:]
+        metrics = json.loads((latest.resolve() / "metrics.json").read_text())
+        assert metrics["status"] == "interrupted" and metrics["interrupted"] is True
+        samples = metrics["samples_per_node"]
+        assert set(samples) == {"a", "b", "c", "d", "e"} and min(samples.values()) > 0, samples
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+        subprocess.run(
+            [*compose, "down", "--volumes", "--remove-orphans"],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            timeout=300,
+        )
+        subprocess.run(["docker", "image", "rm", "-f", tag], capture_output=True)
