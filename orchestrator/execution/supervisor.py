@@ -119,6 +119,9 @@ class Supervisor:
         self.notices = DownNotices(self.out_peers, self.in_peers, self.nodes, clients, account)
         self.uncollected: list[str] = []
         """Nodes whose samples could not be collected at the end (their stores keep them)."""
+        self.answered_at_end: set[str] = set()
+        """Nodes whose process answered the final collection (up at the end, whatever
+        happened to them before: a node given up on may come back)."""
         self.books_cut_short: set[str] = set()
         """Nodes a process of which died (or was unreachable at the end) after its last
         status: what it counted after that died with it
@@ -183,13 +186,15 @@ class Supervisor:
 
     def down_unscheduled(self) -> list[str]:
         """Nodes down when the run ends that the experiment's schedule did not take down for
-        good: killed by hand and not restarted, died, or unreachable and given up on. A
-        node the schedule kills without a restart is down by design and not among them."""
+        good: killed by hand and not restarted, died, or unreachable and given up on, and
+        not answering the final collection. A node the schedule kills without a restart is
+        down by design and not among them; one given up on that came back is up."""
         planned = {f.node for f in self.run.node_faults if f.restart_round is None}
         return [
             node
             for node, state in self.nodes.items()
             if node not in planned
+            and node not in self.answered_at_end
             and not state.failed_reported
             and (state.given_up or state.down_since is not None)
         ]
@@ -473,6 +478,7 @@ class Supervisor:
                 raise outcome.error
             elif isinstance(outcome.result, NodeStatus):
                 self.nodes[node].last = outcome.result
+                self.answered_at_end.add(node)
                 continue
             elif isinstance(outcome.result, str):  # the node's collection failed
                 self.account.plain(outcome.result)
