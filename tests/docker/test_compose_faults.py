@@ -37,7 +37,7 @@ from tests.docker.test_compose_testbed import _copy_testbed
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
 
-ROUNDS = 2000
+ROUNDS = 3000
 LINK_DELAY = "20ms"
 """Every message late by this much: about 25 ms a round, so the run lasts about a minute
 and the kill lands in the middle (without it, 600 rounds took 5 s here)."""
@@ -65,12 +65,12 @@ def _image(tag: str, folder: Path) -> None:
     assert built.returncode == 0, built.stderr[-3000:]
 
 
-def _experiment(folder: Path) -> str:
+def _experiment(folder: Path, down_grace: float = 5) -> str:
     raw = yaml.safe_load((folder / "examples" / "compose-quickstart.yaml").read_text())
     raw.update(
         name="compose-kill", rounds=ROUNDS, chains=10, round_deadline=2.0, link_delay=LINK_DELAY
     )
-    raw["limits"] = {"down_grace": 5}
+    raw["limits"] = {"down_grace": down_grace}
     (folder / "examples" / "compose-kill.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     return "examples/compose-kill.yaml"
 
@@ -239,6 +239,75 @@ def test_a_stopped_orchestrator_container_still_writes_the_results(tmp_path):
         assert metrics["status"] == "interrupted" and metrics["interrupted"] is True
         samples = metrics["samples_per_node"]
         assert set(samples) == {"a", "b", "c", "d", "e"} and min(samples.values()) > 0, samples
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+        subprocess.run(
+            [*compose, "down", "--volumes", "--remove-orphans"],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            timeout=300,
+        )
+        subprocess.run(["docker", "image", "rm", "-f", tag], capture_output=True)
+
+
+def test_books_add_up_after_a_node_container_is_paused_and_cut_off_by_hand(tmp_path):
+    """``docker pause node-c`` for a few seconds, then ``docker network disconnect`` of
+    node-b and back, under the documented command: the nodes only went unreachable, so the
+    run completes with every sample, exit 0, and every link's books add up. Before, each
+    such node was carried over as if it had died and counted again once it answered (c→b
+    "sent 4,014" in a 2,500-round run, delivered above sent on the reverse link)."""
+    folder = _copy_testbed(tmp_path / "testbed")
+    (folder / "results").mkdir()
+    project = f"starling-pause-{uuid.uuid4().hex[:8]}"
+    tag = f"starling-orchestrator:{project}"
+    _image(tag, folder)
+    compose_file = folder / "docker-compose.yml"
+    compose_file.write_text(
+        compose_file.read_text().replace("image: starling-orchestrator:latest", f"image: {tag}")
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STARLING_")}
+    env["STARLING_EXPERIMENT"] = _experiment(folder, down_grace=30)
+    compose = ["docker", "compose", "--project-name", project]
+    run = subprocess.Popen(
+        [*compose, "run", "--rm", "orchestrator"],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        latest = folder / "results" / "compose-kill" / "latest"
+        deadline = time.monotonic() + 600
+        while not (latest / "run.json").exists():
+            assert run.poll() is None, run.communicate()[0][-4000:]
+            assert time.monotonic() < deadline, "the run never started"
+            time.sleep(0.5)
+        time.sleep(5)
+        network = f"{project}_testbed"
+        # Each fault lasts past the orchestrator's 10 s status timeout: it sees the node
+        # down (which is what was counted twice), not just a slow answer.
+        for command, seconds in (
+            (["pause", f"{project}-node-c-1"], 12),
+            (["unpause", f"{project}-node-c-1"], 3),
+            (["network", "disconnect", network, f"{project}-node-b-1"], 12),
+            (["network", "connect", "--alias", "node-b", network, f"{project}-node-b-1"], 3),
+        ):
+            done = subprocess.run(["docker", *command], capture_output=True, text=True)
+            assert done.returncode == 0, (command, done.stderr)
+            time.sleep(seconds)
+        said, _ = run.communicate(timeout=900)
+        assert run.returncode == 0, said[-4000:]
+        metrics = json.loads((latest.resolve() / "metrics.json").read_text())
+        assert metrics["status"] == "complete", metrics["status"]
+        assert set(metrics["samples_per_node"].values()) == {ROUNDS}, metrics["samples_per_node"]
+        for key, c in metrics["links"].items():  # a ring: one message a round per link
+            assert c["sent"] <= ROUNDS and c["delivered"] <= c["sent"], (key, c)
+            assert c["sent"] + c["withheld"] + c["dropped"] <= ROUNDS, (key, c)
+            assert c["lost"] == c["withheld"] + c["dropped"] + c["sent"] - c["delivered"] >= 0
     finally:
         if run.poll() is None:
             run.kill()
