@@ -455,12 +455,14 @@ def test_ctrl_c_mid_run_removes_everything_and_live_pause_works(tmp_path):
         quiet_start = _retransmitted(sender)
         time.sleep(3)
         quiet = _retransmitted(sender) - quiet_start
-        lossy_start = quiet_start + quiet
+        lossy_start: int | None = quiet_start + quiet
         for argv, said in (
             (["set", "0", "2", "--drop", "0.3", "--kernel"], "link 0 -> 2: kernel loss done"),
             (["restore", "0", "2", "--kernel"], "link 0 -> 2: kernel restore done"),
+            (["reset", "0", "2", "--kernel"], "link 0 -> 2: kernel reset done"),
+            (["restore", "0", "2", "--kernel"], "link 0 -> 2: kernel restore done"),
         ):
-            if argv[0] == "restore":
+            if argv[0] == "restore" and lossy_start is not None:
                 time.sleep(3)  # a few rounds under loss
                 lossy = _retransmitted(sender) - lossy_start
                 print(f"node 0 retransmitted {quiet} segments in 3 s, {lossy} under 30 % loss")
@@ -470,6 +472,7 @@ def test_ctrl_c_mid_run_removes_everything_and_live_pause_works(tmp_path):
                 # (>= 200 ms, or a fast retransmit), so 3 s carry ~10 losses at the very
                 # least (46 retransmissions measured): well above the quiet count.
                 assert lossy >= 10 and lossy >= 3 * quiet, (quiet, lossy)
+                lossy_start = None  # the loss is measured; next, resets for a moment
             done = subprocess.run(
                 [
                     sys.executable,
@@ -523,7 +526,9 @@ def test_ctrl_c_mid_run_removes_everything_and_live_pause_works(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["interrupted"] is True
     live = [(f["kind"], f["node"]) for f in metrics["faults"]["kernel"] if f.get("live")]
-    assert live == [("pause", "1"), ("unpause", "1"), ("loss", "0")], metrics["faults"]["kernel"]
+    assert live == [("pause", "1"), ("unpause", "1"), ("loss", "0"), ("reset", "0")], metrics[
+        "faults"
+    ]["kernel"]
     (loss,) = [f for f in metrics["faults"]["kernel"] if f["kind"] == "loss"]
     assert (loss["peer"], loss["amount"], loss["started"]) == ("2", 30.0, True), loss
     assert set(loss["links"]) == {"0->2"} and loss["links"]["0->2"]["sent"] > 0, loss
