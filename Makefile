@@ -70,8 +70,8 @@ bench: $(BIN)/.installed
 	$(BIN)/python -m benchmarks $(if $(QUICK),--quick)
 
 # The compose testbed (docs/deployment/testbed.md): checks the base image first and, where it
-# cannot be pulled, says how to build offline (docker/testbed.sh); then `docker compose up
-# --build`, which rebuilds only what changed.
+# cannot be pulled, says how to build offline (docker/testbed.sh); then `docker compose run
+# --rm --build orchestrator`, which rebuilds only what changed and exits with the run's code.
 testbed:
 	docker/testbed.sh
 

@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
-# `make testbed`: the compose testbed (docker-compose.yml) up, with the base image checked
+# `make testbed`: the compose testbed's run (docker-compose.yml), with the base image checked
 # first, so that a machine without registry access is told the offline route at once instead
 # of failing deep in a build on a DNS error for the registry.
 #
 #   make testbed                                   # builds what changed, runs the quickstart
 #   STARLING_BASE_IMAGE=starling-base:bookworm make testbed
-#   TESTBED_UP_ARGS="--detach" make testbed         # other `docker compose up` options
+#
+# The run is `docker compose run --rm --build orchestrator`: it starts the nodes, runs the
+# experiment, and exits with the run's own code; a node container that dies does not end it
+# (under `up --abort-on-container-exit` compose would stop every container at once).
 #
 # The base is STARLING_BASE_IMAGE, else the offline base starling-base:bookworm when this
 # engine has it (docker/build-offline.sh made it), else the registry's python:3.11-slim-bookworm,
 # which is pulled here once; when that pull fails the script says how to build offline and
-# stops. Extra arguments go to `docker compose` before `up` (e.g. -f compose.tls.yml).
+# stops. Extra arguments go to `docker compose` before `run` (e.g. -f compose.tls.yml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 REGISTRY_BASE=python:3.11-slim-bookworm
 OFFLINE_BASE=starling-base:bookworm
-UP_ARGS=${TESTBED_UP_ARGS:---abort-on-container-exit --exit-code-from orchestrator}
 
 say() { printf 'testbed: %s\n' "$*" >&2; }
 
@@ -53,5 +55,4 @@ if [ "$base" = "$OFFLINE_BASE" ] && ! ls docker/wheels/*.whl >/dev/null 2>&1; th
     say "fetching the wheelhouse docker/wheels/ on this host (the build has no network)"
     docker/wheelhouse.sh
 fi
-# shellcheck disable=SC2086  # UP_ARGS is a list of options
-exec docker compose "$@" up --build $UP_ARGS
+exec docker compose "$@" run --rm --build orchestrator

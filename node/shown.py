@@ -16,7 +16,7 @@ import re
 import reprlib
 from typing import Any
 
-__all__ = ["MAX_SHOWN", "shorten", "shown"]
+__all__ = ["MAX_SHOWN", "one_line", "shorten", "shown"]
 
 MAX_SHOWN = 100
 """Longest echoed value kept whole: as long as the longest name (a node id, an experiment
@@ -32,6 +32,18 @@ _HEAD, _TAIL = 60, 20
 # the apostrophe of "node's" opens nothing), up to the same quote, escapes skipped.
 _QUOTED = re.compile(r"""(?<![\w'"])(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""", re.DOTALL)
 _RUN = re.compile(rf"\S{{{MAX_RUN + 1},}}")
+
+
+# Every character str.splitlines() breaks at, and the other C0/C1 controls: a key or value
+# that holds one, written raw into an error line, would split it or move the terminal's cursor.
+_BREAKS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(message: str) -> str:
+    """``message`` with each line break and control character written as its escape
+    (``\\n``, ``\\x1b``), so a name or value that holds one cannot break the line it is
+    echoed in. Tabs are kept."""
+    return _BREAKS.sub(lambda m: repr(m.group(0))[1:-1], message)
 
 
 def _cut(text: str, length: int, limit: int) -> str:
@@ -66,8 +78,10 @@ def shown(value: Any) -> str:
 
 
 def shorten(message: str) -> str:
-    """``message`` with each quoted value longer than :data:`MAX_SHOWN` characters, and
-    each run of more than :data:`MAX_RUN` non-blank characters, cut as :func:`shown` cuts."""
+    """``message`` on one line (:func:`one_line`), with each quoted value longer than
+    :data:`MAX_SHOWN` characters, and each run of more than :data:`MAX_RUN` non-blank
+    characters, cut as :func:`shown` cuts."""
+    message = one_line(message)
     if len(message) <= MAX_SHOWN:
         return message
 

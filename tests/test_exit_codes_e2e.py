@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from starling.orchestrator.cli.run import EXIT_DIVERGED, EXIT_FAILED, exit_code
+from starling.orchestrator.cli.run import EXIT_DIVERGED, EXIT_FAILED, EXIT_NODE_DOWN, exit_code
 from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.e2e
@@ -72,10 +72,13 @@ def test_a_diverged_run_exits_3_naming_node_and_round(command, tmp_path, starlin
     assert done.stderr.strip().splitlines()[-1].endswith("; exit 3")
 
 
-def test_exit_codes_rank_interrupted_then_failed_then_diverged(capsys):
+def test_exit_codes_rank_interrupted_then_failed_then_diverged_then_node_down(capsys):
     failed = {"faults": {"nodes": [{"node": "1", "event": "failed", "error": "round 4: E"}]}}
     diverged = {"diverged": {"2": 7}}
+    down = {"down_at_end": {"nodes": ["3"], "line": "node 3 down at the end"}}
     assert exit_code({}) == 0
+    assert exit_code(down) == EXIT_NODE_DOWN
+    assert exit_code({**diverged, **down}) == 3
     assert exit_code(diverged) == 3
     assert exit_code({**failed, **diverged}) == 1
     assert exit_code({**failed, **diverged, "interrupted": True}) == 130

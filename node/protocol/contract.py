@@ -98,6 +98,9 @@ class LinkCounters:
     screened: int = 0
     """Inbound: of ``rejected``, the well-formed messages refused for a value beyond the
     node's screening bound (:mod:`starling.node.runtime.screening`)."""
+    resent: int = 0
+    """Outbound: messages sent again on a new stream after theirs broke; each message is
+    counted once in ``sent``, however often it is sent again."""
 
     def copy(self) -> LinkCounters:
         return LinkCounters(**asdict(self))

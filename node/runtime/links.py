@@ -313,8 +313,8 @@ class OutboundLink:
             encoded, payload = prepared
             if item.message is not None and not item.resent:
                 self._stats.add(self.receiver, "sent", nbytes=payload)
-            elif payload:
-                self._stats.add(self.receiver, "bytes", payload)  # a resend: bytes only
+            elif item.message is not None:  # a resend: its own counter, never a new send
+                self._stats.add(self.receiver, "resent", nbytes=payload)
             return Request(item, split_iterate(encoded), payload)
 
     def _prepared(self, item: Outgoing) -> tuple[bytes, int] | None:

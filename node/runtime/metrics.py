@@ -41,6 +41,11 @@ __all__ = ["LINK_COUNTERS", "NodeCollector", "histogram", "node_registry"]
 LINK_COUNTERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     # field: (metric name without _total, help, directions it is counted in)
     "sent": ("starling_link_messages_sent", "Messages handed to the link's stream.", ("out",)),
+    "resent": (
+        "starling_link_messages_resent",
+        "Messages sent again after their stream broke (each counted once in sent).",
+        ("out",),
+    ),
     "received": (
         "starling_link_messages_received",
         "Messages accepted in time for their round.",

@@ -81,9 +81,14 @@ def cmd_kernel_link(args) -> int:
             extra.update(kind="loss", amount=round(100.0 * args.drop, 6))
         else:
             extra.update(kind="delay", amount=parse_delay(args.delay))
+            if args.jitter is not None:
+                extra["jitter"] = experiment_delay(args.jitter, "--jitter")
+    if args.jitter is not None and extra["kind"] != "delay":
+        raise ConfigError("--jitter: only with links set --delay ... --kernel")
     record = live.find_run(args.run)
     if args.receiver not in record.addresses:
         raise ConfigError(f"node {args.receiver!r} is not part of experiment {record.name!r}")
+    live.check_can_ask(record)
     result = live.post_request(record, "kernel-link", args.sender, extra=extra)
     if not result.get("ok"):
         raise ConfigError(
@@ -121,6 +126,9 @@ def cmd_links(args) -> int:
         return engines.cmd_kernel_link(args)
     if args.kernel:
         return cmd_kernel_link(args)
+    if args.action == "reset" or args.jitter is not None:
+        what = "links reset" if args.action == "reset" else "--jitter"
+        raise ConfigError(f"{what}: a kernel fault; add --kernel (docker backend)")
     change: dict = {}
     if args.action == "set":  # the values are checked before any run is looked for
         if args.drop is None and args.delay is None:
@@ -132,6 +140,7 @@ def cmd_links(args) -> int:
         if args.delay is not None:
             change["delay_ms"] = parse_delay(args.delay)
     record = live.find_run(args.run)
+    live.check_can_ask(record)  # the change is noted in the run's journal
     if args.receiver != "*":
         _client_for(record, args.receiver).close()  # validates the name
     if args.action == "cut":
@@ -182,6 +191,7 @@ def cmd_nodes(args) -> int:
     if engines.chosen(args):
         return engines.cmd_nodes(args)
     record = live.find_run(args.run)
+    live.check_can_ask(record)
     result = live.post_request(record, args.action, args.node)
     if not result.get("ok"):
         raise ConfigError(
@@ -281,16 +291,20 @@ def cmd_status(args) -> int:
 
 def add_commands(sub) -> None:
     links = sub.add_parser("links", help="cut, restore or degrade a link of a running experiment")
-    links.add_argument("action", choices=["cut", "restore", "set"])
+    links.add_argument("action", choices=["cut", "restore", "set", "reset"])
     links.add_argument("sender", help="node id sending on the link")
     links.add_argument("receiver", help="node id receiving ('*' for all of the sender's links)")
     links.add_argument("--drop", type=float, help="drop probability per message (set)")
     links.add_argument("--delay", help="added delay per message, e.g. 20ms (set)")
     links.add_argument(
+        "--jitter", help="with --delay --kernel: jitter around the delay, e.g. 5ms (tc netem)"
+    )
+    links.add_argument(
         "--kernel",
         action="store_true",
-        help="drop (cut, set --drop P) or delay packets in the kernel instead of in Starling "
-        "(docker backend: nft/tc in the sender's network namespace)",
+        help="drop (cut, set --drop P), reset (reset) or delay packets in the kernel instead "
+        "of in Starling (docker backend: nft in the receiver's network namespace, tc in the "
+        "sender's); TCP resends what the kernel drops: delay, not lost messages",
     )
     links.add_argument("--run", help="experiment name or results folder (if several run)")
     links.add_argument("--format", choices=["text", "json"], default="text")

@@ -23,6 +23,7 @@ __all__ = [
     "EXIT_DIVERGED",
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
+    "EXIT_NODE_DOWN",
     "EXIT_USAGE",
     "add_commands",
     "exit_code",
@@ -34,13 +35,17 @@ EXIT_USAGE = 2
 """A usage or configuration error, reported in one line before anything ran."""
 EXIT_DIVERGED = 3
 """A node's samples diverged: not finite, or beyond 1e150 (named in the account)."""
+EXIT_NODE_DOWN = 5
+"""The rounds ended with a node down that the schedule did not take down (a container
+killed and never started again, a crash, a node given up on): the others finished without
+it, the results are written (``partial``), and ``down_at_end`` of ``metrics.json`` names it."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C or SIGTERM: what was collected is written, marked interrupted."""
 
 
 def exit_code(metrics: dict) -> int:
     """The exit code a finished run or simulation earns, from its metrics: interrupted
-    before failed before diverged before 0."""
+    before failed before diverged before a node down before 0."""
     if metrics.get("interrupted"):
         during = PHASES.get(metrics.get("interrupted_during") or "")
         missing = (metrics.get("not_collected") or {}).get("line")
@@ -76,6 +81,13 @@ def exit_code(metrics: dict) -> int:
             file=sys.stderr,
         )
         return EXIT_DIVERGED
+    down = metrics.get("down_at_end") or {}
+    if down.get("nodes"):
+        print(
+            f"starling: {down.get('line', 'a node was down at the end')}; exit {EXIT_NODE_DOWN}",
+            file=sys.stderr,
+        )
+        return EXIT_NODE_DOWN
     return 0
 
 

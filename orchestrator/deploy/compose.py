@@ -1,8 +1,7 @@
 """The compose target of ``starling deploy generate``: one compose file for one Docker host.
 
     starling deploy generate --target compose --nodes 8 --topology full > compose.gen.yml
-    docker compose -f compose.gen.yml up --build --abort-on-container-exit \\
-        --exit-code-from orchestrator
+    docker compose -f compose.gen.yml run --rm --build orchestrator
 
 The output has the shape of the top-level ``docker-compose.yml``: one service per node, each
 with synthetic shard k of its own, its own volume and a gRPC healthcheck, and an orchestrator
@@ -70,6 +69,10 @@ def generate(testbed: Testbed) -> str:
         "build": {**BUILD, "target": "orchestrator"},
         "networks": [NETWORK],
         "user": "root",  # docker/entrypoint.sh drops to the owner of ./results
+        # tini passes SIGTERM on; a stop gives the run time to collect and write results.
+        "init": True,
+        "stop_grace_period": "2m",
+        "environment": {"STARLING_TESTBED": "compose"},
         "command": testbed.orchestrator_command(),
         "configs": [{"source": "experiment", "target": EXPERIMENT_PATH}],
         "volumes": ["${STARLING_RESULTS:-./results}:/results"],

@@ -5,6 +5,12 @@ and a pointer to it under ``$STARLING_HOME/active/`` (default ``~/.starling``). 
 commands read the pointer of the one running experiment, or of the one named with
 ``--run``, so users never retype addresses. Requests that need the orchestrator's own
 processes (kill, restart) are dropped as files into ``<out>/requests/`` for its loop.
+
+The run's own user makes ``requests/`` and the journal when the run is published, so it can
+always remove what another user's command leaves in its folder: root's (``docker compose
+exec orchestrator ...`` runs as root) works as if it were the run's. A user who can write
+neither is refused before anything is done, in one line naming the user to be
+(:func:`check_can_ask`), instead of leaving files the run cannot clean up.
 Link changes go straight to the sending node, and are also appended, one JSON line each
 (who, when, what, the sender's round), to ``<out>/live-events.jsonl``: the orchestrator
 reads that journal into the run's account, and ``starling status`` replays it to show the
@@ -22,6 +28,7 @@ import getpass
 import json
 import math
 import os
+import pwd
 import socket
 import time
 from dataclasses import dataclass, field
@@ -39,6 +46,7 @@ __all__ = [
     "publish",
     "withdraw",
     "find_run",
+    "check_can_ask",
     "post_request",
     "take_requests",
     "who",
@@ -167,6 +175,9 @@ def publish(record: RunRecord) -> None:
     (:mod:`starling.orchestrator.core.seals`): they dial only what a record of their own
     user says."""
     Path(record.out_dir).mkdir(parents=True, exist_ok=True)
+    # Made by the run's user: it can remove what any other user's request leaves there.
+    record.requests_dir.mkdir(exist_ok=True)
+    os.close(os.open(Path(record.out_dir) / JOURNAL, os.O_WRONLY | os.O_CREAT, 0o644))
     text = json.dumps(sealed(record.__dict__), indent=2)
     _atomic_write(Path(record.out_dir) / "run.json", text)
     registry_dir().mkdir(parents=True, exist_ok=True)
@@ -214,6 +225,31 @@ def find_run(selector: str | None = None) -> RunRecord:
         names = ", ".join(f"{r.name} ({r.out_dir})" for r in runs)
         raise ConfigError(f"several experiments are running: {names}; choose one with --run")
     return runs[0]
+
+
+def _user_named(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:  # a uid with no passwd entry (a host user inside a container)
+        return str(uid)
+
+
+def check_can_ask(record: RunRecord) -> None:
+    """A ConfigError, in one line, if this user cannot leave requests and journal lines the
+    run's user can remove; nothing is written before it. Root can (the run's user owns the
+    folder and removes root's files from it)."""
+    folder = record.requests_dir
+    journal = Path(record.out_dir) / JOURNAL
+    places = [p for p in (folder, journal) if p.exists()] or [Path(record.out_dir)]
+    if all(os.access(p, os.W_OK) for p in places):
+        return
+    owner = _user_named(places[0].stat().st_uid)
+    me = _user_named(os.getuid())
+    raise ConfigError(
+        f"experiment {record.name!r} runs as user {owner} and {me} cannot leave requests in "
+        f"{places[0]}: run the command as {owner} (in the compose testbed: docker compose "
+        f"exec -u {owner} orchestrator starling ...)"
+    )
 
 
 def who() -> str:
@@ -366,13 +402,23 @@ def take_requests(out_dir: Path) -> list[tuple[Path, dict]]:
         return []
     taken = []
     for path in sorted(folder.glob("*.request.json")):
+        if path in _UNTAKEABLE:
+            continue
         try:
             body = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        path.unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+        except ValueError:
+            continue  # still being written: taken at the next look
+        except OSError as exc:  # not this run's to remove: refused once, never fatal to it
+            _UNTAKEABLE.add(path)
+            body = {"action": "refused", "error": f"the run cannot remove {path.name}: {exc}"}
         taken.append((path.with_name(path.name.replace(".request.", ".answer.")), body))
     return taken
+
+
+_UNTAKEABLE: set[Path] = set()
+"""Request files this process could not remove: answered once with the reason, then left
+alone (taking them again at every look would repeat the action)."""
 
 
 def answer(path: Path, body: dict) -> None:

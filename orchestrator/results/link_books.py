@@ -15,13 +15,21 @@ sent. A resent message for a round before the successor's first it does not coun
 process before it did (:class:`starling.node.runtime.inbox.Inbox`).
 
 Per directed link ``A->B`` (:func:`link_summary`), the sender's books say what it sent,
-withheld and dropped, the receiver's what arrived in time, late or malformed.
+withheld and dropped, the receiver's what arrived in time, late or malformed. What was
+*lost* is what the sender had for the receiver and the receiver did not get in time:
+``withheld + dropped + sent - delivered`` (:func:`lost`); it never counts a resend, and for
+books that add up (``delivered <= sent``, each message counted once) it is never negative.
+
+A process that went unreachable (paused, cut off the network) and came back is the same
+process: its counters since its configuration include everything before. Only a process
+that was replaced (killed, crashed, restarted) has its last books carried over; carrying a
+live one's too counted all of its messages twice.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -45,6 +53,7 @@ __all__ = [
     "add_books",
     "link_account",
     "link_summary",
+    "lost",
     "summed_books",
 ]
 
@@ -94,6 +103,7 @@ def summed_books(carried: dict, last: Books | None) -> dict:
 
 LINK_COUNTERS = (
     "sent",
+    "resent",
     "delivered",
     "withheld",
     "dropped",
@@ -103,7 +113,8 @@ LINK_COUNTERS = (
     "send_errors",
     "overruns",
 )
-"""Per directed link: ``sent`` on the wire, ``delivered`` in time for its round, ``withheld``
+"""Per directed link: ``sent`` on the wire (each message once), ``resent`` (sent again after
+its stream broke: a resend, never a new send), ``delivered`` in time for its round, ``withheld``
 by an emulated fault (scheduled, or live cut/drop), ``dropped`` because the receiver could
 not be reached, ``late`` (arrived after the receiver's deadline), ``rejected`` (malformed),
 ``screened`` (of those rejected, refused for a value beyond the receiver's screening
@@ -111,11 +122,18 @@ bound), ``send_errors`` (stream failures), ``overruns`` (an asynchronous receive
 deadline for a fresh enough message from this sender)."""
 
 
-def link_summary(link_stats: Mapping[str, Mapping[str, Mapping[str, Mapping]]]) -> dict:
+def link_summary(
+    link_stats: Mapping[str, Mapping[str, Mapping[str, Mapping]]],
+    cut_short: Collection[str] = (),
+) -> dict:
     """``"A->B"`` -> counters, from every node's final ``outbound`` / ``inbound`` books.
 
     The sender knows what it sent, withheld and dropped; the receiver what it got in time,
-    late or malformed.
+    late or malformed. ``cut_short``: senders a process of which died after its last status
+    (killed, crashed, unreachable at the end): what it sent after that was never reported,
+    but its receivers counted what arrived, and a message that arrived was sent. On their
+    links ``sent`` is at least ``delivered + late``, and ``sent_seen_by_receiver`` says by
+    how much the receiver's count raised it (absent when it did not).
     """
     links: dict[str, dict[str, int]] = {}
 
@@ -125,7 +143,7 @@ def link_summary(link_stats: Mapping[str, Mapping[str, Mapping[str, Mapping]]]) 
     for node, books in link_stats.items():
         for peer, c in (books.get("outbound") or {}).items():
             e = entry(f"{node}->{peer}")
-            for name in ("sent", "withheld", "dropped", "send_errors"):
+            for name in ("sent", "resent", "withheld", "dropped", "send_errors"):
                 e[name] += int(c.get(name, 0))
         for peer, c in (books.get("inbound") or {}).items():
             e = entry(f"{peer}->{node}")
@@ -134,7 +152,21 @@ def link_summary(link_stats: Mapping[str, Mapping[str, Mapping[str, Mapping]]]) 
             e["rejected"] += int(c.get("rejected", 0))
             e["screened"] += int(c.get("screened", 0))
             e["overruns"] += int(c.get("overruns", 0))
+    for key, counts in links.items():
+        arrived = counts["delivered"] + counts["late"]
+        if key.split("->")[0] in cut_short and arrived > counts["sent"]:
+            counts["sent_seen_by_receiver"] = arrived - counts["sent"]
+            counts["sent"] = arrived
+        counts["lost"] = lost(counts)
     return dict(sorted(links.items()))
+
+
+def lost(counts: Mapping[str, int]) -> int:
+    """Messages of one link its receiver did not get in time: those withheld by a fault,
+    dropped (the receiver unreachable), and sent but not delivered (late, malformed, or
+    gone with a broken stream or a dead process). Resends are not messages of their own."""
+    offered = counts.get("sent", 0) + counts.get("withheld", 0) + counts.get("dropped", 0)
+    return offered - counts.get("delivered", 0)
 
 
 LINK_WORDS = {
@@ -168,13 +200,22 @@ def link_account(links: Mapping[str, Mapping[str, int]]) -> list[str]:
     lines = [f"links: {len(missed)} of {len(links)} did not deliver every message in time{again}:"]
     for key, c in missed:
         lines.append(f"  {key.replace('->', '→')}: {_what_happened(c)}")
+    raised = {
+        k: c["sent_seen_by_receiver"] for k, c in links.items() if c.get("sent_seen_by_receiver")
+    }
+    if raised:
+        lines.append(
+            "  a sender died after its last status on "
+            + ", ".join(f"{k.replace('->', '→')} (+{n})" for k, n in raised.items())
+            + ": sent counts what its receiver got after that"
+        )
     return lines
 
 
 def _missed(c: Mapping[str, int]) -> bool:
     """Whether some message of a link did not arrive in time (for any reason)."""
-    lost = ("withheld", "dropped", "late", "rejected", "overruns")
-    return any(c.get(k, 0) for k in lost) or c.get("delivered", 0) < c.get("sent", 0)
+    missing = ("withheld", "dropped", "late", "rejected", "overruns")
+    return any(c.get(k, 0) for k in missing) or lost(c) > 0
 
 
 def _what_happened(c: Mapping[str, int]) -> str:
@@ -198,4 +239,6 @@ def _what_happened(c: Mapping[str, int]) -> str:
         parts.append(f"{c['overruns']} rounds its receiver waited out for it")
     if c.get("send_errors"):
         parts.append(f"{c['send_errors']} stream failures (messages sent again)")
+    if c.get("resent"):
+        parts.append(f"{c['resent']} messages sent again")
     return ", ".join(parts)

@@ -148,7 +148,10 @@ def test_inbox_waits_for_answers_then_the_deadline_and_no_longer():
     got = inbox.wait(1, 0, ["a", "b"], far)
     assert list(got) == ["b"] and got["b"].round == 1
     assert clock.waits == [] and clock.now() == start  # neither gather waited at all
-    assert inbox.deliver("a", 1, 0, _msg(1)) == "late"  # (1, 0) is closed
+    assert inbox.deliver("c", 1, 0, _msg(1)) == "late"  # (1, 0) is closed
+    # a already sent round 2 on its ordered stream: a round-1 message now is a copy (a
+    # restarted sender running the round again), counted when its first copy came.
+    assert inbox.deliver("a", 1, 0, _msg(1)) == "stale resend"
     # A message that arrives during the wait ends it there, long before the deadline.
     clock.at(start + 2.5, lambda: inbox.deliver("b", 2, 0, _msg(2)))
     assert sorted(inbox.wait(2, 0, ["a", "b"], far)) == ["a", "b"]  # a's was buffered

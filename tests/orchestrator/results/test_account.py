@@ -124,6 +124,8 @@ def test_link_summary_joins_what_the_sender_and_the_receiver_counted():
             "screened": 2,
             "send_errors": 1,
             "overruns": 0,
+            "resent": 0,
+            "lost": 3 + 1 + 7 - 5,
         }
     }
     lines = link_account(links)

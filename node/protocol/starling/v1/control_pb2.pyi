@@ -215,7 +215,7 @@ class Ack(_message.Message):
     def __init__(self) -> None: ...
 
 class LinkStats(_message.Message):
-    __slots__ = ("peer", "sent", "received", "withheld", "dropped", "send_errors", "late", "rejected", "last_error", "max_staleness", "overruns", "bytes", "pending_received", "pending_withheld", "pending_bytes", "screened")
+    __slots__ = ("peer", "sent", "received", "withheld", "dropped", "send_errors", "late", "rejected", "last_error", "max_staleness", "overruns", "bytes", "pending_received", "pending_withheld", "pending_bytes", "screened", "resent")
     PEER_FIELD_NUMBER: _ClassVar[int]
     SENT_FIELD_NUMBER: _ClassVar[int]
     RECEIVED_FIELD_NUMBER: _ClassVar[int]
@@ -232,6 +232,7 @@ class LinkStats(_message.Message):
     PENDING_WITHHELD_FIELD_NUMBER: _ClassVar[int]
     PENDING_BYTES_FIELD_NUMBER: _ClassVar[int]
     SCREENED_FIELD_NUMBER: _ClassVar[int]
+    RESENT_FIELD_NUMBER: _ClassVar[int]
     peer: str
     sent: int
     received: int
@@ -248,7 +249,8 @@ class LinkStats(_message.Message):
     pending_withheld: int
     pending_bytes: int
     screened: int
-    def __init__(self, peer: _Optional[str] = ..., sent: _Optional[int] = ..., received: _Optional[int] = ..., withheld: _Optional[int] = ..., dropped: _Optional[int] = ..., send_errors: _Optional[int] = ..., late: _Optional[int] = ..., rejected: _Optional[int] = ..., last_error: _Optional[str] = ..., max_staleness: _Optional[int] = ..., overruns: _Optional[int] = ..., bytes: _Optional[int] = ..., pending_received: _Optional[int] = ..., pending_withheld: _Optional[int] = ..., pending_bytes: _Optional[int] = ..., screened: _Optional[int] = ...) -> None: ...
+    resent: int
+    def __init__(self, peer: _Optional[str] = ..., sent: _Optional[int] = ..., received: _Optional[int] = ..., withheld: _Optional[int] = ..., dropped: _Optional[int] = ..., send_errors: _Optional[int] = ..., late: _Optional[int] = ..., rejected: _Optional[int] = ..., last_error: _Optional[str] = ..., max_staleness: _Optional[int] = ..., overruns: _Optional[int] = ..., bytes: _Optional[int] = ..., pending_received: _Optional[int] = ..., pending_withheld: _Optional[int] = ..., pending_bytes: _Optional[int] = ..., screened: _Optional[int] = ..., resent: _Optional[int] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
     __slots__ = ("node_id", "experiment", "state", "round", "error", "samples_stored", "outbound", "inbound", "program_metrics", "holding", "peers_down", "refused_streams", "denied_peer_streams", "denied_control_calls", "run_id", "refused")
