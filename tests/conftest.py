@@ -69,9 +69,16 @@ def starling_home(tmp_path, monkeypatch):
     return home
 
 
-def run_cli(*args: str, env_home: Path | None = None, timeout: float = 600, cwd: Path = ROOT):
-    """``starling ARGS`` in a fresh interpreter; returns the CompletedProcess."""
-    env = dict(os.environ)
+def run_cli(
+    *args: str,
+    env_home: Path | None = None,
+    timeout: float = 600,
+    cwd: Path = ROOT,
+    env: dict[str, str] | None = None,
+):
+    """``starling ARGS`` in a fresh interpreter, with ``env`` added to this process's
+    environment; returns the CompletedProcess."""
+    env = {**os.environ, **(env or {})}
     if env_home is not None:
         env["STARLING_HOME"] = str(env_home)
     return subprocess.run(

@@ -89,8 +89,13 @@ def _main(argv: list[str]) -> int:
         return _guard(lambda: cmd_node(argv[1:]))
     # Results folders, run records, the nodes' stores (local nodes inherit it) and key files:
     # owner-only, whatever the shell's umask. A results folder holds a run's samples and the
-    # paths of its credentials; sharing one is the user's choice (chmod), never a default.
-    os.umask(0o077)
+    # paths of its credentials; sharing one is the user's choice (STARLING_UMASK, or chmod),
+    # never a default.
+    umask = _umask_asked()
+    if isinstance(umask, str):
+        print(f"starling: {umask}", file=sys.stderr)
+        return EXIT_USAGE
+    os.umask(umask)
     from starling.orchestrator.cli.live import join_option_values
 
     parser = _parser()
@@ -104,6 +109,30 @@ def _main(argv: list[str]) -> int:
         parser.print_help()
         return EXIT_USAGE
     return _guard(lambda: args.handler(args))
+
+
+UMASK_VARIABLE = "STARLING_UMASK"
+"""Environment variable: the octal umask of everything the command writes (default 077,
+owner-only). The orchestrator image's entrypoint sets 000 when the results folder belongs
+to root, so that the host user who did not make it can still read and delete the results."""
+
+
+def _umask_asked() -> int | str:
+    """The umask :data:`UMASK_VARIABLE` asks for (077 when it is unset), or the one-line
+    reason it cannot be used."""
+    from starling.node.shown import shown
+
+    text = os.environ.get(UMASK_VARIABLE)
+    if text is None:
+        return 0o077
+    try:
+        value = int(text.strip(), 8)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 0o777:
+        expected = "expected an octal umask from 000 to 777 (such as 077)"
+        return f"{UMASK_VARIABLE}: {expected}, got {shown(text)}"
+    return value
 
 
 def _guard(action: Callable[[], int]) -> int:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from starling.node.params import ConfigError
+from starling.orchestrator.core.home import HOME_VARIABLE, starling_home
 
 __all__ = ["SEAL", "check_seal", "key_path", "sealed"]
 
@@ -33,16 +34,33 @@ SEAL = "seal"
 
 
 def key_path() -> Path:
-    return Path(os.environ.get("STARLING_HOME", Path.home() / ".starling")) / "record.key"
+    return starling_home() / "record.key"
 
 
 def _key(create: bool) -> bytes | None:
+    """This user's sealing key; None when there is none (or none this user can read) and
+    ``create`` is False. With ``create``, one is made on first use; a key that cannot be
+    read or made, or a damaged one, is a one-line error naming the file."""
     path = key_path()
     try:
-        key = path.read_bytes()
+        key: bytes | None = path.read_bytes()
     except FileNotFoundError:
-        if not create:
-            return None
+        key = _new_key(path) if create else None
+    except OSError as exc:
+        if create:
+            raise _unusable(path, exc.strerror or type(exc).__name__) from exc
+        return None
+    if key is not None and len(key) < 32:
+        if create:
+            raise _unusable(path, f"it holds {len(key)} bytes, not 32 or more")
+        return None
+    return key
+
+
+def _new_key(path: Path) -> bytes:
+    """32 random bytes in a new owner-only file at ``path`` (or the key another process
+    made there first)."""
+    try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -51,7 +69,15 @@ def _key(create: bool) -> bytes | None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(secrets.token_bytes(32))
         return path.read_bytes()
-    return key if len(key) >= 32 else None
+    except OSError as exc:
+        raise _unusable(path, exc.strerror or type(exc).__name__) from exc
+
+
+def _unusable(path: Path, why: str) -> ConfigError:
+    return ConfigError(
+        f"{path}: the key that seals run records cannot be used ({why}); "
+        f"set {HOME_VARIABLE} to a folder of your own"
+    )
 
 
 def _digest(key: bytes, body: Mapping[str, Any]) -> str:
@@ -63,7 +89,7 @@ def _digest(key: bytes, body: Mapping[str, Any]) -> str:
 def sealed(body: Mapping[str, Any]) -> dict[str, Any]:
     """``body`` with its seal, under this user's key (made on first use)."""
     key = _key(create=True)
-    assert key is not None
+    assert key is not None  # made, or refused in one line
     return {**body, SEAL: _digest(key, body)}
 
 

@@ -37,6 +37,7 @@ from typing import Any
 
 from starling.node.params import ConfigError, host_port, plain_name
 from starling.node.shown import shown
+from starling.orchestrator.core.home import starling_home
 from starling.orchestrator.core.seals import check_seal, sealed
 
 __all__ = [
@@ -61,7 +62,7 @@ JOURNAL = "live-events.jsonl"
 
 
 def registry_dir() -> Path:
-    return Path(os.environ.get("STARLING_HOME", Path.home() / ".starling")) / "active"
+    return starling_home() / "active"
 
 
 @dataclass(frozen=True)
