@@ -65,12 +65,14 @@ def finished_report(record: live.RunRecord) -> dict | None:
             f"`starling collect {record.out_dir}` recovers what the nodes stored"
         )
     counts = metrics.get("samples_per_node") or {}
+    refused = metrics.get("refused") or {}
     for node, address in record.addresses.items():
         report["nodes"][node] = {
             "address": address,
             "state": "finished",
             "round": None,
             "samples_stored": counts.get(node),
+            "refused": refused.get(node, {}),  # as its last process counted, at the end
         }
     final = metrics.get("rounds")
     for key, counters in (metrics.get("links") or {}).items():

@@ -85,6 +85,8 @@ class RunOutcome:
     books_cut_short: set[str] = field(default_factory=set)
     """Nodes a process of which died after its last status (its last counts were lost)."""
     program_metrics: dict = field(default_factory=dict)
+    refused: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Node -> what its last process refused before serving it, by ``<door>:<reason>``."""
     node_data: dict[str, DataSpec] = field(default_factory=dict)
     """What nodes holding their own data (``data.source: node``) reported using."""
     interrupted: bool = False
@@ -104,6 +106,7 @@ class RunOutcome:
         return {
             "link_stats": self.link_stats,
             "program_metrics": self.program_metrics,
+            **({"refused": self.refused} if self.refused else {}),
             "backend": backend,
             "interrupted": self.interrupted,
             **({"interrupted_during": self.interrupted_during} if self.interrupted else {}),
@@ -204,6 +207,7 @@ class _Execution:
             outcome.link_stats = supervisor.link_stats()
             outcome.books_cut_short = set(supervisor.books_cut_short)
             outcome.program_metrics = supervisor.program_metrics()
+            outcome.refused = supervisor.refusals()
         outcome.status = _status(plan, outcome.samples, outcome.interrupted, supervisor)
         outcome.wall_seconds = time.monotonic() - started
         return outcome

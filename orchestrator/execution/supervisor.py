@@ -538,6 +538,16 @@ class Supervisor:
         """Node -> {outbound, inbound}: counters summed over all of the node's processes."""
         return {node: summed_books(s.carried, s.last) for node, s in self.nodes.items()}
 
+    def refusals(self) -> dict[str, dict[str, int]]:
+        """Node -> the calls and connections its last process refused before serving them,
+        by ``<door>:<reason>`` (a flood, a wrong token, a stranger's stream): the run's own
+        record of who knocked, kept in ``metrics.json`` after the nodes are gone."""
+        return {
+            node: dict(state.last.refused)
+            for node, state in self.nodes.items()
+            if state.last is not None and state.last.refused
+        }
+
     def program_metrics(self) -> dict:
         return {
             node: dict(state.last.program_metrics)

@@ -62,6 +62,7 @@ SECTIONS = {
     "predictive": "Held-out prediction",
     "distances": "Distances to reference samples",
     "program_metrics": "The sampler's own figures",
+    "refused": "Calls and connections refused, by door and reason",
     "hpd": "Highest posterior density",
 }
 """Top-level key -> the title of its per-node table."""

@@ -233,6 +233,7 @@ METRICS = Obj(
         "faults": _FAULTS,
         "links": Each(Each(_COUNT, null=False), key=_is_link, key_what="SENDER->RECEIVER"),
         "program_metrics": Each(_NUMBERS),
+        "refused": Each(Each(_COUNT)),
         "not_collected": Obj({"nodes": Items(_NAME), "line": TEXT}),
         **dict.fromkeys(("link_stats", "diagnostics", "predictive", "distances", "hpd"), Obj()),
     },

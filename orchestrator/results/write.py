@@ -6,7 +6,8 @@
                              account:
                              ``account`` (lines), ``faults`` (scheduled and live, node
                              events), ``links`` ("A->B" counters), ``link_stats`` (every
-                             node's final outbound/inbound counters), ``program_metrics``
+                             node's final outbound/inbound counters), ``program_metrics``,
+                             ``refused`` (what each node refused before serving it)
 <out>/samples/node-<id>.npz  ``samples`` (rounds, chains, d) and ``rounds`` (indices)
 <out>/experiment.yaml        the experiment exactly as it was run
 <out>/w2_curve.csv           W2 per round for the average iterate and every node
