@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ["reflection", "watch", "check", "control", "samples", "peer"]
@@ -134,14 +135,45 @@ def _attacker(plan: dict) -> subprocess.Popen:
     return proc
 
 
-def flood(scenario: str, count: int, big_calls: int = 0, big_mb: int = 0) -> dict:
-    """One scenario (``token`` or ``tls``, see module); returns its figures."""
-    from grpc_health.v1 import health_pb2_grpc
-
+def _credentials(scenario: str, work: Path, plan: dict) -> tuple[list[str], Any]:
+    """The node's flags and the orchestrator's Access for ``scenario``; a ``tls`` attacker
+    gets another node's certificate in ``plan`` (it may connect, not speak for the target)."""
     from starling.node.security import TlsFiles
     from starling.node.tokens import node_token
     from starling.orchestrator.deploy.certs import init_certs
     from starling.orchestrator.execution.access import Access
+
+    if scenario == "tls":
+        certs = work / "certs"
+        init_certs(certs, ["0", "b"])
+        files = {k: str(certs / f"0.{e}") for k, e in (("cert", "pem"), ("key", "key"))}
+        flags = ["--tls-ca", str(certs / "ca.pem"), "--tls-cert", files["cert"]]
+        flags += ["--tls-key", files["key"]]
+        orchestrator = TlsFiles(
+            str(certs / "ca.pem"),
+            str(certs / "orchestrator.pem"),
+            str(certs / "orchestrator.key"),
+        )
+        access = Access(tls=orchestrator)
+        plan["tls"] = {
+            "ca": str(certs / "ca.pem"),
+            "cert": str(certs / "b.pem"),
+            "key": str(certs / "b.key"),
+            "target_id": "0",
+        }
+    else:
+        master = "doors-benchmark-master-" + "m" * 16
+        (work / "token").write_text(node_token(master, "0") + "\n")
+        (work / "token").chmod(0o600)
+        flags = ["--token-file", str(work / "token")]
+        access = Access(token=master)
+    return flags, access
+
+
+def flood(scenario: str, count: int, big_calls: int = 0, big_mb: int = 0) -> dict:
+    """One scenario (``token`` or ``tls``, see module); returns its figures."""
+    from grpc_health.v1 import health_pb2_grpc
+
     from starling.orchestrator.execution.client import NodeClient
     from starling.orchestrator.planning.node_specs import node_specs
     from tests.node.test_runtime_harness import ring_experiment
@@ -150,30 +182,7 @@ def flood(scenario: str, count: int, big_calls: int = 0, big_mb: int = 0) -> dic
     with tempfile.TemporaryDirectory(prefix="starling-doors-") as scratch:
         work = Path(scratch)
         plan: dict = {"kinds": KINDS, "count": count, "sender": "1", "hold": 120}
-        if scenario == "tls":
-            certs = work / "certs"
-            init_certs(certs, ["0", "b"])
-            files = {k: str(certs / f"0.{e}") for k, e in (("cert", "pem"), ("key", "key"))}
-            flags = ["--tls-ca", str(certs / "ca.pem"), "--tls-cert", files["cert"]]
-            flags += ["--tls-key", files["key"]]
-            orchestrator = TlsFiles(
-                str(certs / "ca.pem"),
-                str(certs / "orchestrator.pem"),
-                str(certs / "orchestrator.key"),
-            )
-            access = Access(tls=orchestrator)
-            plan["tls"] = {
-                "ca": str(certs / "ca.pem"),
-                "cert": str(certs / "b.pem"),
-                "key": str(certs / "b.key"),
-                "target_id": "0",
-            }
-        else:
-            master = "doors-benchmark-master-" + "m" * 16
-            (work / "token").write_text(node_token(master, "0") + "\n")
-            (work / "token").chmod(0o600)
-            flags = ["--token-file", str(work / "token")]
-            access = Access(token=master)
+        flags, access = _credentials(scenario, work, plan)
         node, address = _node(work, flags)
         plan["target"] = address
         plan["stop"] = str(work / "stop")

@@ -129,39 +129,17 @@ def cmd_links(args) -> int:
     if args.action == "reset" or args.jitter is not None:
         what = "links reset" if args.action == "reset" else "--jitter"
         raise ConfigError(f"{what}: a kernel fault; add --kernel (docker backend)")
-    change: dict = {}
-    if args.action == "set":  # the values are checked before any run is looked for
-        if args.drop is None and args.delay is None:
-            raise ConfigError("links set: give --drop and/or --delay")
-        if args.drop is not None and not 0.0 <= args.drop <= 1.0:
-            raise ConfigError(f"--drop: expected a probability in [0, 1], got {args.drop}")
-        if args.drop is not None:
-            change["drop"] = float(args.drop)
-        if args.delay is not None:
-            change["delay_ms"] = parse_delay(args.delay)
+    asked = _link_values(args)  # checked before any run is looked for
     record = live.find_run(args.run)
     live.check_can_ask(record)  # the change is noted in the run's journal
     if args.receiver != "*":
         _client_for(record, args.receiver).close()  # validates the name
-    if args.action == "cut":
-        change = {"up": False}
-    elif args.action == "restore":
-        change = {"up": True, "drop": 0.0, "delay_ms": float(record.link_delay_ms)}
-    client = _client_for(record, args.sender)
-    try:
-        try:
-            client.set_link(args.receiver, **change)
-        except NodeUnavailable as exc:
-            raise NodeUnavailable(
-                f"node {args.sender!r} holds the link and cannot be reached ({exc}); "
-                "is it down? 'starling status' shows"
-            ) from None
-        try:
-            at_round: int | None = client.status().round
-        except NodeUnavailable:
-            at_round = None
-    finally:
-        client.close()
+    fixed: dict[str, dict] = {
+        "cut": {"up": False},
+        "restore": {"up": True, "drop": 0.0, "delay_ms": float(record.link_delay_ms)},
+    }
+    change = fixed.get(args.action, asked)
+    at_round = _set_link(record, args.sender, args.receiver, change)
     event = {
         "kind": "link",
         "action": args.action,
@@ -185,6 +163,43 @@ def cmd_links(args) -> int:
             + (f" (node {args.sender} at round {at_round})" if at_round is not None else "")
         )
     return 0
+
+
+def _link_values(args) -> dict:
+    """What ``links set`` asks of the link (``drop``, ``delay_ms``), checked; {} for the
+    other actions."""
+    if args.action != "set":
+        return {}
+    if args.drop is None and args.delay is None:
+        raise ConfigError("links set: give --drop and/or --delay")
+    asked: dict = {}
+    if args.drop is not None:
+        if not 0.0 <= args.drop <= 1.0:
+            raise ConfigError(f"--drop: expected a probability in [0, 1], got {args.drop}")
+        asked["drop"] = float(args.drop)
+    if args.delay is not None:
+        asked["delay_ms"] = parse_delay(args.delay)
+    return asked
+
+
+def _set_link(record: live.RunRecord, sender: str, receiver: str, change: dict) -> int | None:
+    """Ask ``sender`` to change its link to ``receiver``; the round it was at after, if it
+    still answers."""
+    client = _client_for(record, sender)
+    try:
+        try:
+            client.set_link(receiver, **change)
+        except NodeUnavailable as exc:
+            raise NodeUnavailable(
+                f"node {sender!r} holds the link and cannot be reached ({exc}); "
+                "is it down? 'starling status' shows"
+            ) from None
+        try:
+            return client.status().round
+        except NodeUnavailable:
+            return None
+    finally:
+        client.close()
 
 
 def cmd_nodes(args) -> int:
@@ -256,37 +271,42 @@ def cmd_status(args) -> int:
             + (f" — {report['note']}" if report.get("note") else "")
         )
     for node, status in report["nodes"].items():
-        if status.get("state") == "unreachable":
-            print(f"  node {node}: unreachable at {status['address']}")
-            continue
-        if status.get("state") == "finished":
-            print(f"  node {node}: finished, {status.get('samples_stored')} samples")
-            continue
-        line = (
-            f"  node {node}: {status.get('state')}, round {status.get('round')}, "
-            f"{status.get('samples_stored')} samples"
-        )
-        if status.get("process") == "ended":
-            line += " (its process has ended)"
-        if status.get("error"):
-            line += f" — {status['error']}"
-        print(line)
+        print(f"  node {node}: {_node_line(status)}")
     if report["links"]:
         heads = "".join(f"{title:>{len(title) + 2}}" for _, title in LINK_COLUMNS)
         print(f"  {'link':<12}{heads}  {'as of':>9}  live state")
         for key, c in report["links"].items():
-            state = c.get("live")
-            text = ""
-            if state:
-                text = "down" if not state.get("up", True) else "up"
-                if state.get("drop"):
-                    text += f", drop {state['drop']:g}"
-                if state.get("delay_ms"):
-                    text += f", delay {state['delay_ms']:g} ms"
             cells = "".join(f"{c.get(name, 0):>{len(title) + 2}}" for name, title in LINK_COLUMNS)
-            print(f"  {key:<12}{cells}  {as_of(c):>9}  {text}")
+            print(f"  {key:<12}{cells}  {as_of(c):>9}  {_live_state(c.get('live'))}")
         print(f"  ({LINK_LEGEND})")
     return 0
+
+
+def _node_line(status: dict) -> str:
+    """One node of ``starling status``, after its id."""
+    if status.get("state") == "unreachable":
+        return f"unreachable at {status['address']}"
+    if status.get("state") == "finished":
+        return f"finished, {status.get('samples_stored')} samples"
+    stored = status.get("samples_stored")
+    line = f"{status.get('state')}, round {status.get('round')}, {stored} samples"
+    if status.get("process") == "ended":
+        line += " (its process has ended)"
+    if status.get("error"):
+        line += f" — {status['error']}"
+    return line
+
+
+def _live_state(state: dict | None) -> str:
+    """A link's live changes (``starling links``) in words: down, or up with its drop/delay."""
+    if not state:
+        return ""
+    text = "down" if not state.get("up", True) else "up"
+    if state.get("drop"):
+        text += f", drop {state['drop']:g}"
+    if state.get("delay_ms"):
+        text += f", delay {state['delay_ms']:g} ms"
+    return text
 
 
 def add_commands(sub) -> None:

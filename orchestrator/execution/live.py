@@ -31,6 +31,7 @@ import os
 import pwd
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,17 @@ def read_record(path: Path) -> RunRecord:
     return record
 
 
+def _record_access(access: Any, wrong: Callable[[str, str, Any], ConfigError]) -> dict:
+    """A run record's ``access`` (how its nodes are reached), its shape checked."""
+    if not isinstance(access, dict):
+        raise wrong("access", "a mapping (tls, token_file)", access)
+    if access.get("tls") is not None and not isinstance(access["tls"], dict):
+        raise wrong("access.tls", "a mapping (ca, cert, key)", access["tls"])
+    if not isinstance(access.get("token_file") or "", str):
+        raise wrong("access.token_file", "a file name", access["token_file"])
+    return access
+
+
 def record_from(raw: Any, where: str) -> RunRecord:
     """A run record's JSON value as a :class:`RunRecord`; fields this version does not know
     are left alone (a newer one's), the ones it reads are checked."""
@@ -141,13 +153,7 @@ def record_from(raw: Any, where: str) -> RunRecord:
         or delay < 0
     ):
         raise wrong("link_delay_ms", "a number of milliseconds", delay)
-    access = raw.get("access") or {}
-    if not isinstance(access, dict):
-        raise wrong("access", "a mapping (tls, token_file)", access)
-    if access.get("tls") is not None and not isinstance(access["tls"], dict):
-        raise wrong("access.tls", "a mapping (ca, cert, key)", access["tls"])
-    if not isinstance(access.get("token_file") or "", str):
-        raise wrong("access.token_file", "a file name", access["token_file"])
+    access = _record_access(raw.get("access") or {}, wrong)
     return RunRecord(
         name=name,
         out_dir=out_dir,

@@ -29,9 +29,10 @@ sent, received, late, and missing: receiver rounds minus messages received).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from starling.node.params import ConfigError
 from starling.orchestrator.faults.schedule import NodeFault
@@ -85,50 +86,59 @@ def parse_kernel_faults(raw: Any, nodes: Sequence[str], rounds: int) -> tuple[Ke
     if not isinstance(raw, list):
         raise ConfigError("kernel_faults: expected a list such as [{pause: b, at_round: 5, ...}]")
     known = set(nodes)
-    faults = []
-    for k, item in enumerate(raw):
-        where = f"kernel_faults[{k}]"
-        if not isinstance(item, Mapping):
-            raise ConfigError(f"{where}: expected a mapping such as {{cut: [a, b], ...}}")
-        kinds = [kind for kind in KINDS if kind in item]
-        if len(kinds) != 1:
-            raise ConfigError(f"{where}: name exactly one of {', '.join(KINDS)}")
-        kind = kinds[0]
-        allowed = {kind, "at_round", "for_rounds"} | ({_AMOUNT[kind]} if kind in _AMOUNT else set())
-        if kind == "delay":
-            allowed.add("jitter_ms")
-        unknown = sorted(set(map(str, item)) - allowed)
-        if unknown:
-            raise ConfigError(f"{where}.{unknown[0]}: unknown field for a {kind} fault")
-        if kind in LINK_KINDS:
-            pair = item[kind]
-            if not isinstance(pair, list) or len(pair) != 2 or pair[0] == pair[1]:
-                raise ConfigError(f"{where}.{kind}: expected [SENDER, RECEIVER], got {pair!r}")
-            node, peer = str(pair[0]), str(pair[1])
-        else:
-            node, peer = str(item[kind]), None
-        for name in (node, peer):
-            if name is not None and name not in known:
-                raise ConfigError(f"{where}.{kind}: no node {name!r} in this experiment")
-        at = _int(item, "at_round", where, 0)
-        span = _int(item, "for_rounds", where, 1)
-        if at >= rounds:
-            raise ConfigError(f"{where}.at_round: {at} is past the last round ({rounds - 1})")
-        amount = None
-        if kind in _AMOUNT:
-            value = item.get(_AMOUNT[kind])
-            top = 100 if kind == "loss" else float("inf")
-            number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if not number or not isinstance(value, (int, float)) or not 0 < value <= top:
-                raise ConfigError(
-                    f"{where}.{_AMOUNT[kind]}: expected a number in (0, {top:g}], got {value!r}"
-                )
-            amount = float(value)
-        jitter = item.get("jitter_ms", 0)
-        if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or jitter < 0:
-            raise ConfigError(f"{where}.jitter_ms: expected a number >= 0, got {jitter!r}")
-        faults.append(KernelFault(kind, node, peer, at, span, amount, float(jitter)))
-    return tuple(faults)
+    return tuple(
+        _kernel_fault(item, f"kernel_faults[{k}]", known, rounds) for k, item in enumerate(raw)
+    )
+
+
+def _kernel_fault(item: Any, where: str, known: set[str], rounds: int) -> KernelFault:
+    """One entry of ``kernel_faults`` (at ``where``), checked."""
+    if not isinstance(item, Mapping):
+        raise ConfigError(f"{where}: expected a mapping such as {{cut: [a, b], ...}}")
+    kinds = [kind for kind in KINDS if kind in item]
+    if len(kinds) != 1:
+        raise ConfigError(f"{where}: name exactly one of {', '.join(KINDS)}")
+    kind = kinds[0]
+    allowed = {kind, "at_round", "for_rounds"} | ({_AMOUNT[kind]} if kind in _AMOUNT else set())
+    if kind == "delay":
+        allowed.add("jitter_ms")
+    unknown = sorted(set(map(str, item)) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown field for a {kind} fault")
+    if kind in LINK_KINDS:
+        pair = item[kind]
+        if not isinstance(pair, list) or len(pair) != 2 or pair[0] == pair[1]:
+            raise ConfigError(f"{where}.{kind}: expected [SENDER, RECEIVER], got {pair!r}")
+        node, peer = str(pair[0]), str(pair[1])
+    else:
+        node, peer = str(item[kind]), None
+    for name in (node, peer):
+        if name is not None and name not in known:
+            raise ConfigError(f"{where}.{kind}: no node {name!r} in this experiment")
+    at = _int(item, "at_round", where, 0)
+    span = _int(item, "for_rounds", where, 1)
+    if at >= rounds:
+        raise ConfigError(f"{where}.at_round: {at} is past the last round ({rounds - 1})")
+    amount = _amount(item, kind, where) if kind in _AMOUNT else None
+    jitter = item.get("jitter_ms", 0)
+    if not _is_number(jitter) or not math.isfinite(jitter) or jitter < 0:
+        raise ConfigError(f"{where}.jitter_ms: expected a number >= 0, got {jitter!r}")
+    return KernelFault(kind, node, peer, at, span, amount, float(jitter))
+
+
+def _amount(item: Mapping, kind: str, where: str) -> float:
+    """A loss's percentage (0, 100] or a delay's or rate's positive finite amount."""
+    value = item.get(_AMOUNT[kind])
+    top = 100 if kind == "loss" else math.inf
+    if not _is_number(value) or not math.isfinite(value) or not 0 < value <= top:
+        raise ConfigError(
+            f"{where}.{_AMOUNT[kind]}: expected a number in (0, {top:g}], got {value!r}"
+        )
+    return float(value)
+
+
+def _is_number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def kernel_holds(
