@@ -157,32 +157,19 @@ def _progress(args):
 
 
 def cmd_run(args) -> int:
-    from starling.orchestrator.execution.runner import run_experiment
-    from starling.orchestrator.execution.study import run_study
-    from starling.orchestrator.planning.plan import StudyPlan
-
-    loaded = _load(args)
-    _experiment_context(loaded.name)
-    _operating(args)
-    with _progress(args) as shown:
-        if isinstance(loaded, StudyPlan):
-            study = _reported(
-                args, lambda out: run_study(loaded, out, "run", say=_say, progress=shown) and None
-            )
-            _into_folder(args, loaded.name, study)
-            return 0
-        later: list[Callable[[], None]] = []  # the release of a complete local run's stores
-        run = _reported(
-            args,
-            lambda out: run_experiment(
-                loaded, out, say=_say, progress=shown, after_manifest=later.append
-            ),
-        )
-        metrics = _into_folder(args, loaded.name, run, then=later)
-    return exit_code(metrics)
+    """``starling run``: the experiment (or study) on real nodes."""
+    return _execute(args, "run")
 
 
 def cmd_simulate(args) -> int:
+    """``starling simulate``: the same, in this process, the network simulated."""
+    return _execute(args, "simulate")
+
+
+def _execute(args, mode: str) -> int:
+    """Load, run by ``mode`` (``run`` on nodes, ``simulate`` in process), write the results
+    folder; the run's exit code (a study's is 0 once every cell is written)."""
+    from starling.orchestrator.execution.runner import run_experiment
     from starling.orchestrator.execution.simulation import simulate_experiment
     from starling.orchestrator.execution.study import run_study
     from starling.orchestrator.planning.plan import StudyPlan
@@ -193,15 +180,23 @@ def cmd_simulate(args) -> int:
     with _progress(args) as shown:
         if isinstance(loaded, StudyPlan):
             study = _reported(
-                args,
-                lambda out: run_study(loaded, out, "simulate", say=_say, progress=shown) and None,
+                args, lambda out: run_study(loaded, out, mode, say=_say, progress=shown) and None
             )
             _into_folder(args, loaded.name, study)
             return 0
-        work = _reported(
-            args, lambda out: simulate_experiment(loaded, out, say=_say, progress=shown)
-        )
-        metrics = _into_folder(args, loaded.name, work)
+        later: list[Callable[[], None]] = []  # the release of a complete local run's stores
+        if mode == "run":
+            work = _reported(
+                args,
+                lambda out: run_experiment(
+                    loaded, out, say=_say, progress=shown, after_manifest=later.append
+                ),
+            )
+        else:
+            work = _reported(
+                args, lambda out: simulate_experiment(loaded, out, say=_say, progress=shown)
+            )
+        metrics = _into_folder(args, loaded.name, work, then=later)
     return exit_code(metrics)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from starling.node.params import ConfigError
+from starling.orchestrator.core.processes import process_alive
 from starling.orchestrator.execution import live
 
 __all__ = ["LINK_COLUMNS", "LINK_LEGEND", "as_of", "finished_report", "status_report"]
@@ -42,7 +43,7 @@ def finished_report(record: live.RunRecord) -> dict | None:
     is ``complete``, ``partial``, ``failed`` or ``interrupted``, from the results it wrote;
     the links' counters are its final account's. Every node *unreachable* with frozen
     counters looked like a crash."""
-    if live._pid_alive(record.orchestrator_pid):
+    if process_alive(record.orchestrator_pid):
         return None
     from starling.orchestrator.report.loading import read_metrics
 

@@ -31,6 +31,7 @@ from starling.orchestrator.cli.status_view import (
     as_of,
     finished_report,
 )
+from starling.orchestrator.core.processes import process_alive
 from starling.orchestrator.execution import live
 
 __all__ = ["REFRESH_SECONDS", "link_state", "watch"]
@@ -312,4 +313,4 @@ def _wait(
 
 
 def _running(record: live.RunRecord) -> bool:
-    return live._pid_alive(record.orchestrator_pid)
+    return process_alive(record.orchestrator_pid)

@@ -39,6 +39,7 @@ from typing import Any
 from starling.node.params import ConfigError, host_port, plain_name
 from starling.node.shown import shown
 from starling.orchestrator.core.home import starling_home
+from starling.orchestrator.core.processes import process_alive
 from starling.orchestrator.core.seals import check_seal, sealed
 
 __all__ = [
@@ -165,18 +166,6 @@ def record_from(raw: Any, where: str) -> RunRecord:
     )
 
 
-def _pid_alive(pid: int) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False  # os.kill(0 or -1, 0) asks about a whole group: never what is meant
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def publish(record: RunRecord) -> None:
     """Write the record where the live commands find it, sealed with this user's key
     (:mod:`starling.orchestrator.core.seals`): they dial only what a record of their own
@@ -211,7 +200,7 @@ def active_runs() -> list[RunRecord]:
             record = read_record(entry)
         except ConfigError:  # not a pointer this program wrote: not a run to list
             continue
-        if _pid_alive(record.orchestrator_pid):
+        if process_alive(record.orchestrator_pid):
             runs.append(record)
         else:
             entry.unlink(missing_ok=True)  # its orchestrator is gone

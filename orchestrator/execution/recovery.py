@@ -30,6 +30,7 @@ from starling.node.params import ConfigError
 from starling.orchestrator.config.backends import BackendSettings
 from starling.orchestrator.config.experiment import parse_experiment
 from starling.orchestrator.config.yaml_files import read_yaml_file
+from starling.orchestrator.core.processes import process_alive
 from starling.orchestrator.execution.access import access_from_section
 from starling.orchestrator.execution.backends import backend_class
 from starling.orchestrator.execution.client import NodeClient, NodeUnavailable
@@ -163,22 +164,8 @@ def _gather(out: Path, start: dict, account: Account, settings: BackendSettings)
 
 
 def _alive(pid) -> bool:
-    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return not _zombie(pid)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
+    """A process other than this one that still runs."""
+    return pid != os.getpid() and process_alive(pid)
 
 
 def _refuse_if_alive(pid, message: str, **names) -> None:
