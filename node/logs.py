@@ -6,7 +6,9 @@ ISO 8601 with milliseconds), ``level``, ``logger``, ``message``, ``event``, ``no
 ``experiment`` come from the process's context (:func:`set_context`: a node process serves
 one node; the orchestrator names its experiment), the others from the ``extra`` a call
 passes (``log.info(..., extra={"event": "configured", "round": 3, "peer": "b"})``).
-``event`` is a short stable name for what happened; a line without one is ``"log"``.
+``event`` is a short stable name for what happened; a line without one is ``"log"``. A
+field of :data:`OPTIONAL_FIELDS` appears only on the lines that give it (``verdict`` on the
+orchestrator's ``"event": "verdict"`` line at the end of a run).
 
 Secrets never appear, in either format: what the process knows to be secret (a Control
 token, the run's peer secret) is registered with :func:`redact` and replaced by
@@ -36,6 +38,9 @@ __all__ = [
 
 FORMATS = ("text", "json")
 FIELDS = ("event", "node", "experiment", "round", "peer")
+OPTIONAL_FIELDS = ("verdict",)
+"""Fields a JSON line carries only when its call gives them (the orchestrator's verdict of a
+finished run: its line says converged, not converged or diverged as a field of its own)."""
 REDACTED = "[redacted]"
 
 _context: dict[str, Any] = {}
@@ -102,6 +107,10 @@ class JsonFormatter(logging.Formatter):
             entry[name] = value if value is not None else _context.get(name)
         if entry["event"] is None:
             entry["event"] = "log"
+        for name in OPTIONAL_FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                entry[name] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return _scrub(json.dumps(entry, default=str, ensure_ascii=False))

@@ -23,6 +23,7 @@ __all__ = [
     "EXIT_DIVERGED",
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
+    "EXIT_NOT_CONVERGED",
     "EXIT_USAGE",
     "add_commands",
     "exit_code",
@@ -34,13 +35,16 @@ EXIT_USAGE = 2
 """A usage or configuration error, reported in one line before anything ran."""
 EXIT_DIVERGED = 3
 """A node's samples diverged: not finite, or beyond 1e150 (named in the account)."""
+EXIT_NOT_CONVERGED = 4
+"""With ``--strict`` only: the run's verdict is ``not converged``
+(:mod:`starling.orchestrator.evaluation.verdict`; its reasons are in summary.txt)."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C or SIGTERM: what was collected is written, marked interrupted."""
 
 
-def exit_code(metrics: dict) -> int:
+def exit_code(metrics: dict, strict: bool = False) -> int:
     """The exit code a finished run or simulation earns, from its metrics: interrupted
-    before failed before diverged before 0."""
+    before failed before diverged before (with ``strict``) not converged before 0."""
     if metrics.get("interrupted"):
         during = PHASES.get(metrics.get("interrupted_during") or "")
         missing = (metrics.get("not_collected") or {}).get("line")
@@ -76,7 +80,32 @@ def exit_code(metrics: dict) -> int:
             file=sys.stderr,
         )
         return EXIT_DIVERGED
+    verdict = metrics.get("verdict") or {}
+    if strict and verdict.get("run", "converged") != "converged":
+        reasons = verdict.get("reasons") or []
+        print(
+            f"starling: the run did not converge ({reasons[0] if reasons else 'no reason given'})"
+            f"; exit {EXIT_NOT_CONVERGED} (--strict)",
+            file=sys.stderr,
+        )
+        return EXIT_NOT_CONVERGED
     return 0
+
+
+def study_exit_code(rows: Sequence[dict], strict: bool) -> int:
+    """A study's exit code once every cell is written: 0, or with ``strict``
+    :data:`EXIT_NOT_CONVERGED` if any run's verdict is not ``converged``."""
+    failing = [r for r in rows if r.get("verdict") not in (None, "converged")]
+    if not strict or not failing:
+        return 0
+    first = failing[0]
+    print(
+        f"starling: {len(failing)} of {len(rows)} runs did not converge (first: cell "
+        f"{first.get('cell')}, variant {first.get('variant')}, seed {first.get('seed')}: "
+        f"{first.get('verdict')}); exit {EXIT_NOT_CONVERGED} (--strict)",
+        file=sys.stderr,
+    )
+    return EXIT_NOT_CONVERGED
 
 
 def _load(args):
@@ -148,11 +177,13 @@ def cmd_run(args) -> int:
     _operating(args)
     with _progress(args) as shown:
         if isinstance(loaded, StudyPlan):
+            rows: list[dict] = []
             study = _reported(
-                args, lambda out: run_study(loaded, out, "run", say=_say, progress=shown) and None
+                args,
+                lambda out: rows.extend(run_study(loaded, out, "run", say=_say, progress=shown)),
             )
             _into_folder(args, loaded.name, study)
-            return 0
+            return study_exit_code(rows, args.strict)
         later: list[Callable[[], None]] = []  # the release of a complete local run's stores
         run = _reported(
             args,
@@ -161,7 +192,7 @@ def cmd_run(args) -> int:
             ),
         )
         metrics = _into_folder(args, loaded.name, run, then=later)
-    return exit_code(metrics)
+    return exit_code(metrics, args.strict)
 
 
 def cmd_simulate(args) -> int:
@@ -174,17 +205,20 @@ def cmd_simulate(args) -> int:
     _operating(args)
     with _progress(args) as shown:
         if isinstance(loaded, StudyPlan):
+            rows: list[dict] = []
             study = _reported(
                 args,
-                lambda out: run_study(loaded, out, "simulate", say=_say, progress=shown) and None,
+                lambda out: rows.extend(
+                    run_study(loaded, out, "simulate", say=_say, progress=shown)
+                ),
             )
             _into_folder(args, loaded.name, study)
-            return 0
+            return study_exit_code(rows, args.strict)
         work = _reported(
             args, lambda out: simulate_experiment(loaded, out, say=_say, progress=shown)
         )
         metrics = _into_folder(args, loaded.name, work)
-    return exit_code(metrics)
+    return exit_code(metrics, args.strict)
 
 
 def cmd_collect(args) -> int:
@@ -246,6 +280,12 @@ def _out_options(parser: argparse.ArgumentParser) -> None:
         "--quiet",
         action="store_true",
         help="no progress display (on a terminal a live one, in a log a line every few seconds)",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help=f"exit {EXIT_NOT_CONVERGED} when the run's verdict is 'not converged' (a study: "
+        "when any run's is); the verdict and its reasons lead summary.txt either way",
     )
 
 

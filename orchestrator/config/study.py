@@ -244,7 +244,16 @@ BASE_KEYS = ("w2_average", "w2_agent", "w2_node_mean", "consensus_error", "lost_
 FIRST_BELOW = "first_below"
 
 
-_LABELS = ("cell", "variant", "seed_index", "seed", "algorithm", "diverged", "seconds")
+_LABELS = (
+    "cell",
+    "variant",
+    "seed_index",
+    "seed",
+    "algorithm",
+    "diverged",
+    "verdict",
+    "seconds",
+)
 """The other columns of ``seeds.csv`` (:func:`run_row`) and the summary's."""
 
 

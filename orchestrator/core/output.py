@@ -45,7 +45,8 @@ def say(message: str, **fields: Any) -> None:
     match = _PROGRESS.match(message)
     if match and "round" not in fields:
         fields = {"round": int(match.group(1)), "event": "progress", **fields}
-    log.info(message, extra={k: v for k, v in fields.items() if k in logs.FIELDS})
+    known = (*logs.FIELDS, *logs.OPTIONAL_FIELDS)
+    log.info(message, extra={k: v for k, v in fields.items() if k in known})
 
 
 say.takes_fields = True  # type: ignore[attr-defined]  # the account passes its fields

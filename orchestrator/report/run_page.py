@@ -8,7 +8,7 @@ from pathlib import Path
 from starling.orchestrator.report.convergence import curve_figure
 from starling.orchestrator.report.loading import load_run, truth_of
 from starling.orchestrator.report.network import network_figure
-from starling.orchestrator.report.page import Section, figure_html, page
+from starling.orchestrator.report.page import Section, Verdict, figure_html, page
 from starling.orchestrator.report.plotting import pyplot
 from starling.orchestrator.report.posterior import posterior_figure
 from starling.orchestrator.report.samples import summarise
@@ -61,5 +61,11 @@ def write_run_report(folder: Path) -> Path:
         f"{m.get('backend', '')} · {Path(folder).resolve()}"
     )
     out = Path(folder) / "report.html"
-    out.write_text(page(f"Starling report: {name}", m.get("status"), meta, sections))
+    verdict = m.get("verdict") or {}
+    banner = (
+        Verdict(str(verdict["run"]), [str(r) for r in verdict.get("reasons") or []])
+        if verdict.get("run")
+        else None
+    )
+    out.write_text(page(f"Starling report: {name}", m.get("status"), meta, sections, banner))
     return out

@@ -249,6 +249,7 @@ def run_row(
         "consensus_error": metrics.get("consensus_error"),
         "lost_fraction": lost_fraction(metrics.get("links") or {}),
         "diverged": min((metrics.get("diverged") or {}).values(), default=None),
+        "verdict": (metrics.get("verdict") or {}).get("run"),
     }
     for k in study.report_at:
         row[f"w2_agent_at_{k}"] = _at(curve.agent, k)

@@ -1,4 +1,6 @@
-"""``summary.txt``: a run's short account for people, status first, then its figures.
+"""``summary.txt``: a run's short account for people: its verdict first (converged, not
+converged or diverged, and why: :mod:`starling.orchestrator.evaluation.verdict`), then its
+status, then its figures, each with its standard error where it has one.
 
 :func:`summary_table` is what ``run`` and ``simulate`` print at the end and write beside
 ``metrics.json``; :func:`scoring_lines` are its lines for the figures beyond W2: predictive
@@ -9,6 +11,8 @@ metrics, transport distances and ESS / R-hat (what
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+
+from starling.orchestrator.evaluation.verdict import verdict_line
 
 __all__ = ["scoring_lines", "summary_table"]
 
@@ -80,25 +84,57 @@ def scoring_lines(metrics: Mapping) -> list[str]:
             f"ArviZ diagnostics over rounds {diagnostics.get('draws_from')}.."
             f"{diagnostics.get('rounds', 1) - 1} (chains × draws), worst coordinate"
         )
-        lines.append(f"{'node':>10}  {'ESS bulk':>8}  {'ESS tail':>8}  {'R-hat':>8}")
+        lines.append(f"{'node':>10}  {'ESS bulk':>8}  {'ESS tail':>8}  {'R-hat':>8}  verdict")
+        judged = (metrics.get("verdict") or {}).get("per_node") or {}
         for name, s in diagnostics["per_node"].items():
+            said = (judged.get(name) or {}).get("verdict", "")
             if s is None:
-                lines.append(f"{name:>10}  -")
+                lines.append(f"{name:>10}  {'-':>8}  {'-':>8}  {'-':>8}  {said}")
                 continue
             lines.append(
                 f"{name:>10}  {_num(s.get('ess_bulk_min'), '8.1f')}  "
-                f"{_num(s.get('ess_tail_min'), '8.1f')}  {_num(s.get('rhat_max'), '8.4f')}"
+                f"{_num(s.get('ess_tail_min'), '8.1f')}  {_num(s.get('rhat_max'), '8.4f')}  {said}"
             )
     return lines
 
 
-def _cell(value) -> str:
-    return f"{'diverged':>8}" if value is None else f"{value:8.4f}"
+def _cell(value, se=None) -> str:
+    if value is None:
+        return f"{'diverged':>8}"
+    return f"{value:8.4f}" + (f" ± {se:.4f}" if se is not None else " " * 9)
+
+
+def _verdict_lines(metrics: Mapping) -> list[str]:
+    """The verdict's line, the other reasons (a line each), and what it was judged by."""
+    verdict = metrics.get("verdict")
+    line = verdict_line(verdict, count_others=False)
+    if line is None:
+        return []
+    lines = [line]
+    for reason in (verdict or {}).get("reasons", [])[1:]:
+        lines.append(f"  {reason}")
+    criteria = (verdict or {}).get("criteria") or {}
+    if criteria:
+        window = criteria.get("window") or ["?", "?"]
+        critical = (criteria.get("stationarity") or {}).get("critical_t")
+        scale = (metrics.get("w2") or {}).get("scale")
+        checks = [
+            f"R-hat ≤ {criteria.get('rhat_max', 0):.3f}",
+            f"bulk and tail ESS ≥ {criteria.get('ess_min', 0):.0f}",
+        ]
+        if critical is not None:
+            checks.append(f"no drift between the window's halves beyond t = {critical:.1f}")
+        if scale and "w2_over_scale_max" in criteria:
+            checks.append(f"W2 < sqrt(tr Σ) = {scale:.4f}")
+        lines.append(f"  (judged on rounds {window[0]}..{window[1]}: {', '.join(checks)})")
+    return lines
 
 
 def summary_table(metrics: Mapping) -> str:
-    """A short human-readable account of a run; the first line is its status."""
+    """A short human-readable account of a run; the first line is its verdict (when it
+    had samples to judge), then its status."""
     lines = [
+        *_verdict_lines(metrics),
         f"status: {metrics.get('status', 'complete')}",
         f"experiment {metrics.get('experiment')}: {metrics.get('algorithm')}, "
         f"{metrics.get('nodes')} nodes, {metrics.get('rounds')} rounds, "
@@ -112,15 +148,28 @@ def summary_table(metrics: Mapping) -> str:
             # A coordinate whose std left the floats (data near 1e308) is stored as None.
             shown = ("not finite" if s is None else f"{s:.4f}" for s in std)
             lines.append("posterior std per coordinate: " + ", ".join(shown))
-        lines.append(f"{'node':>10}  {'W2':>8}  samples")
+        lines.append(f"{'node':>10}  {'W2 ± se':>17}  samples  verdict")
         counts = metrics.get("samples_per_node", {})
+        errors = w2.get("se") or {}
+        judged = (metrics.get("verdict") or {}).get("per_node") or {}
         for node, value in w2["per_node"].items():
-            lines.append(f"{node:>10}  {_cell(value)}  {counts.get(node, '')}")
+            said = (judged.get(node) or {}).get("verdict", "")
+            lines.append(
+                f"{node:>10}  {_cell(value, errors.get(node))}  {counts.get(node, ''):>7}  {said}"
+            )
         for node in (n for n, count in counts.items() if not count and n not in w2["per_node"]):
             lines.append(f"{node:>10}  {'-':>8}  0")  # no sample to score
         if w2.get("average") is not None or metrics.get("diverged"):
             lines.append(
-                f"{'average':>10}  {_cell(w2.get('average'))}  (W2 of the network-average iterate)"
+                f"{'average':>10}  {_cell(w2.get('average'), w2.get('average_se'))}  "
+                "(W2 of the network-average iterate)"
+            )
+        floor = w2.get("floor")
+        if floor:
+            lines.append(f"W2: {w2.get('estimator', 'Gaussian fit')}")
+            lines.append(
+                f"  ± its bootstrap se over chains; floor: {floor['points']} exact posterior "
+                f"draws score {floor['mean']:.4f} ± {floor['sd']:.4f} (the estimator's bias)"
             )
     lines.extend(scoring_lines(metrics))
     if metrics.get("consensus_error") is not None:

@@ -1,6 +1,8 @@
 """The results folder, a contract other tools read.
 
-<out>/metrics.json           status (complete, partial, failed, interrupted), algorithm,
+<out>/metrics.json           verdict (converged, not converged, diverged, with its reasons
+                             and criteria: :mod:`starling.orchestrator.evaluation.verdict`),
+                             status (complete, partial, failed, interrupted), algorithm,
                              rounds, w2 {average, per_node, ...}, predictive, distances,
                              diagnostics (:mod:`starling.orchestrator.evaluation.scoring`), run
                              account:
@@ -15,7 +17,8 @@
 <out>/distance_curve.csv     (reference samples) Sinkhorn and sliced W2 per scored round
 <out>/hpd_curve.csv          (evaluation.hpd) [003]'s HPD error as sampling goes on: at
                              each scored round, as if the run had stopped there
-<out>/summary.txt            ``status: ...`` then the table printed at the end of the run
+<out>/summary.txt            ``verdict: ...`` (when there were samples), ``status: ...``, then
+                             the table printed at the end of the run
 <out>/manifest.json          every file the run wrote (:mod:`starling.orchestrator.results.folder`)
 """
 
@@ -103,8 +106,9 @@ def write_results(
         np.savez(out / "samples" / f"node-{node}.npz", samples=values, rounds=sample_rounds[node])
     (out / "experiment.yaml").write_text(yaml.safe_dump(dict(raw_experiment), sort_keys=False))
     merged = {**evaluation.metrics, **dict(extra or {})}
-    if "status" in merged:  # first, where a reader looks
-        merged = {"status": merged.pop("status"), **merged}
+    for first in ("status", "verdict"):  # first, where a reader looks: verdict, then status
+        if first in merged:
+            merged = {first: merged.pop(first), **merged}
     metrics = _strict(merged)
     (out / "metrics.json").write_text(
         json.dumps(metrics, indent=2, default=_jsonable, allow_nan=False) + "\n"
@@ -203,6 +207,12 @@ def close_run(
     write_results(out_dir, plan.source, samples, rounds, evaluation, extra)
     metrics = {**evaluation.metrics, **extra}
     if say is not None:
-        say(summary_table(metrics))
+        verdict = (metrics.get("verdict") or {}).get("run")
+        if verdict is not None and getattr(say, "takes_fields", False):
+            # --log-format json: the verdict is a field of the summary's line, which starts
+            # with it (summary.txt's first line).
+            say(summary_table(metrics), event="summary", verdict=verdict)  # type: ignore[call-arg]
+        else:
+            say(summary_table(metrics))
         say(f"results written to {out_dir}")
     return metrics
