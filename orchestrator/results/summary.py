@@ -25,6 +25,12 @@ def _num(value, spec: str = ".4f") -> str:
     return format(value, spec)
 
 
+def _with_se(figures: Mapping, key: str) -> str:
+    """``figures[key] ± figures[key_se]`` in 17 characters (the error blank without one)."""
+    se = figures.get(f"{key}_se")
+    return f"{_num(figures.get(key), '8.4f')}" + (f" ± {se:.4f}" if se is not None else " " * 9)
+
+
 def _node_rows(rows: list, cells: Callable[[Mapping], str]) -> list[str]:
     """One line per (name, figures) row: ``cells(figures)`` after the name; a missing
     network average is left out, a missing node's figures read ``diverged``."""
@@ -69,14 +75,16 @@ def scoring_lines(metrics: Mapping) -> list[str]:
             f"last {distances.get('window')} round(s)"
         )
         lines.append(
-            f"{'node':>10}  {'Sinkhorn':>8}  {'sliced W2':>9}  "
-            f"(Sinkhorn reg {distances.get('reg')}; floor: reference vs itself)"
+            f"{'node':>10}  {'Sinkhorn ± se':>17}  {'sliced W2 ± se':>17}  "
+            f"(Sinkhorn reg {distances.get('reg')}; {distances.get('points')} points, mean of "
+            f"{distances.get('repeats', 1)} subsamples; floor: reference vs itself)"
         )
         rows = [("average", distances.get("average")), *distances["per_node"].items()]
         if distances.get("reference_floor"):
             rows.append(("floor", distances["reference_floor"]))
         lines += _node_rows(
-            rows, lambda s: f"{_num(s.get('sinkhorn'), '8.4f')}  {_num(s.get('sliced_w2'), '9.4f')}"
+            rows,
+            lambda s: f"{_with_se(s, 'sinkhorn')}  {_with_se(s, 'sliced_w2')}",
         )
     diagnostics = metrics.get("diagnostics")
     if diagnostics and diagnostics.get("per_node"):
