@@ -24,10 +24,15 @@ Replicates and error bars (:mod:`starling.orchestrator.evaluation.replicates`): 
 every (cell, variant) K times, with the experiment's ``seed`` (and, with ``vary_data: true``,
 ``data.seed``) increased by 0 … K−1; each run's folder is then ``<cell>/<variant>/seed-<r>/``,
 ``seeds.csv`` holds every run's figures and ``table.*`` their mean ± a 95 % Student-t
-interval. ``threshold: 0.3`` adds the first iteration at which the agent's W2 is ≤ 0.3
-(mean over the seeds that reach it, and how many do); ``report_at: [10, 50]`` adds W2 at
-those iterations; ``figures: {accuracy: predictive.average.accuracy}`` adds any number
-from each run's ``metrics.json`` by its dotted path. Iteration k means k updates.
+interval. ``threshold: 0.3`` adds the first iteration at which the agent's W2 is ≤ 0.3,
+summarised as a censored time (a run that never gets there counts as "more than its
+iterations", never dropped: Kaplan–Meier median and restricted mean, and how many got there);
+``report_at: [10, 50]`` adds W2 at those iterations; ``figures: {accuracy:
+predictive.average.accuracy}`` adds any number from each run's ``metrics.json`` by its dotted
+path. Iteration k means k updates. Every variant is compared with ``baseline`` (default the
+first variant) and every cell with the first cell, paired by seed (``paired.csv``, and in
+``table.md``). Without ``vary_data`` every seed samples the same data, and intervals are
+conditional on it.
 """
 
 from __future__ import annotations
@@ -106,6 +111,7 @@ class StudyFile(BaseModel):
     threshold: Annotated[Float, Field(gt=0)] | None = None
     report_at: list[Annotated[int, Field(ge=1, strict=True)]] = Field(default_factory=list)
     figures: Annotated[dict[str, Str], AfterValidator(_figure_names)] = Field(default_factory=dict)
+    baseline: Str = ""
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,10 @@ class Study:
     threshold: float | None = None
     report_at: tuple[int, ...] = ()
     figures: Mapping[str, str] = field(default_factory=dict)
+    vary_data: bool = False
+    """Each seed also redraws the data (``data.seed`` + r): intervals then cover the data."""
+    baseline: str = ""
+    """The variant every other is compared with, paired by seed (default: the first)."""
 
     @property
     def summary_key(self) -> str:
@@ -217,7 +227,19 @@ def load_study(raw: Mapping[str, Any]) -> Study:
         threshold=spec.threshold,
         report_at=tuple(spec.report_at),
         figures=dict(spec.figures),
+        vary_data=spec.vary_data,
+        baseline=_baseline(spec.baseline, variants),
     )
+
+
+def _baseline(label: str, variants: tuple[Mapping[str, Any], ...]) -> str:
+    """The baseline variant's label: ``label``, which must be a variant's, or the first."""
+    labels = [v["label"] for v in variants]
+    if not label:
+        return labels[0]
+    if label not in labels:
+        raise ConfigError(f"baseline: {label!r} is not a variant's label ({', '.join(labels)})")
+    return label
 
 
 def _seeded(fields: Mapping[str, Any], r: int, vary_data: bool) -> dict[str, Any]:
@@ -238,7 +260,20 @@ def slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-") or "run"
 
 
-BASE_KEYS = ("w2_average", "w2_agent", "w2_node_mean", "consensus_error", "lost_fraction")
+BASE_KEYS = (
+    "w2_average",
+    "w2_agent",
+    "w2_stationary_average",
+    "w2_stationary_agent",
+    "w2_floor",
+    "w2_node_mean",
+    "consensus_error",
+    "lost_fraction",
+)
+"""Every study row's figures: the final W2s, the stationary W2s (the mean per-round W2 over
+the verdict's window, the second half of the run by default), the W2 exact draws score at
+the chain count (``w2.floor``), the nodes' mean W2, consensus and the share of messages
+lost."""
 
 
 FIRST_BELOW = "first_below"
@@ -253,6 +288,8 @@ _LABELS = (
     "diverged",
     "verdict",
     "seconds",
+    "data_seed",
+    "iterations",
 )
 """The other columns of ``seeds.csv`` (:func:`run_row`) and the summary's."""
 
@@ -260,4 +297,4 @@ _LABELS = (
 def reserved_column(name: str) -> bool:
     """Whether ``name`` is a column a study writes whatever its ``figures``."""
     at = name.startswith(("w2_agent_at_", "w2_average_at_")) and name.rsplit("_", 1)[1].isdigit()
-    return name in (*BASE_KEYS, FIRST_BELOW, *_LABELS) or at
+    return name in (*BASE_KEYS, *_LABELS) or name.startswith(FIRST_BELOW) or at

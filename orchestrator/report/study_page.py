@@ -1,7 +1,9 @@
 """The report of a study: one page comparing all cells (``report.html`` in the study's
 folder), from the files the study wrote (:mod:`starling.orchestrator.results.study_tables`).
 
-Every metric column of ``curves.csv`` is drawn against round, one row of panels per cell,
+The banner counts the runs' verdicts (``seeds.csv``) and names those that did not
+converge; the paired differences (``paired.csv``) have a table of their own. Every metric
+column of ``curves.csv`` is drawn against round, one row of panels per cell,
 one line per variant; where a (cell, variant) has several curves (replicates over seeds:
 a ``seed`` or ``replicate`` column, or repeated rounds) the line is their mean with ±1 sd
 over them shaded. When every cell has a numeric ``x``, the final figures of ``table.csv``
@@ -19,13 +21,14 @@ import numpy as np
 import yaml
 
 from starling.orchestrator.report.loading import damaged
-from starling.orchestrator.report.page import Section, figure_html, page
+from starling.orchestrator.report.page import Section, Verdict, figure_html, page
 from starling.orchestrator.report.plotting import colour, data_uri, pyplot
 from starling.orchestrator.report.tables import table
 
 __all__ = ["write_study_report"]
 
 KEYS = ("cell", "variant", "round", "iteration", "seed", "seed_index", "replicate")
+PAIRED = "Paired by seed: each variant minus the baseline, each cell minus the first"
 NAMES = {
     "w2_average": "W2 of the network-average iterate",
     "w2_agent": "W2 of agent {agent}",
@@ -254,11 +257,18 @@ def write_study_report(folder: Path) -> Path:
         if runs
         else ""
     )
+    paired_rows = _rows(folder / "paired.csv")
+    paired = (
+        table(list(paired_rows[0]), [list(r.values()) for r in paired_rows], "numbers")
+        if paired_rows
+        else ""
+    )
     study_text = html.escape(text)
     sections = [
         Section("Against the cells' setting", figure_html(_against_x(run_rows, study), "summary")),
         Section("Convergence in every cell", curves),
         Section("Final figures", final),
+        Section(PAIRED, paired),
         Section("Runs", listing),
         Section("Study file", f"<pre>{study_text}</pre>"),
     ]
@@ -271,5 +281,24 @@ def write_study_report(folder: Path) -> Path:
     if description:
         sections.insert(0, Section("What it compares", f"<p>{html.escape(description)}</p>"))
     out = folder / "report.html"
-    out.write_text(page(title, None, meta, sections))
+    out.write_text(page(title, None, meta, sections, _verdicts(run_rows)))
     return out
+
+
+def _verdicts(rows: list[dict[str, str]]) -> Verdict | None:
+    """The banner's count of the runs' verdicts (seeds.csv), and the runs that did not
+    converge (at most five named)."""
+    said = [r.get("verdict") for r in rows if r.get("verdict")]
+    if not said:
+        return None
+    good = sum(1 for v in said if v == "converged")
+    failing = [
+        f"{r.get('cell')} / {r.get('variant')}"
+        + (f", seed {r['seed_index']}" if r.get("seed_index") not in (None, "") else "")
+        + f": {r.get('verdict')}"
+        for r in rows
+        if r.get("verdict") and r.get("verdict") != "converged"
+    ]
+    shown = failing[:5] + ([f"and {len(failing) - 5} more"] if len(failing) > 5 else [])
+    css = "converged" if good == len(said) else "not-converged"
+    return Verdict(f"{good} of {len(said)} runs converged", shown, css)

@@ -87,6 +87,10 @@ def test_simulate_writes_a_self_contained_report_with_every_section(tmp_path, st
     assert "±1 sd" in page and "bootstrap" in page  # the band is explained
     assert "1 → 2" in page  # the links table names directed links
     assert "name: faulty" in page  # the experiment file as run
+    # The verdict is the title's first badge, before the status.
+    verdict = metrics["verdict"]["run"]
+    title = page.split("<h1>")[1].split("</h1>")[0]
+    assert title.index(f">{verdict}</span>") < title.index(">complete</span>"), title
 
 
 def test_new_metrics_and_curves_appear_without_a_change_to_the_report(tmp_path, starling_home):
@@ -137,6 +141,9 @@ def test_a_study_gets_one_page_comparing_its_cells(tmp_path, starling_home):
     assert all(np.std(i[..., :3]) > 0.05 for i in images)
     assert "p-0.3/D-ULA/seed-1" in page  # every run listed
     assert "±1 sd over the replicates (seeds)" in page  # the band over seeds is drawn
+    # The banner counts the runs' verdicts; the paired differences have their own table.
+    assert re.search(r'class="verdict verdict-[a-z-]+">\d+ of 8 runs converged</span>', page)
+    assert "Paired by seed" in page and "<th>difference</th>" in page
 
 
 def test_report_refuses_a_folder_without_results(tmp_path, capsys):
