@@ -6,6 +6,10 @@ that (round, phase). An asynchronous receiver's messages are in flight until
 :meth:`LockstepNetwork.end_round` lands them in its latest-box (a later phase's message
 from the same sender overwrites an earlier one), so they are used from the next round on.
 A withheld message never lands: the receiver keeps the older one, or gets none.
+
+:attr:`LockstepNetwork.traffic` counts what was handed to the network, as a node's outbound
+link books count it on a real one (``LinkCounters.sent`` and ``bytes``, the tensors'
+payload): messages and their payload bytes, a withheld one not among them.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ class LockstepNetwork:
             node: {} for node, sync in self._synchronous.items() if not sync
         }
         self._in_flight: list[tuple[str, str, Message]] = []
+        self.traffic = {"messages": 0, "bytes": 0}
+        """Messages posted and their tensors' payload bytes (module docstring)."""
 
     def endpoint(self, node: str) -> MemoryTransport:
         return MemoryTransport(self, node)
@@ -52,6 +58,8 @@ class LockstepNetwork:
         self, sender: str, receiver: str, round_index: int, phase: int, message: Message
     ) -> None:
         self._check(sender, receiver)
+        self.traffic["messages"] += 1
+        self.traffic["bytes"] += message.nbytes
         # The network hands each receiver its own arrays, stamped with the sending round.
         copy = Message(
             message.kind,

@@ -55,6 +55,7 @@ def simulate(
     specs: Sequence[NodeSpec],
     on_round: Callable[[int], None] | None = None,
     metrics_out: dict[str, dict[str, float]] | None = None,
+    traffic_out: dict[str, int] | None = None,
 ) -> dict[str, np.ndarray]:
     """Run every node for its rounds; returns node id -> samples of shape (rounds, chains, d).
 
@@ -63,12 +64,17 @@ def simulate(
     that raises stops the simulation with :class:`NodeFailed`, as the node's round loop
     would fail on a network. A :class:`KeyboardInterrupt` stops it with
     :class:`SimulationInterrupted`, holding the rounds completed until then (and
-    ``metrics_out`` filled as at the end).
+    ``metrics_out`` filled as at the end). ``traffic_out`` receives the messages sent
+    and their payload bytes (:attr:`~starling.node.engine.memory.LockstepNetwork.traffic`),
+    kept up to date round by round.
     """
     rngs = {spec.node_id: node_rng(spec) for spec in specs}
     programs = {spec.node_id: build_program(spec, rngs[spec.node_id]) for spec in specs}
     faults = {spec.node_id: ScheduledFaults.of(spec) for spec in specs}
     network = LockstepNetwork({node: program.synchronous for node, program in programs.items()})
+    if traffic_out is not None:
+        network.traffic = traffic_out
+        traffic_out.update(messages=0, bytes=0)
     transports = {node: network.endpoint(node) for node in programs}
     rounds = max(spec.rounds for spec in specs)
     recorded: dict[str, list[np.ndarray]] = {node: [] for node in programs}

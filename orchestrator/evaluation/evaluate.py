@@ -275,6 +275,7 @@ def _score_w2(
     final, scored = w2_scores(truth, samples, sane, together, average, window)
     per_node = {n: final[n] for n in samples}
     known = [v for v in per_node.values() if v is not None]
+    floor = w2_floor(truth, plan.chains * window, plan.seed)
     errors = {
         name: bootstrap_se(truth, series[name][-window:], plan.seed)
         for name, value in final.items()
@@ -288,7 +289,8 @@ def _score_w2(
         "estimator": ESTIMATOR,
         "se": {n: errors.get(n) for n in per_node},
         "average_se": errors.get("average"),
-        "floor": w2_floor(truth, plan.chains * window, plan.seed),
+        "floor": floor,
+        "floor_round": floor if window == 1 else w2_floor(truth, plan.chains, plan.seed),
         "scale": float(np.sqrt(max(truth.trace, 0.0))),
     }
     metrics["posterior"] = {

@@ -7,6 +7,7 @@ absent, and ``tests/orchestrator/test_orchestrator_layout.py`` holds it to that.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,6 +55,8 @@ def simulate_experiment(
     )
     specs = list(plan.specs.values())
     program_metrics: dict[str, dict[str, float]] = {}
+    traffic: dict[str, int] = {}
+    started = time.monotonic()
     played = specs  # whose rounds the links carried: all of them, unless interrupted
     # A diverging sampler overflows on its way out; evaluation reports where it diverged.
     node_failed = interrupted = False
@@ -63,6 +66,7 @@ def simulate_experiment(
                 specs,
                 on_round=_shown(progress, specs, plan.rounds),
                 metrics_out=program_metrics,
+                traffic_out=traffic,
             )
         except SimulationInterrupted as stopped:
             interrupted = True
@@ -85,6 +89,7 @@ def simulate_experiment(
                 error=str(failed),
             )
             samples, node_failed = failed.samples, True
+    seconds = time.monotonic() - started
     if progress is not None:
         progress.finished()
     samples, played = _cut_at_kills(plan, samples, played, account)
@@ -99,6 +104,7 @@ def simulate_experiment(
         f"simulated in-process in {account.elapsed():.2f} s",
         {
             "program_metrics": {n: m for n, m in program_metrics.items() if m},
+            "traffic": {"seconds": seconds, **traffic},
             "backend": "simulate",
             "interrupted": interrupted,
             "status": run_status(

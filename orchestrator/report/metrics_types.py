@@ -227,6 +227,7 @@ METRICS = Obj(
                 "se": _NUMBERS,
                 "average_se": NUMBER,
                 "floor": Obj({"points": INTEGER, "mean": NUMBER, "sd": NUMBER}),
+                "floor_round": Obj({"points": INTEGER, "mean": NUMBER, "sd": NUMBER}),
                 "scale": NUMBER,
             }
         ),

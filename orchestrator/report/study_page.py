@@ -12,6 +12,7 @@ are drawn against it, with ±1 sd error bars over replicates.
 
 from __future__ import annotations
 
+import base64
 import csv
 import html
 from collections import defaultdict
@@ -265,6 +266,7 @@ def write_study_report(folder: Path) -> Path:
     )
     study_text = html.escape(text)
     sections = [
+        Section("Every variant in every cell", _png(folder / "bars.png")),
         Section("Against the cells' setting", figure_html(_against_x(run_rows, study), "summary")),
         Section("Convergence in every cell", curves),
         Section("Final figures", final),
@@ -283,6 +285,19 @@ def write_study_report(folder: Path) -> Path:
     out = folder / "report.html"
     out.write_text(page(title, None, meta, sections, _verdicts(run_rows)))
     return out
+
+
+def _png(path: Path) -> str:
+    """``bars.png`` embedded (the study's drawing,
+    :func:`~starling.orchestrator.results.study_plots.plot_bars`), or nothing."""
+    if not path.is_file():
+        return ""
+    uri = "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+    caption = (
+        "Each cell's first figure of the study's bars, one bar per variant: mean ± 95 % "
+        "interval over the seeds; hatched where not every seed converged."
+    )
+    return figure_html((uri, caption), path.stem)
 
 
 def _verdicts(rows: list[dict[str, str]]) -> Verdict | None:

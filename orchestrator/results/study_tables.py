@@ -106,7 +106,10 @@ def write_tables(out: Path, study: Study, rows: list[dict], curves: list[Curve])
         k
         for k in keys
         if k == FIRST_BELOW
-        or (k not in ("w2_node_mean", "w2_floor") and any(r.get(k) is not None for r in rows))
+        or (
+            k not in ("w2_node_mean", "w2_floor", "w2_floor_round")
+            and any(r.get(k) is not None for r in rows)
+        )
         or k in ("w2_average", "w2_agent")
         and any(r.get("diverged") is not None for r in rows)
     ]
@@ -141,10 +144,10 @@ def _rules(study: Study, rows: list[dict]) -> list[str]:
             f"Each figure: mean ± 95 % Student-t interval over {study.seeds} seeds "
             f"(seed … seed + {study.seeds - 1}). Iteration k means k updates. "
             + (
-                "Each seed also draws the data anew (data.seed + r, `vary_data`): the "
-                "intervals cover a new data set as well as new chains (for file data, "
-                "data.seed re-deals the file's rows among the nodes; the rows stay the "
-                "file's)."
+                "Each seed also draws the data anew (data.seed + r, and a held-out split's "
+                "seed + r, `vary_data`): the intervals cover a new data set as well as new "
+                "chains (for file data: a new deal of the file's rows among the nodes and a "
+                "new held-out split; the rows themselves stay the file's)."
                 if study.vary_data
                 else "Every seed samples the same data (data.seed fixed): the intervals "
                 "cover new chains on this data set, not a new data set (`vary_data: true` "
@@ -157,7 +160,8 @@ def _rules(study: Study, rows: list[dict]) -> list[str]:
             "W2 stationary: the mean per-round W2 over the second half of each run (the "
             "verdict's window), the error a sampler holds once it has arrived; each round's "
             "W2 is fitted to that round's chains alone, so it includes the floor a perfect "
-            "sampler would score with that many chains (`w2_floor` in table.csv).",
+            "sampler would score with that many chains (`w2_floor_round` in table.csv; "
+            "`w2_floor` is the final figures', at chains × window).",
             "",
         ]
     if study.threshold is not None:
@@ -187,6 +191,7 @@ _TITLES = {
     "w2_stationary_average": "W2 stationary average",
     "w2_stationary_agent": "W2 stationary agent",
     "w2_floor": "W2 floor",
+    "w2_floor_round": "W2 floor (one round)",
     "consensus_error": "consensus error",
     "lost_fraction": "messages lost",
     FIRST_BELOW: "first iteration ≤ threshold",
@@ -305,6 +310,7 @@ def run_row(
         "w2_stationary_average": stationary_mean(curve.average, start),
         "w2_stationary_agent": stationary_mean(curve.agent, start),
         "w2_floor": (w2.get("floor") or {}).get("mean"),
+        "w2_floor_round": (w2.get("floor_round") or {}).get("mean"),
         "w2_node_mean": w2.get("node_mean"),
         "consensus_error": metrics.get("consensus_error"),
         "lost_fraction": lost_fraction(metrics.get("links") or {}),

@@ -182,6 +182,22 @@ def summary_table(metrics: Mapping) -> str:
     lines.extend(scoring_lines(metrics))
     if metrics.get("consensus_error") is not None:
         lines.append(f"consensus error E|x_i - mean|^2: {metrics['consensus_error']:.4g}")
+    efficiency = metrics.get("efficiency")
+    if efficiency:
+        per = [
+            f"{efficiency[k]:.4g} per {unit}"
+            for k, unit in (
+                ("ess_per_second", "second"),
+                ("ess_per_message", "message"),
+                ("ess_per_kilobyte", "kB sent"),
+            )
+            if efficiency.get(k) is not None
+        ]
+        lines.append(
+            f"ESS {efficiency['ess_bulk']:.0f} (median over nodes of the worst coordinate) for "
+            f"{efficiency['seconds']:.2f} s, {efficiency['messages']} messages, "
+            f"{efficiency['bytes'] / 1e3:.1f} kB: " + ", ".join(per)
+        )
     diverged = metrics.get("diverged")
     if diverged:
         lines.append(

@@ -8,7 +8,10 @@
                              account:
                              ``account`` (lines), ``faults`` (scheduled and live, node
                              events), ``links`` ("A->B" counters), ``link_stats`` (every
-                             node's final outbound/inbound counters), ``program_metrics``
+                             node's final outbound/inbound counters), ``program_metrics``,
+                             ``traffic`` (seconds, messages, payload bytes) and
+                             ``efficiency`` (ESS per second, message and kilobyte:
+                             :mod:`starling.orchestrator.evaluation.efficiency`)
 <out>/samples/node-<id>.npz  ``samples`` (rounds, chains, d) and ``rounds`` (indices)
 <out>/experiment.yaml        the experiment exactly as it was run
 <out>/w2_curve.csv           W2 per round for the average iterate and every node
@@ -35,6 +38,7 @@ import yaml
 
 from starling.node.spec import DataSpec
 from starling.orchestrator.core import phases
+from starling.orchestrator.evaluation.efficiency import efficiency_section
 from starling.orchestrator.evaluation.evaluate import Evaluation, evaluate
 from starling.orchestrator.planning.plan import EvaluationPlan
 from starling.orchestrator.results.account import Account, account_divergence
@@ -203,6 +207,9 @@ def close_run(
     account_divergence(evaluation.metrics, account)
     account.plain(timing)
     extra = {"account": account.lines, "faults": account.section(), "links": links, **extra}
+    efficiency = efficiency_section(evaluation.metrics.get("verdict"), extra.get("traffic"))
+    if efficiency is not None:
+        extra["efficiency"] = efficiency
     phases.enter("writing results")
     write_results(out_dir, plan.source, samples, rounds, evaluation, extra)
     metrics = {**evaluation.metrics, **extra}

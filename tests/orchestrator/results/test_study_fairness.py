@@ -176,3 +176,24 @@ def test_vary_data_draws_a_data_set_per_seed_shared_by_every_cell(tmp_path):
         "the intervals cover a new data set as well as new chains"
         in (tmp_path / "table.md").read_text()
     )
+
+
+def test_vary_data_moves_the_held_out_split_too():
+    """[004] §5.2 draws a new 80/20 split of the file in every run: with ``vary_data`` a
+    test split's seed moves with the replicate like the partition's."""
+    raw = _study(seeds=3, vary_data=True, threshold=None)
+    raw["variants"] = raw["variants"][:1]
+    raw["cells"] = raw["cells"][:1]
+    raw["base"] = {
+        **raw["base"],
+        "model": {"name": "logistic_regression", "params": {"features": 3}},
+        "evaluation": {"test": {"split": 0.2, "seed": 4}},
+    }
+    study = load_study(raw)
+    assert [(e.data.seed, e.evaluation.test.seed) for *_, e in study.replicates] == [
+        (1, 4),
+        (2, 5),
+        (3, 6),
+    ]
+    fixed = load_study({**raw, "vary_data": False})
+    assert {e.evaluation.test.seed for *_, e in fixed.replicates} == {4}
