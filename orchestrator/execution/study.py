@@ -84,7 +84,8 @@ def run_study(
         say(
             f"{cell:>12} {variant:>12}{f' seed {r}' if study.seeds > 1 else ''}"
             f"  W2 avg {_fmt(row['w2_average'])}  agent {_fmt(row['w2_agent'])}"
-            f"  consensus {_fmt(row['consensus_error'])}  ({row['seconds']} s)"
+            f"  consensus {_fmt(row['consensus_error'])}  {row.get('verdict') or ''}"
+            f"  ({row['seconds']} s)"
         )
     progress.cells(total, total)
     write_tables(out, study, rows, curves)
