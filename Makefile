@@ -4,13 +4,20 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN = $(VENV)/bin
 
+# The first `make run` or `make test` says what it installs and about how long it takes:
+# minutes of silence looked like a hang.
 $(BIN)/.installed: pyproject.toml
+	@echo "Installing Starling and its dependencies into $(VENV) (first time only):"
+	@echo "  grpcio, numpy, scipy, pydantic; matplotlib, arviz, pot for the reports;"
+	@echo "  pytest, ruff, mypy, mkdocs for development. About 1-3 minutes on a fast"
+	@echo "  connection (about 40 s with a warm pip cache); pip names each package below."
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[all]"
+	$(BIN)/python -m pip install --progress-bar off -e ".[all]"
+	@echo "Installed; later runs start at once."
 	touch $@
 
-.PHONY: install run test quick lint docs typecheck-links protos bench
+.PHONY: install run test quick lint docs typecheck-links protos bench testbed wheel
 install: $(BIN)/.installed
 
 run: $(BIN)/.installed
@@ -61,3 +68,18 @@ protos: $(BIN)/.installed
 # QUICK=1 is the short suite CI runs (< 2 min); timings are printed, never asserted.
 bench: $(BIN)/.installed
 	$(BIN)/python -m benchmarks $(if $(QUICK),--quick)
+
+# The compose testbed (docs/deployment/testbed.md): checks the base image first and, where it
+# cannot be pulled, says how to build offline (docker/testbed.sh); then `docker compose run
+# --rm --build orchestrator`, which rebuilds only what changed and exits with the run's code.
+testbed:
+	docker/testbed.sh
+
+# The wheel a device installs with no index (docs/deployment/devices.md): dist/*.whl,
+# built with the venv's own setuptools (pyproject.toml's build requirement, checked first), so
+# no build environment is fetched.
+wheel: $(BIN)/.installed
+	rm -rf build/lib dist/starling_mcmc-*.whl
+	$(BIN)/python -m pip install --quiet "setuptools>=77"
+	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir dist .
+	@ls dist/starling_mcmc-*.whl | sed 's/^/wheel: /'

@@ -6,8 +6,9 @@ table means something on a loaded machine. Round rates are marginal: two run len
 (rounds₂ − rounds₁) / (loop₂ − loop₁), where a loop is timed from Start to every node done
 (start-up, configuration and evaluation are timed apart, see
 :mod:`benchmarks.starling_ring`). ``--quick`` (``make bench QUICK=1``) uses shorter runs
-and skips the 100-node ring and the two 20-node [000] studies; it is meant to finish in
-under two minutes. Timings are never asserted anywhere: this prints and records.
+and skips the 100-node ring, the two 20-node [000] studies and the doors' flood
+(:mod:`benchmarks.doors`, also run alone); it is meant to finish in under two minutes.
+Timings are never asserted anywhere: this prints and records.
 """
 
 from __future__ import annotations
@@ -481,9 +482,18 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quick:
         report["big_rings"].append(big_ring(100, 200))
     report["simulate"] = studies(QUICK_STUDIES if args.quick else STUDIES)
+    if not args.quick:
+        from benchmarks.doors import doors
+
+        _say("doors: a node under 1000 idle calls of each kind, and 8 messages of 300 MB")
+        report["doors"] = doors()
     report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     report["total_s"] = time.perf_counter() - began
     text = table(report)
+    if "doors" in report:
+        from benchmarks.doors import table as doors_table
+
+        text += "\n\n" + "\n".join(doors_table(scenario) for scenario in report["doors"])
     report["table"] = text
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     m = report["machine"]

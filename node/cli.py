@@ -28,17 +28,20 @@ import tempfile
 import time
 from dataclasses import replace
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from starling.node.logs import FORMATS, redact, set_context
+from starling.node.logs import FORMATS, quiet_when_closed, set_context
 from starling.node.logs import setup as setup_logs
-from starling.node.params import ConfigError
-from starling.node.security import ORCHESTRATOR_ID, is_loopback, others_can_read, read_token
+from starling.node.params import ConfigError, host_port, plain_name
+from starling.node.security import ORCHESTRATOR_ID, is_loopback, others_can_read
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # loaded when the node serves, not for a usage error
+    from collections.abc import Callable
+
     from starling.node.config import NodeSettings
+    from starling.node.runtime.server import NodeServer
 
-__all__ = ["main"]
+__all__ = ["OneLineParser", "main"]
 
 EXIT_USAGE = 2
 SIGNAL_POLL_SECONDS = 0.2
@@ -46,10 +49,79 @@ SIGNAL_POLL_SECONDS = 0.2
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
-def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=prog, description="A Starling node: one gRPC service, one sampler."
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with a mistake on the command line said in one line naming the option and
+    the value (``starling: status --format: invalid choice: 'xml' (choose from 'text',
+    'json')``), exit code 2, instead of the usage block and a line of its own. Its
+    subcommands' parsers are of this class too (argparse makes them with the parent's)."""
+
+    lead = "starling"
+    """What the line starts with: the command as the user knows it."""
+    root = "starling"
+    """The top parser's ``prog``: the line names the subcommand after it."""
+
+    def error(self, message: str) -> NoReturn:
+        where = self.prog.removeprefix(self.root).strip()
+        message = message.removeprefix("argument ")
+        if message.startswith("the following arguments are required"):
+            message = message.replace("the following arguments are required", "missing")
+        if where:
+            where += " " if message.startswith("-") else ": "
+        self.exit(EXIT_USAGE, f"{self.lead}: {where}{message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """argparse's, and then a value left empty (``--metrics ''``, ``--store ' '``) is a
+        mistake too: every option here names something, and an empty one silently meant
+        "none" (no metrics endpoint, a temporary store)."""
+        parsed = super().parse_args(args, namespace)
+        used = self._used(parsed)
+        for parser in used:
+            for action in parser._actions:
+                value = getattr(parsed, action.dest, None) if action.dest else None
+                if value == action.default:
+                    continue  # not given: "" may be a default's meaning (--service)
+                values = value if isinstance(value, list) else [value]
+                if any(isinstance(v, str) and not v.strip() for v in values):
+                    name = action.option_strings[0] if action.option_strings else action.metavar
+                    used[-1].error(f"{name or action.dest}: expected a value, got {value!r}")
+        return parsed
+
+    def _used(self, parsed: argparse.Namespace) -> list[argparse.ArgumentParser]:
+        """This parser and the subcommands' parsers ``parsed`` went through."""
+        chain: list[argparse.ArgumentParser] = [self]
+        while True:
+            sub = next(
+                (a for a in chain[-1]._actions if isinstance(a, argparse._SubParsersAction)), None
+            )
+            if sub is None:
+                return chain
+            name = getattr(parsed, sub.dest, None) if sub.dest != argparse.SUPPRESS else None
+            chosen = sub.choices.get(name) if isinstance(name, str) else None
+            if chosen is None:
+                chosen = next((p for p in sub.choices.values() if _handles(p, parsed)), None)
+            if chosen is None:
+                return chain
+            chain.append(chosen)
+
+
+def _handles(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> bool:
+    """Whether ``parser`` (or a subcommand of it) set ``parsed``'s handler."""
+    handler = getattr(parsed, "handler", None)
+    if handler is None:
+        return False
+    if parser.get_default("handler") is handler:
+        return True
+    return any(
+        _handles(p, parsed)
+        for a in parser._actions
+        if isinstance(a, argparse._SubParsersAction)
+        for p in a.choices.values()
     )
+
+
+def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
+    kind = type("NodeParser", (OneLineParser,), {"lead": "starling-node", "root": prog})
+    parser = kind(prog=prog, description="A Starling node: one gRPC service, one sampler.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     serve = sub.add_parser("serve", help="serve the node's gRPC API until SIGTERM/SIGINT")
     serve.add_argument(
@@ -116,23 +188,30 @@ def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
     access.add_argument("--tls-cert", metavar="PEM", help="this node's certificate")
     access.add_argument("--tls-key", metavar="PEM", help="this node's private key")
     access.add_argument(
+        "--tls-crl",
+        metavar="PEM",
+        help="the CA's revocation list (starling certs revoke): callers it lists are refused",
+    )
+    access.add_argument(
         "--token-file",
         metavar="FILE",
-        help="Control calls must carry this bearer token (TLS or not)",
+        help="Control calls must carry this node's own token (TLS or not; made by "
+        "'starling certs tokens', re-read when it changes)",
     )
     access.add_argument(
         "--insecure",
         action="store_true",
         default=None,
-        help="a non-loopback --listen without TLS (private network)",
+        help="a non-loopback --listen without TLS (private network: tokens and the run's "
+        "link secrets cross it in clear)",
     )
     serve.add_argument(
         "--max-workers",
         type=int,
         default=None,
         metavar="N",
-        help="server threads, made on demand (default and minimum: --max-peer-streams + 64, "
-        "so Control and Health always have threads)",
+        help="Control calls served at once, on threads of their own (default 16); health, "
+        "reflection, samples and peer streams have theirs",
     )
     serve.add_argument(
         "--max-peer-streams",
@@ -147,7 +226,24 @@ def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="largest gRPC message sent or accepted (default: 256 MiB)",
+        help="largest gRPC message sent, and largest iterate joined from its parts "
+        "(default: 256 MiB)",
+    )
+    serve.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="largest single message read, before the caller is known (default: 4 MiB; "
+        "at least 2 MiB: iterates cross in 1 MiB parts)",
+    )
+    serve.add_argument(
+        "--screen-bound",
+        type=float,
+        default=None,
+        metavar="X",
+        help="refuse iterates holding a value beyond ±X, counted 'screened' per peer "
+        "(default: 1e6; 0: off)",
     )
     serve.add_argument("--log-level", choices=LOG_LEVELS, help="stderr log level (default: INFO)")
     serve.add_argument(
@@ -183,17 +279,31 @@ def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
     check.add_argument(
         "--config", metavar="FILE", help="a node config whose tls section (if any) the check uses"
     )
-    check.add_argument("--id", metavar="ID", help="with TLS: the node id its certificate names")
+    check.add_argument(
+        "--id", metavar="ID", help="with TLS (required): the node id its certificate must name"
+    )
     for name in ("ca", "cert", "key"):
         check.add_argument(f"--tls-{name}", metavar="PEM", help=f"with TLS: the {name} to use")
     return parser
 
 
-def _split(listen: str) -> tuple[str, int]:
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError("expected HOST:PORT with a port between 0 and 65535")
-    return host.strip("[]"), int(port)
+def _split(listen: str, where: str, least_port: int = 0) -> tuple[str, int]:
+    """(host, port) of ``listen``; a ConfigError naming ``where`` if it is not HOST:PORT."""
+    return host_port(listen, where, least_port)
+
+
+def _writable_store(store: str) -> str | None:
+    """Why the node could not keep samples and checkpoints in ``store``, if it could not:
+    the folder is made if need be and a file written and removed in it. A node that
+    served on with a store it could not write failed the first run it was given."""
+    try:
+        os.makedirs(store, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".starling-probe-", dir=store)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return os.strerror(exc.errno).lower() if exc.errno else str(exc)
+    return None
 
 
 def _probe(host: str, port: int) -> None:
@@ -234,13 +344,23 @@ def _settings(args: argparse.Namespace) -> NodeSettings:
         metrics=args.metrics,
         reflection=args.reflection,
         log_format=args.log_format,
+        screen_bound=args.screen_bound,
     )
     given = {k: getattr(args, f"tls_{k}") for k in ("ca", "cert", "key")}
     if any(given.values()):
         if not all(given.values()):
             missing = next(k for k, v in given.items() if not v)
             raise ConfigError(f"--tls-{missing}: required with the other --tls-* flags")
-        settings = replace(settings, tls=tls_files(given, "--tls"))
+        settings = replace(settings, tls=tls_files({**given, "crl": args.tls_crl}, "--tls"))
+    elif args.tls_crl:
+        if settings.tls is None:
+            raise ConfigError("--tls-crl: needs TLS (--tls-ca, --tls-cert, --tls-key or tls:)")
+        settings = replace(settings, tls=replace(settings.tls, crl=args.tls_crl))
+    if settings.id and not plain_name(settings.id):
+        raise ConfigError(
+            f"id: expected a node id of letters, digits, '-', '_' and '.' (not first), "
+            f"got {settings.id!r}"
+        )
     if settings.id == ORCHESTRATOR_ID:
         raise ConfigError(
             f"id: {ORCHESTRATOR_ID!r} is the orchestrator's identity; no node may take it"
@@ -249,6 +369,12 @@ def _settings(args: argparse.Namespace) -> NodeSettings:
         raise ConfigError(f"log_level: expected one of {', '.join(LOG_LEVELS)}")
     if settings.log_format not in FORMATS:
         raise ConfigError(f"log_format: expected one of {', '.join(FORMATS)}")
+    from starling.node.config import check_screen_bound
+
+    try:
+        check_screen_bound(settings.screen_bound, "--screen-bound")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if settings.metrics:
         from starling.node.exporter import parse_metrics_address
 
@@ -261,52 +387,106 @@ def serve(args: argparse.Namespace) -> int:
         settings = _settings(args)
     except ConfigError as exc:
         return _fail(str(exc))
+    os.umask(0o077)  # the store, its checkpoints and anything else written: owner only
+    # Every refusal the flags alone decide, in one line on stderr, before gRPC's own lines
+    # are captured (below).
+    args.listen = settings.listen
+    refusal = (
+        _limits_refusal(args) or _store_refusal(settings) or _listen_refusal(settings, args.listen)
+    )
+    if refusal is not None:
+        return _fail(refusal)
+    # gRPC's default verbosity reports a refused TLS handshake (an INFO line): the node
+    # counts it, and its own log level decides whether it is shown. An orchestrator's ERROR,
+    # inherited by the nodes it starts, would hide it from the count; asking INFO outright
+    # adds gRPC's warning that INFO is no production level. Before grpc is imported.
+    if os.environ.get("GRPC_VERBOSITY", "").upper() not in ("INFO", "DEBUG"):
+        os.environ.pop("GRPC_VERBOSITY", None)
+    from starling.node.native_log import capture
+
+    native = capture()  # gRPC's own lines (fd 2) through the logger set up next
     setup_logs(settings.log_format, settings.log_level)
     set_context(node=settings.id or None)
+    try:
+        server, state_dir, temporary = _open_server(settings, args, native.refusals)
+    except (ConfigError, OSError) as exc:
+        return _fail(str(exc))
+    return _serve_until_signalled(server, settings, state_dir, temporary)
+
+
+def _limits_refusal(args: argparse.Namespace) -> str | None:
+    """Why the size and count flags cannot work, if they cannot."""
     for flag, value, least in (
         ("--max-peer-streams", args.max_peer_streams, 1),
         ("--max-workers", args.max_workers, 1),
         ("--max-message-bytes", args.max_message_bytes, 1024),  # a message's envelope alone
+        ("--max-request-bytes", args.max_request_bytes, 2 * 1024 * 1024),
     ):
         if value is not None and value < least:
-            return _fail(f"{flag}: must be at least {least}, got {value}")
+            return f"{flag}: must be at least {least}, got {value}"
+    return None
+
+
+def _store_refusal(settings: NodeSettings) -> str | None:
     if settings.store and os.path.exists(settings.store) and not os.path.isdir(settings.store):
-        return _fail(f"--store {settings.store}: is a file, not a folder")
-    args.listen = settings.listen
+        return f"--store {settings.store}: is a file, not a folder"
+    if settings.store and (why := _writable_store(settings.store)) is not None:
+        return f"--store {settings.store}: cannot write there ({why})"
+    return None
+
+
+def _listen_refusal(settings: NodeSettings, listen: str) -> str | None:
+    """Why the node must not listen on ``listen`` (a public address without TLS, a port
+    taken), if it must not."""
     try:
-        host, port = _split(args.listen)
+        host, port = _split(listen, "--listen")
         if settings.tls is None and not settings.insecure and not is_loopback(host):
-            return _fail(
-                f"--listen {args.listen}: refusing a non-loopback address without TLS "
+            if settings.token_file:
+                return (
+                    f"--listen {listen}: refusing a token without TLS on a non-loopback "
+                    "address: the token and the run's link secrets would cross the network in "
+                    "clear (give tls: in the config or --tls-*, or --insecure to accept that "
+                    "on a private network)"
+                )
+            return (
+                f"--listen {listen}: refusing a non-loopback address without TLS "
                 "(give tls: in the config or --tls-*, or --insecure on a private network)"
             )
         if port != 0:
             _probe(host, port)
-    except ValueError as exc:
-        return _fail(f"--listen {args.listen}: {exc}")
+    except ConfigError as exc:
+        return str(exc)
     except OSError as exc:
         reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
         if exc.errno == errno.EADDRINUSE:
             reason = "address already in use"
-        return _fail(f"cannot listen on {args.listen}: {reason}")
+        return f"cannot listen on {listen}: {reason}"
+    return None
 
+
+def _open_server(
+    settings: NodeSettings,
+    args: argparse.Namespace,
+    native_refusals: Callable[[], dict[str, int]],
+) -> tuple[NodeServer, str, bool]:
+    """The node's server, bound and not started, on its store (a temporary one when none is
+    given: returned third, True); the files it needs checked first (ConfigError, OSError)."""
     # Imported late so that usage errors are fast and gRPC is never loaded for them.
-    from starling.node.protocol.contract import READY_PREFIX
     from starling.node.runtime.server import NodeServer
-    from starling.node.runtime.transport import DEFAULT_MAX_PEER_STREAMS, MAX_MESSAGE_BYTES
+    from starling.node.runtime.transport import (
+        DEFAULT_MAX_PEER_STREAMS,
+        DEFAULT_MAX_REQUEST_BYTES,
+        MAX_MESSAGE_BYTES,
+    )
+    from starling.node.tokens import NodeTokens
 
-    try:
-        token = read_token(settings.token_file, "token_file") if settings.token_file else None
-        # Files no handshake could use are one line now, not a gRPC error later.
-        warnings = settings.tls.check(settings.id) if settings.tls is not None else []
-    except ConfigError as exc:
-        return _fail(str(exc))
-    if token:
+    tokens = NodeTokens(settings.token_file) if settings.token_file else None
+    # Files no handshake could use are one line now, not a gRPC error later.
+    warnings = settings.tls.check(settings.id) if settings.tls is not None else []
+    if tokens:
         warnings += [w for w in [others_can_read(settings.token_file, "token_file")] if w]
     for warning in warnings:
         logging.getLogger("starling.node").warning(warning)
-    if token:
-        redact(token)
     temporary = not settings.store
     state_dir = tempfile.mkdtemp(prefix="starling-node-") if temporary else settings.store
     try:
@@ -318,16 +498,27 @@ def serve(args: argparse.Namespace) -> int:
             max_workers=args.max_workers,
             max_peer_streams=args.max_peer_streams or DEFAULT_MAX_PEER_STREAMS,
             max_message_bytes=args.max_message_bytes or MAX_MESSAGE_BYTES,
+            max_request_bytes=args.max_request_bytes or DEFAULT_MAX_REQUEST_BYTES,
             tls=settings.tls,
-            token=token,
+            tokens=tokens,
+            native_refusals=native_refusals,
             data_dir=settings.data_dir or os.getcwd(),
             reflection=settings.reflection,
             metrics=settings.metrics,
+            screen_bound=settings.screen_bound,
         )
-    except OSError as exc:
+    except OSError:
         if temporary:
             shutil.rmtree(state_dir, ignore_errors=True)
-        return _fail(str(exc))
+        raise
+    return server, state_dir, temporary
+
+
+def _serve_until_signalled(
+    server: NodeServer, settings: NodeSettings, state_dir: str, temporary: bool
+) -> int:
+    """Serve until SIGTERM or SIGINT, then shut down in order (a temporary store removed)."""
+    from starling.node.protocol.contract import READY_PREFIX
 
     received: list[int] = []
     # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see where a live
@@ -347,9 +538,11 @@ def serve(args: argparse.Namespace) -> int:
             server.start()
         except ConfigError as exc:  # the metrics address could not be bound
             return _fail(str(exc))
+        # `serve | head -1` reads the address and goes: the node serves on, stdout silent.
+        quiet_when_closed()
         print(f"{READY_PREFIX}{server.address}", flush=True)
         logging.getLogger("starling.node").info(
-            "state dir %s; %s", state_dir, _access_line(settings, token is not None)
+            "state dir %s; %s", state_dir, _access_line(settings, bool(settings.token_file))
         )
         while not received:
             time.sleep(SIGNAL_POLL_SECONDS)
@@ -379,9 +572,11 @@ def health(args: argparse.Namespace) -> int:
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     try:
-        _split(args.address)
-    except ValueError as exc:
-        return _fail(f"{args.address}: {exc}")
+        _split(args.address, "HOST:PORT", least_port=1)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    if not 0 < args.timeout < 1e6:
+        return _fail(f"--timeout: expected a number of seconds above 0, got {args.timeout:g}")
     from starling.node.config import load_settings
     from starling.node.security import channel_credentials, tls_files
 
@@ -392,6 +587,13 @@ def health(args: argparse.Namespace) -> int:
         tls = tls_files(given, "--tls") if any(given.values()) else settings.tls
         if tls is not None:
             credentials, server_id = channel_credentials(tls), args.id or settings.id
+            if not server_id:
+                # Without an id the check is of the address's name, which every certificate
+                # of the CA may hold (localhost, 127.0.0.1): any node would pass.
+                raise ConfigError(
+                    "--id: required with TLS: the node id the certificate at the address "
+                    "must name (or id: in --config)"
+                )
     except ConfigError as exc:
         return _fail(str(exc))
     from starling.node.runtime.transport import open_channel
@@ -411,13 +613,19 @@ def health(args: argparse.Namespace) -> int:
     if reply.status != health_pb2.HealthCheckResponse.SERVING:
         print(f"starling-node: {args.address}: {status.lower()}", file=sys.stderr)
         return 1
+    quiet_when_closed()
     print(f"{args.address}: {status.lower()}")
     return 0
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m starling.node") -> int:
     """``prog`` is how usage lines name the command (``starling node`` through starling)."""
-    args = _parser(prog).parse_args(argv)
+    try:
+        args = _parser(prog).parse_args(argv)
+    except SystemExit as exc:  # a mistake said in one line (exit 2); --help (exit 0) exits
+        if not exc.code:
+            raise
+        return int(exc.code)
     if args.command == "health":
         return health(args)
     setup_logs("text", "INFO")

@@ -22,6 +22,8 @@ keeps its samples and checkpoints, and which data is its own::
     metrics: 127.0.0.1:9464    # a Prometheus endpoint (off when absent; PORT alone = loopback)
     reflection: true           # gRPC reflection (false on locked-down devices)
     log_format: text           # or json: one object per line (starling.node.logs)
+    screen_bound: 1e6          # iterates with a larger value are refused (0: off;
+                               # starling.node.runtime.screening)
 
 The data never leaves the node: the orchestrator sends ``data: {source: node}`` and this
 node substitutes what is configured here (:func:`home_data`). A file an experiment names
@@ -30,6 +32,7 @@ itself must lie under ``data_dir`` (:func:`check_data_path`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -39,7 +42,29 @@ from starling.node.params import ConfigError, existing_file, parse_params
 from starling.node.security import TlsFiles, tls_files
 from starling.node.spec import DataSpec
 
-__all__ = ["HomeData", "NodeSettings", "check_data_path", "home_data", "load_settings"]
+__all__ = [
+    "DEFAULT_SCREEN_BOUND",
+    "HomeData",
+    "NodeSettings",
+    "check_data_path",
+    "check_screen_bound",
+    "home_data",
+    "load_settings",
+]
+
+DEFAULT_SCREEN_BOUND = 1e6
+"""The screening bound of a node's incoming values (:mod:`starling.node.runtime.screening`
+says why 1e6)."""
+
+
+def check_screen_bound(value: float, where: str = "screen_bound") -> float:
+    """``value`` if it is a usable bound (0: off); ValueError naming ``where`` otherwise."""
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(
+            f"{where}: must be a finite number >= 0 (0 turns screening off), got {value!r}"
+        )
+    return float(value)
+
 
 NODE_SOURCE = "node"
 """``data.source`` of an experiment that leaves the data to each node."""
@@ -75,6 +100,8 @@ class NodeSettings:
     reflection: bool = True
     """Serve gRPC reflection (grpcurl can list and call the services)."""
     log_format: str = "text"
+    screen_bound: float = DEFAULT_SCREEN_BOUND
+    """Iterates with a value beyond it are refused (:mod:`starling.node.runtime.screening`)."""
 
 
 _KNOWN = (
@@ -90,6 +117,7 @@ _KNOWN = (
     "metrics",
     "reflection",
     "log_format",
+    "screen_bound",
 )
 
 
@@ -98,12 +126,10 @@ def load_settings(path: str | Path | None) -> NodeSettings:
     if path is None:
         return NodeSettings()
     file = existing_file(path, "--config")
-    import yaml  # only for a config file: a node started with flags alone never loads it
+    # Only for a config file: a node started with flags alone never loads yaml.
+    from starling.node.yaml_input import read_yaml
 
-    try:
-        raw = yaml.safe_load(file.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{file}: not valid YAML ({exc})") from None
+    raw = read_yaml(file, "--config") or {}
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{file}: expected a mapping of fields")
     unknown = sorted(set(raw) - set(_KNOWN))
@@ -134,12 +160,20 @@ def load_settings(path: str | Path | None) -> NodeSettings:
     for key, value in fields.items():
         if not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {value!r}")
+    bound = raw.get("screen_bound", DEFAULT_SCREEN_BOUND)
+    if isinstance(bound, bool) or not isinstance(bound, (int, float)):
+        raise ConfigError(f"screen_bound: expected a number, got {bound!r}")
+    try:
+        bound = check_screen_bound(float(bound))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     return NodeSettings(
         **fields,
         data=data,
         tls=tls,
         insecure=raw.get("insecure", False),
         reflection=raw.get("reflection", True),
+        screen_bound=bound,
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from starling.node.params import ConfigError
+from starling.node.params import ConfigError, host_port
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -29,10 +29,9 @@ def parse_metrics_address(text: str, field: str = "--metrics") -> tuple[str, int
     host, sep, port = str(text).rpartition(":")
     if not sep:
         host = "127.0.0.1"
-    host = host.strip("[]")
     if not port.isdigit() or not 0 <= int(port) <= 65535 or not host:
         raise ConfigError(f"{field}: expected HOST:PORT or PORT (0..65535), got {text!r}")
-    return host, int(port)
+    return host_port(f"{host}:{port}", field, least_port=0)
 
 
 @dataclass

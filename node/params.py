@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -35,9 +36,23 @@ __all__ = [
     "check_dimension",
     "describe_params",
     "existing_file",
+    "host_port",
     "number_hint",
     "parse_params",
+    "plain_name",
 ]
+
+MAX_NAME = 100
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def plain_name(value: object) -> bool:
+    """Whether ``value`` is a name that is also a file, folder and container name: letters,
+    digits, ``-``, ``_`` and ``.`` (not first), at most :data:`MAX_NAME` characters. Node
+    ids and experiment names end up in paths (``samples/node-ID.npz``); a blank one, or
+    one with a space or a ``/``, would put files anywhere or nowhere."""
+    return isinstance(value, str) and len(value) <= MAX_NAME and bool(_NAME.fullmatch(value))
+
 
 T = TypeVar("T")
 
@@ -63,6 +78,34 @@ def existing_file(path: str | Path, where: str) -> Path:
             raise ConfigError(f"{where}: {str(path)!r} is not a regular file")
         raise ConfigError(f"{where}: no such file {str(path)!r}")
     return file
+
+
+def host_port(text: Any, where: str, least_port: int = 1) -> tuple[str, int]:
+    """(host, port) of ``HOST:PORT`` (an IPv6 host in brackets, ``[::1]:50051``), or a
+    ConfigError naming ``where`` and what is wrong with it: a bare IPv6 address, whose
+    port cannot be told from its last group, was looked up as a host name and reported as
+    "host name not found"; a host with a space, likewise."""
+    if not isinstance(text, str):
+        raise ConfigError(f"{where}: expected HOST:PORT, got {shown(text)}")
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise ConfigError(f"{where}: expected HOST:PORT, got {shown(text)}")
+    if not port.isdigit() or not least_port <= int(port) <= 65535:
+        raise ConfigError(
+            f"{where}: expected a port from {least_port} to 65535 after the last ':', "
+            f"got {shown(text)}"
+        )
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        if not host or any(c not in "0123456789abcdefABCDEF:." for c in host):
+            raise ConfigError(f"{where}: expected an IPv6 address in brackets, got {shown(text)}")
+    elif ":" in host:
+        raise ConfigError(
+            f"{where}: an IPv6 address goes in brackets ([{host}]:{port}), got {shown(text)}"
+        )
+    if any(c.isspace() for c in host):
+        raise ConfigError(f"{where}: a host name has no spaces, got {shown(text)}")
+    return host, int(port)
 
 
 class _Invalid(Exception):

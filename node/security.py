@@ -2,18 +2,22 @@
 
 Three mechanisms, each for one channel:
 
-* **TLS files** (:class:`TlsFiles`): a CA, a certificate and its key, named in the node's
-  config (``tls: {ca, cert, key}``), in an inventory or in the experiment's backend section.
-  With them every channel is mutual TLS: the server asks for a client certificate signed by
-  the same CA, and a client checks that the server's certificate names the node id it meant
-  to reach (the id is a DNS name in the certificate's SAN, and channels override the target
-  name with it, so addresses can be anything: IPs, compose service names).
+* **TLS files** (:class:`TlsFiles`): a CA, a certificate and its key, and optionally the
+  CA's revocation list, named in the node's config (``tls: {ca, cert, key, crl}``), in an
+  inventory or in the experiment's backend section. With them every channel is mutual TLS:
+  the server asks for a client certificate signed by the same CA, and a client checks that
+  the server's certificate names the node id it meant to reach (the id is a DNS name in the
+  certificate's SAN, and channels override the target name with it, so addresses can be
+  anything: IPs, compose service names). At start a node checks that its certificate chains
+  to its CA, matches its key and is valid now (:meth:`TlsFiles.check`); it takes renewed
+  files for new handshakes without a restart (:func:`server_credentials`).
 * **A control token** (``--token-file``): Control calls carry
-  ``authorization: Bearer <token>`` (with TLS too, if one is given); compared with
-  :func:`hmac.compare_digest`.
-* **A peer secret**: every ``Peer.Exchange`` stream carries its link's secret (metadata
-  :data:`SECRET_KEY`) that the orchestrator handed both ends in ``Configure`` over the
-  authenticated Control channel (:mod:`starling.node.runtime.peer_secrets`).
+  ``authorization: Bearer <token>`` (with TLS too, if one is given), each node its own
+  (:mod:`starling.node.tokens`); compared with :func:`hmac.compare_digest`.
+* **A link secret**: every ``Peer.Exchange`` stream proves the secret of its link, which the
+  orchestrator handed both ends in ``Configure`` over the authenticated Control channel
+  (:mod:`starling.node.runtime.peer_secrets`), by answering a challenge
+  (:mod:`starling.node.runtime.link_proof`): the secret itself never crosses the wire.
 
 Nothing here logs a key, a token or a secret.
 """
@@ -21,12 +25,16 @@ Nothing here logs a key, a token or a secret.
 from __future__ import annotations
 
 import hmac
+import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from starling.node.params import ConfigError
+
+log = logging.getLogger("starling.node")
 
 if TYPE_CHECKING:
     import grpc
@@ -34,7 +42,6 @@ if TYPE_CHECKING:
 __all__ = [
     "ORCHESTRATOR_ID",
     "check_header_value",
-    "SECRET_KEY",
     "SENDER_KEY",
     "TlsFiles",
     "channel_credentials",
@@ -52,22 +59,40 @@ ORCHESTRATOR_ID = "orchestrator"
 SENDER_KEY = "starling-sender"
 """Peer stream metadata: the node id the stream's messages come from."""
 
-SECRET_KEY = "starling-secret"
-"""Peer stream metadata: the experiment's peer secret."""
-
 TOKEN_KEY = "authorization"
 
 MAX_TOKEN_CHARS = 4096
 """The longest Control token: gRPC refuses headers of 8 KiB (all of a call's together)."""
 
 
+SANE_CLOCK = 1_704_067_200
+"""2024-01-01 UTC: a clock earlier than this is wrong (a device without a real-time clock
+boots in 1970 until NTP sets it), and no certificate can be checked against it."""
+
+RENEW_WITHIN_DAYS = 14
+"""A certificate that expires sooner than this is a warning at start."""
+
+
 @dataclass(frozen=True)
 class TlsFiles:
-    """Paths of a CA certificate, this party's certificate and its private key (PEM)."""
+    """Paths of a CA certificate, this party's certificate and its private key (PEM), and
+    optionally the CA's revocation list (``crl``, :mod:`starling.node.revocation`)."""
 
     ca: str
     cert: str
     key: str
+    crl: str = ""
+
+    def stamp(self) -> tuple[tuple[int, int, int] | None, ...]:
+        """The files' (time, size, inode): what changes when they are renewed."""
+        out: list[tuple[int, int, int] | None] = []
+        for path in (self.ca, self.cert, self.key):
+            try:
+                info = os.stat(path)
+                out.append((info.st_mtime_ns, info.st_size, info.st_ino))
+            except OSError:
+                out.append(None)
+        return tuple(out)
 
     def read(self, where: str = "tls") -> tuple[bytes, bytes, bytes]:
         """(ca, cert, key) bytes; a missing or unreadable file is one line naming it."""
@@ -86,11 +111,19 @@ class TlsFiles:
         """Refuse, in one line naming the field, files no handshake could use — gRPC itself
         only says it cannot bind, or that a node is unreachable: a CA file without a CA, a
         certificate or key that is no PEM one, a key of another certificate or encrypted,
-        a certificate out of its validity or not naming ``identity`` (a node's naming the
-        orchestrator's too). Returns warnings: a key others can read."""
+        a certificate out of its validity, not naming ``identity`` (a node's naming the
+        orchestrator's too), not signed by the CA or revoked, a revocation list the CA did
+        not sign. Returns warnings: a key others can read, a certificate about to expire."""
         import ssl
 
         self.read(where)
+        now = time.time()
+        if now < SANE_CLOCK:
+            raise ConfigError(
+                f"this machine's clock says {time.strftime('%Y-%m-%d', time.gmtime(now))}: no "
+                "certificate can be checked against it (a device without a real-time clock "
+                "boots in 1970; set the clock, e.g. wait for NTP, then start the node)"
+            )
         trust = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         try:
             trust.load_verify_locations(cafile=self.ca)
@@ -117,7 +150,9 @@ class TlsFiles:
                     f"{where}.key: {self.key!r} is not the key of {where}.cert {self.cert!r}"
                 ) from None
             raise ConfigError(f"{where}.key: {self.key!r} holds no PEM private key") from None
-        return [w for w in [others_can_read(self.key, f"{where}.key")] if w]
+        _check_chain(self, where)
+        warnings = [others_can_read(self.key, f"{where}.key"), _expiring(self.cert, where)]
+        return [w for w in warnings if w]
 
 
 class _Encrypted(Exception):
@@ -164,6 +199,73 @@ def _check_certificate(path: str, identity: str, where: str) -> None:
         )
 
 
+def _check_chain(tls: TlsFiles, where: str) -> None:
+    """The certificate chains to the CA (and is on no revocation list the CA signed):
+    one TLS handshake in memory, this party's certificate and key against a client that
+    trusts only the CA, as every peer's will."""
+    import ssl
+
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(tls.cert, tls.key, password=_no_password)
+    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client.check_hostname = False
+    client.load_verify_locations(cafile=tls.ca)
+    if tls.crl:
+        from starling.node.revocation import Revocations
+
+        Revocations(tls.crl, f"{where}.crl")  # readable, and a list at all
+        try:
+            client.load_verify_locations(cafile=tls.crl)
+        except ssl.SSLError:
+            raise ConfigError(f"{where}.crl: {tls.crl!r} holds no PEM revocation list") from None
+        client.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
+    to_server, to_client = ssl.MemoryBIO(), ssl.MemoryBIO()
+    ours = client.wrap_bio(to_client, to_server)
+    theirs = server.wrap_bio(to_server, to_client, server_side=True)
+    try:
+        for _ in range(8):
+            done = 0
+            for side in (ours, theirs):
+                try:
+                    side.do_handshake()
+                    done += 1
+                except ssl.SSLWantReadError:
+                    pass
+            if done == 2:
+                return
+    except ssl.SSLCertVerificationError as exc:
+        reason = exc.verify_message or str(exc)
+        if "CRL" in reason:
+            raise ConfigError(
+                f"{where}.crl: {tls.crl!r} cannot be used with {where}.ca {tls.ca!r} "
+                f"(OpenSSL: {reason})"
+            ) from None
+        if "revoked" in reason:
+            raise ConfigError(f"{where}.cert: {tls.cert!r} is revoked by {where}.crl") from None
+        raise ConfigError(
+            f"{where}.cert: {tls.cert!r} does not chain to {where}.ca {tls.ca!r} "
+            f"(OpenSSL: {reason}); was it signed by another CA?"
+        ) from None
+    except ssl.SSLError as exc:  # pragma: no cover - a handshake failing for another cause
+        raise ConfigError(f"{where}: the files make no TLS handshake ({exc.reason})") from None
+
+
+def _expiring(path: str, where: str) -> str | None:
+    import ssl
+
+    decode = getattr(ssl._ssl, "_test_decode_cert", None)  # type: ignore[attr-defined]
+    if decode is None:  # pragma: no cover - CPython has it
+        return None
+    ends = ssl.cert_time_to_seconds(decode(path)["notAfter"])
+    days = (ends - time.time()) / 86400
+    if days >= RENEW_WITHIN_DAYS:
+        return None
+    return (
+        f"{where}.cert: {path} expires in {days:.1f} days; renew it (starling certs renew) "
+        "and the node takes it for new connections without a restart"
+    )
+
+
 def others_can_read(path: str, where: str) -> str | None:
     """A warning if a secret's file (a key, a token) is open to its group or other users."""
     try:
@@ -181,22 +283,49 @@ def tls_files(raw: object, where: str = "tls") -> TlsFiles | None:
         return None
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a mapping with ca, cert and key, got {raw!r}")
-    unknown = sorted(set(raw) - {"ca", "cert", "key"})
+    unknown = sorted(set(raw) - {"ca", "cert", "key", "crl"})
     if unknown:
-        raise ConfigError(f"{where}.{unknown[0]}: unknown field (known: ca, cert, key)")
+        raise ConfigError(f"{where}.{unknown[0]}: unknown field (known: ca, cert, key, crl)")
     for name in ("ca", "cert", "key"):
         if not isinstance(raw.get(name), str) or not raw[name]:
             raise ConfigError(f"{where}.{name}: required, the path of a PEM file")
-    return TlsFiles(raw["ca"], raw["cert"], raw["key"])
+    crl = raw.get("crl") or ""
+    if not isinstance(crl, str):
+        raise ConfigError(f"{where}.crl: the path of the CA's PEM revocation list")
+    return TlsFiles(raw["ca"], raw["cert"], raw["key"], crl)
 
 
 def server_credentials(tls: TlsFiles) -> grpc.ServerCredentials:
-    """Mutual TLS on the server side: clients must present a certificate of ``tls.ca``."""
+    """Mutual TLS on the server side: clients must present a certificate of ``tls.ca``.
+    Renewed files (``starling certs renew``, a new CA bundle) are taken for the handshakes
+    after they change, once they form a usable pair; never a half-written one."""
+    import ssl
+
     import grpc  # here: reading settings loads no grpc
 
-    ca, cert, key = tls.read()
-    return grpc.ssl_server_credentials(
-        [(key, cert)], root_certificates=ca, require_client_auth=True
+    def configuration() -> Any:
+        ca, cert, key = tls.read()
+        return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=ca)
+
+    seen = [tls.stamp()]
+
+    def renewed() -> Any:
+        stamp = tls.stamp()
+        if stamp == seen[0]:
+            return None
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(
+                tls.cert, tls.key, password=_no_password
+            )
+            changed = configuration()
+        except (ssl.SSLError, OSError, ConfigError, _Encrypted):
+            return None  # mid-renewal, or broken: the files in use stay; tried again later
+        seen[0] = stamp
+        log.warning("tls: the certificate files changed; new handshakes use them")
+        return changed
+
+    return grpc.dynamic_ssl_server_credentials(
+        configuration(), renewed, require_client_authentication=True
     )
 
 

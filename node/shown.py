@@ -13,9 +13,10 @@ so no message needs to remember to.
 from __future__ import annotations
 
 import re
+import reprlib
 from typing import Any
 
-__all__ = ["MAX_SHOWN", "shorten", "shown"]
+__all__ = ["MAX_SHOWN", "one_line", "shorten", "shown"]
 
 MAX_SHOWN = 100
 """Longest echoed value kept whole: as long as the longest name (a node id, an experiment
@@ -33,6 +34,18 @@ _QUOTED = re.compile(r"""(?<![\w'"])(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""", 
 _RUN = re.compile(rf"\S{{{MAX_RUN + 1},}}")
 
 
+# Every character str.splitlines() breaks at, and the other C0/C1 controls: a key or value
+# that holds one, written raw into an error line, would split it or move the terminal's cursor.
+_BREAKS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(message: str) -> str:
+    """``message`` with each line break and control character written as its escape
+    (``\\n``, ``\\x1b``), so a name or value that holds one cannot break the line it is
+    echoed in. Tabs are kept."""
+    return _BREAKS.sub(lambda m: repr(m.group(0))[1:-1], message)
+
+
 def _cut(text: str, length: int, limit: int) -> str:
     """``text`` (already quoted, or a bare run) cut in the middle when over ``limit``."""
     if len(text) <= limit:
@@ -42,17 +55,33 @@ def _cut(text: str, length: int, limit: int) -> str:
     return f"{quote}{body[:_HEAD]}…{body[-_TAIL:]}{quote} ({length:,} characters)"
 
 
+_CONTAINER = reprlib.Repr()
+_CONTAINER.maxlevel, _CONTAINER.maxlist, _CONTAINER.maxtuple = 3, 8, 8
+_CONTAINER.maxdict, _CONTAINER.maxset, _CONTAINER.maxother = 8, 8, MAX_SHOWN
+_CONTAINER.maxstring = MAX_SHOWN
+"""A list or mapping is shown from its first items, never walked whole: a file's value may
+be a million numbers, or (through YAML aliases) a few lists shared a billion times over."""
+
+
 def shown(value: Any) -> str:
     """``repr(value)``, or for one longer than :data:`MAX_SHOWN` characters its start and
-    end around an ellipsis, with the full length: ``'aaaa…aaaa' (10,000 characters)``."""
+    end around an ellipsis, with the full length: ``'aaaa…aaaa' (10,000 characters)``. A
+    container is shown by its first items and how many it holds."""
+    if isinstance(value, (list, tuple, dict, set, frozenset)):
+        text = _CONTAINER.repr(value)
+        if len(text) > MAX_SHOWN:
+            text = text[: MAX_SHOWN - 1] + "…"
+        return text + (f" ({len(value):,} items)" if len(value) > _CONTAINER.maxlist else "")
     text = repr(value)
     length = len(value) if isinstance(value, str) else len(text)
     return _cut(text, length, MAX_SHOWN + 2 if isinstance(value, str) else MAX_SHOWN)
 
 
 def shorten(message: str) -> str:
-    """``message`` with each quoted value longer than :data:`MAX_SHOWN` characters, and
-    each run of more than :data:`MAX_RUN` non-blank characters, cut as :func:`shown` cuts."""
+    """``message`` on one line (:func:`one_line`), with each quoted value longer than
+    :data:`MAX_SHOWN` characters, and each run of more than :data:`MAX_RUN` non-blank
+    characters, cut as :func:`shown` cuts."""
+    message = one_line(message)
     if len(message) <= MAX_SHOWN:
         return message
 

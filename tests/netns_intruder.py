@@ -8,14 +8,18 @@ exists, and prints as JSON the set of gRPC status codes each attack got. Attacks
   with a genuine node certificate claiming another node's id (``impostor``); Control with a
   node's certificate instead of the orchestrator's (``node-control``); Control with no
   certificate at all (``no-cert``);
-* ``token``: Control with no token (``no-token``) and with a wrong one (``wrong-token``); a
-  Peer stream without the run's peer secret (``no-secret``).
+* ``token``: Control with no token (``no-token``), with a wrong one (``wrong-token``) and
+  with another node's own token (``other-node-token``: one node's token file opens no other
+  node); a Peer stream that proves no link secret (``no-secret``); idle reflection streams
+  (``idle-reflection``: refused past the node's limit for one caller, or for want of the
+  token, never taking the threads of Control).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -66,12 +70,33 @@ def tls_round(plan: dict) -> dict[str, str]:
     return got
 
 
+def _idle_reflection(channel: grpc.Channel) -> str:
+    """A reflection stream that never sends its request (it would hold a thread)."""
+    method = channel.stream_stream("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")
+    release = threading.Event()
+
+    def nothing():
+        release.wait(3)
+        return
+        yield  # pragma: no cover - a generator
+
+    call = method(nothing(), timeout=2)
+    try:
+        return _code(lambda: list(call))
+    finally:
+        release.set()
+
+
 def token_round(plan: dict) -> dict[str, str]:
     with grpc.insecure_channel(plan["target"]) as channel:
         return {
             "no-token": _stop(channel),
             "wrong-token": _stop(channel, (("authorization", "Bearer " + plan["wrong"]),)),
+            "other-node-token": _stop(
+                channel, (("authorization", "Bearer " + plan["other_token"]),)
+            ),
             "no-secret": _peer(channel, plan["neighbour"]),
+            "idle-reflection": _idle_reflection(channel),
         }
 
 

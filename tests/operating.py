@@ -80,8 +80,10 @@ def promtool_check(text: str) -> None:
 class Reflector:
     """A gRPC client that knows nothing of Starling but what the server reflects."""
 
-    def __init__(self, address: str):
-        self.channel = grpc.insecure_channel(address)
+    def __init__(self, address: str, channel: grpc.Channel | None = None):
+        """``channel``: one that carries credentials (a node with TLS or a token answers
+        reflection to the orchestrator only)."""
+        self.channel = channel or grpc.insecure_channel(address)
         self.database = ProtoReflectionDescriptorDatabase(self.channel)
         self.pool = DescriptorPool(self.database)
 

@@ -30,7 +30,8 @@ from starling.node.params import ConfigError
 from starling.node.protocol.starling.v1 import control_pb2, control_pb2_grpc, peer_pb2_grpc
 from starling.node.runtime.transport import open_channel
 from starling.node.security import TlsFiles, channel_credentials
-from starling.orchestrator.cli.live import status_report
+from starling.node.tokens import node_token
+from starling.orchestrator.cli.status_view import status_report
 from starling.orchestrator.deploy.certs import init_certs
 from starling.orchestrator.execution import live
 from starling.orchestrator.execution.access import Access
@@ -114,6 +115,11 @@ def _run_in_background(args, starling_home):
     )
 
 
+def _recorded_run(out) -> str:
+    """The run id ``starling run`` recorded in its results folder (what live commands use)."""
+    return json.loads((out / "run.json").read_text())["access"]["run_id"]
+
+
 def _code(call) -> str:
     try:
         call()
@@ -135,7 +141,8 @@ def test_mutual_tls_run_is_bit_identical_and_impostors_are_refused(tmp_path, sta
             for k, node in enumerate(NODES)
         }
         addresses = {n: cluster.ready(p).address for n, p in procs.items()}
-        orchestrator_tls = {k: str(v) for k, v in vars(_tls(certs, "orchestrator")).items()}
+        files = _tls(certs, "orchestrator")
+        orchestrator_tls = {"ca": files.ca, "cert": files.cert, "key": files.key}
         inventory = _write(tmp_path / "nodes.yaml", {"nodes": addresses, "tls": orchestrator_tls})
         experiment = _write(tmp_path / "exp.yaml", _experiment({"source": "node"}, rounds))
 
@@ -193,7 +200,7 @@ def test_mutual_tls_run_is_bit_identical_and_impostors_are_refused(tmp_path, sta
             "impostor": {"PERMISSION_DENIED"},
             "node-control": {"PERMISSION_DENIED"},
         }, seen
-        access = Access(tls=_tls(certs, "orchestrator"))
+        access = Access(tls=_tls(certs, "orchestrator"), run_id="")  # any run: read-only
         with NodeClient(addresses["a"], access=access, node_id="a") as client:
             status = client.status()
         assert status.denied_peer_streams >= 1 and status.denied_control_calls >= 1
@@ -208,7 +215,7 @@ def test_mutual_tls_run_is_bit_identical_and_impostors_are_refused(tmp_path, sta
             orchestrator_pid=os.getpid(),
             addresses=addresses,
             pids={},
-            access={"tls": orchestrator_tls},
+            access={"tls": orchestrator_tls, "run_id": _recorded_run(out)},
         )
         report = status_report(record)
         assert {n: r.get("state") for n, r in report["nodes"].items()} == dict.fromkeys(
@@ -219,13 +226,27 @@ def test_mutual_tls_run_is_bit_identical_and_impostors_are_refused(tmp_path, sta
     _assert_same_samples(out, _simulated(tmp_path, starling_home, rounds))
 
 
+def _node_tokens(folder, master: str) -> dict[str, str]:
+    """Each node's own token file (what ``starling certs tokens`` writes), by node."""
+    files = {}
+    for node in NODES:
+        path = folder / f"{node}.token"
+        path.write_text(node_token(master, node) + "\n")
+        path.chmod(0o600)
+        files[node] = str(path)
+    return files
+
+
 def test_control_needs_the_token_and_the_run_with_it_is_unharmed(tmp_path, starling_home):
-    token = "s3cret-token-" + "x" * 20
-    (tmp_path / "token").write_text(token + "\n")
+    master = "s3cret-master-" + "x" * 20
+    (tmp_path / "master").write_text(master + "\n")
+    (tmp_path / "master").chmod(0o600)
+    tokens = _node_tokens(tmp_path, master)
+    token = node_token(master, "a")
     with Cluster(tmp_path) as cluster:
         procs = {
             node: cluster.launch(
-                node, extra=["--id", node, *_own_data(k), "--token-file", str(tmp_path / "token")]
+                node, extra=["--id", node, *_own_data(k), "--token-file", tokens[node]]
             )
             for k, node in enumerate(NODES)
         }
@@ -238,6 +259,8 @@ def test_control_needs_the_token_and_the_run_with_it_is_unharmed(tmp_path, starl
             (("authorization", "Bearer " + token[:-1]),),
             (("authorization", token),),  # no scheme: not a bearer token
             (("authorization", "Basic " + token),),
+            (("authorization", "Bearer " + master),),  # the master is no node's token
+            (("authorization", "Bearer " + node_token(master, "b")),),  # b's opens b only
         ):
             stop = functools.partial(stub.Stop, control_pb2.StopRequest(), timeout=3)
             assert _code(functools.partial(stop, metadata=metadata)) == "UNAUTHENTICATED"
@@ -246,7 +269,7 @@ def test_control_needs_the_token_and_the_run_with_it_is_unharmed(tmp_path, starl
         assert status(metadata=(("authorization", "bearer " + token),)).node_id == ""
         channel.close()
         inventory = _write(
-            tmp_path / "nodes.yaml", {"nodes": addresses, "token_file": str(tmp_path / "token")}
+            tmp_path / "nodes.yaml", {"nodes": addresses, "token_file": str(tmp_path / "master")}
         )
         experiment = _write(tmp_path / "exp.yaml", _experiment({"source": "node"}))
         out = tmp_path / "token-run"
@@ -261,10 +284,14 @@ def test_control_needs_the_token_and_the_run_with_it_is_unharmed(tmp_path, starl
             timeout=300,
         )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        with NodeClient(addresses["a"], access=Access(token=token)) as client:
-            assert client.status().denied_control_calls == 5
+        with NodeClient(
+            addresses["a"], access=Access(token=master, run_id=_recorded_run(out)), node_id="a"
+        ) as client:
+            status = client.status()
+        assert status.denied_control_calls == 7
+        assert status.refused["control:denied"] == 7
         for proc in procs.values():
-            assert token not in proc.log()
+            assert token not in proc.log() and master not in proc.log()
     _assert_same_samples(out, _simulated(tmp_path, starling_home, 30))
 
 
@@ -353,7 +380,8 @@ def test_a_token_given_beside_tls_is_required_too(tmp_path):
     certificate alone called Control. Both are now needed; the log says so."""
     certs = tmp_path / "certs"
     init_certs(certs, ["a"])
-    token = "beside-tls-" + "y" * 20
+    master = "beside-tls-" + "y" * 20
+    token = node_token(master, "a")
     (tmp_path / "token").write_text(token)
     flags = ["--id", "a", *_tls_flags(certs, "a"), "--token-file", str(tmp_path / "token")]
     with_token = (("authorization", "Bearer " + token),)
@@ -374,7 +402,7 @@ def test_a_token_given_beside_tls_is_required_too(tmp_path):
                 )
                 assert _code(status) == expected
         with NodeClient(
-            proc.address, access=Access(tls=orchestrator, token=token), node_id="a"
+            proc.address, access=Access(tls=orchestrator, token=master), node_id="a"
         ) as c:
             assert c.status().denied_control_calls == 2
         assert token not in proc.log()

@@ -21,6 +21,7 @@ from starling.node.data.shards import load_shard
 from starling.node.models import build_model
 from starling.node.protocol import convert
 from starling.node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
+from starling.node.runtime.link_proof import CHALLENGE_KEY, new_challenge
 from starling.node.samplers import ALGORITHMS
 from starling.orchestrator.config.experiment import parse_experiment
 from starling.orchestrator.planning.node_specs import node_specs
@@ -31,15 +32,20 @@ POINTS = 37  # prime: no tensor dimension can equal it by accident
 
 
 class RecordingPeer(peer_pb2_grpc.PeerServicer):
-    """A real Peer service that keeps every Iterate it is sent."""
+    """A real Peer service that keeps every Iterate it is sent. It answers a stream's
+    opening with a challenge, as a node does (:mod:`starling.node.runtime.link_proof`), so
+    the sender goes on past its proof; the proof (a MAC, no data) is not kept."""
 
     def __init__(self):
         self.iterates: list[peer_pb2.Iterate] = []
         self._lock = threading.Lock()
 
     def Exchange(self, request_iterator, context):
+        context.send_initial_metadata(((CHALLENGE_KEY, new_challenge()),))
         count = 0
         for iterate in request_iterator:
+            if iterate.proof:
+                continue
             with self._lock:
                 self.iterates.append(iterate)
             count += 1

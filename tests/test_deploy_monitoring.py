@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from starling.orchestrator.deploy.compose import METRICS_PORT, ORCHESTRATOR_METRICS_PORT
+from starling.orchestrator.deploy.testbed import METRICS_PORT, ORCHESTRATOR_METRICS_PORT
 from tests.conftest import ROOT
 from tests.operating import need
 

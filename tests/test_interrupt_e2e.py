@@ -17,6 +17,7 @@ import time
 import numpy as np
 import pytest
 
+from starling.orchestrator.execution.access import Access
 from starling.orchestrator.execution.client import NodeClient
 from tests.conftest import run_cli
 from tests.node.test_runtime_harness import Cluster
@@ -228,8 +229,10 @@ def test_an_interrupt_with_frozen_nodes_ends_in_bounded_time_and_names_them(
             written = (got["rounds"].copy(), got["samples"].copy())
 
         # The Stop that the frozen nodes never answered: their rounds may go on after SIGCONT.
+        # It names the run, as every Control call that acts on one must.
+        run_id = json.loads((run.out / "run.json").read_text())["access"]["run_id"]
         for node in frozen:
-            with NodeClient(inventory[node]) as client:
+            with NodeClient(inventory[node], access=Access(run_id=run_id)) as client:
                 client.stop()
         collected = run_cli("collect", str(run.out), env_home=starling_home, timeout=120)
         assert collected.returncode in (0, 4), collected.stdout + collected.stderr

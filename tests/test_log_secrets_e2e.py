@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from starling.node.tokens import NODE_TOKEN_PREFIX, node_token
 from starling.orchestrator.deploy.certs import init_certs
 from tests.conftest import run_cli
 from tests.node.test_runtime_harness import Cluster
@@ -119,18 +120,24 @@ def _pem_bodies(folder: Path) -> list[str]:
 
 
 def test_no_token_key_or_peer_secret_in_any_log(tmp_path, starling_home):
-    token_file = tmp_path / "control.token"
-    token = "starling-test-token-7c1e9b2a4d6f"
-    token_file.write_text(token + "\n")
-    token_file.chmod(0o600)
+    master_file = tmp_path / "master.token"
+    master = "starling-test-master-7c1e9b2a4d6f"
+    master_file.write_text(master + "\n")
+    master_file.chmod(0o600)
+    for node in NODES:
+        (tmp_path / f"{node}.token").write_text(node_token(master, node) + "\n")
+        (tmp_path / f"{node}.token").chmod(0o600)
     written = _run(
         tmp_path,
         starling_home,
         "token",
-        {"token_file": str(token_file)},
-        lambda node: ["--token-file", str(token_file)],
+        {"token_file": str(master_file)},
+        lambda node: ["--token-file", str(tmp_path / f"{node}.token")],
     )
-    assert token not in written
+    assert master not in written
+    for node in NODES:
+        assert node_token(master, node) not in written
+        assert node_token(master, node)[len(NODE_TOKEN_PREFIX) :] not in written
     assert not PEER_SECRET_SHAPE.findall(written)
 
     certs = tmp_path / "certs"

@@ -35,6 +35,7 @@ import pytest
 import yaml
 
 from starling.node.protocol.contract import READY_PREFIX
+from starling.node.tokens import node_token
 from starling.orchestrator.deploy.certs import init_certs
 from starling.orchestrator.results.link_books import link_summary
 from tests.conftest import run_cli
@@ -301,15 +302,22 @@ def test_control_token_across_namespaces_refuses_intruders(testbed, tmp_path, st
     """Without TLS (``--insecure`` on the testbed's private bridge) Control needs the token
     and Peer streams the run's secret: an intruder in its own namespace gets neither, and
     the run it attacks throughout gives ``simulate``'s samples byte for byte."""
-    token = "netns-token-" + "y" * 24
-    (tmp_path / "token").write_text(token + "\n")
+    master = "netns-master-" + "y" * 24
+    (tmp_path / "master").write_text(master + "\n")
+    for node in NODES:
+        (tmp_path / f"{node}.token").write_text(node_token(master, node) + "\n")
+    token = node_token(master, "a")
     devices = Devices(testbed, tmp_path)
     try:
-        flags = ["--insecure", "--token-file", str(tmp_path / "token")]
-        addresses = {node: devices.start(node, k, flags) for k, node in enumerate(NODES)}
+        addresses = {
+            node: devices.start(
+                node, k, ["--insecure", "--token-file", str(tmp_path / f"{node}.token")]
+            )
+            for k, node in enumerate(NODES)
+        }
         devices.ready()
         inventory = _write(
-            tmp_path / "nodes.yaml", {"nodes": addresses, "token_file": str(tmp_path / "token")}
+            tmp_path / "nodes.yaml", {"nodes": addresses, "token_file": str(tmp_path / "master")}
         )
         experiment = _write(
             tmp_path / "exp.yaml", _experiment(60, {"source": "node"}, 5.0, "netns-token")
@@ -320,6 +328,7 @@ def test_control_token_across_namespaces_refuses_intruders(testbed, tmp_path, st
             "target": addresses["a"],
             "neighbour": "d",
             "wrong": token[:-1] + "z",
+            "other_token": node_token(master, "b"),
         }
         with _intruder(testbed, tmp_path, plan) as intruder:
             done = _orchestrate(
@@ -333,13 +342,110 @@ def test_control_token_across_namespaces_refuses_intruders(testbed, tmp_path, st
     assert intruder["rounds"] >= 2, intruder
     seen = intruder["seen"]
     assert seen["no-token"] == seen["wrong-token"] == ["UNAUTHENTICATED"], intruder
+    assert seen["other-node-token"] == ["UNAUTHENTICATED"], intruder
+    # Reflection answers the orchestrator alone on a node with a token.
+    assert seen["idle-reflection"] == ["UNAUTHENTICATED"], intruder
     # Before the run configures the node there is no secret to show: the stream is put off
     # (UNAVAILABLE), never admitted to speak later; once configured, refused for want of it.
     assert "UNAUTHENTICATED" in seen["no-secret"], intruder
     assert set(seen["no-secret"]) <= {"UNAUTHENTICATED", "UNAVAILABLE"}, intruder
     for node in NODES:
-        assert token not in (tmp_path / f"node-{node}.log").read_text(errors="replace")
+        log = (tmp_path / f"node-{node}.log").read_text(errors="replace")
+        assert node_token(master, node) not in log and master not in log
     _same_as_simulate(out, tmp_path, starling_home, 60, 5.0, "netns-token")
+
+
+def test_idle_floods_from_another_host_leave_the_run_unharmed(testbed, tmp_path, starling_home):
+    """From its own namespace, an attacker (:mod:`tests.door_attacker`) holds hundreds of
+    idle calls of every kind open on node a for the whole run (reflection, health watches
+    and checks, Control and sample calls without the token, Peer streams claiming a's
+    in-neighbour d and never proving it). Each door serves the attacker its share and
+    refuses the rest, counted; the orchestrator's Health and Control, and d's genuine
+    streams from d's own address, are untouched: samples equal ``simulate``'s."""
+    master = "netns-flood-" + "f" * 24
+    (tmp_path / "master").write_text(master + "\n")
+    for node in NODES:
+        (tmp_path / f"{node}.token").write_text(node_token(master, node) + "\n")
+    count = 300
+    devices = Devices(testbed, tmp_path)
+    try:
+        addresses = {
+            node: devices.start(
+                node, k, ["--insecure", "--token-file", str(tmp_path / f"{node}.token")]
+            )
+            for k, node in enumerate(NODES)
+        }
+        devices.ready()
+        inventory = _write(
+            tmp_path / "nodes.yaml", {"nodes": addresses, "token_file": str(tmp_path / "master")}
+        )
+        experiment = _write(
+            tmp_path / "exp.yaml", _experiment(60, {"source": "node"}, 5.0, "netns-flood")
+        )
+        stop = tmp_path / "flood.stop"
+        plan = {
+            "target": addresses["a"],
+            "kinds": ["reflection", "watch", "check", "control", "samples", "peer"],
+            "count": count,
+            "sender": "d",
+            "stop": str(stop),
+            "hold": 600,
+            "persist": True,  # what is refused is asked again, the whole run long
+        }
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        attacker = subprocess.Popen(
+            testbed.command(
+                "evil", [sys.executable, "-m", "tests.door_attacker", json.dumps(plan)]
+            ),
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert attacker.stdout.readline().strip() == "opened", attacker.stderr.read()
+            out = tmp_path / "out"
+            done = _orchestrate(
+                testbed,
+                ["run", experiment, "--inventory", inventory, "--out", str(out)],
+                starling_home,
+            )
+        finally:
+            stop.touch()
+            said, errors = attacker.communicate(timeout=120)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert attacker.returncode == 0, errors[-3000:]
+        # The node's own account of the flood, read over the run's record.
+        status = _orchestrate(
+            testbed, ["status", "--run", str(out), "--format", "json"], starling_home
+        )
+    finally:
+        devices.close()
+    saw = json.loads(said.splitlines()[-1])
+    for kind in ("reflection", "control", "samples"):  # never served without the token
+        # ("held": asked again just before the attack stopped, not answered yet)
+        assert set(saw[kind]) <= {"UNAUTHENTICATED", "held"}, (kind, saw)
+        assert saw[kind]["UNAUTHENTICATED"] >= count, (kind, saw)
+    for kind in ("check", "watch", "peer"):  # a share held, the rest refused, never more
+        assert saw[kind]["RESOURCE_EXHAUSTED"] >= count - 8, (kind, saw)
+        assert "OK" not in saw[kind], (kind, saw)
+    # Before the run configured a, Peer streams are put off (UNAVAILABLE); unproved ones the
+    # watchdog cancels, or the node refuses once they end (UNAUTHENTICATED).
+    assert set(saw["peer"]) <= {
+        "RESOURCE_EXHAUSTED",
+        "UNAVAILABLE",
+        "CANCELLED",
+        "UNAUTHENTICATED",
+        "held",
+    }, saw
+    assert status.returncode == 0, status.stdout[-3000:] + status.stderr[-3000:]
+    refused = json.loads(status.stdout)["nodes"]["a"]["refused"]
+    assert refused["control:denied"] >= 3 * count, refused
+    assert refused["health:caller_busy"] >= count - 4, refused
+    assert refused["watch:caller_busy"] >= count - 2, refused
+    assert refused["peer:capacity"] >= count - 8, refused
+    _same_as_simulate(out, tmp_path, starling_home, 60, 5.0, "netns-flood")
 
 
 @pytest.mark.parametrize("delay_ms", [0, 100], ids=["loss+rate", "loss+rate+delay"])

@@ -106,7 +106,10 @@ def _link_row(screen: str, link: str) -> str:
 def test_progress_and_watch_show_a_cut_link(tmp_path, tmux, starling_home):
     path = _experiment(tmp_path, "watched", rounds=3000)
     tmux.starling(f"run {path} --out {tmp_path / 'out'} --no-report", first=True)
-    bar = r"rounds \(slowest node\) .*\d+/3000.*, [\d.]+ rounds/s, .* left, late \d+, withheld 0"
+    bar = (
+        r"rounds \(slowest node\) .*\d+/3000.*, [\d.]+ rounds/s, .* left, late \d+, "
+        r"dropped by faults 0"
+    )
     wait_until(
         lambda: re.search(bar, tmux.screen(0)),
         WAIT,
@@ -152,7 +155,7 @@ def test_progress_stays_out_of_logs_and_quiet_shows_none(tmp_path, tmux, starlin
         r"^waiting for node 0 at 127\.0\.0\.1:\d+ to answer its health check$", log.stdout, re.M
     )
     lines = re.findall(
-        r"^rounds \d+.* of 250.*rounds/s.*left, late \d+, withheld \d+$", log.stdout, re.M
+        r"^rounds \d+.* of 250.*rounds/s.*left, late \d+, dropped by faults \d+$", log.stdout, re.M
     )
     assert lines, log.stdout  # the run lasts several seconds: at least one plain line
     assert "\x1b" not in log.stdout and "\r" not in log.stdout

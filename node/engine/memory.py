@@ -7,7 +7,12 @@ that (round, phase). An asynchronous receiver's messages are in flight until
 from the same sender overwrites an earlier one), so they are used from the next round on.
 A withheld message never lands: the receiver keeps the older one, or gets none.
 
-:attr:`LockstepNetwork.traffic` counts what was handed to the network, as a node's outbound
+The network keeps the books of every directed link as it carries the messages, by round:
+what was sent, withheld, and delivered (taken by a synchronous receiver's gather, or landed
+in an asynchronous receiver's latest-box) — the same counters a gRPC node keeps, counted
+here by the transport itself, not derived from the schedule (:meth:`LockstepNetwork.books`).
+
+:attr:`LockstepNetwork.traffic` adds up what was handed to the network, as a node's outbound
 link books count it on a real one (``LinkCounters.sent`` and ``bytes``, the tensors'
 payload): messages and their payload bytes, a withheld one not among them.
 """
@@ -23,6 +28,8 @@ from starling.node.messages import Message
 
 __all__ = ["LockstepNetwork", "MemoryTransport"]
 
+_SENT, _WITHHELD, _DELIVERED = 0, 1, 2
+
 
 class LockstepNetwork:
     """The in-memory network between the nodes of one simulation."""
@@ -36,17 +43,42 @@ class LockstepNetwork:
             node: {} for node, sync in self._synchronous.items() if not sync
         }
         self._in_flight: list[tuple[str, str, Message]] = []
+        # (sender, receiver, round) -> [sent, withheld, delivered]
+        self._tally: dict[tuple[str, str, int], list[int]] = {}
         self.traffic = {"messages": 0, "bytes": 0}
         """Messages posted and their tensors' payload bytes (module docstring)."""
 
     def endpoint(self, node: str) -> MemoryTransport:
         return MemoryTransport(self, node)
 
+    def books(self, rounds: Mapping[str, int] | None = None) -> dict[str, dict[str, int]]:
+        """``"A->B"`` -> ``sent``, ``withheld``, ``delivered`` over the rounds carried (those
+        before ``rounds[A]`` if given: a sender's rounds after its end do not count)."""
+        books: dict[str, dict[str, int]] = {}
+        for (sender, receiver, round_index), (sent, withheld, delivered) in self._tally.items():
+            entry = books.setdefault(
+                f"{sender}->{receiver}", {"sent": 0, "withheld": 0, "delivered": 0}
+            )
+            if rounds is not None and round_index >= rounds.get(sender, round_index + 1):
+                continue
+            entry["sent"] += sent
+            entry["withheld"] += withheld
+            entry["delivered"] += delivered
+        return dict(sorted(books.items()))
+
+    def _count(self, sender: str, receiver: str, round_index: int, what: int) -> None:
+        key = (sender, receiver, round_index)
+        tally = self._tally.get(key)
+        if tally is None:
+            tally = self._tally[key] = [0, 0, 0]
+        tally[what] += 1
+
     def end_round(self) -> None:
         """Land the round's messages to asynchronous receivers, in the order sent; what a
         synchronous receiver did not gather this round is gone (as on a network: late)."""
         for receiver, sender, message in self._in_flight:
             self._latest[receiver][sender] = message
+            self._count(sender, receiver, message.round, _DELIVERED)
         self._in_flight.clear()
         self._boxes.clear()
 
@@ -60,6 +92,7 @@ class LockstepNetwork:
         self._check(sender, receiver)
         self.traffic["messages"] += 1
         self.traffic["bytes"] += message.nbytes
+        self._count(sender, receiver, round_index, _SENT)
         # The network hands each receiver its own arrays, stamped with the sending round.
         copy = Message(
             message.kind,
@@ -75,7 +108,10 @@ class LockstepNetwork:
         self, node: str, round_index: int, phase: int, expected: Sequence[str], wait: Gather
     ) -> dict[str, Message]:
         if node not in self._latest:
-            return self._boxes.pop((node, round_index, phase), {})
+            box = self._boxes.pop((node, round_index, phase), {})
+            for sender in box:
+                self._count(sender, node, round_index, _DELIVERED)
+            return box
         box = self._latest[node]
         return {s: box[s] for s in expected if s in box}
 
@@ -92,6 +128,7 @@ class MemoryTransport:
 
     def withhold(self, round_index: int, phase: int, receiver: str) -> None:
         self._network._check(self.node, receiver)
+        self._network._count(self.node, receiver, round_index, _WITHHELD)
 
     def gather(
         self, round_index: int, phase: int, expected: Sequence[str], wait: Gather

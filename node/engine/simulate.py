@@ -55,7 +55,7 @@ def simulate(
     specs: Sequence[NodeSpec],
     on_round: Callable[[int], None] | None = None,
     metrics_out: dict[str, dict[str, float]] | None = None,
-    traffic_out: dict[str, int] | None = None,
+    network_out: list[LockstepNetwork] | None = None,
 ) -> dict[str, np.ndarray]:
     """Run every node for its rounds; returns node id -> samples of shape (rounds, chains, d).
 
@@ -64,17 +64,15 @@ def simulate(
     that raises stops the simulation with :class:`NodeFailed`, as the node's round loop
     would fail on a network. A :class:`KeyboardInterrupt` stops it with
     :class:`SimulationInterrupted`, holding the rounds completed until then (and
-    ``metrics_out`` filled as at the end). ``traffic_out`` receives the messages sent
-    and their payload bytes (:attr:`~starling.node.engine.memory.LockstepNetwork.traffic`),
-    kept up to date round by round.
+    ``metrics_out`` filled as at the end). ``network_out``, if given, receives the network,
+    whose :meth:`~starling.node.engine.memory.LockstepNetwork.books` are the links' counts.
     """
     rngs = {spec.node_id: node_rng(spec) for spec in specs}
     programs = {spec.node_id: build_program(spec, rngs[spec.node_id]) for spec in specs}
     faults = {spec.node_id: ScheduledFaults.of(spec) for spec in specs}
     network = LockstepNetwork({node: program.synchronous for node, program in programs.items()})
-    if traffic_out is not None:
-        network.traffic = traffic_out
-        traffic_out.update(messages=0, bytes=0)
+    if network_out is not None:
+        network_out.append(network)
     transports = {node: network.endpoint(node) for node in programs}
     rounds = max(spec.rounds for spec in specs)
     recorded: dict[str, list[np.ndarray]] = {node: [] for node in programs}

@@ -95,6 +95,12 @@ class LinkCounters:
     """Likewise of ``withheld``: notices still waiting for their round."""
     pending_bytes: int = 0
     """Likewise of ``bytes``: the payload of the messages in ``pending_received``."""
+    screened: int = 0
+    """Inbound: of ``rejected``, the well-formed messages refused for a value beyond the
+    node's screening bound (:mod:`starling.node.runtime.screening`)."""
+    resent: int = 0
+    """Outbound: messages sent again on a new stream after theirs broke; each message is
+    counted once in ``sent``, however often it is sent again."""
 
     def copy(self) -> LinkCounters:
         return LinkCounters(**asdict(self))
@@ -168,6 +174,11 @@ class NodeStatus:
     """Inbound peer streams refused for their identity (secret, certificate, neighbour)."""
     denied_control_calls: int = 0
     """Control calls refused: not the orchestrator's certificate, no or a wrong token."""
+    run_id: str = ""
+    """The run the node is configured for (the orchestrator's id of it), empty when none."""
+    refused: dict[str, int] = field(default_factory=dict)
+    """Calls and connections refused before they were served, by ``<door>:<reason>``
+    (``health:busy``, ``peer:idle``, ``control:other_run`` ...)."""
 
 
 def status_to_proto(status: NodeStatus) -> control_pb2.NodeStatus:
@@ -186,6 +197,8 @@ def status_to_proto(status: NodeStatus) -> control_pb2.NodeStatus:
         refused_streams=status.refused_streams,
         denied_peer_streams=status.denied_peer_streams,
         denied_control_calls=status.denied_control_calls,
+        run_id=status.run_id,
+        refused=status.refused,
     )
 
 
@@ -207,6 +220,8 @@ def status_from_proto(message: control_pb2.NodeStatus) -> NodeStatus:
         refused_streams=int(message.refused_streams),
         denied_peer_streams=int(message.denied_peer_streams),
         denied_control_calls=int(message.denied_control_calls),
+        run_id=message.run_id,
+        refused=dict(sorted(message.refused.items())),
     )
 
 

@@ -16,11 +16,20 @@ from starling.node.params import ConfigError
 from starling.node.protocol import convert
 from starling.node.protocol.starling.v1 import peer_pb2
 from starling.node.runtime.archive import MAX_NAME_LENGTH, safe_name
+from starling.node.runtime.screening import screen
 from starling.node.samplers.base import NodeProgram
 from starling.node.security import ORCHESTRATOR_ID
 from starling.node.spec import MAX_SECONDS, DataSpec, NodeSpec
 
-__all__ = ["Rejected", "admit_spec", "check_iterate", "check_link_setting", "check_spec"]
+__all__ = [
+    "Rejected",
+    "Screened",
+    "admit_spec",
+    "check_iterate",
+    "check_link_setting",
+    "check_spec",
+    "iterate_bound",
+]
 
 
 ROUND_WINDOW = 10_000
@@ -31,8 +40,28 @@ and counted ``rejected``, so one bogus round number cannot make the node count t
 answered for the rest of the run."""
 
 
+ENVELOPE_BYTES = 64 * 1024
+"""What an iterate's bytes may hold beyond its tensors' payload: its envelope (ids, round,
+kind), each tensor's name, shape and dtype."""
+
+
+def iterate_bound(spec: NodeSpec, program: NodeProgram) -> int:
+    """The most bytes an iterate of this run may have: two ``(chains, dim)`` float64 arrays
+    and a small one. Every program's message is one ``(chains, dim)`` array with at most a
+    narrower one beside it (push-sum's weights, DG-LMC's profile, a round number), so this
+    is twice what any of them needs, and :func:`check_iterate` then holds the message to its
+    kind's exact shapes. It bounds what an admitted sender can make a node hold while it
+    joins an iterate's parts (:class:`~starling.node.protocol.wire.PartJoiner`)."""
+    return 8 * (2 * spec.chains * program.ctx.dim + 4096) + ENVELOPE_BYTES
+
+
 class Rejected(ValueError):
     """An incoming iterate failed validation; the message says why, naming the sender."""
+
+
+class Screened(Rejected):
+    """A well-formed iterate with a value beyond the node's screening bound
+    (:mod:`starling.node.runtime.screening`)."""
 
 
 def _positive_int(value: int, where: str, minimum: int = 1) -> None:
@@ -76,6 +105,15 @@ def check_spec(spec: NodeSpec) -> None:
         )
     if not 0.0 <= spec.prior_share <= 1.0:
         raise ConfigError(f"prior_share: must be in [0, 1], got {spec.prior_share!r}")
+    _check_schedule(spec)
+    _check_faults(spec)
+    if spec.data is not None and spec.data.num_shards < 1:
+        raise ConfigError("data.num_shards: must be at least 1")
+
+
+def _check_schedule(spec: NodeSpec) -> None:
+    """Every neighbourhood of the schedule: no self-loop or repeated peer, finite weights,
+    an address for every out-peer."""
     for k, hood in enumerate(spec.schedule):
         for side in ("out_peers", "in_peers"):
             peers = getattr(hood, side)
@@ -89,6 +127,10 @@ def check_spec(spec: NodeSpec) -> None:
         for peer in hood.out_peers:
             if not spec.peers.get(peer):
                 raise ConfigError(f"peers.{peer}: out-peer {peer!r} has no address")
+
+
+def _check_faults(spec: NodeSpec) -> None:
+    """Every link fault, outbound and inbound: a window in order, a drop probability."""
     faults = [("link_faults", k, f) for k, f in enumerate(spec.link_faults)]
     faults += [("inbound_faults", k, f) for k, (_, f) in enumerate(spec.inbound_faults)]
     for where, k, fault in faults:
@@ -96,8 +138,6 @@ def check_spec(spec: NodeSpec) -> None:
             raise ConfigError(f"{where}[{k}].rounds: start {fault.start} > stop {fault.stop}")
         if not 0.0 <= fault.drop <= 1.0:
             raise ConfigError(f"{where}[{k}].drop: must be in [0, 1], got {fault.drop!r}")
-    if spec.data is not None and spec.data.num_shards < 1:
-        raise ConfigError("data.num_shards: must be at least 1")
 
 
 def check_link_setting(drop: float | None, delay_ms: float | None) -> None:
@@ -141,8 +181,10 @@ def check_iterate(
     program: NodeProgram | None,
     senders: frozenset[str],
     newest_round: int | None = None,
+    screen_bound: float = 0.0,
 ) -> Message | None:
-    """The decoded message (None for a withheld notice), or Rejected saying why.
+    """The decoded message (None for a withheld notice), or Rejected saying why
+    (:class:`Screened` for a value beyond ``screen_bound``, 0: not screened).
 
     ``newest_round``: the latest round a message may be for (the receiver's round plus its
     window); a message beyond it is refused, never trusted — a peer cannot claim a round so
@@ -152,30 +194,7 @@ def check_iterate(
     sender = iterate.sender
     if spec is None:
         raise Rejected(f"peer {sender!r}: node is not configured yet")
-    if iterate.experiment != spec.experiment:
-        raise Rejected(f"peer {sender!r}: unknown experiment {iterate.experiment!r}")
-    if sender not in senders:
-        raise Rejected(f"peer {sender!r}: not an in-peer of node {spec.node_id!r}")
-    if iterate.receiver != spec.node_id:
-        raise Rejected(f"peer {sender!r}: message addressed to {iterate.receiver!r}")
-    phases = program.phases if program is not None else 1
-    if iterate.round < 0 or not 0 <= iterate.phase < phases:
-        raise Rejected(
-            f"peer {sender!r}: no round {iterate.round} phase {iterate.phase} in this run"
-        )
-    if newest_round is not None and iterate.round > newest_round:
-        raise Rejected(
-            f"peer {sender!r}: round {iterate.round} is beyond this node's window "
-            f"(it accepts rounds up to {newest_round})"
-        )
-    if iterate.round >= spec.rounds:
-        # Nothing legitimate sends for such a round (every program sends only in the rounds
-        # it runs, resends included); filed, it would wait as pending for ever. A run that
-        # is extended is configured again, with its new number of rounds.
-        raise Rejected(
-            f"peer {sender!r}: round {iterate.round} is past this run's last round "
-            f"(the run has {spec.rounds} rounds, 0 to {spec.rounds - 1})"
-        )
+    _check_envelope(iterate, spec, program, senders, newest_round)
     if iterate.withheld:
         if len(iterate.tensors):
             raise Rejected(f"peer {sender!r}: a withheld notice must carry no tensors")
@@ -207,4 +226,42 @@ def check_iterate(
         check_message(message, expected, sender)
     except ValueError as exc:
         raise Rejected(str(exc)) from None
+    reason = screen(message, program.screened_tensors(iterate.kind), screen_bound)
+    if reason is not None:
+        raise Screened(f"peer {sender!r}: screened, round {iterate.round}: {reason}")
     return message
+
+
+def _check_envelope(
+    iterate: peer_pb2.Iterate,
+    spec: NodeSpec,
+    program: NodeProgram | None,
+    senders: frozenset[str],
+    newest_round: int | None,
+) -> None:
+    """Who sent it, to whom, for which experiment, round and phase (module docstring)."""
+    sender = iterate.sender
+    if iterate.experiment != spec.experiment:
+        raise Rejected(f"peer {sender!r}: unknown experiment {iterate.experiment!r}")
+    if sender not in senders:
+        raise Rejected(f"peer {sender!r}: not an in-peer of node {spec.node_id!r}")
+    if iterate.receiver != spec.node_id:
+        raise Rejected(f"peer {sender!r}: message addressed to {iterate.receiver!r}")
+    phases = program.phases if program is not None else 1
+    if iterate.round < 0 or not 0 <= iterate.phase < phases:
+        raise Rejected(
+            f"peer {sender!r}: no round {iterate.round} phase {iterate.phase} in this run"
+        )
+    if newest_round is not None and iterate.round > newest_round:
+        raise Rejected(
+            f"peer {sender!r}: round {iterate.round} is beyond this node's window "
+            f"(it accepts rounds up to {newest_round})"
+        )
+    if iterate.round >= spec.rounds:
+        # Nothing legitimate sends for such a round (every program sends only in the rounds
+        # it runs, resends included); filed, it would wait as pending for ever. A run that
+        # is extended is configured again, with its new number of rounds.
+        raise Rejected(
+            f"peer {sender!r}: round {iterate.round} is past this run's last round "
+            f"(the run has {spec.rounds} rounds, 0 to {spec.rounds - 1})"
+        )

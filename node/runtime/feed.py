@@ -1,7 +1,9 @@
 """The request side of one outbound ``Peer.Exchange`` stream, and what it keeps for resends.
 
-A :class:`StreamFeed` is the request iterator gRPC's sending thread pulls from: each request
-comes from the link's ``take`` function (:meth:`OutboundLink._next_request
+A :class:`StreamFeed` is the request iterator gRPC's sending thread pulls from: first the
+stream's proof (``hello``: its answer to the receiver's challenge,
+:mod:`starling.node.runtime.link_proof`), then each request from the link's ``take``
+function (:meth:`OutboundLink._next_request
 <starling.node.runtime.links.OutboundLink._next_request>`: the next queued message, delayed
 and encoded), so a message goes from the round loop to the wire with one thread hand-off.
 What the feed handed over within the last hold time — at most :data:`RESEND_MESSAGES`
@@ -59,11 +61,12 @@ class Outgoing:
 
 @dataclass(frozen=True)
 class Request:
-    """An outgoing message, encoded (a serialised ``peer.Iterate``: what the feed yields),
+    """An outgoing message, encoded (serialised ``peer.Iterate`` messages: the message
+    itself, or its parts when it is large, :func:`~starling.node.protocol.wire.split_iterate`),
     and its payload bytes."""
 
     item: Outgoing
-    encoded: bytes
+    parts: list[bytes]
     payload: int
 
 
@@ -84,8 +87,12 @@ class StreamFeed:
         take: Callable[[threading.Event], Request | Closed | None],
         hold_seconds: float,
         clock: Callable[[], float] = time.monotonic,
+        hello: Callable[[], bytes | None] | None = None,
     ):
+        """``hello``: the stream's first message, waited for (None: the stream ends); no
+        first message without it."""
         self._take = take
+        self._hello = hello
         self._hold_seconds = hold_seconds
         self._clock = clock
         self.ended = threading.Event()
@@ -99,6 +106,11 @@ class StreamFeed:
         self._recent_bytes = 0
 
     def requests(self) -> Iterator[bytes]:
+        if self._hello is not None:
+            hello = self._hello()  # waits for the receiver's challenge
+            if hello is None:
+                return  # the receiver refused the stream, or it ended first
+            yield hello
         while True:
             with self._busy:
                 got = self._take(self.ended)
@@ -109,7 +121,7 @@ class StreamFeed:
                     return
                 assert isinstance(got, Request)
                 self.remember(got.item, got.payload)
-            yield got.encoded
+            yield from got.parts
 
     def remember(self, item: Outgoing, payload: int) -> None:
         """Keep ``item`` for a resend, dropping what is older than the hold time or beyond

@@ -118,11 +118,14 @@ class Inbox:
     ) -> str:
         """File an arrival: ``"received"``, ``"withheld"``, ``"late"`` or ``"duplicate"``;
         ``"stale resend"`` for a resent one that is already here or past (not an error:
-        the link could not know it had arrived); ``"overflow"`` for one refused because
+        the link could not know it had arrived), and for a copy of a closed round's message
+        from a sender that already sent that round or a later one (a restarted sender
+        running its round again); ``"overflow"`` for one refused because
         its sender has too much waiting already (module docstring). The first three are
         counted on the sender's inbound link here; the caller counts refusals."""
         key = (round_index, phase)
         with self._cond:
+            seen_before = self._last_seen.get(sender, (-1, -1))
             if resent and (
                 (key <= self._last_seen.get(sender, (-1, -1)))
                 if not self._synchronous
@@ -147,6 +150,11 @@ class Inbox:
                     self._stats.file(sender, outcome, size)
                     self._file_ahead(round_index, sender, outcome, size)
             elif key <= self._closed:
+                if key <= seen_before:
+                    # A closed round's message from a sender that already sent this round or
+                    # a later one on its ordered stream: a copy (a restarted sender runs the
+                    # round again, bit for bit), counted when its first copy came.
+                    return "stale resend"
                 # A notice carries nothing, so it is never late data: a receiver that knew
                 # from the schedule not to wait has closed the round before it came.
                 outcome = "withheld" if item is WITHHELD else "late"

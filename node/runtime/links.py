@@ -52,9 +52,10 @@ from starling.node.messages import Message, all_finite
 from starling.node.protocol import convert
 from starling.node.protocol.contract import NOT_CONFIGURED
 from starling.node.protocol.starling.v1 import peer_pb2
-from starling.node.protocol.wire import encode_iterate
+from starling.node.protocol.wire import encode_iterate, split_iterate
 from starling.node.runtime.clock import MONOTONIC, Clock
 from starling.node.runtime.feed import CLOSED, Closed, Outgoing, Request, StreamFeed
+from starling.node.runtime.link_proof import challenge_of
 from starling.node.runtime.stats import StatsBook
 from starling.node.runtime.transport import ChannelSettings
 from starling.node.spec import NodeSpec
@@ -244,8 +245,27 @@ class OutboundLink:
         plain grpcio client stream. This thread only waits for the stream to end, then puts
         what may have died with it back in front of the queue, marked ``resent``.
         """
-        feed = StreamFeed(self._next_request, self._hold_seconds, self._clock.now)
-        call = stub(feed.requests(), metadata=self._channel.stream_metadata(self.receiver))
+        opened: list[grpc.Future] = []
+        started = threading.Event()
+
+        def hello() -> bytes | None:
+            """The stream's proof, once the receiver sent its challenge (in gRPC's sending
+            thread: the link's thread never waits for it)."""
+            started.wait()
+            if not opened:
+                return None
+            challenge = challenge_of(opened[0].initial_metadata())
+            if challenge is None:
+                return None
+            answer = self._channel.proof(self.receiver, challenge)
+            return peer_pb2.Iterate(proof=answer).SerializeToString()
+
+        feed = StreamFeed(self._next_request, self._hold_seconds, self._clock.now, hello)
+        try:
+            call = stub(feed.requests(), metadata=self._channel.stream_metadata())
+            opened.append(call)
+        finally:
+            started.set()
         self._call = call
 
         def on_done(_call: grpc.Future) -> None:
@@ -293,13 +313,14 @@ class OutboundLink:
             encoded, payload = prepared
             if item.message is not None and not item.resent:
                 self._stats.add(self.receiver, "sent", nbytes=payload)
-            elif payload:
-                self._stats.add(self.receiver, "bytes", payload)  # a resend: bytes only
-            return Request(item, encoded, payload)
+            elif item.message is not None:  # a resend: its own counter, never a new send
+                self._stats.add(self.receiver, "resent", nbytes=payload)
+            return Request(item, split_iterate(encoded), payload)
 
     def _prepared(self, item: Outgoing) -> tuple[bytes, int] | None:
-        """The wire form of ``item`` and its payload bytes; None (counted as a send error)
-        if it cannot be sent. A non-finite iterate goes out as a withheld notice."""
+        """The wire form of ``item`` (one serialised Iterate, cut into parts when sent if
+        large) and its payload bytes; None (counted as a send error) if it cannot be sent.
+        A non-finite iterate goes out as a withheld notice."""
         stats, receiver = self._stats, self.receiver
         if item.message is not None and not _finite(item.message):
             # The receiver would reject it (and wait out its deadline for nothing):

@@ -41,6 +41,11 @@ __all__ = ["LINK_COUNTERS", "NodeCollector", "histogram", "node_registry"]
 LINK_COUNTERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     # field: (metric name without _total, help, directions it is counted in)
     "sent": ("starling_link_messages_sent", "Messages handed to the link's stream.", ("out",)),
+    "resent": (
+        "starling_link_messages_resent",
+        "Messages sent again after their stream broke (each counted once in sent).",
+        ("out",),
+    ),
     "received": (
         "starling_link_messages_received",
         "Messages accepted in time for their round.",
@@ -62,6 +67,11 @@ LINK_COUNTERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         ("out", "in"),
     ),
     "rejected": ("starling_link_messages_rejected", "Messages that failed validation.", ("in",)),
+    "screened": (
+        "starling_link_messages_screened",
+        "Messages refused for a value beyond the screening bound (also counted rejected).",
+        ("in",),
+    ),
     "send_errors": (
         "starling_link_send_errors",
         "Streams that broke and messages that could not be sent.",
@@ -90,12 +100,22 @@ def histogram(name: str, doc: str, labels: dict[str, str], tally: TallySnapshot)
 class NodeCollector(Collector):
     """Reads one node's runtime at every scrape."""
 
-    def __init__(self, runtime: NodeRuntime, node_id: str, gate: Gate | None = None) -> None:
+    def __init__(
+        self,
+        runtime: NodeRuntime,
+        node_id: str,
+        gate: Gate | None = None,
+        refusals: Callable[[], dict[str, int]] | None = None,
+    ) -> None:
         self.runtime = runtime
         self.node_id = node_id
         self.gate = gate
+        self.refusals = refusals or dict
+        """What the node refused before serving, by "<door>:<reason>" (the server's)."""
         self.open_streams: Callable[[], int] = _none_open
         """Set by the server: inbound peer streams open now."""
+        self.serving: Callable[[], dict[str, int]] = dict
+        """Set by the server: calls each door serves now (:mod:`~starling.node.runtime.doors`)."""
 
     def collect(self) -> Iterator[Metric]:
         runtime = self.runtime
@@ -123,6 +143,14 @@ class NodeCollector(Collector):
         )
         streams.add_metric([node], float(self.open_streams()))
         yield streams
+        doors = GaugeMetricFamily(
+            "starling_door_calls_serving",
+            "Calls each service's door serves now (its threads held), by door.",
+            labels=["node", "door"],
+        )
+        for door, count in self.serving().items():
+            doors.add_metric([node, door], float(count))
+        yield doors
 
         rounds = run.round_times.snapshot() if run is not None else None
         checkpoints = run.checkpoint_times.snapshot() if run is not None else None
@@ -158,13 +186,16 @@ class NodeCollector(Collector):
 
         refused = CounterMetricFamily(
             "starling_refused_requests",
-            "Peer streams and Control calls refused, by reason.",
+            "Calls, streams and handshakes refused, by reason (capacity, peer_denied and "
+            "control_denied, then <door>:<reason> from the doors and tls:handshake).",
             labels=["node", "reason"],
         )
         refused.add_metric([node, "capacity"], status.refused_streams)
         if self.gate is not None:
             refused.add_metric([node, "peer_denied"], self.gate.denied["peer"])
             refused.add_metric([node, "control_denied"], self.gate.denied["control"])
+        for reason, count in self.refusals().items():
+            refused.add_metric([node, reason], count)
         yield refused
 
         program = GaugeMetricFamily(

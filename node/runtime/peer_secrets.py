@@ -1,7 +1,8 @@
-"""The secrets a run's Peer streams carry, as the orchestrator hands them over in Configure.
+"""The secrets a run's Peer streams prove, as the orchestrator hands them over in Configure.
 
-Without TLS a Peer stream proves where it comes from only by a secret in its metadata
-(:data:`starling.node.security.SECRET_KEY`). An orchestrator gives either one secret for the
+Without TLS a Peer stream proves where it comes from only by a secret it answers the
+receiver's challenge with (:mod:`starling.node.runtime.link_proof`: the secret itself never
+crosses the wire). An orchestrator gives either one secret for the
 whole run (``peer_secret``: every node knows it, so any node of the run could pose as any
 other to a third) or, as Starling's does, one secret per directed link (``send_secrets`` by
 receiver, ``accept_secrets`` by sender:
@@ -16,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from starling.node.logs import redact_run
-from starling.node.security import check_header_value, same_secret
+from starling.node.runtime.link_proof import proof_matches
+from starling.node.security import check_header_value
 
 __all__ = ["PeerSecrets"]
 
@@ -48,13 +50,22 @@ class PeerSecrets:
     def __bool__(self) -> bool:
         return bool(self.shared or self.accept)
 
-    def admits(self, sender: str, given: str | None) -> bool:
-        """Whether a stream claiming ``sender`` and carrying ``given`` shows the right
-        secret (constant time); with no secret at all (TLS alone), every stream does."""
+    def admits(self, sender: str, receiver: str, run: str, challenge: str, given: str) -> bool:
+        """Whether a stream claiming ``sender`` answered ``challenge`` with the proof of the
+        right secret (constant time); with no secret at all (TLS alone), every stream does."""
         if self.accept:
             expected = self.accept.get(sender)
-            return expected is not None and same_secret(given, expected)
-        return same_secret(given, self.shared) if self.shared else True
+            if expected is None:
+                return False
+        elif self.shared:
+            expected = self.shared
+        else:
+            return True
+        return proof_matches(given, expected, run, sender, receiver, challenge)
+
+    def sending(self, receiver: str) -> str:
+        """The secret this node proves on its stream to ``receiver``."""
+        return self.send.get(receiver, self.shared)
 
     def redact(self) -> None:
         """Keep every one of them out of the logs, for this run and the next."""

@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 
 from starling.node.protocol.starling.v1 import peer_pb2
-from starling.node.runtime.checks import Rejected, check_iterate
+from starling.node.runtime.checks import Rejected, Screened, check_iterate
 from starling.node.runtime.inbox import PENDING_BYTES, PENDING_MESSAGES, WITHHELD
 from starling.node.runtime.run import Run
 from starling.node.runtime.status import PreconditionError
 
-__all__ = ["Reconfigured", "file_iterate", "receive_at"]
+__all__ = ["Reconfigured", "count_rejected", "file_iterate", "receive_at"]
 
 log = logging.getLogger("starling.node")
 
@@ -46,6 +46,7 @@ def receive_at(
     window: int,
     stream_sender: str | None = None,
     generation: int = -1,
+    screen_bound: float = 0.0,
 ) -> str:
     """File ``iterate`` in the run behind ``door`` — (run, generation), read as one object
     without a lock, so a message is never held up by the round loop, a checkpoint's fsync or
@@ -56,33 +57,49 @@ def receive_at(
         raise Reconfigured(current)
     if run is None:
         raise PreconditionError("node is not configured; it takes no iterates yet")
-    return file_iterate(run, iterate, window, stream_sender)
+    return file_iterate(run, iterate, window, stream_sender, screen_bound)
+
+
+def count_rejected(run: Run, sender: str, reason: str, round_index: int | None = None) -> None:
+    """Count a message of ``sender`` rejected for ``reason`` on its inbound link, and log
+    it the first times (a flood of bad messages must not flood the log)."""
+    count = run.inbound.add(sender, "rejected", error=reason)
+    if count <= 10 or count % 1000 == 0:
+        log.warning(
+            "rejected (%d from %r so far): %s",
+            count,
+            sender,
+            reason,
+            extra={"event": "rejected", "peer": sender, "round": round_index},
+        )
 
 
 def file_iterate(
-    run: Run, iterate: peer_pb2.Iterate, window: int, stream_sender: str | None = None
+    run: Run,
+    iterate: peer_pb2.Iterate,
+    window: int,
+    stream_sender: str | None = None,
+    screen_bound: float = 0.0,
 ) -> str:
     """File ``iterate`` in ``run``; returns the outcome (``received``, ``late``, ``rejected``
     ...). ``window``: how many rounds past its own a message may be (``ROUND_WINDOW``).
-    ``stream_sender``: who the stream was admitted for; it speaks for no one else."""
+    ``stream_sender``: who the stream was admitted for; it speaks for no one else.
+    ``screen_bound``: the node's screening bound (:mod:`~starling.node.runtime.screening`;
+    a message beyond it is counted ``screened`` and ``rejected``)."""
     claimed = iterate.sender or "<anonymous>"
     sender = claimed if stream_sender is None else stream_sender
     try:
         if stream_sender is not None and iterate.sender != stream_sender:
             raise Rejected(f"stream of {stream_sender!r}: a message claims {claimed!r}")
-        message = check_iterate(iterate, run.spec, run.program, run.senders, run.round + window)
+        message = check_iterate(
+            iterate, run.spec, run.program, run.senders, run.round + window, screen_bound
+        )
     except Exception as exc:  # noqa: BLE001 - no message may end the stream it came on
-        if not isinstance(exc, Rejected):
+        if isinstance(exc, Screened):
+            run.inbound.add(sender, "screened")
+        elif not isinstance(exc, Rejected):
             exc = Rejected(f"peer {sender!r}: unreadable message ({type(exc).__name__}: {exc})")
-        count = run.inbound.add(sender, "rejected", error=str(exc))
-        if count <= 10 or count % 1000 == 0:  # a flood of bad messages must not flood logs
-            log.warning(
-                "rejected (%d from %r so far): %s",
-                count,
-                sender,
-                exc,
-                extra={"event": "rejected", "peer": sender, "round": iterate.round},
-            )
+        count_rejected(run, sender, str(exc), iterate.round)
         return "rejected"
     outcome = run.inbox.deliver(
         sender,

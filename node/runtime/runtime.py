@@ -23,8 +23,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
-from starling.node.config import HomeData
+from starling.node.config import DEFAULT_SCREEN_BOUND, HomeData
 from starling.node.engine.rounds import run_round
 from starling.node.logs import set_context
 from starling.node.params import ConfigError
@@ -33,7 +34,7 @@ from starling.node.protocol.starling.v1 import peer_pb2
 from starling.node.runtime.checks import ROUND_WINDOW, admit_spec, check_link_setting
 from starling.node.runtime.peer_secrets import PeerSecrets
 from starling.node.runtime.profiling import run_loop
-from starling.node.runtime.receive import receive_at
+from starling.node.runtime.receive import count_rejected, receive_at
 from starling.node.runtime.run import SAMPLES_FILE, Run, announce, build, open_run, spec_fingerprint
 from starling.node.runtime.stats import FaultTally
 from starling.node.runtime.status import PreconditionError, run_status
@@ -44,12 +45,23 @@ from starling.node.spec import NodeSpec
 
 __all__ = [
     "NodeRuntime",
+    "PeerTerms",
     "PreconditionError",
     "SAMPLES_FILE",
     "spec_fingerprint",
 ]
 
 log = logging.getLogger("starling.node")
+
+
+class PeerTerms(NamedTuple):
+    """What a Peer stream is admitted against: the configured run's in-peers, its secrets,
+    its experiment and this node's id in it."""
+
+    senders: frozenset[str]
+    secrets: PeerSecrets
+    experiment: str
+    node_id: str
 
 
 class NodeRuntime:
@@ -64,11 +76,17 @@ class NodeRuntime:
         data: HomeData | None = None,
         round_window: int = ROUND_WINDOW,
         data_dir: str | Path | None = None,
+        screen_bound: float = DEFAULT_SCREEN_BOUND,
     ):
         self.state_dir = Path(state_dir)
         self.round_window = round_window
+        self.screen_bound = screen_bound
+        """Iterates with a value beyond it are refused (:mod:`~starling.node.runtime.screening`)."""
         self._refused_streams = 0
         self._secrets = PeerSecrets()
+        self.run_id = ""
+        """The orchestrator's id of the configured run (``NodeConfig.run_id``); "" when none
+        was given or the node is not configured."""
         self.data_dir = Path(data_dir).resolve() if data_dir else None  # files read only here
         self._own_id = node_id
         """The id this node was started as (``--id``); configuring another is refused."""
@@ -116,24 +134,29 @@ class NodeRuntime:
     # ------------------------------------------------------------------ control
 
     def configure(
-        self, spec: NodeSpec, fresh: bool = False, peer_secret: str | PeerSecrets = ""
+        self,
+        spec: NodeSpec,
+        fresh: bool = False,
+        peer_secret: str | PeerSecrets = "",
+        run_id: str = "",
     ) -> Configured:
         """Build the spec's program; resume from this experiment's checkpoint when it
-        matches, unless ``fresh`` (a new run on a node that outlives runs). Streams carry
-        the run's secrets both ways (:mod:`~starling.node.runtime.peer_secrets`)."""
+        matches, unless ``fresh`` (a new run on a node that outlives runs). Streams prove
+        the run's secrets both ways (:mod:`~starling.node.runtime.peer_secrets`); later
+        Control calls must name ``run_id`` (the orchestrator's id of the run)."""
         secrets = PeerSecrets.of(peer_secret)
         spec, own = admit_spec(
             spec,
             own_id=self._own_id,
             own_data=self._own_data,
             data_dir=self.data_dir,
-            secret_needed=not secrets and self._channel.credentials is None,
+            secret_needed=not secrets and not self._channel.secured,
         )
         with self._configuring:  # one at a time; Status answers meanwhile (not _lock)
-            run = self._configure(spec, fresh, secrets)
+            run = self._configure(spec, fresh, secrets, run_id)
         return Configured(run.next_round, run.resumed, len(run.store), own)
 
-    def _configure(self, spec: NodeSpec, fresh: bool, secrets: PeerSecrets) -> Run:
+    def _configure(self, spec: NodeSpec, fresh: bool, secrets: PeerSecrets, run_id: str) -> Run:
         with self._lock:
             self._refuse_while_running()
         program, rng = build(spec)  # loading a large shard takes seconds
@@ -142,10 +165,11 @@ class NodeRuntime:
             # Not configured until the new run is open: Start is refused, peers put off.
             old, self._run, self._state = self._run, None, NodeState.IDLE
             self._door = (None, self.generation)
+            self.run_id = ""
         # Closing links, scanning the store, moving folders take time: never under the lock.
         if old is not None:
             old.close()
-        channel = self._channel.speaking_as(spec.node_id, secrets.shared, secrets.send)
+        channel = self._channel.speaking_as(spec.node_id, spec.experiment, secrets)
         try:
             run = open_run(spec, program, rng, self.state_dir, channel, fresh)
         except Exception as exc:
@@ -156,6 +180,7 @@ class NodeRuntime:
             self._run = run
             self._door = (run, self.generation + 1)
             self._secrets = secrets
+            self.run_id = run_id
             self._hold_at, self._holding = None, False
             self._stop.clear()
             self._state, self._error = NodeState.CONFIGURED, ""
@@ -228,10 +253,13 @@ class NodeRuntime:
         with self._lock:
             self._refused_streams += 1
 
-    def peer_terms(self) -> tuple[frozenset[str], PeerSecrets] | None:
-        """(in-peers, the run's secrets) of the current configuration; None before one."""
+    def peer_terms(self) -> PeerTerms | None:
+        """What a Peer stream is admitted against now; None before a configuration."""
         with self._lock:
-            return None if self._run is None else (self._run.senders, self._secrets)
+            run = self._run
+            if run is None:
+                return None
+            return PeerTerms(run.senders, self._secrets, run.spec.experiment, run.spec.node_id)
 
     def set_peer_down(self, peer: str, down: bool) -> None:
         """Stop (``down``) or resume waiting for the in-peer ``peer``: the orchestrator
@@ -338,7 +366,16 @@ class NodeRuntime:
     ) -> str:
         """File one iterate of a stream admitted under configuration ``generation``
         (:func:`~starling.node.runtime.receive.receive_at`: no lock is taken)."""
-        return receive_at(self._door, iterate, self.round_window, stream_sender, generation)
+        return receive_at(
+            self._door, iterate, self.round_window, stream_sender, generation, self.screen_bound
+        )
+
+    def reject(self, sender: str, reason: str) -> None:
+        """Count a message of the admitted ``sender`` that could not even be read (its
+        parts would not join) as rejected on its link."""
+        run = self._door[0]
+        if run is not None:
+            count_rejected(run, sender, reason)
 
     # ------------------------------------------------------------------ samples
 

@@ -18,7 +18,7 @@ from typing import TypeVar
 import grpc
 
 from starling.node.params import ConfigError
-from starling.node.protocol import convert
+from starling.node.protocol import MAX_MESSAGE_BYTES, convert
 from starling.node.protocol.contract import NOT_CONFIGURED, configured_to_proto, status_to_proto
 from starling.node.protocol.starling.v1 import (
     control_pb2,
@@ -26,27 +26,33 @@ from starling.node.protocol.starling.v1 import (
     peer_pb2,
     peer_pb2_grpc,
 )
+from starling.node.protocol.wire import PartJoiner, PartsRefused
 from starling.node.runtime.archive import NoStoredRun, read_batches, run_directory
-from starling.node.runtime.gate import Gate
+from starling.node.runtime.checks import iterate_bound
+from starling.node.runtime.doors import caller_of
+from starling.node.runtime.gate import Gate, PeerAdmission
 from starling.node.runtime.peer_secrets import PeerSecrets
 from starling.node.runtime.receive import Reconfigured
 from starling.node.runtime.run import SAMPLES_FILE
 from starling.node.runtime.runtime import NodeRuntime, PreconditionError
 from starling.node.runtime.store import StoreError
 from starling.node.runtime.streaming import Batch
-from starling.node.runtime.transport import CONTROL_THREADS
 
 __all__ = ["ControlServicer", "PeerServicer"]
 
 log = logging.getLogger("starling.node")
 
 STREAMS_PER_SENDER = 8
-"""Peer streams one sender may hold open to a node at once. A sender keeps one per link;
-a restarted one opens the next before the node has seen its old one die (keepalive takes
-up to 15 s), so a few may overlap, never many."""
+"""Peer streams one caller may hold open to a node as one sender at once. A sender keeps
+one per link; a restarted one opens the next before the node has seen its old one die
+(keepalive takes up to 15 s), so a few may overlap, never many."""
 
-MAX_SAMPLE_STREAMS = CONTROL_THREADS // 2
-"""Sample streams a node serves at once: half the threads kept for Control and Health."""
+MAX_SAMPLE_STREAMS = 32
+"""Sample streams a node serves at once (the samples door's limit, each holding a thread of
+its pool for as long as it streams: a follower until the run ends)."""
+
+READ_ONLY = frozenset({"Status", "StreamSamples"})
+"""Control calls that may leave ``run_id`` empty (any run): they change nothing."""
 
 _Request = TypeVar("_Request")
 _Reply = TypeVar("_Reply")
@@ -55,12 +61,14 @@ _Method = Callable[["ControlServicer", _Request, grpc.ServicerContext], _Reply]
 
 def _mapped(method: _Method[_Request, _Reply]) -> _Method[_Request, _Reply]:
     """Turn the runtime's exceptions into status codes with their one-line message; every
-    call passes the gate first."""
+    call passes the gate first, and every call but Configure must be for the node's run."""
 
     @functools.wraps(method)
     def wrapper(self: ControlServicer, request: _Request, context: grpc.ServicerContext) -> _Reply:
         self.gate.control(context)
         try:
+            if method.__name__ != "Configure":
+                self.same_run(method.__name__, getattr(request, "run_id", ""))
             return method(self, request, context)
         except ConfigError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
@@ -80,22 +88,37 @@ def _mapped(method: _Method[_Request, _Reply]) -> _Method[_Request, _Reply]:
 
 
 class ControlServicer(control_pb2_grpc.ControlServicer):
-    """Control calls. A ``StreamSamples`` call holds a server thread for as long as it
-    streams (a follower: until the run ends), so at most ``max_sample_streams`` run at once;
-    one more is refused with RESOURCE_EXHAUSTED, and the rest of the threads the server keeps
-    beyond the peer streams' (:data:`~starling.node.runtime.transport.CONTROL_THREADS`)
-    stay free for Status, Health and the other unary calls."""
+    """Control calls. How many run at once, and on which threads, is their doors' business
+    (:mod:`starling.node.runtime.doors`: the unary calls on one, ``StreamSamples`` on another,
+    :data:`MAX_SAMPLE_STREAMS` at most). Every call names the run it is meant for; one for
+    another run is refused naming both (:meth:`same_run`)."""
 
     def __init__(
         self,
         runtime: NodeRuntime,
         gate: Gate | None = None,
-        max_sample_streams: int = MAX_SAMPLE_STREAMS,
+        refusals: Callable[[], dict[str, int]] | None = None,
     ) -> None:
         self.runtime = runtime
         self.gate = gate or Gate(runtime)
-        self.max_sample_streams = max_sample_streams
-        self._sample_slots = threading.BoundedSemaphore(max_sample_streams)
+        self.refusals = refusals or dict
+        """What the node refused before serving, by "<door>:<reason>" (for Status)."""
+        self.other_runs = 0
+        """Calls refused because they were meant for another run."""
+
+    def same_run(self, call: str, asked: str) -> None:
+        """PreconditionError, naming both runs, for a call meant for another run than the
+        one the node is configured for (an empty ``asked`` passes for read-only calls)."""
+        current = self.runtime.run_id
+        if not current or asked == current or (not asked and call in READ_ONLY):
+            return
+        self.other_runs += 1
+        experiment = self.runtime.status().experiment
+        meant = f"run {asked!r}" if asked else "no run"
+        raise PreconditionError(
+            f"{call} refused: it names {meant}, but this node runs {current!r} "
+            f"(experiment {experiment!r}); is the run record an old one?"
+        )
 
     @_mapped
     def Configure(
@@ -105,7 +128,10 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
             request.peer_secret, dict(request.send_secrets), dict(request.accept_secrets)
         )
         configured = self.runtime.configure(
-            convert.config_to_spec(request), fresh=request.fresh, peer_secret=secrets
+            convert.config_to_spec(request),
+            fresh=request.fresh,
+            peer_secret=secrets,
+            run_id=request.run_id,
         )
         return configured_to_proto(configured)
 
@@ -127,8 +153,20 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
     def Status(
         self, request: control_pb2.StatusRequest, context: grpc.ServicerContext
     ) -> control_pb2.NodeStatus:
+        status = self.runtime.status()
+        refused = self.refusals()
+        for key, count in (
+            ("control:denied", self.gate.denied["control"]),
+            ("peer:denied", self.gate.denied["peer"]),
+            ("peer:capacity", status.refused_streams),
+            ("control:other_run", self.other_runs),
+        ):
+            if count:
+                refused[key] = refused.get(key, 0) + count
         status = replace(
-            self.runtime.status(),
+            status,
+            run_id=self.runtime.run_id,
+            refused=refused,
             denied_peer_streams=self.gate.denied["peer"],
             denied_control_calls=self.gate.denied["control"],
         )
@@ -138,15 +176,12 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
         self, request: control_pb2.SamplesRequest, context: grpc.ServicerContext
     ) -> Iterator[control_pb2.SampleBatch]:
         self.gate.control(context)
-        if not self._sample_slots.acquire(blocking=False):
-            context.abort(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"node serves its limit of {self.max_sample_streams} sample streams at once",
-            )
-        try:
-            yield from self._stream_samples(request, context)
-        finally:
-            self._sample_slots.release()
+        if not (request.experiment or request.node_id):  # a stored run names what it reads
+            try:
+                self.same_run("StreamSamples", request.run_id)
+            except PreconditionError as exc:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        yield from self._stream_samples(request, context)
 
     def _stream_samples(
         self, request: control_pb2.SamplesRequest, context: grpc.ServicerContext
@@ -219,21 +254,34 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
 
 
 class PeerServicer(peer_pb2_grpc.PeerServicer):
-    """Inbound links. Each ``Exchange`` stream holds a server thread for its life, so at
-    most ``max_streams`` run at once; one more is refused with RESOURCE_EXHAUSTED (and
-    counted) instead of taking a thread that Control and Health need. The server's pool is
-    larger than this limit (:func:`starling.node.runtime.transport.server_threads`). One
-    sender may hold at most :data:`STREAMS_PER_SENDER` of them, so that no peer can take
-    the slots of the others."""
+    """Inbound links. Each ``Exchange`` stream holds a thread of the Peer door's pool
+    (:mod:`starling.node.runtime.doors`) for its life, so at most ``max_streams`` run at
+    once; one more is refused with RESOURCE_EXHAUSTED (and counted) instead of taking a
+    thread. One caller may hold at most :data:`STREAMS_PER_SENDER` streams as any one
+    sender (a caller: its certificate's names, else its address), counted from the stream's
+    opening, before it proved itself: no peer can take the slots of the others, and no
+    stranger those of a genuine sender.
 
-    def __init__(self, runtime: NodeRuntime, max_streams: int, gate: Gate | None = None) -> None:
+    A stream is admitted in two halves (:class:`~starling.node.runtime.gate.Gate`): its
+    claimed sender is checked and sent a challenge, then its first message must prove the
+    link's secret; only then is an iterate read. Iterates larger than a few MiB come in
+    parts (:mod:`starling.node.protocol.wire`), joined up to :meth:`_bound` bytes."""
+
+    def __init__(
+        self,
+        runtime: NodeRuntime,
+        max_streams: int,
+        gate: Gate | None = None,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+    ) -> None:
         self.runtime = runtime
         self.max_streams = max_streams
+        self.max_message_bytes = max_message_bytes
         self.gate = gate or Gate(runtime)
         self._slots = threading.BoundedSemaphore(max_streams)
         self._open_lock = threading.Lock()
         self._open = 0
-        self._open_by: collections.Counter[str] = collections.Counter()
+        self._open_by: collections.Counter[tuple[str, str]] = collections.Counter()
 
     def open_streams(self) -> int:
         """Inbound streams being served now (the metrics endpoint reads it)."""
@@ -243,7 +291,9 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
         self, request_iterator: Iterator[peer_pb2.Iterate], context: grpc.ServicerContext
     ) -> peer_pb2.ExchangeSummary:
         generation = self.runtime.generation  # read first: a Configure after it is seen
-        sender = self.gate.peer(context)
+        admission = self.gate.peer_opening(context)
+        sender = admission.sender
+        key = (caller_of(context, orchestrator=False), sender)
         if not self._slots.acquire(blocking=False):
             self.runtime.note_refused_stream()
             context.abort(
@@ -251,10 +301,10 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
                 f"node holds its limit of {self.max_streams} inbound peer streams",
             )
         with self._open_lock:
-            crowded = self._open_by[sender] >= STREAMS_PER_SENDER
+            crowded = self._open_by[key] >= STREAMS_PER_SENDER
             if not crowded:
                 self._open += 1
-                self._open_by[sender] += 1
+                self._open_by[key] += 1
         if crowded:
             self._slots.release()
             self.runtime.note_refused_stream()
@@ -263,37 +313,60 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
                 f"peer {sender!r} holds its limit of {STREAMS_PER_SENDER} streams to this node",
             )
         try:
-            return self._exchange(request_iterator, context, sender, generation)
+            hello = next(request_iterator, None)
+            if hello is None:  # closed without a message: no proof
+                self.gate.peer_unproved(context)
+            admission.proof = hello.proof
+            self.gate.peer_proof(context, admission)
+            return self._exchange(request_iterator, context, admission, generation)
+        except grpc.RpcError:
+            return peer_pb2.ExchangeSummary()  # the caller went away before its proof
         finally:
             with self._open_lock:
                 self._open -= 1
-                self._open_by[sender] -= 1
-                if not self._open_by[sender]:
-                    del self._open_by[sender]
+                self._open_by[key] -= 1
+                if not self._open_by[key]:
+                    del self._open_by[key]
             self._slots.release()
+
+    def _bound(self) -> int:
+        """The most bytes an iterate of the configured run may join up to."""
+        run = self.runtime.current_run
+        largest = iterate_bound(run.spec, run.program) if run is not None else 0
+        return min(self.max_message_bytes, largest)
 
     def _exchange(
         self,
         request_iterator: Iterator[peer_pb2.Iterate],
         context: grpc.ServicerContext,
-        sender: str,
+        admission: PeerAdmission,
         generation: int,
     ) -> peer_pb2.ExchangeSummary:
         # A bad message is rejected and counted, never fatal to the stream: the sender's
         # well-formed messages keep flowing.
         received = rejected = 0
+        sender = admission.sender
+        parts = PartJoiner()
         try:
-            for iterate in request_iterator:
+            for message in request_iterator:
+                try:
+                    iterate = parts.add(message, self._bound())
+                except PartsRefused as exc:
+                    self.runtime.reject(sender, f"peer {sender!r}: {exc}")
+                    rejected += 1
+                    continue
+                if iterate is None:
+                    continue  # more parts to come
                 while True:
                     try:
                         outcome = self.runtime.receive(iterate, sender, generation)
                         break
                     except Reconfigured as change:
                         # Configured again since the stream was admitted: a new run, perhaps
-                        # with another secret and other in-peers. The stream speaks on only
-                        # if its metadata passes the gate under the new terms.
+                        # with other secrets and in-peers. The stream speaks on only if its
+                        # proof passes the gate under the new terms.
                         generation = change.generation
-                        self.gate.peer(context)
+                        self.gate.peer_proof(context, admission)
                     except PreconditionError:
                         # Not configured (a restarted process serving before the orchestrator
                         # configured it, or being configured again): refuse the stream as

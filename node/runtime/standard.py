@@ -14,8 +14,13 @@ At shutdown every service turns NOT_SERVING first (graceful shutdown).
 **Reflection** (``grpc.reflection.v1alpha.ServerReflection``, the maintained
 ``grpcio-reflection``) lets ``grpcurl`` or a GUI client list the node's services and call
 them without the .proto files. On by default; ``--no-reflection`` (``reflection: false``)
-leaves it out on locked-down devices. It describes the API, never data: every call still
-passes the node's access checks (:mod:`starling.node.runtime.gate`).
+leaves it out on locked-down devices. It describes the API, never data. On a node with TLS
+or a token it answers the orchestrator's credentials only, as Control does
+(:mod:`starling.node.runtime.gate`); on an open (loopback) node, anyone who can reach it.
+
+Both come through doors of their own (:mod:`starling.node.runtime.server`): a health watch
+or a reflection stream holds a thread for as long as its caller keeps it open, so each is
+limited in all and per caller, and neither can take the threads of Control or the peers.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from starling.node.protocol.contract import NodeState
 from starling.node.protocol.starling.v1 import control_pb2, peer_pb2
 
-__all__ = ["CONTROL", "PEER", "NodeHealth", "enable_reflection"]
+__all__ = ["CONTROL", "HEALTH", "PEER", "NodeHealth", "enable_reflection"]
 
 CONTROL = control_pb2.DESCRIPTOR.services_by_name["Control"].full_name
 PEER = peer_pb2.DESCRIPTOR.services_by_name["Peer"].full_name
@@ -41,7 +46,9 @@ class NodeHealth:
     """The health servicer of one node server, kept in step with its runtime's state."""
 
     def __init__(self, server: grpc.Server) -> None:
-        self._servicer = health.HealthServicer(experimental_non_blocking=True)
+        # Blocking watches: each holds a thread of the watch door's pool, which bounds them
+        # (a non-blocking one holds none, but nothing bounds how many a caller keeps open).
+        self._servicer = health.HealthServicer(experimental_non_blocking=False)
         health_pb2_grpc.add_HealthServicer_to_server(self._servicer, server)
         self._serving = False
 

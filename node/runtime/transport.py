@@ -1,7 +1,8 @@
 """Every gRPC option the node and its clients use, in one place.
 
-Both ends set the message size limits explicitly (:data:`MAX_MESSAGE_BYTES`), both ends
-agree on keepalive, and both take an optional ``credentials`` argument: ``None`` means
+Both ends set the message size limits explicitly (:data:`MAX_MESSAGE_BYTES` sent; a server
+reads at most :data:`DEFAULT_MAX_REQUEST_BYTES` a message), both ends agree on keepalive,
+and both take an optional ``credentials`` argument: ``None`` means
 insecure (loopback, a lab network), and TLS is a matter of passing
 ``grpc.ssl_server_credentials`` / ``grpc.ssl_channel_credentials`` here — nothing else
 changes.
@@ -9,17 +10,20 @@ changes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from concurrent import futures
 from dataclasses import dataclass, field, replace
 
 import grpc
 
 from starling.node.protocol import MAX_MESSAGE_BYTES
-from starling.node.security import SECRET_KEY, SENDER_KEY, target_override
+from starling.node.runtime.link_proof import proof
+from starling.node.runtime.peer_secrets import PeerSecrets
+from starling.node.security import SENDER_KEY, TlsFiles, channel_credentials, target_override
 
 __all__ = [
     "ChannelSettings",
+    "DEFAULT_MAX_REQUEST_BYTES",
     "KEEPALIVE_TIME_MS",
     "MAX_MESSAGE_BYTES",
     "channel_options",
@@ -41,28 +45,33 @@ KEEPALIVE_TIMEOUT_MS = 5_000
 INITIAL_RECONNECT_BACKOFF_MS = 100
 MAX_RECONNECT_BACKOFF_MS = 2_000
 
+DEFAULT_MAX_WORKERS = 4
+"""Threads of the server's own pool: only handlers outside every door run there (none of
+Starling's; :mod:`starling.node.runtime.doors` gives each service a pool of its own)."""
+
 DEFAULT_MAX_PEER_STREAMS = 256
-"""Concurrent inbound ``Peer.Exchange`` streams a node serves (each holds a server thread
-for its life): well over any in-degree, with room for a sender's reconnection overlapping
-its old stream. More are refused with RESOURCE_EXHAUSTED."""
+"""Concurrent inbound ``Peer.Exchange`` streams a node serves (each holds a thread of its
+own pool for its life, :mod:`starling.node.runtime.doors`): well over any in-degree, with
+room for a sender's reconnection overlapping its old stream. More are refused with
+RESOURCE_EXHAUSTED."""
 
-CONTROL_THREADS = 64
-"""Server threads kept beyond the peer streams' limit, for Control, Health and sample
-streams: however many peers connect, the orchestrator still gets an answer."""
+DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
+"""The largest single message a node reads (``grpc.max_receive_message_length``): gRPC
+reads a whole message before any handler runs, so this bounds what a caller the node does
+not know yet can make it hold per call. Nothing legitimate is larger: a Configure is a few
+KiB, and iterates above :data:`~starling.node.protocol.wire.PART_BYTES` cross in parts."""
 
-DEFAULT_MAX_WORKERS = DEFAULT_MAX_PEER_STREAMS + CONTROL_THREADS
-"""Threads are only created when needed, so a high ceiling costs nothing."""
-
-
-def server_threads(max_peer_streams: int, max_workers: int | None = None) -> int:
-    """The server's pool: at least the peer streams' limit plus :data:`CONTROL_THREADS`."""
-    return max(max_workers or 0, max_peer_streams + CONTROL_THREADS)
+MIN_MAX_REQUEST_BYTES = 2 * 1024 * 1024
+"""The least ``--max-request-bytes`` a node takes: an iterate's part and its envelope fit."""
 
 
-def server_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+def server_options(
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+) -> list[tuple[str, int]]:
     return [
         ("grpc.max_send_message_length", max_message_bytes),
-        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", max_request_bytes),
         ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
         ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
         ("grpc.keepalive_permit_without_calls", 1),
@@ -110,31 +119,40 @@ def open_channel(
 
 @dataclass(frozen=True)
 class ChannelSettings:
-    """How a node opens channels to its peers (its outbound links), and what its streams
-    say about who sends them (:mod:`starling.node.security`)."""
+    """How a node opens channels to its peers (its outbound links), and how its streams
+    say who sends them and prove it (:mod:`starling.node.runtime.link_proof`)."""
 
     credentials: grpc.ChannelCredentials | None = None
     max_message_bytes: int = MAX_MESSAGE_BYTES
     sender: str = ""
-    peer_secret: str = field(default="", repr=False)
-    link_secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
-    """Receiver -> the secret of the link to it, where the orchestrator gave one."""
+    experiment: str = ""
+    secrets: PeerSecrets = field(default_factory=PeerSecrets, repr=False)
+    tls: TlsFiles | None = None
+    """Read at every channel opened (over ``credentials``): a renewed certificate is used
+    by the next links."""
 
-    def speaking_as(
-        self, sender: str, peer_secret: str, link_secrets: Mapping[str, str]
-    ) -> ChannelSettings:
+    def speaking_as(self, sender: str, experiment: str, secrets: PeerSecrets) -> ChannelSettings:
         """These settings for a run's streams: from ``sender``, with the run's secrets."""
-        return replace(self, sender=sender, peer_secret=peer_secret, link_secrets=link_secrets)
+        return replace(self, sender=sender, experiment=experiment, secrets=secrets)
+
+    @property
+    def secured(self) -> bool:
+        """Whether the channels are TLS (certificates carry identities)."""
+        return self.tls is not None or self.credentials is not None
 
     def open(self, address: str, receiver: str = "") -> grpc.Channel:
-        return open_channel(address, self.credentials, self.max_message_bytes, receiver)
+        credentials = channel_credentials(self.tls) if self.tls is not None else self.credentials
+        return open_channel(address, credentials, self.max_message_bytes, receiver)
 
-    def stream_metadata(self, receiver: str = "") -> tuple[tuple[str, str], ...]:
-        """Metadata of a Peer.Exchange stream to ``receiver``: the sender and the secret of
-        that link (the experiment's one secret from an orchestrator that gives no per-link
-        secrets)."""
-        secret = self.link_secrets.get(receiver, self.peer_secret)
-        return ((SENDER_KEY, self.sender), (SECRET_KEY, secret))
+    def stream_metadata(self) -> tuple[tuple[str, str], ...]:
+        """Metadata of a Peer.Exchange stream: who sends it."""
+        return ((SENDER_KEY, self.sender),)
+
+    def proof(self, receiver: str, challenge: str) -> str:
+        """The answer of a stream to ``receiver`` to its challenge."""
+        return proof(
+            self.secrets.sending(receiver), self.experiment, self.sender, receiver, challenge
+        )
 
 
 def create_server(
@@ -143,15 +161,19 @@ def create_server(
     credentials: grpc.ServerCredentials | None = None,
     max_workers: int = DEFAULT_MAX_WORKERS,
     max_message_bytes: int = MAX_MESSAGE_BYTES,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    interceptors: Sequence[grpc.ServerInterceptor] = (),
 ) -> tuple[grpc.Server, int]:
     """A server bound to ``listen`` (port 0: a free port); returns it with the real port.
 
     Raises ``OSError`` naming the address if it cannot be bound. Servicers are added by
-    the caller before ``start()``.
+    the caller before ``start()``. ``max_workers``: the pool of handlers no interceptor
+    gives a pool of their own (:mod:`starling.node.runtime.doors`).
     """
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="starling-rpc"),
-        options=server_options(max_message_bytes),
+        options=server_options(max_message_bytes, max_request_bytes),
+        interceptors=list(interceptors),
     )
     try:
         if credentials is None:

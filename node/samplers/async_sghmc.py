@@ -128,6 +128,11 @@ class AsyncServer(Program[AsyncServerState]):
             raise ValueError("expected 'grad'")
         return {"grad": (self.ctx.chains, self.ctx.dim), "at_round": (1,)}
 
+    def screened_tensors(self, kind: str) -> dict[str, float]:
+        """The gradient; ``at_round`` is a round number."""
+        self.message_shapes(kind)
+        return {"grad": 1.0}
+
     def expected_senders(self, round_index: int, phase: int) -> tuple[str, ...]:
         return self._workers if phase == 1 else ()
 

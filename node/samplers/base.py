@@ -125,6 +125,14 @@ class NodeProgram(ABC):
             raise ValueError(f"expected {self.message_kind!r}")
         return {kind: (self.ctx.chains, self.ctx.dim)}
 
+    def screened_tensors(self, kind: str) -> dict[str, float]:
+        """The tensors of an incoming message of ``kind`` whose values a receiving node
+        screens (:mod:`starling.node.runtime.screening`), each with its scale (a multiple of
+        the node's bound it may reach): by default every tensor of :meth:`message_shapes`
+        at scale 1, an iterate's. A program whose message carries a counter, or a sum that
+        grows, says so here."""
+        return dict.fromkeys(self.message_shapes(kind), 1.0)
+
     def sample(self) -> np.ndarray | None:
         """This round's sample, shape (chains, d), or None for a role that records none."""
         return None

@@ -298,6 +298,11 @@ class Master(Program[MasterState]):
             raise ValueError(f"a DG-LMC master receives z, not {kind!r}")
         return {"z": (self.ctx.chains, self.ctx.dim), "profile": (PROFILE_SIZE,)}
 
+    def screened_tensors(self, kind: str) -> dict[str, float]:
+        """The worker's z; its profile is timings and counts."""
+        self.message_shapes(kind)
+        return {"z": 1.0}
+
     def expected_senders(self, round_index: int, phase: int) -> tuple[str, ...]:
         return self.workers if phase == 0 else ()
 
@@ -398,6 +403,11 @@ class Worker(Program[WorkerState]):
         if kind != "theta":
             raise ValueError(f"a DG-LMC worker receives theta, not {kind!r}")
         return {"theta": (self.ctx.chains, self.ctx.dim), "steps": (1,)}
+
+    def screened_tensors(self, kind: str) -> dict[str, float]:
+        """The master's θ; ``steps`` is a count."""
+        self.message_shapes(kind)
+        return {"theta": 1.0}
 
     def expected_senders(self, round_index: int, phase: int) -> tuple[str, ...]:
         return (self.master,) if phase == 1 else ()

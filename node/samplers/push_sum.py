@@ -187,6 +187,11 @@ class PushSum(_PushSumBase[PushSumState]):
             raise ValueError("expected 'share'")
         return {"x": (self.ctx.chains, self.ctx.dim), "y": (self.ctx.chains, 1)}
 
+    def screened_tensors(self, kind: str) -> dict[str, float]:
+        """A share of a node's mass, which can gather up to all ``num_nodes`` of it."""
+        scale = float(max(self.ctx.spec.num_nodes, 1))
+        return dict.fromkeys(self.message_shapes(kind), scale)
+
     def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
         share_x, share_y = self._kept(round_index)
         share = Message("share", {"x": share_x, "y": share_y})
@@ -222,6 +227,11 @@ class PushSumRunningSums(_PushSumBase[RunningSumsState]):
         if kind != "sums":
             raise ValueError("expected 'sums'")
         return {"sigma": (self.ctx.chains, self.ctx.dim), "tau": (self.ctx.chains, 1)}
+
+    def screened_tensors(self, kind: str) -> dict[str, float]:
+        """Running sums: at most one share (up to the whole mass) added a round."""
+        scale = float(max(self.ctx.spec.num_nodes, 1) * (self.ctx.spec.rounds + 1))
+        return dict.fromkeys(self.message_shapes(kind), scale)
 
     def _sums(self, round_index: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Out-peer -> (σ, τ) including this round's share: what is sent this round."""

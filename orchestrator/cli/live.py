@@ -8,21 +8,21 @@ orchestrator, which owns the processes. The experiment is found through
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from typing import TYPE_CHECKING
 
 from starling.node.params import ConfigError
+from starling.orchestrator.cli import engines
+from starling.orchestrator.cli.status_view import LINK_COLUMNS, LINK_LEGEND, as_of, status_report
 from starling.orchestrator.config.experiment import parse_delay as experiment_delay
 from starling.orchestrator.core.errors import NodeUnavailable
 from starling.orchestrator.execution import live
-from starling.orchestrator.results.link_books import link_summary, summed_books
 
 if TYPE_CHECKING:
     from starling.orchestrator.execution.client import NodeClient
 
-__all__ = ["add_commands", "join_option_values", "parse_delay", "status_report"]
+__all__ = ["add_commands", "join_option_values", "parse_delay"]
 
 VALUE_OPTIONS = ("--delay", "--drop")
 """Options whose value may start with ``-``: argparse would take ``-3ms`` for an option."""
@@ -81,9 +81,14 @@ def cmd_kernel_link(args) -> int:
             extra.update(kind="loss", amount=round(100.0 * args.drop, 6))
         else:
             extra.update(kind="delay", amount=parse_delay(args.delay))
+            if args.jitter is not None:
+                extra["jitter"] = experiment_delay(args.jitter, "--jitter")
+    if args.jitter is not None and extra["kind"] != "delay":
+        raise ConfigError("--jitter: only with links set --delay ... --kernel")
     record = live.find_run(args.run)
     if args.receiver not in record.addresses:
         raise ConfigError(f"node {args.receiver!r} is not part of experiment {record.name!r}")
+    live.check_can_ask(record)
     result = live.post_request(record, "kernel-link", args.sender, extra=extra)
     if not result.get("ok"):
         raise ConfigError(
@@ -112,8 +117,18 @@ def cmd_kernel_link(args) -> int:
 
 
 def cmd_links(args) -> int:
+    if engines.chosen(args):  # a deployment's containers, through the engine
+        if not args.kernel:
+            raise ConfigError(
+                "links --swarm/--compose: only kernel faults go through the engine (add "
+                "--kernel); Starling's own link faults go to the run: starling links ... --run"
+            )
+        return engines.cmd_kernel_link(args)
     if args.kernel:
         return cmd_kernel_link(args)
+    if args.action == "reset" or args.jitter is not None:
+        what = "links reset" if args.action == "reset" else "--jitter"
+        raise ConfigError(f"{what}: a kernel fault; add --kernel (docker backend)")
     change: dict = {}
     if args.action == "set":  # the values are checked before any run is looked for
         if args.drop is None and args.delay is None:
@@ -125,6 +140,7 @@ def cmd_links(args) -> int:
         if args.delay is not None:
             change["delay_ms"] = parse_delay(args.delay)
     record = live.find_run(args.run)
+    live.check_can_ask(record)  # the change is noted in the run's journal
     if args.receiver != "*":
         _client_for(record, args.receiver).close()  # validates the name
     if args.action == "cut":
@@ -172,7 +188,10 @@ def cmd_links(args) -> int:
 
 
 def cmd_nodes(args) -> int:
+    if engines.chosen(args):
+        return engines.cmd_nodes(args)
     record = live.find_run(args.run)
+    live.check_can_ask(record)
     result = live.post_request(record, args.action, args.node)
     if not result.get("ok"):
         raise ConfigError(
@@ -218,66 +237,43 @@ def cmd_stop(args) -> int:
     return 0 if all(error is None for error in errors.values()) else 1
 
 
-def status_report(record: live.RunRecord) -> dict:
-    """Every node's status (or ``unreachable``), and every link seen from both ends,
-    counted over the whole run: a restarted node's earlier processes included."""
-    report: dict = {"experiment": record.name, "out_dir": record.out_dir, "nodes": {}}
-    books = {}
-    from starling.orchestrator.execution.access import access_from_section
-    from starling.orchestrator.execution.client import (
-        NodeClient,  # grpc only for the commands that dial
-    )
-
-    access = access_from_section(record.access, "run record")
-    events, _ = live.read_events(record.out_dir)
-    carried = live.carried_books(events)  # a restarted node's earlier processes
-    for node, address in record.addresses.items():
-        client = NodeClient(address, timeout=3.0, access=access, node_id=node)
-        try:
-            status = client.status()
-            report["nodes"][node] = {"address": address, **dataclasses.asdict(status)}
-            books[node] = summed_books(carried.get(node, {}), status)
-        except NodeUnavailable as exc:
-            report["nodes"][node] = {"address": address, "state": "unreachable", "error": str(exc)}
-        finally:
-            client.close()
-    links = link_summary(books)
-    for key, state in live.link_states(events).items():
-        if key in links:
-            links[key]["live"] = state
-    report["links"] = links
-    return report
-
-
 def cmd_status(args) -> int:
     if getattr(args, "watch", False):
         if args.format == "json":
             raise ConfigError("--watch: a live view for people; --format json gives one status")
         from starling.orchestrator.cli.watch import watch
 
-        return watch(live.find_run(args.run))
+        return watch(args.run, wait=args.wait)
     record = live.find_run(args.run)
     report = status_report(record)
     if args.format == "json":
         print(json.dumps(report, indent=2, default=str))
         return 0
     print(f"experiment {record.name}  ({record.out_dir})")
+    if report["state"] == "finished":
+        print(
+            f"  finished: {report['finished']}"
+            + (f" — {report['note']}" if report.get("note") else "")
+        )
     for node, status in report["nodes"].items():
         if status.get("state") == "unreachable":
             print(f"  node {node}: unreachable at {status['address']}")
+            continue
+        if status.get("state") == "finished":
+            print(f"  node {node}: finished, {status.get('samples_stored')} samples")
             continue
         line = (
             f"  node {node}: {status.get('state')}, round {status.get('round')}, "
             f"{status.get('samples_stored')} samples"
         )
+        if status.get("process") == "ended":
+            line += " (its process has ended)"
         if status.get("error"):
             line += f" — {status['error']}"
         print(line)
     if report["links"]:
-        print(
-            f"  {'link':<12}{'sent':>8}{'delivered':>10}{'withheld':>9}{'dropped':>8}"
-            f"{'late':>6}  live state"
-        )
+        heads = "".join(f"{title:>{len(title) + 2}}" for _, title in LINK_COLUMNS)
+        print(f"  {'link':<12}{heads}  {'as of':>9}  live state")
         for key, c in report["links"].items():
             state = c.get("live")
             text = ""
@@ -287,28 +283,32 @@ def cmd_status(args) -> int:
                     text += f", drop {state['drop']:g}"
                 if state.get("delay_ms"):
                     text += f", delay {state['delay_ms']:g} ms"
-            print(
-                f"  {key:<12}{c['sent']:>8}{c['delivered']:>10}{c['withheld']:>9}"
-                f"{c['dropped']:>8}{c['late']:>6}  {text}"
-            )
+            cells = "".join(f"{c.get(name, 0):>{len(title) + 2}}" for name, title in LINK_COLUMNS)
+            print(f"  {key:<12}{cells}  {as_of(c):>9}  {text}")
+        print(f"  ({LINK_LEGEND})")
     return 0
 
 
 def add_commands(sub) -> None:
     links = sub.add_parser("links", help="cut, restore or degrade a link of a running experiment")
-    links.add_argument("action", choices=["cut", "restore", "set"])
+    links.add_argument("action", choices=["cut", "restore", "set", "reset"])
     links.add_argument("sender", help="node id sending on the link")
     links.add_argument("receiver", help="node id receiving ('*' for all of the sender's links)")
     links.add_argument("--drop", type=float, help="drop probability per message (set)")
     links.add_argument("--delay", help="added delay per message, e.g. 20ms (set)")
     links.add_argument(
+        "--jitter", help="with --delay --kernel: jitter around the delay, e.g. 5ms (tc netem)"
+    )
+    links.add_argument(
         "--kernel",
         action="store_true",
-        help="drop (cut, set --drop P) or delay packets in the kernel instead of in Starling "
-        "(docker backend: nft/tc in the sender's network namespace)",
+        help="drop (cut, set --drop P), reset (reset) or delay packets in the kernel instead "
+        "of in Starling (docker backend: nft in the receiver's network namespace, tc in the "
+        "sender's); TCP resends what the kernel drops: delay, not lost messages",
     )
     links.add_argument("--run", help="experiment name or results folder (if several run)")
     links.add_argument("--format", choices=["text", "json"], default="text")
+    engines.add_options(links)
     links.set_defaults(handler=cmd_links)
 
     nodes = sub.add_parser("nodes", help="kill or restart a node of a running experiment")
@@ -318,6 +318,7 @@ def add_commands(sub) -> None:
     nodes.add_argument("node", help="node id")
     nodes.add_argument("--run", help="experiment name or results folder (if several run)")
     nodes.add_argument("--format", choices=["text", "json"], default="text")
+    engines.add_options(nodes)
     nodes.set_defaults(handler=cmd_nodes)
 
     stop = sub.add_parser(
@@ -334,5 +335,12 @@ def add_commands(sub) -> None:
         action="store_true",
         help="a live view, redrawn every second: each node's round and state, each link's "
         "state (up, cut, lossy, delayed) and counters; Ctrl-C leaves",
+    )
+    status.add_argument(
+        "--wait",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="with --watch: how long to wait for a run that is about to start (default 60)",
     )
     status.set_defaults(handler=cmd_status)

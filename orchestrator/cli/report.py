@@ -27,6 +27,12 @@ def add_commands(sub) -> None:
         "or a study's results folder",
     )
     report.add_argument("results", help="the results folder (of a run, simulation or study)")
+    report.add_argument(
+        "--figures",
+        metavar="FOLDER",
+        help="also write every figure into FOLDER (made if need be) as NAME.svg and NAME.png, "
+        "one by one, for slides and papers",
+    )
     report.set_defaults(handler=cmd_report)
     export = sub.add_parser(
         "export",
@@ -52,5 +58,7 @@ def add_commands(sub) -> None:
 def cmd_report(args) -> int:
     from starling.orchestrator.report import write_report
 
-    print(write_report(Path(args.results)))
+    print(write_report(Path(args.results), args.figures))
+    if args.figures:
+        print(f"figures: {args.figures}")
     return 0

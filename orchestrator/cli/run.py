@@ -23,6 +23,7 @@ __all__ = [
     "EXIT_DIVERGED",
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
+    "EXIT_NODE_DOWN",
     "EXIT_NOT_CONVERGED",
     "EXIT_USAGE",
     "add_commands",
@@ -38,13 +39,19 @@ EXIT_DIVERGED = 3
 EXIT_NOT_CONVERGED = 4
 """With ``--strict`` only: the run's verdict is ``not converged``
 (:mod:`starling.orchestrator.evaluation.verdict`; its reasons are in summary.txt)."""
+EXIT_NODE_DOWN = 5
+"""The rounds ended with a node down that the schedule did not take down (a container
+killed and never started again, a crash, a node given up on): the others finished without
+it, the results are written (``partial``), and ``down_at_end`` of ``metrics.json`` names it."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C or SIGTERM: what was collected is written, marked interrupted."""
 
 
 def exit_code(metrics: dict, strict: bool = False) -> int:
     """The exit code a finished run or simulation earns, from its metrics: interrupted
-    before failed before diverged before (with ``strict``) not converged before 0."""
+    before failed before diverged before a node down before (with ``strict``) not
+    converged before 0. A node down outranks the verdict: it is a fact about the run's
+    infrastructure that ``--strict`` must not hide behind a judgement of its samples."""
     if metrics.get("interrupted"):
         during = PHASES.get(metrics.get("interrupted_during") or "")
         missing = (metrics.get("not_collected") or {}).get("line")
@@ -80,6 +87,13 @@ def exit_code(metrics: dict, strict: bool = False) -> int:
             file=sys.stderr,
         )
         return EXIT_DIVERGED
+    down = metrics.get("down_at_end") or {}
+    if down.get("nodes"):
+        print(
+            f"starling: {down.get('line', 'a node was down at the end')}; exit {EXIT_NODE_DOWN}",
+            file=sys.stderr,
+        )
+        return EXIT_NODE_DOWN
     verdict = metrics.get("verdict") or {}
     if strict and verdict.get("run", "converged") != "converged":
         reasons = verdict.get("reasons") or []
@@ -139,6 +153,12 @@ def _into_folder(
             ending = ended_early(folder, name, exc)
         except OSError as failed:  # recording how it ended failed too: one line, no chain
             ending = unwritable(folder.path, failed) or failed
+        if isinstance(ending, KeyboardInterrupt) and not str(ending):  # a bare Ctrl-C
+            from starling.orchestrator.core.phases import during
+
+            ending = KeyboardInterrupt(
+                f"interrupted by the user {during()}; {folder.path} records it (status interrupted)"
+            )
         raise ending from None
     try:
         # Nodes not collected after an interrupt: the manifest lets `collect` at them.

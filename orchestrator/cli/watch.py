@@ -1,35 +1,48 @@
 """``starling status --watch``: a running experiment as a live terminal view.
 
 Every node's round and state, every link's state (``up``, ``cut``, ``lossy p``,
-``delayed N ms``) and its counters, redrawn every second from the nodes' own status
-(one kept-open Control channel per node) and at once when the run's journal of live changes
+``delayed N ms``) and its counters, redrawn every second from one consistent look at the
+nodes (:class:`~starling.orchestrator.execution.snapshot.Poller`: all asked at once, a link's
+receiver before its sender, each link marked with the rounds its books were read at; one
+kept-open Control channel per node) and at once when the run's journal of live changes
 grows (``starling links`` writes it before it returns), so a cut shows within a fraction of
 a second. A link's state combines the live changes
 (:func:`starling.orchestrator.execution.live.link_states`), the experiment's scheduled link faults
 at the sender's current round and its ``link_delay``. On a terminal the view is drawn in place
-(rich); otherwise a plain block is printed every second. It ends with Ctrl-C, or by itself when the
-run's orchestrator is gone.
+(rich); otherwise a plain block is printed every second.
+
+Started a moment before the run registers, it waits for it (``--wait`` seconds). When the
+run ends it says how (``finished: complete``, ``partial``, ``failed`` or ``interrupted``,
+from the results it wrote) with the final counters, and returns; Ctrl-C leaves at any time.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from starling.orchestrator.core.errors import NodeUnavailable
+from starling.node.params import ConfigError
+from starling.orchestrator.cli.status_view import (
+    LINK_COLUMNS,
+    LINK_LEGEND,
+    as_of,
+    finished_report,
+)
 from starling.orchestrator.execution import live
-from starling.orchestrator.results.link_books import link_summary, summed_books
 
 __all__ = ["REFRESH_SECONDS", "link_state", "watch"]
 
 REFRESH_SECONDS = 1.0
+left_by_ctrl_c: list[bool] = []
+"""Set when a watch was left with Ctrl-C (the program then ends at once, see cli.main)."""
+AWAIT_SECONDS = 0.2
+"""How often a watch started before its run looks for it."""
 JOURNAL_SECONDS = 0.1
 """How often the journal of live link changes is looked at between two refreshes."""
-COUNTERS = ("sent", "delivered", "withheld", "dropped", "late")
+COUNTERS = tuple(name for name, _ in LINK_COLUMNS)
 
 
 def _schedule(out_dir: str) -> tuple[tuple[str, Any], ...]:
@@ -68,33 +81,25 @@ def link_state(
 
 class _View:
     def __init__(self, record: live.RunRecord):
-        from starling.orchestrator.execution.access import access_from_section
-        from starling.orchestrator.execution.client import (
-            NodeClient,  # grpc only for the commands that dial
-        )
+        from starling.orchestrator.execution.snapshot import Poller  # grpc only when watching
 
         self.record = record
-        access = access_from_section(record.access, "run record")
-        self.clients = {
-            node: NodeClient(address, timeout=0.8, access=access, node_id=node)
-            for node, address in record.addresses.items()
-        }
+        self.poller = Poller(record, timeout=0.8)
         self.schedule = _schedule(record.out_dir)
         self.nodes: dict[str, dict] = {}
-        self.books: dict[str, dict] = {}
+        self.links: dict[str, dict] = {}
         self.events: list[dict] = []
         self.offset = 0
+        self.finished: dict | None = None
 
     def poll_nodes(self) -> None:
-        for node, client in self.clients.items():
-            try:
-                status = client.status(attempts=1)
-            except NodeUnavailable:
-                self.nodes[node] = {"state": "unreachable", "round": None}
-                continue
-            self.nodes[node] = dataclasses.asdict(status)
-            # The whole run's counts: a restarted node's earlier processes carried over.
-            self.books[node] = summed_books(live.carried_books(self.events).get(node, {}), status)
+        look = self.poller.look(self.events)
+        self.nodes, self.links = look.nodes, look.links
+
+    def end(self, report: dict) -> None:
+        """The run is over: show how it ended, with its final counters."""
+        self.finished = report
+        self.nodes, self.links = report["nodes"], report["links"]
 
     def poll_journal(self) -> bool:
         """True when new live changes arrived."""
@@ -107,53 +112,68 @@ class _View:
         for node in self.record.addresses:
             s = self.nodes.get(node, {"state": "…", "round": None})
             state = str(s.get("state", "?")).lower().replace("nodestate.", "")
+            if s.get("process") == "ended":
+                state += " (process ended)"
             if s.get("holding"):
                 state += " (holding)"
             if s.get("error"):
                 state += f" — {s['error']}"
             extra = f"told down: {', '.join(s['peers_down'])}" if s.get("peers_down") else ""
+            samples = s.get("samples_stored")
             nodes.append(
                 [
                     node,
                     "–" if s.get("round") is None else str(s["round"]),
                     state,
-                    str(s.get("samples_stored", "–")),
+                    "–" if samples is None else str(samples),
                     extra,
                 ]
             )
-        links = link_summary(self.books)
+        links = dict(self.links)
         states = live.link_states(self.events)
         for key in states:
             links.setdefault(key, dict.fromkeys(COUNTERS, 0))
         table = []
         for key, counts in sorted(links.items()):
             sender_round = self.nodes.get(key.split("->", 1)[0], {}).get("round")
-            text = link_state(
-                key, states.get(key), self.schedule, sender_round, self.record.link_delay_ms
+            text = (
+                "finished"
+                if self.finished is not None
+                else link_state(
+                    key, states.get(key), self.schedule, sender_round, self.record.link_delay_ms
+                )
             )
             table.append(
-                [key.replace("->", " -> "), text] + [str(counts.get(c, 0)) for c in COUNTERS]
+                [key.replace("->", " -> "), text]
+                + [str(counts.get(c, 0)) for c in COUNTERS]
+                + [as_of(counts)]
             )
         return nodes, table
 
+    def title(self) -> str:
+        if self.finished is None:
+            return f"experiment {self.record.name}"
+        note = f" — {self.finished['note']}" if self.finished.get("note") else ""
+        return f"experiment {self.record.name}  finished: {self.finished['finished']}{note}"
+
     def close(self) -> None:
-        for client in self.clients.values():
-            client.close()
+        self.poller.close()
 
 
 NODE_HEADER = ["node", "round", "state", "samples", "notes"]
-LINK_HEADER = ["link", "state", *COUNTERS]
+LINK_HEADER = ["link", "state", *(title for _, title in LINK_COLUMNS), "as of"]
 
 
 def plain(view: _View) -> str:
     nodes, links = view.rows()
-    lines = [f"experiment {view.record.name}  {time.strftime('%H:%M:%S')}"]
+    lines = [f"{view.title()}  {time.strftime('%H:%M:%S')}"]
     for header, rows in ((NODE_HEADER, nodes), (LINK_HEADER, links)):
         widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
         for row in (header, *rows):
             lines.append(
                 "  " + "  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=False))
             )
+    lines.append(f"  ({LINK_LEGEND})")
     return "\n".join(lines)
 
 
@@ -163,7 +183,7 @@ def _rich(view: _View):
 
     nodes, links = view.rows()
     colours = {"cut": "bold red", "lossy": "yellow", "delayed": "cyan", "up": "green"}
-    node_table = Table(*NODE_HEADER, title=f"experiment {view.record.name}", title_justify="left")
+    node_table = Table(*NODE_HEADER, title=view.title(), title_justify="left")
     for row in nodes:
         node_table.add_row(*row, style="red" if "unreachable" in row[2] else None)
     link_table = Table(*LINK_HEADER)
@@ -171,13 +191,62 @@ def _rich(view: _View):
         tint = next((c for word, c in colours.items() if row[1].startswith(word)), None)
         link_table.add_row(row[0], f"[{tint}]{row[1]}[/]" if tint else row[1], *row[2:])
     note = f"refreshed {time.strftime('%H:%M:%S')} every {REFRESH_SECONDS:g} s; Ctrl-C to leave"
-    return Group(node_table, link_table, note)
+    if view.finished is not None:
+        note = f"the run has ended: finished: {view.finished['finished']}"
+    return Group(node_table, link_table, f"({LINK_LEGEND})", note)
 
 
-def watch(record: live.RunRecord, stream: IO[str] | None = None, rounds: int | None = None) -> int:
-    """Show ``record``'s experiment until Ctrl-C or its end (``rounds`` refreshes at most,
-    for tests); returns the exit code."""
+def watch(
+    selector: str | None,
+    wait: float = 60.0,
+    stream: IO[str] | None = None,
+    rounds: int | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Show the run ``selector`` names (or the only one) until Ctrl-C or its end
+    (``rounds`` refreshes at most, for tests), waiting up to ``wait`` seconds for it to
+    start; returns the exit code."""
     stream = stream or sys.stdout
+    try:
+        record = _await_run(selector, wait, stream, clock, sleep)
+        return _show(record, stream, rounds)
+    except KeyboardInterrupt:  # Ctrl-C is how a watch is left: exit 0
+        left_by_ctrl_c.append(True)
+        return 0
+
+
+def _await_run(
+    selector: str | None,
+    wait: float,
+    stream: IO[str],
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> live.RunRecord:
+    """The run to watch, once it has registered (a watch started with the run, or just
+    before it, left at once: "no running experiment found")."""
+    if not 0 <= wait < 1e6:
+        raise ConfigError(f"--wait: expected a number of seconds from 0, got {wait:g}")
+    deadline = clock() + wait
+    told = False
+    while True:
+        try:
+            return live.find_run(selector)
+        except ConfigError as exc:
+            if "several experiments" in str(exc) or clock() >= deadline:
+                raise
+            if not told:
+                what = f" {selector}" if selector else ""
+                print(
+                    f"waiting up to {wait:g} s for experiment{what} to start (Ctrl-C to leave)",
+                    file=stream,
+                    flush=True,
+                )
+                told = True
+            sleep(AWAIT_SECONDS)
+
+
+def _show(record: live.RunRecord, stream: IO[str], rounds: int | None) -> int:
     view = _View(record)
     use_rich = stream.isatty()
     if use_rich:
@@ -191,25 +260,40 @@ def watch(record: live.RunRecord, stream: IO[str] | None = None, rounds: int | N
         if use_rich:
             with Live(console=Console(file=stream), auto_refresh=False) as screen:
                 while _running(record) and (rounds is None or shown < rounds):
-                    view.poll_nodes()
                     view.poll_journal()
+                    view.poll_nodes()
                     screen.update(_rich(view), refresh=True)
                     shown += 1
                     _wait(view, lambda: screen.update(_rich(view), refresh=True))
+                if _ended(view):
+                    screen.update(_rich(view), refresh=True)
         else:
             while _running(record) and (rounds is None or shown < rounds):
-                view.poll_nodes()
+                if getattr(stream, "gone", False):  # `--watch | head`: its reader left
+                    return 0
                 view.poll_journal()
+                view.poll_nodes()
                 print(plain(view) + "\n", file=stream, flush=True)
                 shown += 1
                 _wait(view, lambda: print(plain(view) + "\n", file=stream, flush=True))
-    except KeyboardInterrupt:
-        return 0
+            if _ended(view):
+                print(plain(view) + "\n", file=stream, flush=True)
     finally:
         view.close()
-    if not _running(record):
-        print(f"experiment {record.name} has ended (its orchestrator is gone)", file=stream)
+    if view.finished is not None:
+        print(
+            f"experiment {record.name} has ended: finished: {view.finished['finished']}",
+            file=stream,
+        )
     return 0
+
+
+def _ended(view: _View) -> bool:
+    """Whether the run is over; if so the view shows how it ended."""
+    report = finished_report(view.record)
+    if report is not None:
+        view.end(report)
+    return report is not None
 
 
 def _wait(

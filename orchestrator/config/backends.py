@@ -19,7 +19,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from starling.node.params import ConfigError
-from starling.orchestrator.config.schema import NodeId
+from starling.orchestrator.config.schema import Address, NodeId
 from starling.orchestrator.core.validation import STRICT, Float, Int, Str, config_error
 
 __all__ = [
@@ -122,7 +122,7 @@ class InventorySettings(BackendSettings):
     addresses; ``starling run --inventory FILE`` makes one from a file."""
 
     kind: Literal["inventory"] = "inventory"
-    nodes: dict[NodeId, Str] = Field(default_factory=dict)
+    nodes: dict[NodeId, Address] = Field(default_factory=dict)
     """Node id -> host:port of a node that already runs."""
     ready_timeout: Annotated[Float, Field(gt=0)] = 60.0
     """Seconds to wait for every node's health check."""

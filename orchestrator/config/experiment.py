@@ -330,65 +330,14 @@ def _parse_nodes_and_topology(
     becomes a worker.
     """
     topology = spec.topology.model_dump(exclude_unset=True)
-    count = node_count(topology)
     hub = hub_role(info)
-    centre = spec.topology.centre
-    entries: list[NodeEntry] = []
-    params: dict[str, Any] = {}  # node id -> its hyperparameters, for info.graph_check
     if spec.nodes is not None:
-        if len(spec.nodes) > MAX_NODES:
-            raise ConfigError(f"nodes: {len(spec.nodes):,} nodes, over the {MAX_NODES:,} allowed")
-        ids = [item.id for item in spec.nodes]
-        default_roles = {i: info.roles[0] for i in ids}
-        if hub is not None:
-            named_hubs = [item.id for item in spec.nodes if item.role == hub]
-            at_hub = centre if centre is not None else (named_hubs or ids)[0]
-            worker = _worker_role(info, hub)
-            default_roles = {i: (hub if i == at_hub and not named_hubs else worker) for i in ids}
-        for k, item in enumerate(spec.nodes):
-            role = item.role if item.role is not None else default_roles[ids[k]]
-            if role not in info.roles:
-                raise ConfigError(
-                    f"nodes[{k}].role: {role!r} is not a role of {info.name} "
-                    f"({', '.join(info.roles)})"
-                )
-            merged = {**spec.hyperparameters, **item.hyperparameters}
-            hyper = parse_params(info.params, merged, f"nodes[{k}].hyperparameters")
-            check_dimension(hyper, dim, f"nodes[{k}].hyperparameters")
-            params[ids[k]] = hyper
-            entries.append(
-                NodeEntry(
-                    id=ids[k],
-                    role=role,
-                    address=item.address,
-                    hyperparameters=dict(item.hyperparameters),
-                    data=item.data,
-                )
-            )
-        duplicate = _first_repeated(ids)
-        if duplicate is not None:
-            raise ConfigError(f"nodes: node id {duplicate!r} appears twice")
+        entries, params = _listed_nodes(spec, info, dim, hub)
+        count = node_count(topology)
         if "nodes" in topology and count != len(entries):
             raise ConfigError(f"topology.nodes: says {count} but nodes lists {len(entries)}")
     else:
-        if count is None:
-            raise ConfigError("topology.nodes: required field is missing (or give a nodes list)")
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ConfigError(f"topology.nodes: expected a positive integer, got {count!r}")
-        if count > MAX_NODES:
-            field = "nodes" if "nodes" in topology else "rows"
-            raise ConfigError(f"topology.{field}: {count:,} nodes, over the {MAX_NODES:,} allowed")
-        ids = [str(k) for k in range(count)]
-        roles = {i: info.roles[0] for i in ids}
-        if hub is not None:
-            at_hub = centre if centre is not None else ids[0]
-            if at_hub not in ids:
-                raise ConfigError(f"topology.centre: {at_hub!r} is not a node")
-            worker = _worker_role(info, hub)
-            roles = {i: (hub if i == at_hub else worker) for i in ids}
-        entries = [NodeEntry(id=i, role=roles[i]) for i in ids]
-        shared = parse_params(info.params, spec.hyperparameters, "hyperparameters")
-        params = dict.fromkeys(ids, shared)
+        entries, params = _counted_nodes(spec, info, topology, hub)
     roles = {e.id: e.role for e in entries}
     holders = [e.id for e in entries if e.role == hub] if hub is not None else []
     if info.graph == "star" and hub is not None and len(holders) != 1:
@@ -403,3 +352,72 @@ def _parse_nodes_and_topology(
     )
     check_topology(parsed, info, roles, params)
     return tuple(entries), parsed
+
+
+def _listed_nodes(
+    spec: ExperimentFile, info, dim: int, hub: str | None
+) -> tuple[list[NodeEntry], dict[str, Any]]:
+    """The ``nodes`` list's entries, and each node's hyperparameters (for the algorithm's
+    graph check): the experiment's, with the node's own over them."""
+    assert spec.nodes is not None
+    if len(spec.nodes) > MAX_NODES:
+        raise ConfigError(f"nodes: {len(spec.nodes):,} nodes, over the {MAX_NODES:,} allowed")
+    ids = [item.id for item in spec.nodes]
+    default_roles = {i: info.roles[0] for i in ids}
+    if hub is not None:
+        named_hubs = [item.id for item in spec.nodes if item.role == hub]
+        centre = spec.topology.centre
+        at_hub = centre if centre is not None else (named_hubs or ids)[0]
+        worker = _worker_role(info, hub)
+        default_roles = {i: (hub if i == at_hub and not named_hubs else worker) for i in ids}
+    entries: list[NodeEntry] = []
+    params: dict[str, Any] = {}
+    for k, item in enumerate(spec.nodes):
+        role = item.role if item.role is not None else default_roles[ids[k]]
+        if role not in info.roles:
+            raise ConfigError(
+                f"nodes[{k}].role: {role!r} is not a role of {info.name} ({', '.join(info.roles)})"
+            )
+        merged = {**spec.hyperparameters, **item.hyperparameters}
+        hyper = parse_params(info.params, merged, f"nodes[{k}].hyperparameters")
+        check_dimension(hyper, dim, f"nodes[{k}].hyperparameters")
+        params[ids[k]] = hyper
+        entries.append(
+            NodeEntry(
+                id=ids[k],
+                role=role,
+                address=item.address,
+                hyperparameters=dict(item.hyperparameters),
+                data=item.data,
+            )
+        )
+    duplicate = _first_repeated(ids)
+    if duplicate is not None:
+        raise ConfigError(f"nodes: node id {duplicate!r} appears twice")
+    return entries, params
+
+
+def _counted_nodes(
+    spec: ExperimentFile, info, topology: dict[str, Any], hub: str | None
+) -> tuple[list[NodeEntry], dict[str, Any]]:
+    """Nodes ``0 … N−1`` when the file gives only ``topology.nodes`` (or a grid's rows and
+    columns), all with the experiment's hyperparameters."""
+    count = node_count(topology)
+    if count is None:
+        raise ConfigError("topology.nodes: required field is missing (or give a nodes list)")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ConfigError(f"topology.nodes: expected a positive integer, got {count!r}")
+    if count > MAX_NODES:
+        field = "nodes" if "nodes" in topology else "rows"
+        raise ConfigError(f"topology.{field}: {count:,} nodes, over the {MAX_NODES:,} allowed")
+    ids = [str(k) for k in range(count)]
+    roles = {i: info.roles[0] for i in ids}
+    if hub is not None:
+        centre = spec.topology.centre
+        at_hub = centre if centre is not None else ids[0]
+        if at_hub not in ids:
+            raise ConfigError(f"topology.centre: {at_hub!r} is not a node")
+        worker = _worker_role(info, hub)
+        roles = {i: (hub if i == at_hub else worker) for i in ids}
+    shared = parse_params(info.params, spec.hyperparameters, "hyperparameters")
+    return [NodeEntry(id=i, role=roles[i]) for i in ids], dict.fromkeys(ids, shared)

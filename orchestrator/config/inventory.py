@@ -18,9 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from starling.node.params import ConfigError, existing_file
+from starling.node.yaml_input import read_yaml
 
 __all__ = ["load_inventory", "with_inventory"]
 
@@ -28,12 +27,11 @@ __all__ = ["load_inventory", "with_inventory"]
 def load_inventory(path: str | Path) -> dict[str, Any]:
     """An inventory file as a ``backend`` section (``kind: inventory`` added)."""
     file = existing_file(path, "--inventory")
-    try:
-        raw = yaml.safe_load(file.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{file}: not valid YAML ({exc})") from None
+    raw = read_yaml(file, "--inventory")  # a key given twice is refused here, named
     if not isinstance(raw, Mapping) or not isinstance(raw.get("nodes"), Mapping):
         raise ConfigError(f"{file}: expected 'nodes:' mapping node ids to host:port")
+    if not raw["nodes"]:
+        raise ConfigError(f"{file}: nodes: expected at least one node id: host:port")
     known = {"nodes", "ready_timeout", "tls", "token_file"}
     unknown = sorted(set(raw) - known)
     if unknown:

@@ -16,7 +16,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError
 
-from starling.node.params import number_hint
+from starling.node.params import MAX_NAME, ConfigError, host_port, number_hint
+from starling.node.params import plain_name as is_plain_name
 from starling.node.security import ORCHESTRATOR_ID
 from starling.node.shown import shown
 from starling.node.spec import MAX_SECONDS
@@ -53,16 +54,12 @@ def _node_id(value: Any) -> Any:
     return value
 
 
-MAX_NAME = 100
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-
-
 def plain_name(value: str) -> str:
     """A name that is also a file name, a folder name and a container's: letters, digits,
     ``-``, ``_`` and ``.`` (not first), at most :data:`MAX_NAME` characters. Experiment,
     study and node names end up in paths (``results/NAME/``, ``samples/node-ID.npz``): a
     ``/``, a ``..`` or an empty name would put files anywhere, or nowhere."""
-    if not _NAME.fullmatch(value) or len(value) > MAX_NAME:
+    if not is_plain_name(value):
         raise ValueError(
             "expected a name of letters, digits, '-', '_' and '.' (not first), at most "
             f"{MAX_NAME} characters, got {shown(value)}"
@@ -92,6 +89,25 @@ NodeId = Annotated[
     AfterValidator(_not_the_orchestrator),
 ]
 Name = Annotated[str, Field(strict=True), AfterValidator(plain_name)]
+
+
+def _address(value: str) -> str:
+    """``HOST:PORT`` as a node is reached. A host with a space, or an IPv6 address without
+    brackets, was looked up as a host name when the run started and reported as "host name
+    not found"."""
+    try:
+        host_port(value, "")
+    except ConfigError as exc:
+        raise ValueError(str(exc).removeprefix(": ")) from None
+    return value
+
+
+Address = Annotated[str, Field(strict=True), AfterValidator(_address)]
+"""A node's ``HOST:PORT``."""
+NodeAddress = Annotated[
+    str, Field(strict=True), AfterValidator(lambda value: value and _address(value))
+]
+"""A node's own ``address`` in ``nodes``: ``HOST:PORT``, or empty for the backend's."""
 INT64_MAX = 2**63 - 1
 """Every count and seed fits an int64: the nodes are sent them as protobuf int64s
 (``NodeConfig.rounds``, ``checkpoint_every``, ``DataConfig.size``, ...), and a larger one
@@ -284,7 +300,7 @@ class NodeItem(BaseModel):
     model_config = STRICT
     id: NodeId
     role: Str | None = None
-    address: Str = ""
+    address: NodeAddress = ""
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
     """Per-node overrides of the experiment's hyperparameters (e.g. a worker's local steps)."""
     data: NodeData | None = None

@@ -5,8 +5,11 @@
 fields of :mod:`starling.node.logs` — ``time``, ``level``, ``message``, ``event``, ``node``,
 ``experiment``, ``round``, ``peer``. The account passes what it knows (a node event names
 its node and event); for the run loop's progress line ``round LOW..HIGH of N`` the round
-is LOW, the round every node has reached. Node processes the local backend starts log in
-the same format (their ``nodes/<id>.log``). Text stays the default.
+is LOW, the round every node has reached. The summary at the end of a run is one object of
+event ``summary`` whose ``figures`` hold what its table shows (status, W2 per node, ESS and
+R-hat, the links' counters, the account's lines...), not the table as a string. Node
+processes the local backend starts log in the same format (their ``nodes/<id>.log``). Text
+stays the default.
 """
 
 from __future__ import annotations
@@ -46,7 +49,10 @@ def say(message: str, **fields: Any) -> None:
     if match and "round" not in fields:
         fields = {"round": int(match.group(1)), "event": "progress", **fields}
     known = (*logs.FIELDS, *logs.OPTIONAL_FIELDS)
-    log.info(message, extra={k: v for k, v in fields.items() if k in known})
+    extra = {k: v for k, v in fields.items() if k in known}
+    if "figures" in fields:  # a summary: its figures as fields, its text's first line said
+        message = message.splitlines()[0] if message else message
+    log.info(message, extra=extra)
 
 
 say.takes_fields = True  # type: ignore[attr-defined]  # the account passes its fields

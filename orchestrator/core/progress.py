@@ -2,7 +2,8 @@
 log plain lines now and then, with ``--quiet`` nothing.
 
 What it shows: rounds done per node (the slowest and the fastest), rounds per second of
-the slowest node, the time left at that pace, messages late or withheld so far (where the
+the slowest node, the time left at that pace, messages late or dropped by a fault so far
+(``withheld``, as the nodes count them; where the
 engine knows them while running), and in a study the cells done. Start-up steps say what
 they wait for ("waiting for node 3 at 127.0.0.1:50053 to answer its health check").
 
@@ -49,7 +50,7 @@ def describe_rounds(
     withheld: int | None,
 ) -> str:
     """``rounds 41..47 of 100 (slowest node 3, fastest node 0), 12.3 rounds/s, 5 s left,
-    late 0, withheld 12``."""
+    late 0, dropped by faults 12`` (the nodes' ``withheld``: a cut, a drop, a scheduled loss)."""
     if not done:
         return f"rounds 0 of {total}"
     slow = min(done, key=lambda n: (done[n], n))
@@ -65,7 +66,7 @@ def describe_rounds(
     if late is not None:
         text += f", late {late}"
     if withheld is not None:
-        text += f", withheld {withheld}"
+        text += f", dropped by faults {withheld}"
     return text
 
 

@@ -1,11 +1,14 @@
-"""How the orchestrator proves itself to nodes, and the experiment's peer secret.
+"""How the orchestrator proves itself to nodes, the run it speaks for, and its secrets.
 
 An :class:`Access` holds the orchestrator's own TLS files (``backend.tls`` of the
-experiment, or ``tls`` of an inventory file), or else the Control token
-(``backend.token_file``), plus the run's peer secret, from which every directed link gets a
+experiment, or ``tls`` of an inventory file), or else the master of the Control tokens
+(``backend.token_file``): node ``X`` is sent ``X``'s own token, derived from the master
+(:func:`starling.node.tokens.node_token`), never the master, so one node's token opens no
+other node. It also holds the run's peer secret, from which every directed link gets a
 secret of its own that only its two ends are handed in ``Configure``
-(:meth:`Access.link_secrets`, :mod:`starling.node.runtime.peer_secrets`). With TLS a channel to
-node ``X`` checks that the node's certificate names ``X``. Loopback runs need none of it:
+(:meth:`Access.link_secrets`, :mod:`starling.node.runtime.peer_secrets`), and the run's id,
+which every Control call names (a node refuses a call for another run). With TLS a channel
+to node ``X`` checks that the node's certificate names ``X``. Loopback runs need none of it:
 the secret is made here, and a node started without a token file leaves Control open on
 loopback.
 """
@@ -22,14 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from starling.node.logs import redact
-from starling.node.security import (
-    ORCHESTRATOR_ID,
-    TlsFiles,
-    bearer,
-    others_can_read,
-    read_token,
-    tls_files,
-)
+from starling.node.security import ORCHESTRATOR_ID, TlsFiles, bearer, others_can_read, tls_files
+from starling.node.tokens import node_token, read_master
 
 __all__ = ["Access", "access_from_section", "access_paths"]
 
@@ -39,11 +36,19 @@ def new_secret() -> str:
     return secrets.token_urlsafe(32)
 
 
+def new_run_id() -> str:
+    """A fresh run id: 64 random bits, as hex (not secret: nodes show it in Status)."""
+    return secrets.token_hex(8)
+
+
 @dataclass(frozen=True)
 class Access:
     tls: TlsFiles | None = None
     token: str | None = field(default=None, repr=False)
+    """The master of the nodes' Control tokens (each node is sent its own)."""
     peer_secret: str = field(default_factory=new_secret, repr=False)
+    run_id: str = field(default_factory=new_run_id)
+    """The run every Control call names (``NodeConfig.run_id`` and the requests')."""
 
     def __post_init__(self) -> None:
         # Never in a log line, whatever logs it (starling.node.logs).
@@ -71,6 +76,15 @@ class Access:
             redact(secret)
         return own, send, accept
 
+    def node_token(self, node_id: str) -> str | None:
+        """The Control token of node ``node_id`` (None without a master, or without a node
+        id to derive it for: the master itself is never sent)."""
+        if self.token is None or not node_id:
+            return None
+        token = node_token(self.token, node_id)
+        redact(token)
+        return token
+
     def channel(self, address: str, node_id: str = ""):
         """A channel to the node ``node_id`` at ``address`` that sends our credentials."""
         import grpc
@@ -80,15 +94,17 @@ class Access:
 
         credentials = channel_credentials(self.tls) if self.tls else None
         channel = open_channel(address, credentials, server_id=node_id)
-        if self.token is None:
+        token = self.node_token(node_id)
+        if token is None:
             return channel
-        return grpc.intercept_channel(channel, _BearerInterceptor(bearer(self.token)))
+        return grpc.intercept_channel(channel, _BearerInterceptor(bearer(token)))
 
 
-def access_paths(section: Any) -> dict[str, Any]:
-    """The ``tls`` and ``token_file`` of a backend section as plain paths (for records)."""
+def access_paths(section: Any, access: Access | None = None) -> dict[str, Any]:
+    """The ``tls`` and ``token_file`` of a backend section as plain paths, and the run id
+    of ``access`` (for records: the live commands speak for the run)."""
     tls = getattr(section, "tls", None)
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"run_id": access.run_id} if access is not None else {}
     if tls is not None:
         out["tls"] = {k: str(Path(getattr(tls, k)).resolve()) for k in ("ca", "cert", "key")}
     if getattr(section, "token_file", ""):
@@ -97,7 +113,8 @@ def access_paths(section: Any) -> dict[str, Any]:
 
 
 def access_from_section(section: Mapping[str, Any] | Any, where: str = "backend") -> Access:
-    """From a backend section (a mapping or the schema's model): ``tls`` and ``token_file``."""
+    """From a backend section (a mapping or the schema's model): ``tls`` and ``token_file``,
+    and the run id a run record names (else a new run's)."""
     get = section.get if isinstance(section, Mapping) else lambda k, d=None: getattr(section, k, d)
     raw_tls = get("tls", None)
     if raw_tls is not None and not isinstance(raw_tls, Mapping):
@@ -107,11 +124,14 @@ def access_from_section(section: Mapping[str, Any] | Any, where: str = "backend"
     # "unreachable" (after the ready timeout).
     warnings = tls.check(ORCHESTRATOR_ID, f"{where}.tls") if tls is not None else []
     token_file = get("token_file", "") or ""
-    token = read_token(token_file, f"{where}.token_file") if token_file else None
+    token = read_master(token_file, f"{where}.token_file") if token_file else None
     if token_file:
         warnings += [w for w in [others_can_read(token_file, f"{where}.token_file")] if w]
     for warning in warnings:
         logging.getLogger("starling.orchestrator").warning(warning)
+    run_id = get("run_id", None)
+    if isinstance(run_id, str) and run_id:
+        return Access(tls=tls, token=token, run_id=run_id)
     return Access(tls=tls, token=token)
 
 

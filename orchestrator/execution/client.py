@@ -66,10 +66,11 @@ LinkStats = LinkCounters
 # plain types (starling.node.protocol.contract), named here for the orchestrator's modules.
 
 
-_DEFAULT_ACCESS = Access()
+_DEFAULT_ACCESS = Access(run_id="")
 """Clients made without an Access share one (no TLS, no token, one random peer secret per
-orchestrator process); a run makes its own per experiment
-(:mod:`starling.orchestrator.execution.runner`)."""
+orchestrator process) and name no run: a node answers their read-only calls (Status, a
+stored run's samples) whatever it runs, and refuses the others naming its run. A run makes
+its own, with its run id (:mod:`starling.orchestrator.execution.runner`)."""
 
 
 class NodeClient:
@@ -122,10 +123,17 @@ class NodeClient:
                 last = f"{exc.code().name}: {exc.details()}"
             time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))
 
+    @property
+    def run_id(self) -> str:
+        """The run every call names (the Access's)."""
+        return self.access.run_id
+
     def configure_request(self, spec: NodeSpec, fresh: bool = False) -> control_pb2.NodeConfig:
-        """What :meth:`configure` sends: the spec, and the secrets of the node's own links."""
+        """What :meth:`configure` sends: the spec, the run's id, and the secrets of the
+        node's own links."""
         config = convert.spec_to_config(spec)
         config.fresh = fresh
+        config.run_id = self.run_id
         own, send, accept = self.access.link_secrets(
             spec.node_id, spec.out_peers(), spec.in_peers()
         )
@@ -145,12 +153,15 @@ class NodeClient:
         return configured_from_proto(reply)
 
     def start(self) -> None:
-        self._call("start", lambda t: self._control.Start(control_pb2.StartRequest(), timeout=t))
+        self._call(
+            "start",
+            lambda t: self._control.Start(control_pb2.StartRequest(run_id=self.run_id), timeout=t),
+        )
 
     def stop(self) -> None:
         self._call(
             "stop",
-            lambda t: self._control.Stop(control_pb2.StopRequest(), timeout=t),
+            lambda t: self._control.Stop(control_pb2.StopRequest(run_id=self.run_id), timeout=t),
             timeout=max(self.timeout, 15.0),
         )
 
@@ -158,7 +169,9 @@ class NodeClient:
         """The node's state, round and counters; ``attempts=1`` fails fast on a dead node."""
         reply = self._call(
             "status",
-            lambda t: self._control.Status(control_pb2.StatusRequest(), timeout=t),
+            lambda t: self._control.Status(
+                control_pb2.StatusRequest(run_id=self.run_id), timeout=t
+            ),
             attempts=attempts,
         )
         return status_from_proto(reply)
@@ -181,7 +194,11 @@ class NodeClient:
         timeout = None if follow else max(self.timeout, 60.0)
         while True:
             request = control_pb2.SamplesRequest(
-                offset=index, follow=follow, experiment=experiment, node_id=node_id
+                offset=index,
+                follow=follow,
+                experiment=experiment,
+                node_id=node_id,
+                run_id=self.run_id,
             )
             stream = self._control.StreamSamples(request, timeout=timeout)
             try:
@@ -206,7 +223,7 @@ class NodeClient:
         drop: float | None = None,
         delay_ms: float | None = None,
     ) -> None:
-        request = control_pb2.SetLinkRequest(receiver=receiver)
+        request = control_pb2.SetLinkRequest(receiver=receiver, run_id=self.run_id)
         if up is not None:
             request.up = up
         if drop is not None:
@@ -217,18 +234,22 @@ class NodeClient:
 
     def hold(self, round_index: int | None) -> None:
         """Have the node stop before ``round_index`` and wait there (None releases)."""
-        request = control_pb2.HoldRequest(round=-1 if round_index is None else round_index)
+        request = control_pb2.HoldRequest(
+            round=-1 if round_index is None else round_index, run_id=self.run_id
+        )
         self._call("hold", lambda t: self._control.Hold(request, timeout=t))
 
     def set_peer_down(self, peer: str, down: bool) -> None:
         """Tell the node its in-peer ``peer`` is down (stop waiting for it) or back."""
-        request = control_pb2.PeerDownRequest(peer=peer, down=down)
+        request = control_pb2.PeerDownRequest(peer=peer, down=down, run_id=self.run_id)
         self._call("set_peer_down", lambda t: self._control.SetPeerDown(request, timeout=t))
 
     def checkpoint(self) -> None:
         self._call(
             "checkpoint",
-            lambda t: self._control.Checkpoint(control_pb2.CheckpointRequest(), timeout=t),
+            lambda t: self._control.Checkpoint(
+                control_pb2.CheckpointRequest(run_id=self.run_id), timeout=t
+            ),
             timeout=max(self.timeout, 30.0),
         )
 

@@ -109,6 +109,7 @@ class KernelFaultPlan:
         kind: str,
         amount: float | None,
         who: str,
+        jitter: float = 0.0,
     ) -> None:
         """``starling links cut|set|restore A B --kernel`` during the run: a kernel link
         fault set now (replacing one already on that link) or, for ``restore``, ended now;
@@ -133,7 +134,7 @@ class KernelFaultPlan:
         if kind == "delay":
             self.backend.check_delay()
         rounds = nodes.rounds() or {sender: 0}
-        fault = KernelFault(kind, sender, receiver, max(rounds.values()), LIVE_SPAN, amount)
+        fault = KernelFault(kind, sender, receiver, max(rounds.values()), LIVE_SPAN, amount, jitter)
         self._start(fault, rounds, nodes, live={"live": True, "who": who})
 
     def _links(self, fault: KernelFault, nodes: NodeActions) -> list[tuple[str, str]]:
@@ -203,6 +204,7 @@ class KernelFaultPlan:
                 "node": fault.node,
                 "peer": fault.peer,
                 "amount": fault.amount,
+                **({"jitter_ms": fault.jitter} if fault.jitter else {}),
                 "at_round": fault.at_round,
                 "started_round": item.started_round,
                 "ended_round": ended,

@@ -26,6 +26,9 @@ def serve_requests(supervisor: Supervisor, kernel: KernelFaultPlan | None = None
     for answer_path, body in live.take_requests(Path(supervisor.record.out_dir)):
         node, action = body.get("node"), body.get("action")
         who = body.get("who", "someone")
+        if action == "refused":
+            _answer(answer_path, {"ok": False, "error": body.get("error", "refused")})
+            continue
         if node not in supervisor.clients:
             live.answer(answer_path, {"ok": False, "error": f"node {node!r} is not in this run"})
             continue
@@ -57,6 +60,15 @@ def serve_requests(supervisor: Supervisor, kernel: KernelFaultPlan | None = None
         else:
             live.answer(answer_path, {"ok": False, "error": f"unknown action {action!r}"})
     return changed
+
+
+def _answer(path, body: dict) -> None:
+    """An answer the run may be unable to write (the requests folder is not its own): the
+    asker then times out with its own line; the run goes on."""
+    try:
+        live.answer(path, body)
+    except OSError:
+        pass
 
 
 KERNEL_ACTIONS = ("pause", "unpause", "disconnect", "reconnect")
@@ -99,7 +111,7 @@ def _kernel_link_request(
     if receiver not in supervisor.clients or receiver == sender:
         live.answer(answer_path, {"ok": False, "error": f"no receiving node {receiver!r}"})
         return
-    if kind not in ("cut", "loss", "delay", "restore"):
+    if kind not in ("cut", "loss", "delay", "reset", "restore"):
         live.answer(answer_path, {"ok": False, "error": f"unknown kernel link fault {kind!r}"})
         return
     if kernel is None:
@@ -108,7 +120,13 @@ def _kernel_link_request(
         return
     try:
         kernel.live_link(
-            supervisor, sender, receiver, kind, None if amount is None else float(amount), who
+            supervisor,
+            sender,
+            receiver,
+            kind,
+            None if amount is None else float(amount),
+            who,
+            float(body.get("jitter") or 0.0),
         )
     except BackendError as exc:
         live.answer(answer_path, {"ok": False, "error": str(exc).splitlines()[0]})

@@ -39,7 +39,7 @@ from starling.orchestrator.planning.plan import plan_run
 from starling.orchestrator.results.account import Account, account_schedule
 from starling.orchestrator.results.folder import RUNNING, ResultsFolder
 from starling.orchestrator.results.node_recipes import load_node_data
-from starling.orchestrator.results.start_record import read_start
+from starling.orchestrator.results.start_record import check_experiment_file, read_start
 from starling.orchestrator.results.unwritable import unwritable
 from starling.orchestrator.results.write import close_run
 
@@ -68,9 +68,11 @@ def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
         folder=out,
     )
     start = read_start(out)
+    check_experiment_file(out, start)
     plan = plan_run(
         parse_experiment(read_yaml_file(out / "experiment.yaml"), default_name=start["experiment"])
     )
+    _same_experiment(out, plan.name, start)
     _wait_stopped(start["nodes"], _live_pids(out))
     account = Account(say)
     account.plain(
@@ -101,6 +103,24 @@ def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
     except OSError as exc:  # a full disk, say: one line, and the stores stay for a next try
         raise unwritable(out, exc) or exc from None
     return metrics
+
+
+def _same_experiment(out: Path, name: str, start: Mapping) -> None:
+    """The experiment file, ``start.json`` and the nodes' stores name one experiment: a
+    folder whose ``experiment.yaml`` was replaced (copied from another run, edited) had its
+    results written under that other experiment's name, scored against its posterior."""
+    if name != start["experiment"]:
+        raise ConfigError(
+            f"collect: {out / 'experiment.yaml'} is experiment {name!r}, but the run in {out} "
+            f"was {start['experiment']!r} (start.json); put its own experiment file back"
+        )
+    for node, entry in start["nodes"].items():
+        stored = entry["stored_run"][0]
+        if stored != name:
+            raise ConfigError(
+                f"collect: {out / 'start.json'}: nodes.{node}.stored_run names experiment "
+                f"{stored!r}, not {name!r}; the file is damaged"
+            )
 
 
 def _gather(out: Path, start: dict, account: Account, settings: BackendSettings):

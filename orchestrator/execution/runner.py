@@ -82,6 +82,8 @@ class RunOutcome:
     """Node -> the round index of each of its samples."""
     link_stats: dict = field(default_factory=dict)
     """Node -> {outbound, inbound}: its link counters over all of its processes."""
+    books_cut_short: set[str] = field(default_factory=set)
+    """Nodes a process of which died after its last status (its last counts were lost)."""
     program_metrics: dict = field(default_factory=dict)
     node_data: dict[str, DataSpec] = field(default_factory=dict)
     """What nodes holding their own data (``data.source: node``) reported using."""
@@ -90,6 +92,10 @@ class RunOutcome:
     """The phase of the first Ctrl-C or SIGTERM."""
     not_collected: dict = field(default_factory=dict)
     """Nodes whose samples could not be collected, and the line that says so."""
+    down_at_end: dict = field(default_factory=dict)
+    """Nodes down when the rounds ended that the schedule did not plan to be (a container
+    killed by hand, a crash, a node given up on), and the line that says so: the run's
+    exit code says it (``cli.run.EXIT_NODE_DOWN``)."""
     status: str = "complete"
     wall_seconds: float = 0.0
 
@@ -112,6 +118,7 @@ class RunOutcome:
             "interrupted": self.interrupted,
             **({"interrupted_during": self.interrupted_during} if self.interrupted else {}),
             **({"not_collected": self.not_collected} if self.not_collected else {}),
+            **({"down_at_end": self.down_at_end} if self.down_at_end else {}),
             "status": self.status,
         }
 
@@ -141,7 +148,7 @@ def run_experiment(
             outcome.samples,
             outcome.rounds,
             outcome.account,
-            link_summary(outcome.link_stats),
+            link_summary(outcome.link_stats, outcome.books_cut_short),
             f"wall time {outcome.wall_seconds:.1f} s",
             outcome.extra(plan.backend.kind),
             say,
@@ -205,6 +212,7 @@ class _Execution:
         supervisor = self.supervisor
         if supervisor is not None:
             outcome.link_stats = supervisor.link_stats()
+            outcome.books_cut_short = set(supervisor.books_cut_short)
             outcome.program_metrics = supervisor.program_metrics()
         outcome.status = _status(plan, outcome.samples, outcome.interrupted, supervisor)
         outcome.wall_seconds = time.monotonic() - started
@@ -243,7 +251,7 @@ class _Execution:
                 addresses=addresses,
                 pids=backend.pids(),
                 link_delay_ms=plan.link_delay_ms,
-                access=access_paths(plan.backend),
+                access=access_paths(plan.backend, access),
             )
             live.publish(self.record)
             journal = Journal(self.record.out_dir, account)
@@ -260,6 +268,7 @@ class _Execution:
             self.outcome.not_collected = _unreached(
                 self.supervisor.uncollected, self.out_dir, account
             )
+            self.outcome.down_at_end = _down_at_end(self.supervisor.down_unscheduled(), account)
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (Terminated)
             self._collect_after_interrupt(backend, clients)
         finally:
@@ -420,6 +429,7 @@ def _not_collected(late: list[str], seconds: float, out_dir: Path, account: Acco
         return {}
     for node in late:
         account.plain(_not_collected_line([node], seconds, out_dir))
+    _testbed_warning(late, out_dir, account)
     return {
         "nodes": late,
         "within_seconds": round(seconds, 1),
@@ -439,6 +449,34 @@ def _unreached(nodes: list[str], out_dir: Path, account: Account) -> dict:
         f"not collected: {who} unreachable at the end; once {they} serve again, "
         f"`starling collect {out_dir}` recovers what {they} stored"
     )
+    account.plain(line)
+    _testbed_warning(nodes, out_dir, account)
+    return {"nodes": list(nodes), "line": line}
+
+
+def _testbed_warning(nodes: list[str], out_dir: Path, account: Account) -> None:
+    """On the compose testbed (``STARLING_TESTBED=compose``, set by docker-compose.yml), the
+    commands that collect what ``nodes`` hold, and the one that would destroy it: their
+    samples are on their volumes only, which ``docker compose down -v`` deletes."""
+    if os.environ.get("STARLING_TESTBED") != "compose" or not nodes:
+        return
+    services = " ".join(f"node-{node}" for node in nodes)
+    where = "its volume" if len(nodes) == 1 else "their volumes"
+    account.plain(
+        f"compose testbed: {_naming(nodes)[0]}: samples on {where} only; collect them with "
+        f"`docker compose start {services}` then `docker compose run --rm orchestrator "
+        f"starling collect {out_dir}`; `docker compose down -v` before that deletes them"
+    )
+
+
+def _down_at_end(nodes: list[str], account: Account) -> dict:
+    """Nodes down at the end that the schedule did not take down: named in the account
+    and in ``metrics.json`` (``down_at_end``), for the exit code."""
+    if not nodes:
+        return {}
+    who, _ = _naming(nodes)
+    line = f"{who} down at the end, not by the experiment's schedule; the others finished without"
+    line += " it" if len(nodes) == 1 else " them"
     account.plain(line)
     return {"nodes": list(nodes), "line": line}
 

@@ -15,9 +15,9 @@ import numpy as np
 
 from starling.orchestrator.core.interrupts import sigterm_interrupts
 from starling.orchestrator.core.progress import Progress
-from starling.orchestrator.faults.account import scheduled_link_counts
 from starling.orchestrator.planning.plan import RunPlan
 from starling.orchestrator.results.account import Account, account_schedule
+from starling.orchestrator.results.link_books import lost
 from starling.orchestrator.results.write import close_run, run_status
 
 __all__ = ["simulate_experiment"]
@@ -32,9 +32,11 @@ def simulate_experiment(
 ) -> dict:
     """Run ``plan`` in-process and write its results folder; returns the metrics.
 
-    There is no wire, so the link counters are what the schedule alone does
-    (:func:`starling.orchestrator.faults.account.scheduled_link_counts`) and node faults are their
-    isolation schedule: the killed node's rounds go on without its peers, as in ``run``.
+    There is no wire: the link counters are what the in-memory network carried
+    (:meth:`starling.node.engine.memory.LockstepNetwork.books`; for one-phase samplers
+    exactly what the schedule alone implies,
+    :func:`starling.orchestrator.faults.account.scheduled_link_counts`), and node faults are
+    their isolation schedule: the killed node's rounds go on without its peers, as in ``run``.
     A node killed and never restarted keeps, as in ``run``, only the rounds before its kill
     (none, killed at round 0: no samples file), and its links count no message after it.
     ``progress`` shows the rounds (lockstep: every node at the same round).
@@ -55,18 +57,18 @@ def simulate_experiment(
     )
     specs = list(plan.specs.values())
     program_metrics: dict[str, dict[str, float]] = {}
-    traffic: dict[str, int] = {}
     started = time.monotonic()
     played = specs  # whose rounds the links carried: all of them, unless interrupted
     # A diverging sampler overflows on its way out; evaluation reports where it diverged.
     node_failed = interrupted = False
+    networks: list = []
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"), sigterm_interrupts():
         try:
             samples = simulate(
                 specs,
                 on_round=_shown(progress, specs, plan.rounds),
                 metrics_out=program_metrics,
-                traffic_out=traffic,
+                network_out=networks,
             )
         except SimulationInterrupted as stopped:
             interrupted = True
@@ -100,11 +102,12 @@ def simulate_experiment(
         samples,
         rounds,
         account,
-        scheduled_link_counts(played),
+        _carried(networks, played),
         f"simulated in-process in {account.elapsed():.2f} s",
         {
             "program_metrics": {n: m for n, m in program_metrics.items() if m},
-            "traffic": {"seconds": seconds, **traffic},
+            # What the in-memory network carried (LockstepNetwork.traffic): messages and bytes.
+            "traffic": {"seconds": seconds, **(networks[0].traffic if networks else {})},
             "backend": "simulate",
             "interrupted": interrupted,
             "status": run_status(
@@ -146,6 +149,23 @@ def _cut_at_kills(plan: RunPlan, samples: dict[str, np.ndarray], played, account
         for s in played
     ]
     return kept, played
+
+
+def _carried(networks: list, played) -> dict[str, dict[str, int]]:
+    """The links' books as the in-memory network counted them, over the rounds each sender
+    played, in the shape of ``run``'s (nothing is dropped or late in-process)."""
+    if not networks:
+        return {}
+    books = networks[0].books({spec.node_id: spec.rounds for spec in played})
+    for spec in played:  # a link that carried nothing is still a link of the run
+        for receiver in spec.out_peers():
+            books.setdefault(
+                f"{spec.node_id}->{receiver}", {"sent": 0, "withheld": 0, "delivered": 0}
+            )
+    for counts in books.values():
+        counts.update(dropped=0, late=0)
+        counts["lost"] = lost(counts)
+    return dict(sorted(books.items()))
 
 
 def _shown(progress: Progress | None, specs, total: int) -> Callable[[int], None] | None:

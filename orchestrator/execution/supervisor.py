@@ -7,7 +7,8 @@ given back), kills and restarts nodes through the
 long, and at the end collects what every node holds — a node that is down for good is started again
 idle on its state dir and streams its stored run over gRPC (``SamplesRequest.experiment``), so the
 orchestrator never opens a node's files. Counters of a node's earlier processes are carried over
-(:mod:`starling.orchestrator.results.link_books`). The scheduled node and kernel faults act on the
+(:mod:`starling.orchestrator.results.link_books`), once a process is replaced, never while it is
+only unreachable. The scheduled node and kernel faults act on the
 nodes through it (it implements :class:`~starling.orchestrator.execution.node_actions.NodeActions`).
 
 Dead is dead: a node is *declared down* when it is killed for good by the schedule, its round
@@ -27,6 +28,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from starling.node.params import ConfigError
@@ -38,12 +40,17 @@ from starling.orchestrator.execution.client import NodeClient, NodeStatus, NodeU
 from starling.orchestrator.execution.collector import Collector, Pull, StoredRun, pull_all
 from starling.orchestrator.execution.node_actions import RESTART_ERRORS, NodeView
 from starling.orchestrator.execution.node_faults import NodeFaultPlan
+from starling.orchestrator.execution.snapshot import MAX_THREADS, read_all
 from starling.orchestrator.faults.schedule import NodeFault
 from starling.orchestrator.planning.plan import RunPlan
 from starling.orchestrator.results.account import Account
 from starling.orchestrator.results.link_books import add_books, summed_books
 
 __all__ = ["DownNotices", "NodeState", "RunSnapshot", "Supervisor"]
+
+HOLD_POLLS = 200
+HOLD_POLL_SECONDS = 0.01
+"""A kill by hand waits at most this many polls this far apart for the node to hold."""
 
 
 @dataclass
@@ -114,7 +121,17 @@ class Supervisor:
         self.notices = DownNotices(self.out_peers, self.in_peers, self.nodes, clients, account)
         self.uncollected: list[str] = []
         """Nodes whose samples could not be collected at the end (their stores keep them)."""
+        self.answered_at_end: set[str] = set()
+        """Nodes whose process answered the final collection (up at the end, whatever
+        happened to them before: a node given up on may come back)."""
+        self.books_cut_short: set[str] = set()
+        """Nodes a process of which died (or was unreachable at the end) after its last
+        status: what it counted after that died with it
+        (:func:`starling.orchestrator.results.link_books.link_summary`, ``cut_short``)."""
         self._respawning = threading.Lock()  # the collection's threads restart nodes
+        self._pool = ThreadPoolExecutor(
+            max_workers=max(1, min(MAX_THREADS, len(clients))), thread_name_prefix="status"
+        )
 
     # ------------------------------------------------------------ reading nodes
 
@@ -172,17 +189,37 @@ class Supervisor:
     def down(self) -> list[str]:
         return sorted(n for n, s in self.nodes.items() if s.down_since is not None)
 
+    def down_unscheduled(self) -> list[str]:
+        """Nodes down when the run ends that the experiment's schedule did not take down for
+        good: killed by hand and not restarted, died, or unreachable and given up on, and
+        not answering the final collection. A node the schedule kills without a restart is
+        down by design and not among them; one given up on that came back is up."""
+        planned = {f.node for f in self.run.node_faults if f.restart_round is None}
+        return [
+            node
+            for node, state in self.nodes.items()
+            if node not in planned
+            and node not in self.answered_at_end
+            and not state.failed_reported
+            and (state.given_up or state.down_since is not None)
+        ]
+
     def poll(self, nodes: list[str], pull: bool) -> None:
-        """Read the status of these nodes (unless finished); collect new samples if ``pull``."""
+        """Read the status of these nodes (unless finished); collect new samples if ``pull``.
+
+        Every node is asked at once (:func:`~starling.orchestrator.execution.snapshot.read_all`),
+        so the rounds the metrics endpoint shows are of one moment, not of a walk from the first
+        node to the last."""
         self.notices.tell_untold()
+        asked = {n: self.clients[n] for n in nodes if not self.nodes[n].finished}
+        # One attempt: a dead node must not hold up the loop with retries.
+        answers = read_all(asked, lambda client: client.status(attempts=1), self._pool)
         for node in nodes:
             client, state = self.clients[node], self.nodes[node]
-            if state.finished:
+            if state.finished or node not in answers:
                 continue
-            try:
-                # One attempt: a dead node must not hold up the loop with retries.
-                status = client.status(attempts=1)
-            except NodeUnavailable:
+            status = answers[node]
+            if isinstance(status, NodeUnavailable):
                 self._went_down(node)
                 continue
             if status.state == Lifecycle.IDLE:
@@ -227,7 +264,9 @@ class Supervisor:
         state = self.nodes[node]
         if state.down_since is None:
             state.down_since = self.clock()
-            self._fold(node)
+            # Not folded: an unreachable process (paused, cut off) may answer again with
+            # the same books; it is carried over only once it is replaced (killed,
+            # restarted, or found idle: :meth:`_reconfigure`).
             if state.killed_at is None and not state.awaiting_restart:
                 alive = self.backend.alive(node)
                 how = "its process exited" if alive is False else "unreachable"
@@ -237,6 +276,7 @@ class Supervisor:
         """Carry the last status's counters over, less what the process held pending
         (:mod:`starling.orchestrator.results.link_books`): the next process starts from zero."""
         state = self.nodes[node]
+        self.books_cut_short.add(node)
         if state.last is not None:
             add_books(state.carried, state.last, died=True)
             state.last = None
@@ -323,6 +363,8 @@ class Supervisor:
         """Crash the node through the backend, after a last look at its counters and round."""
         state = self.nodes[node]
         at_round = round_seen
+        if fault is None:
+            self._hold_for_kill(node)
         try:
             state.last = self.clients[node].status()
             at_round = state.last.round
@@ -352,6 +394,27 @@ class Supervisor:
         if fault is not None and fault.restart_round is None:
             self.notices.declare(node, f"killed at round {at_round}, not restarted")
         self.publish()
+
+    def _hold_for_kill(self, node: str) -> None:
+        """A kill asked for by hand lands between two rounds, as a scheduled one does (the
+        node holds before its kill round): the node is told to hold before its next round
+        and the kill waits until it does (a few polls; never longer than
+        :data:`HOLD_POLLS` of them). Its last status then counts exactly the rounds its
+        successor, resuming from that round, will not run again, so no message is counted
+        sent twice. A node that does not answer is killed as it is."""
+        client = self.clients[node]
+        try:
+            status = client.status(attempts=1)
+            if status.state != Lifecycle.RUNNING:
+                return
+            client.hold(status.round + 1)
+            for _ in range(HOLD_POLLS):
+                status = client.status(attempts=1)
+                if status.holding or status.state != Lifecycle.RUNNING:
+                    return
+                time.sleep(HOLD_POLL_SECONDS)
+        except (NodeUnavailable, ConfigError):
+            return
 
     def restart(self, node: str, why: str) -> str:
         """Start the node again on its state dir; the next poll configures it. Raises one
@@ -425,11 +488,15 @@ class Supervisor:
                 raise outcome.error
             elif isinstance(outcome.result, NodeStatus):
                 self.nodes[node].last = outcome.result
+                self.answered_at_end.add(node)
+                continue
             elif isinstance(outcome.result, str):  # the node's collection failed
                 self.account.plain(outcome.result)
                 self.uncollected.append(node)
             elif isinstance(outcome.result, StoredRun):
                 self.account.plain(outcome.result.line(self.collector, outcome.got))
+            self.books_cut_short.add(node)  # no final status: its books end at the last one
+        self._pool.shutdown(wait=False)  # no poll after this
         return late
 
     def _final(self, node: str) -> Callable[[Pull], object]:

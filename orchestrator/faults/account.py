@@ -7,6 +7,8 @@ alone implies.
 
 from __future__ import annotations
 
+from collections import deque
+
 from starling.node.faults import withheld_by_schedule
 from starling.node.spec import LinkFault
 from starling.orchestrator.faults.schedule import FOREVER, NodeFault
@@ -33,37 +35,41 @@ def describe_link_faults(
     and a fault on every link (``receiver="*"`` on every sender) is one entry too.
     """
     out: list[tuple[dict, str]] = []
-    pending = list(links)
-    while pending:
-        sender, fault = pending.pop(0)
+    # Each fault's partner found through an index, not by a scan of the faults still to
+    # come: a list of 10⁵ one-way faults was 10¹⁰ comparisons.
+    taken = [False] * len(links)
+    stars: dict[tuple, list[int]] = {}
+    reverses: dict[tuple, deque[int]] = {}
+    for k, (sender, fault) in enumerate(links):
+        if fault.receiver == "*":
+            stars.setdefault((fault.start, fault.stop, fault.drop), []).append(k)
+        else:
+            link = (sender, fault.receiver, fault.start, fault.stop, fault.drop, fault.seed)
+            reverses.setdefault(link, deque()).append(k)
+    for k, (sender, fault) in enumerate(links):
+        if taken[k]:
+            continue
+        taken[k] = True
         key = (fault.start, fault.stop, fault.drop)
         span = [fault.start, min(fault.stop, rounds)]
         when = _rounds_text(fault.start, fault.stop, rounds)
         how = "down" if fault.drop >= 1.0 else f"fails w.p. {fault.drop:g} per round (seeded)"
         if fault.receiver == "*":
             # Directed links of ``link: all`` carry one seed per sender: still one fault.
-            others = [
-                (s, f) for s, f in pending if f.receiver == "*" and (f.start, f.stop, f.drop) == key
-            ]
-            for item in others:
-                pending.remove(item)
-            senders = [sender] + [s for s, _ in others]
+            others = [j for j in stars[key] if not taken[j]]
+            for j in others:
+                taken[j] = True
+            senders = [sender] + [links[j][0] for j in others]
             record = {"senders": senders, "receiver": "*", "rounds": span, "drop": fault.drop}
             text = f"every link {how}" if len(senders) > 1 else f"every link out of {sender} {how}"
             out.append((record, f"scheduled: {text}, {when}"))
             continue
-        reverse = next(
-            (
-                (s, f)
-                for s, f in pending
-                if s == fault.receiver
-                and f.receiver == sender
-                and (f.start, f.stop, f.drop, f.seed) == (*key, fault.seed)
-            ),
-            None,
-        )
+        partner = reverses.get((fault.receiver, sender, *key, fault.seed), deque())
+        while partner and (taken[partner[0]] or partner[0] < k):
+            partner.popleft()
+        reverse = partner.popleft() if partner else None
         if reverse is not None:
-            pending.remove(reverse)
+            taken[reverse] = True
         record = {
             "link": [sender, fault.receiver],
             "both_ways": reverse is not None,

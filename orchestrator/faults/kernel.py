@@ -14,11 +14,16 @@ kernel faults start when the fastest node reaches ``at_round``.)::
       - {cut: [a, d], at_round: 8, for_rounds: 4}     # every packet a -> d dropped
       - {loss: [a, d], percent: 30, at_round: 8, for_rounds: 4}
       - {rate: a, kbit: 64, at_round: 8, for_rounds: 4}  # tc tbf on a's interface
-      - {delay: [a, d], ms: 50, at_round: 8, for_rounds: 4}  # tc netem, where the kernel has it
+      - {delay: [a, d], ms: 50, jitter_ms: 10, at_round: 8, for_rounds: 4}  # tc netem
+      - {reset: [a, d], at_round: 8, for_rounds: 4}   # a's packets to d answered with resets
 
-Link faults are one-way: packets from the first node to the second. The nodes see only
-silence, resets and timeouts; ``metrics.json`` (``faults.kernel``) records each fault,
-the rounds it ran over and, per affected link, what the link counters did meanwhile (messages
+Link faults are one-way: packets from the first node to the second, dropped (or reset) as
+they arrive at the second, so they are lost on the wire. On a gRPC stream over TCP a lost
+packet is retransmitted: kernel loss means retransmissions and delay, never a lost message
+(the application-level ``drop`` of ``faults`` and ``starling links set`` loses messages).
+``delay`` needs ``tc netem`` in the kernel. The nodes see only silence, resets and
+timeouts; ``metrics.json`` (``faults.kernel``) records each fault, the rounds it ran over
+and, per affected link, what the link counters did meanwhile (messages
 sent, received, late, and missing: receiver rounds minus messages received).
 """
 
@@ -39,7 +44,7 @@ __all__ = [
 ]
 
 NODE_KINDS = ("pause", "disconnect", "rate")
-LINK_KINDS = ("cut", "loss", "delay")
+LINK_KINDS = ("cut", "loss", "delay", "reset")
 KINDS = NODE_KINDS + LINK_KINDS
 _AMOUNT = {"loss": "percent", "rate": "kbit", "delay": "ms"}
 
@@ -54,11 +59,15 @@ class KernelFault:
     for_rounds: int
     amount: float | None = None
     """percent (loss), kbit (rate) or ms (delay)."""
+    jitter: float = 0.0
+    """ms of jitter around a delay (normally distributed; 0: none)."""
 
     @property
     def label(self) -> str:
         what = f"link {self.node}->{self.peer}" if self.peer else f"node {self.node}"
         amount = f" {self.amount:g} {_AMOUNT[self.kind]}" if self.amount is not None else ""
+        if self.jitter:
+            amount += f" ± {self.jitter:g} ms"
         return f"{self.kind}{amount} of {what}"
 
 
@@ -86,6 +95,8 @@ def parse_kernel_faults(raw: Any, nodes: Sequence[str], rounds: int) -> tuple[Ke
             raise ConfigError(f"{where}: name exactly one of {', '.join(KINDS)}")
         kind = kinds[0]
         allowed = {kind, "at_round", "for_rounds"} | ({_AMOUNT[kind]} if kind in _AMOUNT else set())
+        if kind == "delay":
+            allowed.add("jitter_ms")
         unknown = sorted(set(map(str, item)) - allowed)
         if unknown:
             raise ConfigError(f"{where}.{unknown[0]}: unknown field for a {kind} fault")
@@ -113,7 +124,10 @@ def parse_kernel_faults(raw: Any, nodes: Sequence[str], rounds: int) -> tuple[Ke
                     f"{where}.{_AMOUNT[kind]}: expected a number in (0, {top:g}], got {value!r}"
                 )
             amount = float(value)
-        faults.append(KernelFault(kind, node, peer, at, span, amount))
+        jitter = item.get("jitter_ms", 0)
+        if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or jitter < 0:
+            raise ConfigError(f"{where}.jitter_ms: expected a number >= 0, got {jitter!r}")
+        faults.append(KernelFault(kind, node, peer, at, span, amount, float(jitter)))
     return tuple(faults)
 
 

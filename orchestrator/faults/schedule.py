@@ -33,6 +33,7 @@ rounds. Node faults keep the seconds as written too, for a run loop that prefers
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -205,24 +206,9 @@ def _span(entry: LinkFaultEntry, where: str, rounds: int, round_seconds: float |
     if not given:
         return 0, FOREVER
     if given[0] == "rounds":
-        if len(span) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in span):
-            raise ConfigError(f"{where}.rounds: expected [start, stop], got {span!r}")
-        start, stop = span
-        if start < 0:
-            raise ConfigError(f"{where}.rounds: start must be >= 0, got {start}")
-        if stop <= start:
-            raise ConfigError(f"{where}.rounds: stop must come after start, got {span!r}")
+        start, stop = _window(span, where)
     elif given[0] == "at_round":
-        start = entry.at_round
-        if "for_rounds" in item and "rounds" in item:
-            raise ConfigError(f"{where}.rounds: give either rounds or for_rounds, not both")
-        duration = entry.for_rounds
-        if "rounds" in item:
-            bad = isinstance(span, bool) or not isinstance(span, int) or span < 1
-            if bad:
-                raise ConfigError(f"{where}.rounds: expected an integer >= 1, got {span!r}")
-            duration = span
-        stop = FOREVER if duration is None else start + duration
+        start, stop = _from_round(entry, where)
     else:
         rs = _need_round_seconds(round_seconds, f"{where}.at_seconds")
         start, stop = rounds_covering(entry.at_seconds, entry.for_seconds, rs)
@@ -233,6 +219,33 @@ def _span(entry: LinkFaultEntry, where: str, rounds: int, round_seconds: float |
     return start, min(stop, FOREVER)  # the nodes get stop as an int64: FOREVER is the end
 
 
+def _window(span: list, where: str) -> tuple[int, int]:
+    """``rounds: [start, stop]``."""
+    if len(span) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in span):
+        raise ConfigError(f"{where}.rounds: expected [start, stop], got {span!r}")
+    start, stop = span
+    if start < 0:
+        raise ConfigError(f"{where}.rounds: start must be >= 0, got {start}")
+    if stop <= start:
+        raise ConfigError(f"{where}.rounds: stop must come after start, got {span!r}")
+    return start, stop
+
+
+def _from_round(entry: LinkFaultEntry, where: str) -> tuple[int, int]:
+    """``at_round`` with ``for_rounds`` (or a count in ``rounds``), or to the end."""
+    item = entry.model_fields_set
+    start = entry.at_round
+    if "for_rounds" in item and "rounds" in item:
+        raise ConfigError(f"{where}.rounds: give either rounds or for_rounds, not both")
+    duration = entry.for_rounds
+    if "rounds" in item:
+        span = entry.rounds
+        if isinstance(span, bool) or not isinstance(span, int) or span < 1:
+            raise ConfigError(f"{where}.rounds: expected an integer >= 1, got {span!r}")
+        duration = span
+    return start, FOREVER if duration is None else start + duration
+
+
 def _link_fault(
     item: Mapping[str, Any],
     k: int,
@@ -240,12 +253,14 @@ def _link_fault(
     seed: int,
     rounds: int,
     round_seconds: float | None,
+    symmetric: bool,
 ) -> list[tuple[str, LinkFault]]:
+    """``symmetric``: whether every edge of ``graph`` has its reverse (asked once for the
+    whole list: asked per fault, a list of 10⁵ faults on a large graph took minutes)."""
     where = f"faults[{k}]"
     entry = _entry(LinkFaultEntry, item, where, "a link fault")
     start, stop = _span(entry, where, rounds, round_seconds)
     drop = entry.drop
-    symmetric = graph.missing_reverse() is None
     both = symmetric if entry.both_ways is None else entry.both_ways
     base = fault_seed(seed, k) if entry.seed is None else entry.seed
     link = entry.link
@@ -347,6 +362,8 @@ def parse_faults(
         raise ConfigError("faults: expected a list of faults ({link: ...} or {node: ...})")
     links: list[tuple[str, LinkFault]] = []
     node_faults: list[tuple[int, NodeFault]] = []
+    downs: dict[str, list[tuple[int, int, int]]] = {}  # node -> its (start, stop, k), sorted
+    symmetric = graph.missing_reverse() is None
     for k, item in enumerate(raw):
         where = f"faults[{k}]"
         if not isinstance(item, Mapping):
@@ -362,18 +379,21 @@ def parse_faults(
             )
         if "node" in item:
             fault = _node_fault(item, k, graph.nodes, rounds, round_seconds)
-            for j, other in node_faults:
-                if other.node == fault.node and _overlap(other, fault):
-                    raise ConfigError(
-                        f"{where}.node: node {fault.node} is already down then (faults[{j}])"
-                    )
+            _refuse_overlap(downs.setdefault(fault.node, []), fault, k, where)
             node_faults.append((k, fault))
         else:
-            links.extend(_link_fault(item, k, graph, seed, rounds, round_seconds))
+            links.extend(_link_fault(item, k, graph, seed, rounds, round_seconds, symmetric))
     return FaultSchedule(links=tuple(links), nodes=tuple(f for _, f in node_faults))
 
 
-def _overlap(a: NodeFault, b: NodeFault) -> bool:
-    a_stop = FOREVER if a.restart_round is None else a.restart_round
-    b_stop = FOREVER if b.restart_round is None else b.restart_round
-    return a.at_round < b_stop and b.at_round < a_stop
+def _refuse_overlap(spans: list[tuple[int, int, int]], fault: NodeFault, k: int, where: str):
+    """Add ``fault``'s down span to its node's ``spans`` (sorted, none overlapping), or
+    refuse it if it overlaps one: only its two neighbours in order can (a list of 10⁵ node
+    faults was compared pair by pair, 10¹⁰ times)."""
+    stop = FOREVER if fault.restart_round is None else fault.restart_round
+    at = bisect.bisect_left(spans, (fault.at_round, stop, k))
+    for neighbour in spans[max(at - 1, 0) : at + 1]:
+        start, end, j = neighbour
+        if start < stop and fault.at_round < end:
+            raise ConfigError(f"{where}.node: node {fault.node} is already down then (faults[{j}])")
+    spans.insert(at, (fault.at_round, stop, k))

@@ -4,10 +4,11 @@ For a run (``run``, ``simulate`` or ``collect``): metric against round per node 
 the network average with ±1 sd bands over chains; every node's samples against the exact
 posterior (marginals, 2-D scatter with the posterior's sd ellipses); the topology with
 each one-way link coloured by what became of its messages; faults on a timeline of rounds;
-every figure of ``metrics.json`` as tables; the account; the experiment file as run. For
-a study: one page comparing all cells. ``run``, ``simulate`` and studies write it at the
-end. Figures are matplotlib PNGs embedded in the page (the ``plots`` extra; the node never
-imports this package).
+every figure of ``metrics.json`` as tables; the account; the experiment file as run; at
+the top, the run's verdict. For a study: one page comparing all cells. ``run``, ``simulate``
+and studies write it at the end. Figures are matplotlib PNGs embedded in the page (the
+``plots`` extra; the node never imports this package); ``starling report DIR --figures OUT``
+also writes each one as ``OUT/<name>.svg`` and ``OUT/<name>.png``.
 """
 
 from __future__ import annotations
@@ -24,11 +25,34 @@ def is_study_folder(folder: Path) -> bool:
     return (Path(folder) / "study.yaml").is_file() and (Path(folder) / "table.csv").is_file()
 
 
-def write_report(folder: str | Path) -> Path:
-    """Write ``report.html`` into the results folder; returns its path."""
+def write_report(folder: str | Path, figures: str | Path | None = None) -> Path:
+    """Write ``report.html`` into the results folder; returns its path. ``figures``: a
+    folder to write every figure into as well, one SVG and one PNG each."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ConfigError(f"report: {folder} is not a folder")
+    target = _figures_folder(figures)
+    from starling.orchestrator.report.plotting import exporting
+
+    with exporting(target):
+        return _write(folder)
+
+
+def _figures_folder(figures: str | Path | None) -> Path | None:
+    """``--figures``: a folder that is one, or can be made."""
+    if figures is None:
+        return None
+    target = Path(figures)
+    if target.exists() and not target.is_dir():
+        raise ConfigError(f"--figures: {target} is a file, not a folder")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--figures: cannot make {target} ({exc.strerror or exc})") from None
+    return target
+
+
+def _write(folder: Path) -> Path:
     if is_study_folder(folder):
         from starling.orchestrator.report.study_page import write_study_report
 

@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 
 from starling.orchestrator.report.loading import Curve, Truth
-from starling.orchestrator.report.plotting import colour, data_uri, pyplot
+from starling.orchestrator.report.plotting import colour, dashes, data_uri, pyplot
 from starling.orchestrator.report.samples import AVERAGE, RESAMPLES, SampleSummary
 
 __all__ = ["LABELS", "curve_figure"]
@@ -58,43 +58,8 @@ def curve_figure(curve: Curve, summary: SampleSummary | None, truth: Truth | Non
     nodes = [n for n in curve.series if n != AVERAGE]
     bands = _bands(curve, summary)
     figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.3), sharey=True)
-    many = len(nodes) > MAX_NODE_LINES
-    for k, node in enumerate(nodes):
-        values = curve.series[node]
-        if many:
-            left.plot(
-                curve.rounds,
-                values,
-                color="0.6",
-                lw=0.7,
-                label=f"each of {len(nodes)} nodes" if k == 0 else None,
-            )
-            continue
-        left.plot(curve.rounds, values, color=colour(k), lw=1.4, label=f"node {node}")
-        _band(left, curve, values, bands.get(node), colour(k))
-    over = "chains" if curve.name == "w2" else "samples"
-    left.set_title("each node" + (f" (±1 sd over {over}, shaded)" if bands and not many else ""))
-    if AVERAGE in curve.series:
-        values = curve.series[AVERAGE]
-        right.plot(curve.rounds, values, color="black", lw=2, label="network-average iterate")
-        _band(right, curve, values, bands.get(AVERAGE), "black")
-    if nodes:
-        stacked = np.vstack([curve.series[n] for n in nodes])
-        with warnings.catch_warnings():  # a round every node diverged at: NaN, said elsewhere
-            warnings.simplefilter("ignore", RuntimeWarning)
-            mean, sd = np.nanmean(stacked, axis=0), np.nanstd(stacked, axis=0)
-        right.plot(
-            curve.rounds,
-            mean,
-            color="tab:blue",
-            ls="--",
-            lw=1.4,
-            label=f"mean of the {len(nodes)} nodes ±1 sd across nodes",
-        )
-        right.fill_between(
-            curve.rounds, np.maximum(mean - sd, mean / 10), mean + sd, color="tab:blue", alpha=0.15
-        )
-    right.set_title("network average vs. the nodes")
+    _each_node(left, curve, nodes, bands)
+    _network(right, curve, nodes, bands)
     if curve.name == "w2" and truth is not None:
         scale = float(np.mean(np.sqrt(np.diag(truth.cov))))
         for ax in (left, right):
@@ -114,6 +79,63 @@ def curve_figure(curve: Curve, summary: SampleSummary | None, truth: Truth | Non
         ax.legend(loc="best", framealpha=0.85)
     left.set_ylabel(label)
     figure.tight_layout()
+    caption = _caption(curve, summary, label, bands, top)
+    return data_uri(figure, f"convergence-{curve.name}"), caption
+
+
+def _each_node(ax, curve: Curve, nodes: list[str], bands: dict) -> None:
+    """Every node's curve (grey and unlabelled past :data:`MAX_NODE_LINES` nodes)."""
+    many = len(nodes) > MAX_NODE_LINES
+    for k, node in enumerate(nodes):
+        values = curve.series[node]
+        if many:
+            ax.plot(
+                curve.rounds,
+                values,
+                color="0.6",
+                lw=0.7,
+                label=f"each of {len(nodes)} nodes" if k == 0 else None,
+            )
+            continue
+        ax.plot(curve.rounds, values, color=colour(k), ls=dashes(k), lw=1.5, label=f"node {node}")
+        _band(ax, curve, values, bands.get(node), colour(k), f"sd-band-node-{node}")
+    over = "chains" if curve.name == "w2" else "samples"
+    ax.set_title("each node" + (f" (±1 sd over {over}, shaded)" if bands and not many else ""))
+
+
+def _network(ax, curve: Curve, nodes: list[str], bands: dict) -> None:
+    """The network-average iterate's curve beside the mean of the nodes' (±1 sd across)."""
+    if AVERAGE in curve.series:
+        values = curve.series[AVERAGE]
+        ax.plot(curve.rounds, values, color="black", lw=2, label="network-average iterate")
+        _band(ax, curve, values, bands.get(AVERAGE), "black", "sd-band-average")
+    if nodes:
+        stacked = np.vstack([curve.series[n] for n in nodes])
+        with warnings.catch_warnings():  # a round every node diverged at: NaN, said elsewhere
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean, sd = np.nanmean(stacked, axis=0), np.nanstd(stacked, axis=0)
+        ax.plot(
+            curve.rounds,
+            mean,
+            color=colour(0),
+            ls="--",
+            lw=1.5,
+            label=f"mean of the {len(nodes)} nodes ±1 sd across nodes",
+        )
+        ax.fill_between(
+            curve.rounds,
+            np.maximum(mean - sd, mean / 10),
+            mean + sd,
+            color=colour(0),
+            alpha=0.2,
+            gid="sd-band-across-nodes",
+        )
+    ax.set_title("network average vs. the nodes")
+
+
+def _caption(
+    curve: Curve, summary: SampleSummary | None, label: str, bands: dict, top: float | None
+) -> str:
     caption = f"{label} at every round, from {curve.source or curve.name + '_curve.csv'}."
     if top is not None:
         caption += (
@@ -129,7 +151,7 @@ def curve_figure(curve: Curve, summary: SampleSummary | None, truth: Truth | Non
         caption += f" Shaded: ±1 sd over the samples (the file's {curve.name}_std)."
     elif summary is not None and summary.band_note and curve.name == "w2":
         caption += f" ({summary.band_note}.)"
-    return data_uri(figure), caption
+    return caption
 
 
 def _bands(curve: Curve, summary: SampleSummary | None) -> dict:
@@ -139,7 +161,8 @@ def _bands(curve: Curve, summary: SampleSummary | None) -> dict:
     return {name: (curve.rounds, sd) for name, sd in curve.spread.items()}
 
 
-def _band(ax, curve: Curve, values: np.ndarray, band, tint: str) -> None:
+def _band(ax, curve: Curve, values: np.ndarray, band, tint: str, gid: str) -> None:
+    """The ±1 sd band of one curve (``gid``: its id in an exported SVG)."""
     if band is None:
         return
     picked, sd = band
@@ -151,6 +174,7 @@ def _band(ax, curve: Curve, values: np.ndarray, band, tint: str) -> None:
         np.maximum(centre - sd[: len(at)], 1e-12),
         centre + sd[: len(at)],
         color=tint,
-        alpha=0.15,
+        alpha=0.22,
         lw=0,
+        gid=gid,
     )

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from starling.node.params import ConfigError
+from starling.node.yaml_input import load_yaml
 from starling.orchestrator.report.metrics_types import METRICS, type_error
 
 __all__ = [
@@ -30,14 +30,15 @@ __all__ = [
     "Curve",
     "RunData",
     "load_run",
+    "node_recipes",
     "node_samples",
     "read_metrics",
     "read_sample_file",
     "truth_of",
 ]
 
-MAX_POINTS = 1000
-"""Draws shown per node in a scatter plot or histogram (a uniform subsample, seeded)."""
+MAX_POINTS = 4000
+"""Draws kept per node for a scatter plot or histogram (a uniform subsample, seeded)."""
 
 
 @dataclass
@@ -134,14 +135,16 @@ def load_run(folder: Path) -> RunData:
     path = folder / "experiment.yaml"
     try:
         text = path.read_text(encoding="utf-8")
-        experiment = yaml.safe_load(text) or {}
     except FileNotFoundError:
-        text, experiment = "", {}
+        text = ""
     except OSError as exc:
         raise damaged(path, f"unreadable ({exc.strerror or exc})") from None
-    except (ValueError, yaml.YAMLError) as exc:
-        reason = " ".join(str(exc).split())  # a YAML error spans lines
-        raise damaged(path, f"not valid YAML ({reason})") from None
+    except ValueError:  # not UTF-8
+        raise damaged(path, "not a text file") from None
+    try:
+        experiment = (load_yaml(text, str(path)) if text else {}) or {}
+    except ConfigError as exc:  # bounded like every file read (node/yaml_input.py)
+        raise damaged(path, str(exc).removeprefix(f"{path}:").strip()) from None
     files = {
         path.stem[len("node-") :]: path for path in sorted((folder / "samples").glob("node-*.npz"))
     }
@@ -238,17 +241,33 @@ class Truth:
     exact: bool
 
 
+def node_recipes(folder: Path) -> dict:
+    """What nodes holding their own data (``data: {source: node}``, every compose and
+    inventory run) said they hold, as the run saved it in ``start.json``
+    (:mod:`starling.orchestrator.results.node_recipes`); {} for any other run or a damaged
+    file."""
+    from starling.orchestrator.results.node_recipes import load_node_data
+
+    try:
+        start = json.loads((Path(folder) / "start.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return load_node_data(start) if isinstance(start, dict) else {}
+
+
 def truth_of(data: RunData) -> Truth | None:
     """The exact posterior, recomputed from the experiment as the evaluation does
-    (:func:`starling.orchestrator.evaluation.evaluate.ground_truth`); failing that, the marginals
-    that
+    (:func:`starling.orchestrator.evaluation.evaluate.ground_truth`), from the recipes the
+    nodes reported when they hold their own data (so a compose or inventory run gets the
+    same bands and ellipses as a local one); failing that, the marginals that
     ``metrics.json`` records."""
     try:
         from starling.orchestrator.config.experiment import parse_experiment
         from starling.orchestrator.evaluation.evaluate import ground_truth
         from starling.orchestrator.planning.plan import plan_run
 
-        posterior = ground_truth(plan_run(parse_experiment(data.experiment)).evaluation)
+        plan = plan_run(parse_experiment(data.experiment))
+        posterior = ground_truth(plan.evaluation, node_recipes(data.folder))
         if posterior is not None:
             return Truth(np.asarray(posterior.mean), np.asarray(posterior.cov), True)
     except Exception:  # noqa: BLE001 - a report shows what it can; the run's own figures stay

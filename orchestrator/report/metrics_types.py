@@ -32,6 +32,9 @@ class Leaf:
             return False  # JSON true/false are Python ints: never a number or a count here
         return isinstance(value, self.types)
 
+    def parts(self, value: Any, where: str) -> Parts:
+        return []
+
 
 @dataclass(frozen=True)
 class Obj:
@@ -45,6 +48,15 @@ class Obj:
     what: str = "a JSON object"
     rule: Callable[[Mapping[str, Any]], str | None] | None = None
 
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, dict)
+
+    def parts(self, value: Any, where: str) -> Parts:
+        for name in self.required:
+            if name not in value:
+                return f"{_dotted(where, name)}: missing"
+        return [(_dotted(where, k), value[k], sub) for k, sub in self.fields.items() if k in value]
+
 
 @dataclass(frozen=True)
 class Each:
@@ -56,6 +68,15 @@ class Each:
     what: str = "a JSON object"
     key: Callable[[str], bool] | None = None
     key_what: str = ""
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, dict)
+
+    def parts(self, value: Any, where: str) -> Parts:
+        for k in value:
+            if self.key is not None and not self.key(k):
+                return f"{_dotted(where, k)}: expected a key {self.key_what}"
+        return [(_dotted(where, k), v, self.value) for k, v in value.items()]
 
 
 @dataclass(frozen=True)
@@ -70,8 +91,18 @@ class Items:
     def what(self) -> str:
         return "a JSON list" + (f" of {self.size}" if self.size is not None else "")
 
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, list) and self.size in (None, len(value))
+
+    def parts(self, value: Any, where: str) -> Parts:
+        return [(f"{where}[{k}]", v, self.item) for k, v in enumerate(value)]
+
 
 Kind = Leaf | Obj | Each | Items
+
+Parts = list[tuple[str, Any, Kind]] | str
+"""A value's parts to check next, (field name, value, kind) each, or the line saying why
+they cannot be."""
 
 
 def _dotted(where: str, key: str) -> str:
@@ -87,34 +118,15 @@ def type_error(value: Any, kind: Kind, where: str = "") -> str | None:
     not of ``kind``, as ``"<field>: expected ..., got ..."``; None when all is well."""
     if value is None:
         return None if kind.null else f"{where}: expected {kind.what}, got null"
-    if isinstance(kind, Leaf):
-        ok = kind.accepts(value)
-    elif isinstance(kind, Items):
-        ok = isinstance(value, list) and kind.size in (None, len(value))
-    else:
-        ok = isinstance(value, dict)
-    if not ok:
+    if not kind.accepts(value):
         got = type(value).__name__
         if isinstance(value, list) and isinstance(kind, Items):
             got = f"{len(value)} items"
         return f"{where}: expected {kind.what}, got {got}"
-    if isinstance(kind, Obj):
-        for name in kind.required:
-            if name not in value:
-                return f"{_dotted(where, name)}: missing"
-        children = [
-            (_dotted(where, k), value[k], sub) for k, sub in kind.fields.items() if k in value
-        ]
-    elif isinstance(kind, Each):
-        for k in value:
-            if kind.key is not None and not kind.key(k):
-                return f"{_dotted(where, k)}: expected a key {kind.key_what}"
-        children = [(_dotted(where, k), v, kind.value) for k, v in value.items()]
-    elif isinstance(kind, Items):
-        children = [(f"{where}[{k}]", v, kind.item) for k, v in enumerate(value)]
-    else:
-        children = []
-    for name, item, sub in children:
+    parts = kind.parts(value, where)
+    if isinstance(parts, str):
+        return parts
+    for name, item, sub in parts:
         if (error := type_error(item, sub, name)) is not None:
             return error
     if isinstance(kind, Obj) and kind.rule is not None:

@@ -2,8 +2,9 @@
 messages, and the outcome fractions of the links as bars.
 
 A link's messages end as ``delivered`` (in time for their round), ``late`` (after the
-receiver's deadline), ``withheld`` (by an emulated fault, scheduled or live) or
-``dropped`` (the receiver could not be reached); fractions are of ``sent + withheld``,
+receiver's deadline), ``withheld`` (dropped by an emulated fault, scheduled or live: shown as
+"dropped by a fault") or ``dropped`` (not sent, the receiver could not be reached: "not
+sent: receiver down"); fractions are of ``sent + withheld``,
 every message the sender had for that link (:mod:`starling.orchestrator.results.write`). Nodes are
 placed on a circle (a star's hub in the middle, a grid as its lattice): no layout library needed.
 """
@@ -16,16 +17,17 @@ from collections.abc import Mapping
 import numpy as np
 
 from starling.orchestrator.report.loading import RunData
-from starling.orchestrator.report.plotting import data_uri, pyplot
+from starling.orchestrator.report.plotting import OUTCOME_COLOURS, data_uri, pyplot
 
 __all__ = ["OUTCOMES", "link_fractions", "network_figure"]
 
 OUTCOMES = (
-    ("delivered", "#2ca02c"),
-    ("late", "#ff7f0e"),
-    ("withheld", "#7f7f7f"),
-    ("dropped", "#d62728"),
+    ("delivered", OUTCOME_COLOURS["delivered"], "", "delivered in time"),
+    ("late", OUTCOME_COLOURS["late"], "..", "late"),
+    ("withheld", OUTCOME_COLOURS["withheld"], "//", "dropped by a fault"),
+    ("dropped", OUTCOME_COLOURS["dropped"], "xx", "not sent: receiver down"),
 )
+"""Counter, colour, hatch (so a grey print tells them apart) and what it means."""
 MAX_BARS = 30
 MAX_LABELS = 30
 
@@ -34,7 +36,7 @@ def link_fractions(counts: Mapping[str, int]) -> dict[str, float] | None:
     total = counts.get("sent", 0) + counts.get("withheld", 0)
     if total <= 0:
         return None
-    return {name: counts.get(name, 0) / total for name, _ in OUTCOMES}
+    return {name: counts.get(name, 0) / total for name, *_ in OUTCOMES}
 
 
 def _graph(data: RunData) -> tuple[list[str], list[tuple[str, str]], str, str | None, dict]:
@@ -79,7 +81,8 @@ def network_figure(data: RunData, down_nodes: set[str]):
     from matplotlib.colors import LinearSegmentedColormap
     from matplotlib.patches import FancyArrowPatch
 
-    cmap = LinearSegmentedColormap.from_list("delivered", ["#d62728", "#ffbf00", "#2ca02c"])
+    # Vermillion through yellow to blue: apart for every common colour-vision deficiency.
+    cmap = LinearSegmentedColormap.from_list("delivered", ["#D55E00", "#F0E442", "#0072B2"])
     links = data.metrics.get("links") or {}
     fractions = {key: link_fractions(c) for key, c in links.items()}
     pos = _layout(nodes, kind, hub, raw)
@@ -105,8 +108,9 @@ def network_figure(data: RunData, down_nodes: set[str]):
         )
         ax.add_patch(arrow)
     xy = np.array([pos[n] for n in nodes])
-    edge = ["#d62728" if n in down_nodes else "black" for n in nodes]
-    ax.scatter(xy[:, 0], xy[:, 1], s=size, c="white", edgecolors=edge, linewidths=2, zorder=2)
+    edge = ["#D55E00" if n in down_nodes else "black" for n in nodes]
+    widths = [3.5 if n in down_nodes else 2 for n in nodes]
+    ax.scatter(xy[:, 0], xy[:, 1], s=size, c="white", edgecolors=edge, linewidths=widths, zorder=2)
     if len(nodes) <= MAX_LABELS:
         for n in nodes:
             ax.annotate(n, pos[n], ha="center", va="center", fontsize=11, zorder=3)
@@ -129,7 +133,8 @@ def network_figure(data: RunData, down_nodes: set[str]):
     )
     if down_nodes:
         caption += (
-            f" Red circles: nodes killed or down during the run ({', '.join(sorted(down_nodes))})."
+            " Thick vermillion circles: nodes killed or down during the run "
+            f"({', '.join(sorted(down_nodes))})."
         )
     caption += (
         " Right: what became of each link's messages (fractions of sent + withheld), "
@@ -137,7 +142,7 @@ def network_figure(data: RunData, down_nodes: set[str]):
         + (f", the {MAX_BARS} lossiest of {len(fractions)}" if len(fractions) > MAX_BARS else "")
         + "."
     )
-    return data_uri(figure), caption
+    return data_uri(figure, "network"), caption
 
 
 def _outcome_bars(ax, fractions: Mapping[str, dict | None]) -> None:
@@ -150,9 +155,18 @@ def _outcome_bars(ax, fractions: Mapping[str, dict | None]) -> None:
         return
     y = np.arange(len(known))
     left = np.zeros(len(known))
-    for name, tint in OUTCOMES:
+    for name, tint, hatch, words in OUTCOMES:
         widths = np.array([f[name] for _, f in known])
-        ax.barh(y, widths, left=left, color=tint, label=name, height=0.7)
+        ax.barh(
+            y,
+            widths,
+            left=left,
+            color=tint,
+            hatch=hatch,
+            edgecolor="white",
+            label=words,
+            height=0.7,
+        )
         left += widths
     ax.set_yticks(
         y, [k.replace("->", " → ") for k, _ in known], fontsize=10 if len(known) <= 20 else 8
@@ -160,5 +174,5 @@ def _outcome_bars(ax, fractions: Mapping[str, dict | None]) -> None:
     ax.set_xlim(0, 1)
     ax.set_xlabel("fraction of the link's messages")
     ax.set_title("message outcomes per link")
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.06), ncol=4, frameon=False)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.06), ncol=2, frameon=False)
     ax.grid(axis="y", visible=False)

@@ -3,7 +3,10 @@
 One column per node (at most :data:`MAX_COLUMNS`, then the network-average iterate), rows
 for the first two coordinates' marginal histograms (the exact posterior's density on top)
 and their joint scatter with the posterior's 1-, 2- and 3-sd ellipses. Draws are the last
-``evaluation.window`` rounds of every chain, subsampled (the caption says how many).
+rounds of every chain, enough of them for a smooth histogram
+(:func:`~starling.orchestrator.report.samples.draws_window`; the caption says which and how
+many). The ellipses and the posterior's density carry SVG ids (``sd-ellipse-1`` ...,
+``posterior-density``) in an exported figure.
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ import numpy as np
 
 from starling.orchestrator.report.loading import MAX_POINTS, Truth
 from starling.orchestrator.report.plotting import colour, data_uri, pyplot
-from starling.orchestrator.report.samples import AVERAGE, SampleSummary
+from starling.orchestrator.report.samples import AVERAGE, MIN_DRAWS, SampleSummary
 
 __all__ = ["posterior_figure"]
 
 MAX_COLUMNS = 5
 """Nodes shown; with more, the first ones (the caption names which)."""
+SCATTER_POINTS = 1500
+"""Draws in a scatter (of the subsample; a solid cloud beyond that); histograms use all."""
 
 
 def _ellipse(ax, mean: np.ndarray, cov: np.ndarray, scale: float) -> None:
@@ -29,8 +34,9 @@ def _ellipse(ax, mean: np.ndarray, cov: np.ndarray, scale: float) -> None:
         mean[0] + points[0],
         mean[1] + points[1],
         color="black",
-        lw=1,
+        lw=1.3,
         ls="-" if scale == 1 else "--",
+        gid=f"sd-ellipse-{scale:g}",
     )
 
 
@@ -57,43 +63,71 @@ def posterior_figure(summary: SampleSummary, truth: Truth | None, nodes: list[st
         tint = "black" if name == AVERAGE else colour(nodes.index(name))
         axes[0][c].set_title("network average" if name == AVERAGE else f"node {name}")
         for r in coords:
-            ax = axes[r][c]
-            finite = points[np.isfinite(points[:, r]), r]
-            ax.hist(finite, bins=30, density=True, color=tint, alpha=0.45, label="samples")
-            if truth is not None:
-                sd = float(np.sqrt(truth.cov[r, r]))
-                grid = np.linspace(truth.mean[r] - 4 * sd, truth.mean[r] + 4 * sd, 200)
-                pdf = np.exp(-0.5 * ((grid - truth.mean[r]) / sd) ** 2) / (sd * np.sqrt(2 * np.pi))
-                ax.plot(grid, pdf, color="black", lw=1.3, label="exact posterior")
-            ax.set_xlabel(f"x{r + 1}")
+            _marginal(axes[r][c], points, r, tint, truth)
             if c == 0:
-                ax.set_ylabel("density")
+                axes[r][c].set_ylabel("density")
         if dim >= 2:
-            ax = axes[-1][c]
-            ax.scatter(points[:, 0], points[:, 1], s=5, color=tint, alpha=0.35, lw=0)
-            if truth is not None and truth.exact:
-                for scale in (1, 2, 3):
-                    _ellipse(ax, truth.mean[:2], truth.cov[:2, :2], scale)
-            elif truth is not None:
-                ax.plot(*truth.mean[:2], "k+", ms=12, mew=2)
-            ax.set_xlabel("x1")
+            _joint(axes[-1][c], points, tint, truth)
             if c == 0:
-                ax.set_ylabel("x2")
+                axes[-1][c].set_ylabel("x2")
     axes[0][0].legend(loc="upper left", fontsize=9, framealpha=0.85)
     figure.tight_layout()
-    counts = {summary.pooled_total[n] for n in columns}
-    shown = min(MAX_POINTS, max(counts))
+    caption = _caption(summary, truth, nodes, node_cols, columns, coords)
+    return data_uri(figure, "posterior"), caption
+
+
+def _marginal(ax, points: np.ndarray, r: int, tint: str, truth: Truth | None) -> None:
+    """Coordinate ``r``'s histogram, with the exact posterior's density on top if known."""
+    finite = points[np.isfinite(points[:, r]), r]
+    bins = int(np.clip(np.sqrt(len(finite)), 10, 40))
+    ax.hist(finite, bins=bins, density=True, color=tint, alpha=0.55, label="samples")
+    ax.hist(finite, bins=bins, density=True, histtype="step", color=tint, lw=1.2)
+    if truth is not None:
+        sd = float(np.sqrt(truth.cov[r, r]))
+        grid = np.linspace(truth.mean[r] - 4 * sd, truth.mean[r] + 4 * sd, 200)
+        pdf = np.exp(-0.5 * ((grid - truth.mean[r]) / sd) ** 2) / (sd * np.sqrt(2 * np.pi))
+        ax.plot(grid, pdf, color="black", lw=1.5, label="exact posterior", gid="posterior-density")
+    ax.set_xlabel(f"x{r + 1}")
+
+
+def _joint(ax, points: np.ndarray, tint: str, truth: Truth | None) -> None:
+    """x1 against x2, with the exact posterior's 1-, 2- and 3-sd ellipses (or its mean)."""
+    shown = points[:SCATTER_POINTS]
+    ax.scatter(shown[:, 0], shown[:, 1], s=7, color=tint, alpha=0.6, lw=0, rasterized=True)
+    if truth is not None and truth.exact:
+        for scale in (1, 2, 3):
+            _ellipse(ax, truth.mean[:2], truth.cov[:2, :2], scale)
+    elif truth is not None:
+        ax.plot(*truth.mean[:2], "k+", ms=12, mew=2)
+    ax.set_xlabel("x1")
+
+
+def _caption(
+    summary: SampleSummary,
+    truth: Truth | None,
+    nodes: list[str],
+    node_cols: list[str],
+    columns: list[str],
+    coords: list[int],
+) -> str:
+    dim = summary.dim
+    total = max(summary.pooled_total[n] for n in columns)
+    first = max(summary.rounds - summary.window, 0)
     caption = (
-        f"Draws of the last {summary.window} round(s) of all {summary.chains} chains"
-        + (f" ({max(counts)} per node; a random {shown} shown)" if max(counts) > shown else "")
-        + ". Top rows: histograms of coordinates "
+        f"Draws of the last {summary.window} rounds (rounds {first}–{summary.rounds - 1}) of "
+        f"all {summary.chains} chains: {total} per node"
+        + (f", a random {MAX_POINTS} of them drawn" if total > MAX_POINTS else "")
+        + f". The window holds at least {MIN_DRAWS} draws where the second half of the run "
+        f"has them (the first half is left out as burn-in), and at least the evaluation's own "
+        f"window of {summary.scored} round(s). Top rows: histograms of coordinates "
         + ", ".join(f"x{r + 1}" for r in coords)
-        + (" with the exact posterior's density" if truth is not None else "")
+        + (" with the exact posterior's density (black)" if truth is not None else "")
         + "."
     )
     if dim >= 2:
         caption += " Bottom row: x1 against x2" + (
-            "; solid ellipse 1 sd of the exact posterior, dashed 2 and 3 sd."
+            f" (at most {SCATTER_POINTS} draws); solid ellipse 1 sd of the exact posterior, "
+            "dashed 2 and 3 sd."
             if truth is not None and truth.exact
             else "."
         )
@@ -103,4 +137,4 @@ def posterior_figure(summary: SampleSummary, truth: Truth | None, nodes: list[st
         caption += f" Nodes shown: {', '.join(node_cols)} (the first {MAX_COLUMNS})."
     if truth is None:
         caption += " No exact posterior is known for this run."
-    return data_uri(figure), caption
+    return caption

@@ -8,12 +8,13 @@ from pathlib import Path
 from starling.orchestrator.report.convergence import curve_figure
 from starling.orchestrator.report.loading import load_run, truth_of
 from starling.orchestrator.report.network import network_figure
-from starling.orchestrator.report.page import Section, Verdict, figure_html, page
+from starling.orchestrator.report.page import Section, figure_html, page
 from starling.orchestrator.report.plotting import pyplot
 from starling.orchestrator.report.posterior import posterior_figure
 from starling.orchestrator.report.samples import summarise
 from starling.orchestrator.report.tables import account_block, links_table, node_table, run_table
 from starling.orchestrator.report.timeline import down_nodes, timeline_figure
+from starling.orchestrator.report.verdict import verdict_block
 
 __all__ = ["write_run_report"]
 
@@ -30,14 +31,23 @@ def write_run_report(folder: Path) -> Path:
     plots = pyplot() is not None
     truth = truth_of(data) if plots and data.sample_files else None
     summary = summarise(data, truth) if plots and data.sample_files else None
-    figures = [figure_html(curve_figure(c, summary, truth), c.name) for c in data.curves]
+    figures = [
+        figure_html(curve_figure(c, summary, truth), c.name, f"convergence-{c.name}")
+        for c in data.curves
+    ]
     convergence = "".join(figures) or "<p>No metric per round was recorded.</p>"
     posterior = (
-        figure_html(posterior_figure(summary, truth, data.nodes), "posterior") if summary else ""
+        figure_html(posterior_figure(summary, truth, data.nodes), "posterior", "posterior")
+        if summary
+        else ""
     )
     faults = m.get("faults") or {}
-    network = figure_html(network_figure(data, down_nodes(faults)), "topology") if plots else ""
-    timeline = figure_html(timeline_figure(m), "timeline") if plots else ""
+    network = (
+        figure_html(network_figure(data, down_nodes(faults)), "topology", "network")
+        if plots
+        else ""
+    )
+    timeline = figure_html(timeline_figure(m), "timeline", "timeline") if plots else ""
     if plots and not timeline:
         timeline = "<p>No node or link fault was scheduled or observed.</p>"
     error = f'<p class="note">{html.escape(str(m["error"]))}</p>' if m.get("error") else ""
@@ -61,11 +71,8 @@ def write_run_report(folder: Path) -> Path:
         f"{m.get('backend', '')} · {Path(folder).resolve()}"
     )
     out = Path(folder) / "report.html"
-    verdict = m.get("verdict") or {}
-    banner = (
-        Verdict(str(verdict["run"]), [str(r) for r in verdict.get("reasons") or []])
-        if verdict.get("run")
-        else None
-    )
-    out.write_text(page(f"Starling report: {name}", m.get("status"), meta, sections, banner))
+    # The evaluation's verdict goes first (metrics.json's `verdict`); a folder written
+    # before verdicts existed gets the convergence figures a verdict would weigh.
+    verdict = verdict_block(m)
+    out.write_text(page(f"Starling report: {name}", m.get("status"), meta, sections, verdict))
     return out

@@ -17,19 +17,40 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from starling.orchestrator.evaluation.metrics import GaussianTarget
-from starling.orchestrator.report.loading import RunData, Truth, node_samples, subsample
+from starling.orchestrator.report.loading import (
+    RunData,
+    Truth,
+    damaged,
+    node_samples,
+    subsample,
+)
 
 __all__ = ["AVERAGE", "SampleSummary", "summarise"]
 
 AVERAGE = "average"
+MIN_DRAWS = 2000
+"""Draws per node the histograms and scatters want at least: the evaluation's window alone
+(often one round, about a hundred draws) drew ragged histograms."""
 RESAMPLES = 20
 BAND_ROUNDS = 100
 BAND_FLOPS = 4e8
 
 
+def draws_window(rounds: int, chains: int, scored: int) -> int:
+    """Rounds of draws the figures pool: enough for :data:`MIN_DRAWS` draws over the chains,
+    at least the evaluation's own window (``scored``), and never reaching into the first
+    half of the run (burn-in) beyond it."""
+    want = max(scored, -(-MIN_DRAWS // max(chains, 1)))
+    return max(1, min(want, max(rounds // 2, scored), rounds))
+
+
 @dataclass
 class SampleSummary:
     window: int
+    """Rounds pooled for the figures (:func:`draws_window`)."""
+    scored: int = 1
+    """The evaluation's window (W2 is scored over it)."""
+    rounds: int = 0
     dim: int = 0
     chains: int = 0
     pooled: dict[str, np.ndarray] = field(default_factory=dict)
@@ -59,19 +80,49 @@ def _band_cost(rounds: int, chains: int, dim: int) -> float:
     return RESAMPLES * min(rounds, BAND_ROUNDS) * chains * dim * min(chains, dim)
 
 
+def _agrees(
+    data: RunData, node: str, values: np.ndarray, seen: SampleSummary, truth: Truth | None
+) -> None:
+    """A node's samples belong to the run ``metrics.json`` and ``experiment.yaml`` describe:
+    its node, its number of rounds, chains and coordinates. A folder whose files come from
+    two runs failed deep in a figure with a traceback; it is one line naming the file."""
+    path = data.sample_files[node]
+    counts = data.metrics.get("samples_per_node") or {}
+    rounds, chains, dim = values.shape
+    mixed = "; the folder mixes files of different runs"
+    if counts and node not in counts:
+        raise damaged(path, f"node {node!r} is not one of this run's nodes (metrics.json){mixed}")
+    if counts.get(node) not in (None, rounds):
+        raise damaged(path, f"{rounds} rounds, but metrics.json counts {counts[node]}{mixed}")
+    expected = data.metrics.get("chains")
+    if isinstance(expected, int) and chains != expected:
+        raise damaged(path, f"{chains} chains, but metrics.json says {expected}{mixed}")
+    if seen.dim and dim != seen.dim:
+        raise damaged(path, f"{dim} coordinates, another node's samples {seen.dim}{mixed}")
+    if truth is not None and truth.mean.size != dim:
+        raise damaged(
+            path, f"{dim} coordinates, but the experiment's posterior has {truth.mean.size}{mixed}"
+        )
+
+
 def summarise(data: RunData, truth: Truth | None) -> SampleSummary:
     declared = (data.experiment.get("evaluation") or {}).get("window")
-    window = int((data.metrics.get("w2") or {}).get("window") or declared or 1)
-    summary = SampleSummary(window=window)
+    scored = int((data.metrics.get("w2") or {}).get("window") or declared or 1)
+    summary = SampleSummary(window=scored, scored=scored)
     target = GaussianTarget(truth.mean, truth.cov) if truth is not None and truth.exact else None
     total_rounds = data.metrics.get("rounds")
     running: np.ndarray | None = None
     members = 0
     for index, (node, values, _rounds) in enumerate(node_samples(data)):
+        _agrees(data, node, values, summary, truth)
         if values.ndim != 3 or not len(values):
             continue
         rounds, chains, dim = values.shape
         summary.dim, summary.chains = dim, chains
+        if not summary.rounds:  # the first node fixes the window every node is shown over
+            summary.rounds = rounds
+            summary.window = draws_window(rounds, chains, scored)
+        window = summary.window
         last = values[-window:].reshape(-1, dim)
         summary.pooled[node] = subsample(last, seed=index)
         summary.pooled_total[node] = len(last)
@@ -91,7 +142,7 @@ def summarise(data: RunData, truth: Truth | None) -> SampleSummary:
             members += 1
     if running is not None and members > 1:
         average = running / members
-        last = average[-window:].reshape(-1, summary.dim)
+        last = average[-summary.window :].reshape(-1, summary.dim)
         summary.pooled[AVERAGE] = subsample(last, seed=999)
         summary.pooled_total[AVERAGE] = len(last)
         if target is not None and summary.chains > 2 and AVERAGE not in summary.bands:

@@ -19,12 +19,14 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-import yaml
 
+from starling.node.params import ConfigError
+from starling.node.yaml_input import load_yaml
 from starling.orchestrator.report.loading import damaged
-from starling.orchestrator.report.page import Section, Verdict, figure_html, page
+from starling.orchestrator.report.page import Section, figure_html, page
 from starling.orchestrator.report.plotting import colour, data_uri, pyplot
 from starling.orchestrator.report.tables import table
+from starling.orchestrator.report.verdict import study_verdict_block
 
 __all__ = ["write_study_report"]
 
@@ -64,11 +66,14 @@ def _study_file(path: Path) -> tuple[str, dict]:
     """``study.yaml``'s text and its mapping."""
     try:
         text = path.read_text(encoding="utf-8")
-        study = yaml.safe_load(text) or {}
     except OSError as exc:
         raise damaged(path, f"unreadable ({exc.strerror or exc})") from None
-    except (ValueError, yaml.YAMLError) as exc:
-        raise damaged(path, f"not valid YAML ({' '.join(str(exc).split())})") from None
+    except ValueError:  # not UTF-8
+        raise damaged(path, "not a text file") from None
+    try:
+        study = load_yaml(text, str(path)) or {}
+    except ConfigError as exc:
+        raise damaged(path, str(exc).removeprefix(f"{path}:").strip()) from None
     if not isinstance(study, dict):
         raise damaged(path, f"expected a mapping, got {type(study).__name__}")
     return text, study
@@ -162,7 +167,7 @@ def _curves_figure(rows: list[dict[str, str]], study: dict):
             else ""
         )
     )
-    return data_uri(figure), caption
+    return data_uri(figure, "study-curves"), caption
 
 
 class _quiet:
@@ -230,7 +235,7 @@ def _against_x(rows: list[dict[str, str]], study: dict):
         "Error bars: ±1 sd over replicates, where a cell has "
         "several."
     )
-    return data_uri(figure), caption
+    return data_uri(figure, "study-against-x"), caption
 
 
 def write_study_report(folder: Path) -> Path:
@@ -283,7 +288,7 @@ def write_study_report(folder: Path) -> Path:
     if description:
         sections.insert(0, Section("What it compares", f"<p>{html.escape(description)}</p>"))
     out = folder / "report.html"
-    out.write_text(page(title, None, meta, sections, _verdicts(run_rows)))
+    out.write_text(page(title, None, meta, sections, study_verdict_block(run_rows)))
     return out
 
 
@@ -298,22 +303,3 @@ def _png(path: Path) -> str:
         "interval over the seeds; hatched where not every seed converged."
     )
     return figure_html((uri, caption), path.stem)
-
-
-def _verdicts(rows: list[dict[str, str]]) -> Verdict | None:
-    """The banner's count of the runs' verdicts (seeds.csv), and the runs that did not
-    converge (at most five named)."""
-    said = [r.get("verdict") for r in rows if r.get("verdict")]
-    if not said:
-        return None
-    good = sum(1 for v in said if v == "converged")
-    failing = [
-        f"{r.get('cell')} / {r.get('variant')}"
-        + (f", seed {r['seed_index']}" if r.get("seed_index") not in (None, "") else "")
-        + f": {r.get('verdict')}"
-        for r in rows
-        if r.get("verdict") and r.get("verdict") != "converged"
-    ]
-    shown = failing[:5] + ([f"and {len(failing) - 5} more"] if len(failing) > 5 else [])
-    css = "converged" if good == len(said) else "not-converged"
-    return Verdict(f"{good} of {len(said)} runs converged", shown, css)

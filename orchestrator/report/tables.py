@@ -2,9 +2,12 @@
 without a change here.
 
 Every leaf of the metrics is placed by its path: a path through a node id (``w2.per_node.3``,
-``program_metrics.3.weight_min``, ``ess.3``...) is a cell of the per-node table (row: the
-node, column: the path without it), anything else a row of the run's table. The account's
-lines, the faults and the link counters have sections of their own.
+``program_metrics.3.weight_min``, ``ess.3``...) is a cell of a per-node table (row: the
+node, column: the path without it; one table per top-level section, so none grows past the
+page), anything else a row of the run's table. Headers are words with units
+(:mod:`starling.orchestrator.report.labels`), never dotted keys. Every table sits in a box
+that scrolls sideways if it must, so the page itself never does. The account's lines, the
+faults and the link counters have sections of their own.
 """
 
 from __future__ import annotations
@@ -13,12 +16,13 @@ import html
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from starling.orchestrator.report.labels import label, section_title
 from starling.orchestrator.report.network import link_fractions
 
 __all__ = ["account_block", "links_table", "node_table", "run_table", "table"]
 
-OWN_SECTIONS = ("account", "faults", "links", "link_stats", "error")
-MAX_LIST = 8
+OWN_SECTIONS = ("account", "faults", "links", "link_stats", "error", "verdict")
+MAX_LIST = 4
 MAX_LINK_ROWS = 60
 
 
@@ -40,7 +44,10 @@ def table(header: Iterable[str], rows: Iterable[Iterable[Any]], cls: str = "") -
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(fmt(v))}</td>" for v in row) + "</tr>" for row in rows
     )
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return (
+        f'<div class="table-box"><table class="{cls}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )
 
 
 def _leaves(value: Any, path: tuple[str, ...] = ()):
@@ -67,17 +74,28 @@ def _split(metrics: Mapping, nodes: set[str]):
 
 
 def node_table(metrics: Mapping, nodes: list[str]) -> str:
+    """One table per section of per-node figures (W2, ESS and R-hat, the sampler's own...),
+    a row per node, human headers."""
     per_node, _ = _split(metrics, set(nodes))
     if not per_node:
         return ""
     columns = list(dict.fromkeys(c for row in per_node.values() for c in row))
-    rows = [[n] + [per_node.get(n, {}).get(c) for c in columns] for n in nodes if n in per_node]
-    return table(["node", *columns], rows, "numbers")
+    sections: dict[str, list[str]] = {}
+    for column in columns:
+        sections.setdefault(column.split(".", 1)[0], []).append(column)
+    parts = []
+    for key, group in sections.items():
+        rows = [[n] + [per_node.get(n, {}).get(c) for c in group] for n in nodes if n in per_node]
+        parts.append(
+            f"<h3>{html.escape(section_title(key))}</h3>"
+            + table(["node", *(label(c) for c in group)], rows, "numbers")
+        )
+    return "".join(parts)
 
 
 def run_table(metrics: Mapping, nodes: list[str]) -> str:
     _, run = _split(metrics, set(nodes))
-    return table(["figure", "value"], run, "keyvalue")
+    return table(["figure", "value"], [(label(path), value) for path, value in run], "keyvalue")
 
 
 def links_table(links: Mapping[str, Mapping[str, int]]) -> str:
@@ -100,7 +118,22 @@ def links_table(links: Mapping[str, Mapping[str, int]]) -> str:
         if len(links) > MAX_LINK_ROWS
         else ""
     )
-    return note + table(["link", *counters, "delivered in time"], rows, "numbers")
+    heads = [LINK_HEADS.get(c, c.replace("_", " ")) for c in counters]
+    return note + table(["link", *heads, "share delivered in time"], rows, "numbers")
+
+
+LINK_HEADS = {
+    "sent": "sent",
+    "delivered": "delivered in time",
+    "withheld": "dropped by a fault",
+    "dropped": "not sent: receiver down",
+    "late": "late",
+    "rejected": "rejected (malformed)",
+    "send_errors": "stream failures (resent)",
+    "overruns": "rounds waited out",
+}
+"""A link counter -> its column, in words (a live drop is counted ``withheld`` by the node
+and shown as what it is)."""
 
 
 def account_block(lines: list[str]) -> str:

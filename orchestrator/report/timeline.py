@@ -14,13 +14,13 @@ from starling.orchestrator.report.plotting import data_uri, pyplot
 __all__ = ["down_nodes", "timeline_figure"]
 
 _MARKS = {
-    "killed": ("x", "#d62728", "killed"),
-    "restarted": ("^", "#2ca02c", "restarted"),
-    "resumed": ("o", "#2ca02c", "resumed from checkpoint"),
+    "killed": ("x", "#D55E00", "killed"),
+    "restarted": ("^", "#009E73", "restarted"),
+    "resumed": ("o", "#009E73", "resumed from checkpoint"),
     "failed": ("X", "black", "failed"),
-    "down": ("v", "#d62728", "went down unasked"),
+    "down": ("v", "#D55E00", "went down unasked"),
     "given_up": ("s", "black", "given up"),
-    "stopped": ("s", "#9467bd", "stopped from outside"),
+    "stopped": ("s", "#CC79A7", "stopped from outside"),
 }
 
 
@@ -45,7 +45,7 @@ def _spans(faults: Mapping, rounds: int) -> list[tuple[str, float, float, str, s
                 f"node {f['node']}",
                 f["kill_at_round"],
                 rounds if stop is None else stop,
-                "#f4a6a6",
+                "#F4B88F",
                 "down (scheduled)",
             )
         )
@@ -57,7 +57,7 @@ def _spans(faults: Mapping, rounds: int) -> list[tuple[str, float, float, str, s
             a, b = f["link"]
             row = f"link {a} {'↔' if f.get('both_ways') else '→'} {b}"
         drop = float(f.get("drop", 1.0))
-        tint, label = ("#b2182b", "link cut") if drop >= 1 else ("#fdb863", "link lossy")
+        tint, label = ("#D55E00", "link cut") if drop >= 1 else ("#E69F00", "link lossy")
         spans.append((row, start, stop, tint, f"{label}" + ("" if drop >= 1 else f" p={drop:g}")))
     for f in faults.get("kernel") or []:
         if not f.get("started"):
@@ -65,7 +65,7 @@ def _spans(faults: Mapping, rounds: int) -> list[tuple[str, float, float, str, s
         target = f"{f.get('node')}" + (f" → {f['peer']}" if f.get("peer") else "")
         kind = f.get("kind")
         start, stop = f.get("started_round", 0), f.get("ended_round", rounds)
-        spans.append((f"kernel {kind} {target}", start, stop, "#80cdc1", f"kernel: {kind}"))
+        spans.append((f"kernel {kind} {target}", start, stop, "#56B4E9", f"kernel: {kind}"))
     return spans
 
 
@@ -118,7 +118,7 @@ def timeline_figure(metrics: Mapping):
         text = {"cut": "cut (live)", "restore": "restored (live)"}.get(
             e.get("action"), "set (live)"
         )
-        tint = {"cut": "#b2182b", "restore": "#2ca02c"}.get(e.get("action"), "#ff7f0e")
+        tint = {"cut": "#D55E00", "restore": "#009E73"}.get(e.get("action"), "#E69F00")
         ax.plot(
             e["sender_round"],
             y[f"link {e['sender']} → {e['receiver']}"],
@@ -142,4 +142,4 @@ def timeline_figure(metrics: Mapping):
         "observed (a kill at the round the node had reached, its restart, its resume from a "
         "checkpoint, live link changes made with `starling links`)."
     )
-    return data_uri(figure), caption
+    return data_uri(figure, "timeline"), caption

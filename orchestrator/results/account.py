@@ -131,6 +131,10 @@ def _live_change_text(record: dict) -> str:
     return "set " + ", ".join(parts)
 
 
+SCHEDULE_LINES = 20
+"""Scheduled faults of one kind said line by line in the account; the rest are counted."""
+
+
 def account_schedule(
     account: Account,
     link_faults: tuple[tuple[str, LinkFault], ...],
@@ -138,13 +142,25 @@ def account_schedule(
     rounds: int,
     node_note: str = "",
 ) -> None:
-    """Open the account with a run's scheduled link and node faults."""
-    for record, text in describe_link_faults(link_faults, rounds):
-        account.scheduled_links.append(record)
-        account.plain(text)
-    for record, text in describe_node_faults(node_faults, rounds):
-        account.scheduled_nodes.append(record)
-        account.plain(text + node_note)
+    """Open the account with a run's scheduled link and node faults: every one recorded
+    (``faults.scheduled_links`` / ``scheduled_nodes`` of ``metrics.json``), the first
+    :data:`SCHEDULE_LINES` of each kind said in a line (a file of 10⁵ faults printed 10⁵
+    lines at the end of its run)."""
+    for kind, described, note in (
+        ("link", describe_link_faults(link_faults, rounds), ""),
+        ("node", describe_node_faults(node_faults, rounds), node_note),
+    ):
+        records = account.scheduled_links if kind == "link" else account.scheduled_nodes
+        for k, (record, text) in enumerate(described):
+            records.append(record)
+            if k < SCHEDULE_LINES:
+                account.plain(text + note)
+        if len(described) > SCHEDULE_LINES:
+            where = f"faults.scheduled_{kind}s of metrics.json"
+            account.plain(
+                f"scheduled: {len(described) - SCHEDULE_LINES:,} more {kind} faults "
+                f"({where} lists all {len(described):,})"
+            )
 
 
 def account_divergence(metrics: dict, account: Account) -> None:

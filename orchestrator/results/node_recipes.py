@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from starling.node.spec import DataSpec
+from starling.orchestrator.core.seals import check_seal, sealed
 
 __all__ = ["load_node_data", "save_node_data"]
 
@@ -26,12 +27,14 @@ KEY = "node_data"
 
 
 def save_node_data(start_file: Path, node_data: Mapping[str, DataSpec]) -> None:
-    """Add ``node_data`` to the run's ``start.json`` (nothing to add: left as it is)."""
+    """Add ``node_data`` to the run's ``start.json``, sealed again
+    (:mod:`starling.orchestrator.core.seals`; nothing to add: left as it is)."""
     if not node_data:
         return
     start = json.loads(start_file.read_text(encoding="utf-8"))
+    check_seal(start, start_file, "add the nodes' recipes to")  # as this run wrote it
     start[KEY] = {node: dataclasses.asdict(spec) for node, spec in node_data.items()}
-    start_file.write_text(json.dumps(start, indent=2) + "\n")
+    start_file.write_text(json.dumps(sealed(start), indent=2) + "\n")
 
 
 def load_node_data(start: Mapping[str, Any]) -> dict[str, DataSpec]:

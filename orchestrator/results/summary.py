@@ -14,7 +14,42 @@ from collections.abc import Callable, Mapping
 
 from starling.orchestrator.evaluation.verdict import verdict_line
 
-__all__ = ["scoring_lines", "summary_table"]
+__all__ = ["SUMMARY_FIELDS", "scoring_lines", "summary_figures", "summary_table"]
+
+SUMMARY_FIELDS = (
+    "verdict",
+    "status",
+    "experiment",
+    "algorithm",
+    "backend",
+    "nodes",
+    "rounds",
+    "chains",
+    "samples_per_node",
+    "w2",
+    "posterior",
+    "consensus_error",
+    "diverged",
+    "predictive",
+    "distances",
+    "diagnostics",
+    "efficiency",
+    "links",
+    "interrupted",
+    "interrupted_during",
+    "not_collected",
+    "error",
+    "account",
+)
+"""What :func:`summary_figures` carries, in this order (the verdict first, as in
+``summary.txt`` and ``metrics.json``), where the metrics have it."""
+
+
+def summary_figures(metrics: Mapping) -> dict:
+    """The summary as fields, for ``--log-format json``: the figures the table shows (and
+    the account's lines), each under its ``metrics.json`` name, instead of the table as one
+    string a program would have to parse back."""
+    return {name: metrics[name] for name in SUMMARY_FIELDS if name in metrics}
 
 
 def _num(value, spec: str = ".4f") -> str:

@@ -31,7 +31,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import yaml
@@ -43,7 +43,7 @@ from starling.orchestrator.evaluation.evaluate import Evaluation, evaluate
 from starling.orchestrator.planning.plan import EvaluationPlan
 from starling.orchestrator.results.account import Account, account_divergence
 from starling.orchestrator.results.link_books import link_account
-from starling.orchestrator.results.summary import summary_table
+from starling.orchestrator.results.summary import summary_figures, summary_table
 
 T = TypeVar("T")
 
@@ -214,11 +214,16 @@ def close_run(
     write_results(out_dir, plan.source, samples, rounds, evaluation, extra)
     metrics = {**evaluation.metrics, **extra}
     if say is not None:
-        verdict = (metrics.get("verdict") or {}).get("run")
-        if verdict is not None and getattr(say, "takes_fields", False):
-            # --log-format json: the verdict is a field of the summary's line, which starts
-            # with it (summary.txt's first line).
-            say(summary_table(metrics), event="summary", verdict=verdict)  # type: ignore[call-arg]
+        if getattr(say, "takes_fields", False):
+            # --log-format json: the summary's line carries its figures and the verdict as
+            # fields, and says its first line, which is the verdict (summary.txt's first).
+            with_fields: Any = say
+            with_fields(
+                summary_table(metrics),
+                event="summary",
+                figures=summary_figures(metrics),
+                verdict=(metrics.get("verdict") or {}).get("run"),
+            )
         else:
             say(summary_table(metrics))
         say(f"results written to {out_dir}")

@@ -47,6 +47,48 @@ def _labelled(kind: str) -> list[str]:
     return listed.stdout.split()
 
 
+def _retransmitted(address: str) -> int:
+    """TCP segments retransmitted so far in the network namespace of the node container at
+    ``address`` (``RetransSegs`` of its /proc/net/snmp, read by a helper container that
+    joins it: the node image has no tools)."""
+    ip = address.rpartition(":")[0]
+    listed = subprocess.run(
+        ["docker", "ps", "-q", "--filter", "label=starling.node"], capture_output=True, text=True
+    )
+    for container in listed.stdout.split():
+        seen = subprocess.run(
+            [
+                "docker",
+                "inspect",
+                "-f",
+                "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
+                container,
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if ip in seen.stdout.split():
+            snmp = subprocess.run(
+                [
+                    "docker",
+                    "run",
+                    "--rm",
+                    "--network",
+                    f"container:{container}",
+                    "starling-netfault:latest",
+                    "cat",
+                    "/proc/net/snmp",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=120,
+            ).stdout
+            names, values = [ln.split() for ln in snmp.splitlines() if ln.startswith("Tcp:")]
+            return int(values[names.index("RetransSegs")])
+    raise AssertionError(f"no node container at {address}")
+
+
 def _image_present(image: str) -> None:
     found = subprocess.run(["docker", "image", "inspect", image], capture_output=True)
     if found.returncode != 0:
@@ -404,13 +446,33 @@ def test_ctrl_c_mid_run_removes_everything_and_live_pause_works(tmp_path):
             )
             assert done.returncode == 0, done.stderr
             assert f"node 1: {action} done" in done.stdout
-        # A kernel loss set and cleared by hand: nft in node 0's namespace via the helper.
+        # A kernel loss set and cleared by hand: nft in node 2's namespace via the helper,
+        # dropping node 0's packets as they arrive. Node 0's TCP must see them lost:
+        # its retransmissions, flat before, rise while the loss is on (TCP resends; the
+        # messages come late, never not at all).
+        sender = json.loads((out / "run.json").read_text())["addresses"]["0"]
+        time.sleep(2)  # what node 1's pause left unacknowledged is resent and done with
+        quiet_start = _retransmitted(sender)
+        time.sleep(3)
+        quiet = _retransmitted(sender) - quiet_start
+        lossy_start: int | None = quiet_start + quiet
         for argv, said in (
             (["set", "0", "2", "--drop", "0.3", "--kernel"], "link 0 -> 2: kernel loss done"),
             (["restore", "0", "2", "--kernel"], "link 0 -> 2: kernel restore done"),
+            (["reset", "0", "2", "--kernel"], "link 0 -> 2: kernel reset done"),
+            (["restore", "0", "2", "--kernel"], "link 0 -> 2: kernel restore done"),
         ):
-            if argv[0] == "restore":
+            if argv[0] == "restore" and lossy_start is not None:
                 time.sleep(3)  # a few rounds under loss
+                lossy = _retransmitted(sender) - lossy_start
+                print(f"node 0 retransmitted {quiet} segments in 3 s, {lossy} under 30 % loss")
+                # Before: a few (what node 1's pause left behind, a stall of the shared
+                # host: 6 measured once). Under loss: messages go out every round, each
+                # segment lost w.p. 0.3; every loss stalls the stream until it is resent
+                # (>= 200 ms, or a fast retransmit), so 3 s carry ~10 losses at the very
+                # least (46 retransmissions measured): well above the quiet count.
+                assert lossy >= 10 and lossy >= 3 * quiet, (quiet, lossy)
+                lossy_start = None  # the loss is measured; next, resets for a moment
             done = subprocess.run(
                 [
                     sys.executable,
@@ -464,7 +526,9 @@ def test_ctrl_c_mid_run_removes_everything_and_live_pause_works(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["interrupted"] is True
     live = [(f["kind"], f["node"]) for f in metrics["faults"]["kernel"] if f.get("live")]
-    assert live == [("pause", "1"), ("unpause", "1"), ("loss", "0")], metrics["faults"]["kernel"]
+    assert live == [("pause", "1"), ("unpause", "1"), ("loss", "0"), ("reset", "0")], metrics[
+        "faults"
+    ]["kernel"]
     (loss,) = [f for f in metrics["faults"]["kernel"] if f["kind"] == "loss"]
     assert (loss["peer"], loss["amount"], loss["started"]) == ("2", 30.0, True), loss
     assert set(loss["links"]) == {"0->2"} and loss["links"]["0->2"]["sent"] > 0, loss

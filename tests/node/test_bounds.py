@@ -18,7 +18,7 @@ from starling.node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
 from starling.node.runtime.servicers import STREAMS_PER_SENDER
 from starling.node.runtime.transport import open_channel
 from starling.orchestrator.planning.node_specs import node_specs
-from tests.node.test_runtime_harness import Cluster, as_peer, ring_experiment
+from tests.node.test_runtime_harness import Cluster, exchange_as, ring_experiment
 from tests.waiting import holds_for, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -71,11 +71,7 @@ def test_a_message_far_ahead_is_refused_and_the_peer_still_waited_for(cluster):
     try:
         stub = peer_pb2_grpc.PeerStub(channel)
         for sender in ("1", "2"):
-            summary = stub.Exchange(
-                iter([_iterate("window", sender, 10**12)]),
-                timeout=10,
-                metadata=as_peer(client, sender),
-            )
+            summary = exchange_as(stub, client, sender, [_iterate("window", sender, 10**12)])
             assert (summary.received, summary.rejected) == (0, 1)
     finally:
         channel.close()
@@ -106,16 +102,12 @@ def test_a_message_for_a_round_past_the_run_is_refused_until_the_run_is_extended
     channel = open_channel(proc.address)
     try:
         stub = peer_pb2_grpc.PeerStub(channel)
-        summary = stub.Exchange(
-            iter([_iterate("past", "1", r) for r in (4, 5, 9)]),
-            timeout=10,
-            metadata=as_peer(client, "1"),
-        )
+        summary = exchange_as(stub, client, "1", [_iterate("past", "1", r) for r in (4, 5, 9)])
         assert (summary.received, summary.rejected) == (1, 2)
         withheld = peer_pb2.Iterate(
             experiment="past", sender="2", receiver="0", round=5, phase=0, withheld=True
         )
-        summary = stub.Exchange(iter([withheld]), timeout=10, metadata=as_peer(client, "2"))
+        summary = exchange_as(stub, client, "2", [withheld])
         assert (summary.received, summary.rejected) == (0, 1)
         inbound = client.status().inbound
         assert (inbound["1"].received, inbound["1"].rejected) == (1, 2)
@@ -131,9 +123,7 @@ def test_a_message_for_a_round_past_the_run_is_refused_until_the_run_is_extended
             {"0": proc.address, "1": _nowhere(), "2": _nowhere()},
         )[0]
         client.configure(extended)
-        summary = stub.Exchange(
-            iter([_iterate("past", "1", 9)]), timeout=10, metadata=as_peer(client, "1")
-        )
+        summary = exchange_as(stub, client, "1", [_iterate("past", "1", 9)])
         assert (summary.received, summary.rejected) == (1, 0)
     finally:
         channel.close()
@@ -159,7 +149,7 @@ def test_streams_beyond_the_limit_are_refused_and_control_still_answers(cluster)
     try:
         for k in range(opened):
             stub = peer_pb2_grpc.PeerStub(channels[k % len(channels)])
-            calls.append(stub.Exchange.future(idle(), timeout=60, metadata=as_peer(client, "1")))
+            calls.append(exchange_as(stub, client, "1", idle(), 60, future=True))
         wait_until(lambda: sum(c.done() for c in calls) >= opened - limit, 30, "refusals")
         refused = [c for c in calls if c.done()]
         assert len(refused) == opened - limit
@@ -176,8 +166,8 @@ def test_streams_beyond_the_limit_are_refused_and_control_still_answers(cluster)
         # A freed slot is free again.
         release.set()
         wait_until(lambda: all(c.done() for c in calls), 30, "streams to close")
-        summary = peer_pb2_grpc.PeerStub(channels[0]).Exchange(
-            iter([_iterate("streams", "1", 0)]), timeout=10, metadata=as_peer(client, "1")
+        summary = exchange_as(
+            peer_pb2_grpc.PeerStub(channels[0]), client, "1", [_iterate("streams", "1", 0)]
         )
         assert summary.received == 1
     finally:
@@ -225,10 +215,7 @@ def test_one_sender_cannot_take_every_stream_slot(cluster):
     channel = open_channel(proc.address)
     try:
         stub = peer_pb2_grpc.PeerStub(channel)
-        calls = [
-            stub.Exchange.future(idle(), timeout=60, metadata=as_peer(client, "1"))
-            for _ in range(20)
-        ]
+        calls = [exchange_as(stub, client, "1", idle(), 60, future=True) for _ in range(20)]
         wait_until(lambda: sum(c.done() for c in calls) >= 20 - STREAMS_PER_SENDER, 30, "refusals")
         refused = [c for c in calls if c.done()]
         assert len(refused) == 20 - STREAMS_PER_SENDER
@@ -238,9 +225,7 @@ def test_one_sender_cannot_take_every_stream_slot(cluster):
                 call.exception().details()
             )
         assert client.status().refused_streams == 20 - STREAMS_PER_SENDER
-        summary = stub.Exchange(
-            iter([_iterate("crowd", "2", 0)]), timeout=10, metadata=as_peer(client, "2")
-        )
+        summary = exchange_as(stub, client, "2", [_iterate("crowd", "2", 0)])
         assert summary.received == 1
     finally:
         release.set()

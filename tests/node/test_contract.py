@@ -53,6 +53,8 @@ STATUS = NodeStatus(
     refused_streams=2,
     denied_peer_streams=5,
     denied_control_calls=7,
+    run_id="run-42",
+    refused={"health:busy": 3, "peer:idle": 1},
 )
 
 # A synthetic shard's recipe: every field the wire carries set (a node never tells a

@@ -37,7 +37,7 @@ from starling.orchestrator.config.experiment import parse_experiment
 from starling.orchestrator.execution.access import Access
 from starling.orchestrator.execution.client import NodeClient, NodeRejected
 from starling.orchestrator.planning.node_specs import node_specs
-from tests.node.test_runtime_harness import as_peer, ring_experiment, wait_until
+from tests.node.test_runtime_harness import exchange_as, ring_experiment, wait_until
 
 NOWHERE = {"0": "127.0.0.1:1", "1": "127.0.0.1:2", "2": "127.0.0.1:3"}
 
@@ -254,24 +254,23 @@ def test_a_fresh_start_keeps_the_earlier_runs_samples_one_run_back(tmp_path):
 def test_an_open_stream_does_not_outlive_its_runs_secret(node):
     proc, client = node
     client.configure(_spec())
-    secret_a = as_peer(client, "1")
     outgoing: queue.Queue = queue.Queue()
     channel = open_channel(proc.address)
     try:
         stub = peer_pb2_grpc.PeerStub(channel)
-        call = stub.Exchange.future(iter(outgoing.get, None), metadata=secret_a, timeout=30)
+        call = exchange_as(stub, client, "1", iter(outgoing.get, None), 30, future=True)
         outgoing.put(_iterate({"x": np.zeros((3, 2))}))
         wait_until(lambda: client.status().inbound["1"].received == 1, 10, "first message")
         # A new run, by an orchestrator with a secret of its own.
         run_b = NodeClient(proc.address, access=Access())
         proc.clients.append(run_b)
         run_b.configure(_spec("door-b"))
-        assert as_peer(run_b, "1") != secret_a
+        assert run_b.access.link_secret("1", "0") != client.access.link_secret("1", "0")
         outgoing.put(_iterate({"x": np.full((3, 2), 123.0)}, experiment="door-b"))
         with pytest.raises(grpc.RpcError) as ended:
             call.result(timeout=10)
         assert ended.value.code() == grpc.StatusCode.UNAUTHENTICATED
-        status = client.status()
+        status = run_b.status()
         assert (status.experiment, status.inbound["1"].received) == ("door-b", 0)
         assert status.denied_peer_streams == 1
         outgoing.put(None)
@@ -280,29 +279,35 @@ def test_an_open_stream_does_not_outlive_its_runs_secret(node):
 
 
 @pytest.mark.e2e
-def test_an_open_stream_whose_secret_still_holds_speaks_on_into_the_new_run(node):
-    """The other side of the test above: the node is configured again by the same
-    orchestrator (same link secrets) while a peer's stream is open. The stream's next
-    message passes the gate under the new terms and is filed in the new run, not the old."""
+def test_an_open_stream_whose_proof_still_holds_speaks_on_into_the_new_configuration(node):
+    """The other side of the test above: the node is configured again for the same run by
+    the same orchestrator (a reconfiguration after a fault) while a peer's stream is open.
+    The stream's next message passes the gate under the new terms and is filed in the new
+    configuration. Configured for another experiment, even by the same orchestrator, the
+    stream ends: its proof names the run it was made for."""
     proc, client = node
     client.configure(_spec())
     outgoing: queue.Queue = queue.Queue()
     channel = open_channel(proc.address)
     try:
         stub = peer_pb2_grpc.PeerStub(channel)
-        call = stub.Exchange.future(
-            iter(outgoing.get, None), metadata=as_peer(client, "1"), timeout=30
-        )
+        call = exchange_as(stub, client, "1", iter(outgoing.get, None), 30, future=True)
         outgoing.put(_iterate({"x": np.zeros((3, 2))}))
         wait_until(lambda: client.status().inbound["1"].received == 1, 10, "first message")
+        client.configure(_spec())
+        outgoing.put(_iterate({"x": np.ones((3, 2))}, round=1))
+        wait_until(lambda: client.status().inbound["1"].received == 1, 10, "in the new one")
+        status = client.status()
+        assert status.inbound["1"].rejected == 0 and status.denied_peer_streams == 0
         client.configure(_spec("door-b"))
         outgoing.put(_iterate({"x": np.ones((3, 2))}, experiment="door-b"))
-        wait_until(lambda: client.status().inbound["1"].received == 1, 10, "in the new run")
+        with pytest.raises(grpc.RpcError) as ended:
+            call.result(timeout=10)
+        assert ended.value.code() == grpc.StatusCode.UNAUTHENTICATED
         status = client.status()
-        assert status.experiment == "door-b" and status.inbound["1"].rejected == 0
-        assert status.denied_peer_streams == 0
+        assert status.experiment == "door-b" and status.inbound["1"].received == 0
+        assert status.denied_peer_streams == 1
         outgoing.put(None)
-        assert call.result(timeout=10).received == 2
     finally:
         channel.close()
 
@@ -332,7 +337,7 @@ def test_an_in_neighbour_cannot_speak_as_another_one(node):
     it opens to node 0 claiming to be 2 is refused (counted), whatever secret it has."""
     proc, client = node
     client.configure(_spec())
-    mine = as_peer(client, "1")[1][1]
+    mine = client.access.link_secret("1", "0")
     own = client.access.link_secrets("1", ["0"], ["0"])[0]  # node 1's own from Configure
     channel = open_channel(proc.address)
     try:
@@ -340,19 +345,16 @@ def test_an_in_neighbour_cannot_speak_as_another_one(node):
         # Its own link's, its own, another link's, and the run's (which no node is handed;
         # every node of the run held it before, and it let any node speak as any other).
         for secret in (mine, own, client.access.link_secret("1", "2"), client.access.peer_secret):
-            metadata = (("starling-sender", "2"), ("starling-secret", secret))
             with pytest.raises(grpc.RpcError) as refused:
-                stub.Exchange(
-                    iter([_iterate({"x": np.zeros((3, 2))}, sender="2")]),
-                    timeout=10,
-                    metadata=metadata,
+                exchange_as(
+                    stub,
+                    client,
+                    "2",
+                    [_iterate({"x": np.zeros((3, 2))}, sender="2")],
+                    secret=secret,
                 )
             assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
-        stub.Exchange(
-            iter([_iterate({"x": np.zeros((3, 2))}, sender="2")]),
-            timeout=10,
-            metadata=as_peer(client, "2"),
-        )
+        exchange_as(stub, client, "2", [_iterate({"x": np.zeros((3, 2))}, sender="2")])
     finally:
         channel.close()
     status = client.status()

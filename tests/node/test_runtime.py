@@ -24,6 +24,7 @@ from starling.node.protocol import convert
 from starling.node.protocol.starling.v1 import control_pb2, peer_pb2, peer_pb2_grpc
 from starling.node.runtime.inbox import WITHHELD, Inbox
 from starling.node.runtime.links import OutboundLink
+from starling.node.runtime.peer_secrets import PeerSecrets
 from starling.node.runtime.stats import StatsBook
 from starling.node.runtime.store import SampleStore, StoreError
 from starling.node.runtime.transport import ChannelSettings, open_channel
@@ -31,7 +32,13 @@ from starling.orchestrator.config.experiment import load_experiment
 from starling.orchestrator.execution.client import NodeClient, NodeRejected, NodeUnavailable
 from starling.orchestrator.planning.node_specs import node_specs
 from tests.fake_clock import FakeClock
-from tests.node.test_runtime_harness import ROOT, Cluster, as_peer, ring_experiment, wait_until
+from tests.node.test_runtime_harness import (
+    ROOT,
+    Cluster,
+    exchange_as,
+    ring_experiment,
+    wait_until,
+)
 
 
 @pytest.fixture
@@ -141,7 +148,10 @@ def test_inbox_waits_for_answers_then_the_deadline_and_no_longer():
     got = inbox.wait(1, 0, ["a", "b"], far)
     assert list(got) == ["b"] and got["b"].round == 1
     assert clock.waits == [] and clock.now() == start  # neither gather waited at all
-    assert inbox.deliver("a", 1, 0, _msg(1)) == "late"  # (1, 0) is closed
+    assert inbox.deliver("c", 1, 0, _msg(1)) == "late"  # (1, 0) is closed
+    # a already sent round 2 on its ordered stream: a round-1 message now is a copy (a
+    # restarted sender running the round again), counted when its first copy came.
+    assert inbox.deliver("a", 1, 0, _msg(1)) == "stale resend"
     # A message that arrives during the wait ends it there, long before the deadline.
     clock.at(start + 2.5, lambda: inbox.deliver("b", 2, 0, _msg(2)))
     assert sorted(inbox.wait(2, 0, ["a", "b"], far)) == ["a", "b"]  # a's was buffered
@@ -318,22 +328,30 @@ def test_bad_peers_are_rejected_counted_and_survived(cluster, tmp_path):
         _iterate("guarded", "stranger", good),
         _iterate("guarded", "1", good),  # the one well-formed message still gets through
     ]
-    as_one = as_peer(client, "1")  # the secret of the link 1 -> 0 that Configure handed
-    secret = as_one[1][1]
+    secret = client.access.link_secret("1", "0")  # of the link 1 -> 0 that Configure handed
     channel = open_channel(proc.address)
     try:
         stub = peer_pb2_grpc.PeerStub(channel)
-        summary = stub.Exchange(iter(stream), timeout=60, metadata=as_one)
-        # Streams that are not an in-neighbour's with the experiment's secret never start.
-        refusals = [
-            ((("starling-sender", "stranger"), ("starling-secret", secret)), "PERMISSION_DENIED"),
-            ((("starling-sender", "1"),), "UNAUTHENTICATED"),
-            ((("starling-sender", "1"), ("starling-secret", secret[:-1])), "UNAUTHENTICATED"),
-        ]
-        for metadata, code in refusals:
-            with pytest.raises(grpc.RpcError) as refused:
-                stub.Exchange(iter([_iterate("guarded", "1", good)]), timeout=10, metadata=metadata)
-            assert refused.value.code().name == code, metadata
+        summary = exchange_as(stub, client, "1", stream, 60)
+        # Streams that are not an in-neighbour's, or do not prove the link's secret, never
+        # start: a stranger, no proof at all, a proof of another secret.
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.Exchange(
+                iter([_iterate("guarded", "1", good)]),
+                timeout=10,
+                metadata=(("starling-sender", "stranger"),),
+            )
+        assert refused.value.code().name == "PERMISSION_DENIED"
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.Exchange(
+                iter([_iterate("guarded", "1", good)]),
+                timeout=10,
+                metadata=(("starling-sender", "1"),),
+            )
+        assert refused.value.code().name == "UNAUTHENTICATED"
+        with pytest.raises(grpc.RpcError) as refused:
+            exchange_as(stub, client, "1", [_iterate("guarded", "1", good)], secret=secret[:-1])
+        assert refused.value.code().name == "UNAUTHENTICATED"
     finally:
         channel.close()
     assert (summary.received, summary.rejected) == (1, 6)
@@ -372,26 +390,25 @@ def test_bad_peers_are_rejected_counted_and_survived(cluster, tmp_path):
 
 @pytest.mark.e2e
 def test_message_over_the_transport_limit_ends_only_its_stream(cluster):
-    (proc,) = cluster.start_nodes(["0"], extra=["--max-message-bytes", "100000"]).values()
+    """A message above ``--max-request-bytes`` (read before gRPC knows anything of its
+    caller) ends its stream with RESOURCE_EXHAUSTED; the sender's next stream is welcome."""
+    limit = 2 * 1024 * 1024
+    (proc,) = cluster.start_nodes(["0"], extra=["--max-request-bytes", str(limit)]).values()
     experiment = ring_experiment("limits", rounds=5, deadline=0.2)
     spec = node_specs(experiment, {"0": proc.address, "1": "127.0.0.1:9", "2": "127.0.0.1:9"})[0]
     client = proc.client()
     client.wait_ready()
     client.configure(spec)
     good = convert.tensor_from_array(np.zeros((3, 2)), "x")
-    huge = convert.tensor_from_array(np.zeros((20000, 2)), "x")  # 320 kB > 100 kB
+    huge = convert.tensor_from_array(np.zeros((200_000, 2)), "x")  # 3.2 MB > 2 MiB, unsplit
     channel = open_channel(proc.address)
     stub = peer_pb2_grpc.PeerStub(channel)
     try:
         with pytest.raises(grpc.RpcError) as caught:
-            stub.Exchange(
-                iter([_iterate("limits", "1", huge)]), timeout=10, metadata=as_peer(client, "1")
-            )
+            exchange_as(stub, client, "1", [_iterate("limits", "1", huge)])
         assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         # The sender's next stream is welcome, and the node is unharmed.
-        summary = stub.Exchange(
-            iter([_iterate("limits", "1", good)]), timeout=10, metadata=as_peer(client, "1")
-        )
+        summary = exchange_as(stub, client, "1", [_iterate("limits", "1", good)])
     finally:
         channel.close()
     assert (summary.received, summary.rejected) == (1, 0)
@@ -412,9 +429,12 @@ def test_a_sender_does_not_send_a_message_over_its_limit_and_says_why(cluster):
     client = proc.client()
     client.wait_ready()
     client.configure(specs["0"])
-    secret = as_peer(client, "1")[1][1]
+    secret = client.access.link_secret("1", "0")
     settings = ChannelSettings(
-        max_message_bytes=100_000, sender="1", peer_secret="", link_secrets={"0": secret}
+        max_message_bytes=100_000,
+        sender="1",
+        experiment="limits",
+        secrets=PeerSecrets(send={"0": secret}),
     )
     stats = StatsBook()
     link = OutboundLink(specs["1"], "0", proc.address, stats, settings)

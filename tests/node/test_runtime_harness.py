@@ -12,12 +12,16 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from starling.node.protocol.contract import READY_PREFIX
+from starling.node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
+from starling.node.runtime.link_proof import challenge_of, proof
 from starling.orchestrator.config.experiment import Experiment, parse_experiment
 from starling.orchestrator.execution.client import NodeClient
 from tests.waiting import wait_until
@@ -135,11 +139,42 @@ class Cluster:
                 proc.process.stdout.close()
 
 
-def as_peer(client: NodeClient, sender: str) -> tuple[tuple[str, str], ...]:
-    """Metadata of a Peer stream from ``sender`` to the node ``client`` configured, with the
-    secret of that link (:meth:`~starling.orchestrator.execution.access.Access.link_secret`)."""
-    secret = client.access.link_secret(sender, client.status().node_id)
-    return (("starling-sender", sender), ("starling-secret", secret))
+def exchange_as(
+    stub: peer_pb2_grpc.PeerStub,
+    client: NodeClient,
+    sender: str,
+    requests: Iterable[peer_pb2.Iterate],
+    timeout: float = 10.0,
+    *,
+    secret: str | None = None,
+    future: bool = False,
+) -> Any:
+    """A Peer stream from ``sender`` to the node ``client`` configured, as a genuine sender
+    opens it: it answers the node's challenge with the proof of that link's secret
+    (:meth:`~starling.orchestrator.execution.access.Access.link_secret`, or ``secret``), then sends
+    ``requests``. The summary, or with ``future`` the call."""
+    status = client.status()
+    key = client.access.link_secret(sender, status.node_id) if secret is None else secret
+    opened: list[grpc.Future] = []
+    started = threading.Event()
+
+    def stream() -> Iterator[peer_pb2.Iterate]:
+        started.wait(timeout)
+        challenge = challenge_of(opened[0].initial_metadata()) if opened else None
+        if challenge is None:
+            return
+        answer = proof(key, status.experiment, sender, status.node_id, challenge)
+        yield peer_pb2.Iterate(proof=answer)
+        yield from requests
+
+    try:
+        call = stub.Exchange.future(
+            stream(), timeout=timeout, metadata=(("starling-sender", sender),)
+        )
+        opened.append(call)
+    finally:
+        started.set()
+    return call if future else call.result()
 
 
 def ring_experiment(name: str, rounds: int, deadline: float, **overrides: Any) -> Experiment:

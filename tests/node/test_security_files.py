@@ -212,3 +212,75 @@ def test_identities_are_the_dns_names_of_the_san_never_the_cn_or_an_ip():
     }
     assert identities(_Context(san)) == {"a"}  # type: ignore[arg-type]
     assert identities(_Context({})) == set()  # type: ignore[arg-type]
+
+
+def test_a_certificate_of_another_ca_is_refused_at_start(certs, tmp_path):
+    """``node serve`` started, and only failed later at every handshake, when its
+    certificate was not signed by its --tls-ca: the chain is checked at start now."""
+    init_certs(tmp_path / "other", ["a"])
+    stranger = files(tmp_path / "other", "a")
+    with pytest.raises(ConfigError) as refused:
+        _with(stranger, ca=certs / "ca.pem").check("a")
+    assert str(refused.value) == (
+        f"tls.cert: '{tmp_path}/other/a.pem' does not chain to tls.ca '{certs}/ca.pem' "
+        "(OpenSSL: certificate signature failure); was it signed by another CA?"
+    )
+
+
+def test_a_revoked_certificate_or_a_list_of_another_ca_is_refused_at_start(tmp_path):
+    from starling.orchestrator.deploy.certs import revoke_certs
+
+    folder, other = tmp_path / "certs", tmp_path / "other"
+    init_certs(folder, ["a", "b", "c"])
+    init_certs(other, ["x", "y"])
+    revoke_certs(folder, ["c"])
+    revoke_certs(other, ["y"])
+    assert files(folder, "a").check("a") == []  # a list without a: fine
+    with_list = TlsFiles(*vars(files(folder, "a")).values())
+    assert _with(with_list, crl=folder / "crl.pem").check("a") == []
+    shutil.copy(folder / "b.pem", tmp_path / "b-old.pem")
+    shutil.copy(folder / "b.key", tmp_path / "b-old.key")
+    revoke_certs(folder, ["b"])
+    revoked = TlsFiles(
+        str(folder / "ca.pem"),
+        str(tmp_path / "b-old.pem"),
+        str(tmp_path / "b-old.key"),
+        str(folder / "crl.pem"),
+    )
+    with pytest.raises(ConfigError, match=r"^tls\.cert: '.*b-old\.pem' is revoked by tls\.crl$"):
+        revoked.check("b")
+    with pytest.raises(ConfigError) as refused:
+        _with(with_list, crl=other / "crl.pem").check("a")
+    assert str(refused.value).startswith(f"tls.crl: '{other}/crl.pem' cannot be used with tls.ca")
+    with pytest.raises(ConfigError, match="holds no PEM revocation list"):
+        _with(with_list, crl=folder / "a.pem").check("a")
+
+
+def test_a_clock_in_1970_and_a_certificate_about_to_expire_are_said(certs, monkeypatch):
+    soon = craft(certs, "soon", "a", ["a"], days=(-1, 3))
+    (warning,) = soon.check("a")
+    assert warning.startswith(f"tls.cert: {certs}/soon.pem expires in 3.0 days; renew it")
+    import time as clock
+
+    monkeypatch.setattr(clock, "time", lambda: 3600.0)  # a board booted without a clock
+    with pytest.raises(ConfigError, match=r"^this machine's clock says 1970-01-01: no certif"):
+        files(certs, "a").check("a")
+
+
+def test_serials_are_read_from_certificates_and_lists_as_the_ca_wrote_them(tmp_path):
+    from cryptography import x509
+
+    from starling.node.revocation import certificate_serial, crl_serials
+    from starling.orchestrator.deploy.certs import revoke_certs
+
+    init_certs(tmp_path, ["a", "b", "c"])
+    serials = {
+        who: x509.load_pem_x509_certificate((tmp_path / f"{who}.pem").read_bytes()).serial_number
+        for who in ("a", "b", "c")
+    }
+    for who, serial in serials.items():
+        assert certificate_serial((tmp_path / f"{who}.pem").read_bytes()) == serial
+    revoke_certs(tmp_path, ["a", "c"])
+    assert crl_serials((tmp_path / "crl.pem").read_bytes()) == {serials["a"], serials["c"]}
+    with pytest.raises(ValueError):
+        crl_serials((tmp_path / "b.pem").read_bytes())

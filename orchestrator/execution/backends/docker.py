@@ -82,6 +82,7 @@ class DockerBackend(KernelFaultsMixin, Backend):
         self.volumes: dict[str, Any] = {}
         self._addresses: dict[str, str] = {}
         self._drops: dict[str, dict[str, float]] = {}
+        self._delays: dict[str, dict[str, tuple[float, float]]] = {}
         self._rates: dict[str, float] = {}
         self.quiet: set[str] = set()
         """Nodes paused or off the network on purpose (:meth:`silenced`)."""

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from starling.node.params import ConfigError
+from starling.node.params import ConfigError, host_port
 from starling.orchestrator.config.backends import BackendSettings, InventorySettings
 from starling.orchestrator.core.errors import BackendError
 from starling.orchestrator.execution.backends.base import Backend
@@ -39,12 +39,8 @@ _PAUSE_SECONDS = 0.2
 
 
 def _check_address(node: str, address: Any) -> str:
-    host, _, port = address.rpartition(":") if isinstance(address, str) else ("", "", "")
-    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise ConfigError(
-            f"backend.nodes.{node}: expected host:port with a port from 1 to 65535, got {address!r}"
-        )
-    return address
+    host_port(address, f"backend.nodes.{node}")
+    return str(address)
 
 
 def _refuse_shared(addresses: Mapping[str, str]) -> None:

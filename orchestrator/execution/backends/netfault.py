@@ -13,16 +13,31 @@ no node gets NET_ADMIN; the orchestrator needs only the engine (no root, no ``ns
 the docker host). One helper per command, removed when it exits: a node restarted on its
 volume has a new namespace, which the next helper joins (the backend sets its rules again).
 
-A one-way cut A->B drops every TCP packet A sends to B's gRPC port, i.e. A's messages to B;
-B's messages to A travel on B's own connection and still arrive. Loss drops a random
-``numgen random mod 100 < P`` share of them (TCP resends, so they arrive late or after the
-round's deadline). Rate is a ``tc tbf`` token bucket on the node's interface (its outgoing
-traffic). Delay needs ``tc netem``; a kernel without the ``sch_netem`` module refuses it,
-and so does this module, with that reason.
+Link faults act where packets are really lost: on the *receiving* side. A one-way cut A->B
+is an nftables rule in B's namespace, on the input hook, that drops every TCP packet from A's
+address to B's gRPC port: A's messages to B, on A's own connection; B's messages to A
+travel on B's connection (to A's port) and still arrive. Loss drops a random ``numgen random
+mod 100 < P`` share of those packets there (:func:`receiver_rules`). Dropped on the way in,
+a segment is lost on the wire as far as A's TCP knows: it is retransmitted after a duplicate
+acknowledgement or its retransmission timeout, so the message arrives late, never not at
+all, and A's ``TcpRetransSegs`` counts it. (Dropped in A's own output hook instead, as
+before, the packet never left: A's stack got an error from its own filter and kept the
+segment, its retransmission counters stayed flat, and 30 % "loss" showed only as rounds
+running slower.) A reset answers A's packets to B's port with ``reject with tcp reset``: A's
+stream breaks, and each reconnection is refused at once, until it is cleared.
+
+Rate is a ``tc tbf`` token bucket on the node's interface (its outgoing traffic). Delay
+(with optional jitter) is ``tc netem`` on A's interface for packets to B only (an ``htb``
+root, one unlimited class per delayed receiver holding its netem, a ``u32`` filter on its
+address, :func:`delay_commands`); a kernel without the ``sch_netem`` module refuses it, and
+so does this module, with that reason. Both take the root of A's interface: a rate limit
+and delays on the same node replace each other, the later one wins.
 """
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from starling.orchestrator.core.errors import BackendError
@@ -31,12 +46,105 @@ from starling.orchestrator.core.retry import RetryPolicy, linear, retry
 if TYPE_CHECKING:
     from starling.orchestrator.faults.kernel import KernelFault
 
-__all__ = ["NETFAULT_IMAGE", "KernelFaultsMixin"]
+__all__ = ["NETFAULT_IMAGE", "RESET", "KernelFaultsMixin", "delay_commands", "receiver_rules"]
 
 NODE_PORT = 50051
 NETFAULT_IMAGE = "starling-netfault:latest"
 LABEL_HELPER = "starling.helper"
 _TABLE = "starling_faults"
+RESET = -1.0
+"""A receiver's rule for a sender: answer its packets with TCP resets instead of dropping."""
+_UNLIMITED = "10gbit"
+"""The rate of the htb classes that only carry a netem: never the limit."""
+
+
+def receiver_rules(drops: Mapping[str, float], port: int = NODE_PORT) -> str:
+    """The nft script a receiver's namespace gets: ``drops`` maps a sender's IP address to
+    the percent of its packets to ``port`` that are dropped on arrival (100: all, a cut) or
+    to :data:`RESET` (answered with a TCP reset). The whole table is replaced in one
+    transaction (``add table`` first, so that ``delete table`` never fails); with no drops it
+    is left empty. The chain is on the input hook: the packets have crossed the wire, and
+    the sender's TCP finds them lost."""
+    rules = []
+    for ip, percent in sorted(drops.items()):
+        match = f"ip saddr {ip} tcp dport {port}"
+        if percent == RESET:
+            rules.append(f"    {match} reject with tcp reset")
+        elif percent >= 100:
+            rules.append(f"    {match} drop")
+        else:
+            rules.append(f"    {match} numgen random mod 100 < {int(round(percent))} drop")
+    return (
+        f"add table inet {_TABLE}\ndelete table inet {_TABLE}\n"
+        f"table inet {_TABLE} {{\n  chain in {{\n"
+        "    type filter hook input priority 0; policy accept;\n"
+        + "".join(rule + "\n" for rule in rules)
+        + "  }\n}\n"
+    )
+
+
+def delay_commands(
+    targets: Mapping[str, tuple[float, float]], device: str = "eth0"
+) -> list[list[str]]:
+    """tc commands (without ``tc``) that delay a sender's packets to each IP address of
+    ``targets`` by (delay, jitter) ms, and no other packet: an ``htb`` root whose default
+    class is unlimited, one unlimited class per target holding a ``netem``, and a ``u32``
+    filter on the target's address. With no target the root is removed (the first command
+    deletes whatever root there was; its failure on a bare interface is harmless)."""
+    commands = [["qdisc", "del", "dev", device, "root"]]
+    if not targets:
+        return commands
+    commands.append(["qdisc", "add", "dev", device, "root", "handle", "1:", "htb", "default", "1"])
+    commands.append(
+        ["class", "add", "dev", device, "parent", "1:", "classid", "1:1", "htb", "rate", _UNLIMITED]
+    )
+    for k, (ip, (delay, jitter)) in enumerate(sorted(targets.items()), start=10):
+        classid = f"1:{k}"
+        commands.append(
+            [
+                "class",
+                "add",
+                "dev",
+                device,
+                "parent",
+                "1:",
+                "classid",
+                classid,
+                "htb",
+                "rate",
+                _UNLIMITED,
+            ]
+        )
+        netem = ["netem", "delay", f"{delay:g}ms"]
+        if jitter:
+            netem += [f"{jitter:g}ms", "distribution", "normal"]
+        commands.append(
+            ["qdisc", "add", "dev", device, "parent", classid, "handle", f"{k}:", *netem]
+        )
+        commands.append(
+            [
+                "filter",
+                "add",
+                "dev",
+                device,
+                "parent",
+                "1:",
+                "protocol",
+                "ip",
+                "prio",
+                "1",
+                "u32",
+                "match",
+                "ip",
+                "dst",
+                f"{ip}/32",
+                "flowid",
+                classid,
+            ]
+        )
+    return commands
+
+
 _BUILD_HINT = (
     "build it with docker/build-offline.sh, or "
     "docker build -f docker/netfault.Dockerfile -t starling-netfault ."
@@ -49,7 +157,10 @@ class KernelFaultsMixin:
     :class:`~starling.orchestrator.execution.backends.docker.DockerBackend`."""
 
     _drops: dict[str, dict[str, float]]
-    """Sender -> receiver -> percent of its packets dropped (100: a cut)."""
+    """Receiver -> sender -> percent of the sender's packets it drops on arrival (100: a
+    cut; :data:`RESET`: answered with TCP resets)."""
+    _delays: dict[str, dict[str, tuple[float, float]]]
+    """Sender -> receiver -> (delay, jitter) in ms of its packets to that receiver."""
     _rates: dict[str, float]
     """Node -> the kbit/s its interface is limited to."""
     network: Any
@@ -157,37 +268,33 @@ class KernelFaultsMixin:
             ) from None
 
     def reapply(self, node: str) -> None:
-        """The node's rules and rate limit again, in the new namespace of a restarted node."""
+        """The node's rules, rate limit and delays again, in the new namespace of a
+        restarted node (its address, which the others' rules name, does not move)."""
         if self._drops.get(node):
             self._write_rules(node)
         if node in self._rates:
             self.limit_rate(node, self._rates[node])
+        if self._delays.get(node):
+            self._write_delays(node)
 
     def drop_link(self, sender: str, receiver: str, percent: float = 100.0) -> None:
-        """Drop ``percent`` % of the packets ``sender`` sends to ``receiver``'s gRPC port."""
-        self._drops.setdefault(sender, {})[receiver] = percent
-        self._write_rules(sender)
+        """Drop ``percent`` % of the packets ``sender`` sends to ``receiver``'s gRPC port, as
+        they arrive at ``receiver`` (:data:`RESET`: answer them with TCP resets)."""
+        self._drops.setdefault(receiver, {})[sender] = percent
+        self._write_rules(receiver)
 
     def restore_link(self, sender: str, receiver: str) -> None:
-        self._drops.get(sender, {}).pop(receiver, None)
-        self._write_rules(sender)
+        self._drops.get(receiver, {}).pop(sender, None)
+        self._write_rules(receiver)
 
-    def _write_rules(self, sender: str) -> None:
-        """Replace the sender's whole filter table at once: one nft script, applied as one
-        transaction (``add table`` first so that ``delete table`` never fails)."""
-        rules = []
-        for receiver, percent in sorted(self._drops.get(sender, {}).items()):
-            ip = self._addresses[receiver].rpartition(":")[0]
-            chance = "" if percent >= 100 else f"numgen random mod 100 < {int(round(percent))} "
-            rules.append(f"    ip daddr {ip} tcp dport {NODE_PORT} {chance}drop")
-        script = (
-            f"add table inet {_TABLE}\ndelete table inet {_TABLE}\n"
-            f"table inet {_TABLE} {{\n  chain out {{\n"
-            "    type filter hook output priority 0; policy accept;\n"
-            + "".join(rule + "\n" for rule in rules)
-            + "  }\n}\n"
-        )
-        self._helper(sender, "nft", script)
+    def _write_rules(self, receiver: str) -> None:
+        """Replace the receiver's whole filter table at once: one nft script, applied as
+        one transaction."""
+        drops = {
+            self._addresses[sender].rpartition(":")[0]: percent
+            for sender, percent in self._drops.get(receiver, {}).items()
+        }
+        self._helper(receiver, "nft", receiver_rules(drops))
 
     def limit_rate(self, node: str, kbit: float) -> None:
         """A token bucket on the node's interface: what it sends leaves at ``kbit``."""
@@ -242,28 +349,39 @@ class KernelFaultsMixin:
         elif fault.kind == "rate":
             assert fault.amount is not None
             self.limit_rate(fault.node, fault.amount)
+        elif fault.kind == "reset":
+            assert fault.peer is not None
+            self.drop_link(fault.node, fault.peer, RESET)
         elif fault.kind == "delay":
+            assert fault.peer is not None and fault.amount is not None
             self.check_delay()
-            self._helper(
-                fault.node,
-                "tc",
-                "qdisc",
-                "replace",
-                "dev",
-                "eth0",
-                "root",
-                "netem",
-                "delay",
-                f"{fault.amount:g}ms",
-            )
+            self._delays.setdefault(fault.node, {})[fault.peer] = (fault.amount, fault.jitter)
+            self._write_delays(fault.node)
 
     def clear_fault(self, fault: KernelFault) -> None:
         if fault.kind == "pause":
             self.unpause(fault.node)
         elif fault.kind == "disconnect":
             self.reconnect(fault.node)
-        elif fault.kind in ("cut", "loss"):
+        elif fault.kind in ("cut", "loss", "reset"):
             assert fault.peer is not None
             self.restore_link(fault.node, fault.peer)
+        elif fault.kind == "delay":
+            assert fault.peer is not None
+            self._delays.get(fault.node, {}).pop(fault.peer, None)
+            self._write_delays(fault.node)
         else:
             self.clear_rate(fault.node)
+
+    def _write_delays(self, sender: str) -> None:
+        """The sender's delayed links set anew (:func:`delay_commands`), in one helper: the
+        old root removed (harmless when there is none), then the new qdiscs, stopping at the
+        first failure."""
+        targets = {
+            self._addresses[receiver].rpartition(":")[0]: amount
+            for receiver, amount in self._delays.get(sender, {}).items()
+        }
+        first, *rest = delay_commands(targets)
+        script = shlex.join(["tc", *first]) + " 2>/dev/null; set -e"
+        script += "".join("; " + shlex.join(["tc", *command]) for command in rest)
+        self._helper(sender, "sh", "-c", script)

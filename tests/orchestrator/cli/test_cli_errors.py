@@ -333,6 +333,13 @@ COMMAND_CASES: list[tuple[str, list[str], Any, int, str]] = [
      "--drop: expected a probability in (0, 1], got 0.0"),
     ("kernel link, no run", ["links", "cut", "A", "B", "--kernel"], None, 2,
      "no running experiment found"),
+    ("reset without --kernel", ["links", "reset", "A", "B"], None, 2,
+     "links reset: a kernel fault; add --kernel"),
+    ("jitter without --kernel", ["links", "set", "A", "B", "--delay", "5ms", "--jitter", "2ms"],
+     None, 2, "--jitter: a kernel fault; add --kernel"),
+    ("jitter with a kernel drop", ["links", "set", "A", "B", "--kernel", "--drop", "0.2",
+                                   "--jitter", "2ms"], None, 2,
+     "--jitter: only with links set --delay ... --kernel"),
 ]
 # fmt: on
 

@@ -16,7 +16,9 @@ import pytest
 import yaml
 
 from starling.orchestrator.cli.main import main
-from starling.orchestrator.deploy.compose import generate
+from starling.orchestrator.config.shipped import experiment_file
+from starling.orchestrator.config.yaml_files import read_yaml_file
+from starling.orchestrator.deploy.testbed import make_testbed
 
 EXPERIMENT = {
     "name": "files",
@@ -188,7 +190,7 @@ def test_compose_generate_checks_its_numbers():
     from starling.node.params import ConfigError
 
     with pytest.raises(ConfigError, match="--data-seed"):
-        generate(3, data_seed=-1)
+        make_testbed(read_yaml_file(experiment_file("compose-quickstart")), 3, data_seed=-1)
 
 
 # --- damaged results folders

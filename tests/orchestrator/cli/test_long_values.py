@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from starling.node.shown import MAX_SHOWN, shorten, shown
+from starling.node.shown import MAX_SHOWN, one_line, shorten, shown
 from starling.orchestrator.cli.main import main
 from tests.conftest import ROOT
 
@@ -73,7 +73,13 @@ def test_shown_keeps_short_values_whole_and_says_how_long_a_long_one_was():
     cut = shown(LONG)
     assert cut.startswith("'xxx") and cut.endswith("xxx' (10,000 characters)")
     assert "…" in cut and len(cut) < 120
-    assert shown(list(range(10_000))).endswith("9999] (58,890 characters)")
+    # A container is shown by its first items and its size, never walked whole (a YAML
+    # alias bomb is a few lists shared a billion times over).
+    assert shown(list(range(10_000))) == "[0, 1, 2, 3, 4, 5, 6, 7, ...] (10,000 items)"
+    bomb: list = ["lol"] * 9
+    for _ in range(9):
+        bomb = [bomb] * 9
+    assert len(shown(bomb)) < 130 and shown(bomb).endswith("(9 items)")
 
 
 def test_shorten_cuts_quoted_values_and_long_runs_but_no_prose():
@@ -85,3 +91,30 @@ def test_shorten_cuts_quoted_values_and_long_runs_but_no_prose():
     assert len(shorten("got " + "1" * 5000)) < 120
     plain = "topology.nodes: says 5 but nodes lists 3 " * 5  # long, but nothing to cut
     assert shorten(plain) == plain
+
+
+# (case, file content, the field the line must name): a key or value holding a line break or
+# a terminal control sequence is echoed escaped, so the error is still one line.
+# fmt: off
+BROKEN = [
+    ("newline key in params", _q(model={"params": {"\n": None}}), "model.params."),
+    ("escape sequence key", _q(data={"\x1b[2Jx": 1}), "data."),
+    ("line separator in a name", _q(name="a\u2028b"), "name"),
+    ("carriage return in a kind", _q(topology={"kind": "ring\rx"}), "topology.kind"),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(("content", "field"), [c[1:] for c in BROKEN], ids=[c[0] for c in BROKEN])
+def test_a_line_break_in_a_key_or_value_is_echoed_escaped(tmp_path, capsys, content, field):
+    path = tmp_path / "case.yaml"
+    path.write_text(yaml.safe_dump(content, width=10**9, allow_unicode=False))
+    assert main(["simulate", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, repr(err)
+    assert err.startswith(f"starling: {field}") and "\x1b" not in err, repr(err)
+
+
+def test_one_line_escapes_breaks_and_controls_but_keeps_prose_and_tabs():
+    assert one_line("a\nb\r\x1b[31mc\u2028d\x85e") == "a\\nb\\r\\x1b[31mc\\u2028d\\x85e"
+    assert one_line("plain words\tand a tab, ünïcode") == "plain words\tand a tab, ünïcode"

@@ -20,6 +20,8 @@ def test_entries_parse_into_faults():
             {"cut": ["a", "c"], "at_round": 2, "for_rounds": 1},
             {"loss": ["c", "a"], "percent": 30, "at_round": 5, "for_rounds": 2},
             {"rate": "a", "kbit": 64, "at_round": 0, "for_rounds": 1},
+            {"reset": ["b", "c"], "at_round": 3, "for_rounds": 2},
+            {"delay": ["a", "b"], "ms": 50, "jitter_ms": 10, "at_round": 1, "for_rounds": 2},
         ],
         NODES,
         rounds=10,
@@ -29,7 +31,10 @@ def test_entries_parse_into_faults():
         KernelFault("cut", "a", "c", 2, 1),
         KernelFault("loss", "c", "a", 5, 2, 30.0),
         KernelFault("rate", "a", None, 0, 1, 64.0),
+        KernelFault("reset", "b", "c", 3, 2),
+        KernelFault("delay", "a", "b", 1, 2, 50.0, 10.0),
     )
+    assert faults[-1].label == "delay 50 ms ± 10 ms of link a->b"
 
 
 @pytest.mark.parametrize(
@@ -51,6 +56,14 @@ def test_entries_parse_into_faults():
         (
             {"pause": "a", "percent": 5, "at_round": 1, "for_rounds": 1},
             "kernel_faults[0].percent: unknown field for a pause fault",
+        ),
+        (
+            {"delay": ["a", "b"], "ms": 5, "jitter_ms": -1, "at_round": 1, "for_rounds": 1},
+            "kernel_faults[0].jitter_ms: expected a number >= 0",
+        ),
+        (
+            {"loss": ["a", "b"], "percent": 5, "jitter_ms": 1, "at_round": 1, "for_rounds": 1},
+            "kernel_faults[0].jitter_ms: unknown field for a loss fault",
         ),
     ],
 )

@@ -8,6 +8,7 @@ address to fetch, and each section there with the run's own figures in it.
 from __future__ import annotations
 
 import base64
+import html
 import io
 import json
 import re
@@ -87,10 +88,12 @@ def test_simulate_writes_a_self_contained_report_with_every_section(tmp_path, st
     assert "±1 sd" in page and "bootstrap" in page  # the band is explained
     assert "1 → 2" in page  # the links table names directed links
     assert "name: faulty" in page  # the experiment file as run
-    # The verdict is the title's first badge, before the status.
+    # The evaluation's verdict, in the one box that leads the page, coloured by it.
     verdict = metrics["verdict"]["run"]
-    title = page.split("<h1>")[1].split("</h1>")[0]
-    assert title.index(f">{verdict}</span>") < title.index(">complete</span>"), title
+    box = page.split('<section id="verdict"')[1].split("</section>")[0]
+    assert f"<h2>Verdict: {verdict}</h2>" in box and f"verdict-{verdict.replace(' ', '-')}" in box
+    assert all(html.escape(r) in box for r in metrics["verdict"]["reasons"])
+    assert page.count('id="verdict"') == 1
 
 
 def test_new_metrics_and_curves_appear_without_a_change_to_the_report(tmp_path, starling_home):
@@ -105,8 +108,10 @@ def test_new_metrics_and_curves_appear_without_a_change_to_the_report(tmp_path, 
     ]
     (out / "sinkhorn_curve.csv").write_text("\n".join(lines) + "\n")
     page = write_report(out).read_text()
-    assert "<th>ess_bulk</th>" in page and "123.2" in page and "126.2" in page
-    assert "<th>sinkhorn.per_node</th>" in page and "sinkhorn.average" in page
+    # Each shows under a header in words (never its dotted key), in a table of its own.
+    assert "<th>ess bulk</th>" in page and "123.2" in page and "126.2" in page
+    assert "<th>sinkhorn</th>" in page and "<td>sinkhorn · average</td>" in page
+    assert "sinkhorn.per_node" not in page and "sinkhorn.average" not in page
     assert "sinkhorn_curve.csv" in page
     assert len(_images(page)) == 4  # w2 and sinkhorn curves, posterior, network (no faults)
     assert "No node or link fault" in page
@@ -142,10 +147,56 @@ def test_a_study_gets_one_page_comparing_its_cells(tmp_path, starling_home):
     assert "p-0.3/D-ULA/seed-1" in page  # every run listed
     assert "±1 sd over the replicates (seeds)" in page  # the band over seeds is drawn
     # The banner counts the runs' verdicts; the paired differences have their own table.
-    assert re.search(r'class="verdict verdict-[a-z-]+">\d+ of 8 runs converged</span>', page)
+    assert re.search(r'class="verdict verdict-[a-z-]+"><h2>Verdict: \d+ of 8 runs converged', page)
     assert "Paired by seed" in page and "<th>difference</th>" in page
 
 
 def test_report_refuses_a_folder_without_results(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "has no metrics.json" in capsys.readouterr().err
+
+
+def test_the_verdict_comes_first_read_from_the_metrics_when_they_hold_one(tmp_path, starling_home):
+    code, out = _simulate(tmp_path, {**FAULTY, "faults": []}, "--no-report")
+    assert code == 0
+    page = write_report(out).read_text()
+    verdict = page.index('<section id="verdict"')
+    assert verdict < page.index("<h2>Convergence</h2>")
+    metrics = json.loads((out / "metrics.json").read_text())
+    # The evaluation's own verdict, with the figures it weighed under it.
+    assert f"Verdict: {metrics['verdict']['run']}" in page and "R-hat at its worst" in page
+    assert "not judged here" not in page
+    # A folder written before verdicts existed: the figures alone, judged by nobody.
+    del metrics["verdict"]
+    (out / "metrics.json").write_text(json.dumps(metrics))
+    page = write_report(out).read_text()
+    assert "R-hat at its worst" in page and "not judged here" in page
+    # A verdict in the older shape (a headline and lines) is shown as it is.
+    metrics["verdict"] = {"summary": "trustworthy", "reasons": ["R-hat below 1.01 everywhere"]}
+    (out / "metrics.json").write_text(json.dumps(metrics))
+    page = write_report(out).read_text()
+    assert "Verdict: trustworthy" in page and "R-hat below 1.01 everywhere" in page
+    assert "not judged here" not in page
+
+
+def test_histograms_pool_enough_draws_and_say_which(tmp_path, starling_home):
+    """The evaluation's window (one round here: 30 draws) drew ragged histograms."""
+    code, out = _simulate(tmp_path, {**FAULTY, "faults": [], "evaluation": {"window": 1}})
+    assert code == 0
+    page = (out / "report.html").read_text()
+    said = re.search(
+        r"Draws of the last (\d+) rounds \(rounds (\d+)–(\d+)\) of all 30 chains: (\d+)", page
+    )
+    assert said, page[-3000:]
+    rounds, first, last, draws = (int(g) for g in said.groups())
+    assert (rounds, first, last, draws) == (15, 15, 29, 450)  # the second half of 30 rounds
+
+
+def test_every_header_is_words_not_a_dotted_key(tmp_path, starling_home):
+    code, out = _simulate(tmp_path, {**FAULTY, "faults": []}, "--no-report")
+    page = write_report(out).read_text()
+    headers = re.findall(r"<th>(.*?)</th>", page)
+    assert headers and not [h for h in headers if re.search(r"[a-z_]\.[a-z_]", h)], headers
+    cells = re.findall(r"<td>(.*?)</td>", page)
+    assert not [c for c in cells if re.fullmatch(r"[a-z_]+(\.[a-z_0-9]+)+", c)], cells
+    assert "ESS bulk, worst coordinate (draws)" in headers

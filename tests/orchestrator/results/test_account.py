@@ -107,7 +107,10 @@ def test_link_summary_joins_what_the_sender_and_the_receiver_counted():
             "outbound": {"b": {"sent": 7, "withheld": 3, "dropped": 1, "send_errors": 1}},
             "inbound": {},
         },
-        "b": {"outbound": {}, "inbound": {"a": {"received": 5, "late": 1, "rejected": 0}}},
+        "b": {
+            "outbound": {},
+            "inbound": {"a": {"received": 5, "late": 1, "rejected": 2, "screened": 2}},
+        },
     }
     links = link_summary(books)
     assert links == {
@@ -117,16 +120,35 @@ def test_link_summary_joins_what_the_sender_and_the_receiver_counted():
             "withheld": 3,
             "dropped": 1,
             "late": 1,
-            "rejected": 0,
+            "rejected": 2,
+            "screened": 2,
             "send_errors": 1,
             "overruns": 0,
+            "resent": 0,
+            "lost": 3 + 1 + 7 - 5,
         }
     }
     lines = link_account(links)
-    assert lines[0].startswith("links: 1 of 1 lost messages")
-    assert lines[1] == "  a→b: 7/5/3/1/1 send_errors 1"
+    assert lines[0].startswith("links: 1 of 1 did not deliver every message in time")
+    # The receiver's screening names the sender: the link a→b.
+    assert lines[1] == (
+        "  a→b: 7 sent, 5 delivered in time, 1 late, 2 screened (a value beyond the "
+        "receiver's bound), 3 dropped by a fault, 1 not sent (receiver unreachable), "
+        "1 stream failures (messages sent again)"
+    )
     clean = {"a->b": {"sent": 4, "delivered": 4, "withheld": 0, "dropped": 0, "late": 0}}
     assert link_account(clean) == ["links: all 1 links delivered every message in time"]
+
+
+def test_a_message_sent_again_after_a_stream_failure_and_delivered_is_not_lost():
+    """A stream broke, its messages were sent again and arrived: the account said the link
+    "lost messages"."""
+    resent = {"a->b": {"sent": 9, "delivered": 9, "send_errors": 2}}
+    assert link_account(resent) == [
+        "links: all 1 links delivered every message in time; 2 stream failures, "
+        "their messages sent again"
+    ]
+    assert "lost" not in " ".join(link_account({"a->b": {"sent": 9, "delivered": 8}}))
 
 
 def test_the_live_journal_replays_into_link_states(tmp_path):

@@ -27,7 +27,7 @@ NODE_STATE_FAILED: NodeState
 NODE_STATE_STOPPED: NodeState
 
 class NodeConfig(_message.Message):
-    __slots__ = ("experiment", "node_id", "node_index", "role", "algorithm", "hyperparameters", "model", "data", "seed", "rounds", "chains", "num_nodes", "prior_share", "schedule", "schedule_period", "peers", "round_deadline", "link_faults", "checkpoint_every", "inbound_faults", "fresh", "peer_secret", "send_secrets", "accept_secrets")
+    __slots__ = ("experiment", "node_id", "node_index", "role", "algorithm", "hyperparameters", "model", "data", "seed", "rounds", "chains", "num_nodes", "prior_share", "schedule", "schedule_period", "peers", "round_deadline", "link_faults", "checkpoint_every", "inbound_faults", "fresh", "peer_secret", "send_secrets", "accept_secrets", "run_id")
     class SendSecretsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -66,6 +66,7 @@ class NodeConfig(_message.Message):
     PEER_SECRET_FIELD_NUMBER: _ClassVar[int]
     SEND_SECRETS_FIELD_NUMBER: _ClassVar[int]
     ACCEPT_SECRETS_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     experiment: str
     node_id: str
     node_index: int
@@ -90,7 +91,8 @@ class NodeConfig(_message.Message):
     peer_secret: str
     send_secrets: _containers.ScalarMap[str, str]
     accept_secrets: _containers.ScalarMap[str, str]
-    def __init__(self, experiment: _Optional[str] = ..., node_id: _Optional[str] = ..., node_index: _Optional[int] = ..., role: _Optional[str] = ..., algorithm: _Optional[str] = ..., hyperparameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., model: _Optional[_Union[ModelConfig, _Mapping]] = ..., data: _Optional[_Union[DataConfig, _Mapping]] = ..., seed: _Optional[int] = ..., rounds: _Optional[int] = ..., chains: _Optional[int] = ..., num_nodes: _Optional[int] = ..., prior_share: _Optional[float] = ..., schedule: _Optional[_Iterable[_Union[Neighbourhood, _Mapping]]] = ..., schedule_period: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[PeerAddress, _Mapping]]] = ..., round_deadline: _Optional[float] = ..., link_faults: _Optional[_Iterable[_Union[LinkFault, _Mapping]]] = ..., checkpoint_every: _Optional[int] = ..., inbound_faults: _Optional[_Iterable[_Union[InboundFault, _Mapping]]] = ..., fresh: _Optional[bool] = ..., peer_secret: _Optional[str] = ..., send_secrets: _Optional[_Mapping[str, str]] = ..., accept_secrets: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    run_id: str
+    def __init__(self, experiment: _Optional[str] = ..., node_id: _Optional[str] = ..., node_index: _Optional[int] = ..., role: _Optional[str] = ..., algorithm: _Optional[str] = ..., hyperparameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., model: _Optional[_Union[ModelConfig, _Mapping]] = ..., data: _Optional[_Union[DataConfig, _Mapping]] = ..., seed: _Optional[int] = ..., rounds: _Optional[int] = ..., chains: _Optional[int] = ..., num_nodes: _Optional[int] = ..., prior_share: _Optional[float] = ..., schedule: _Optional[_Iterable[_Union[Neighbourhood, _Mapping]]] = ..., schedule_period: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[PeerAddress, _Mapping]]] = ..., round_deadline: _Optional[float] = ..., link_faults: _Optional[_Iterable[_Union[LinkFault, _Mapping]]] = ..., checkpoint_every: _Optional[int] = ..., inbound_faults: _Optional[_Iterable[_Union[InboundFault, _Mapping]]] = ..., fresh: _Optional[bool] = ..., peer_secret: _Optional[str] = ..., send_secrets: _Optional[_Mapping[str, str]] = ..., accept_secrets: _Optional[_Mapping[str, str]] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class InboundFault(_message.Message):
     __slots__ = ("sender", "fault")
@@ -191,23 +193,29 @@ class ConfigureReply(_message.Message):
     def __init__(self, next_round: _Optional[int] = ..., resumed: _Optional[bool] = ..., samples_stored: _Optional[int] = ..., data: _Optional[_Union[DataConfig, _Mapping]] = ...) -> None: ...
 
 class StartRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class StopRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class Ack(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class LinkStats(_message.Message):
-    __slots__ = ("peer", "sent", "received", "withheld", "dropped", "send_errors", "late", "rejected", "last_error", "max_staleness", "overruns", "bytes", "pending_received", "pending_withheld", "pending_bytes")
+    __slots__ = ("peer", "sent", "received", "withheld", "dropped", "send_errors", "late", "rejected", "last_error", "max_staleness", "overruns", "bytes", "pending_received", "pending_withheld", "pending_bytes", "screened", "resent")
     PEER_FIELD_NUMBER: _ClassVar[int]
     SENT_FIELD_NUMBER: _ClassVar[int]
     RECEIVED_FIELD_NUMBER: _ClassVar[int]
@@ -223,6 +231,8 @@ class LinkStats(_message.Message):
     PENDING_RECEIVED_FIELD_NUMBER: _ClassVar[int]
     PENDING_WITHHELD_FIELD_NUMBER: _ClassVar[int]
     PENDING_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SCREENED_FIELD_NUMBER: _ClassVar[int]
+    RESENT_FIELD_NUMBER: _ClassVar[int]
     peer: str
     sent: int
     received: int
@@ -238,10 +248,12 @@ class LinkStats(_message.Message):
     pending_received: int
     pending_withheld: int
     pending_bytes: int
-    def __init__(self, peer: _Optional[str] = ..., sent: _Optional[int] = ..., received: _Optional[int] = ..., withheld: _Optional[int] = ..., dropped: _Optional[int] = ..., send_errors: _Optional[int] = ..., late: _Optional[int] = ..., rejected: _Optional[int] = ..., last_error: _Optional[str] = ..., max_staleness: _Optional[int] = ..., overruns: _Optional[int] = ..., bytes: _Optional[int] = ..., pending_received: _Optional[int] = ..., pending_withheld: _Optional[int] = ..., pending_bytes: _Optional[int] = ...) -> None: ...
+    screened: int
+    resent: int
+    def __init__(self, peer: _Optional[str] = ..., sent: _Optional[int] = ..., received: _Optional[int] = ..., withheld: _Optional[int] = ..., dropped: _Optional[int] = ..., send_errors: _Optional[int] = ..., late: _Optional[int] = ..., rejected: _Optional[int] = ..., last_error: _Optional[str] = ..., max_staleness: _Optional[int] = ..., overruns: _Optional[int] = ..., bytes: _Optional[int] = ..., pending_received: _Optional[int] = ..., pending_withheld: _Optional[int] = ..., pending_bytes: _Optional[int] = ..., screened: _Optional[int] = ..., resent: _Optional[int] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("node_id", "experiment", "state", "round", "error", "samples_stored", "outbound", "inbound", "program_metrics", "holding", "peers_down", "refused_streams", "denied_peer_streams", "denied_control_calls")
+    __slots__ = ("node_id", "experiment", "state", "round", "error", "samples_stored", "outbound", "inbound", "program_metrics", "holding", "peers_down", "refused_streams", "denied_peer_streams", "denied_control_calls", "run_id", "refused")
     class ProgramMetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -249,6 +261,13 @@ class NodeStatus(_message.Message):
         key: str
         value: float
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class RefusedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -263,6 +282,8 @@ class NodeStatus(_message.Message):
     REFUSED_STREAMS_FIELD_NUMBER: _ClassVar[int]
     DENIED_PEER_STREAMS_FIELD_NUMBER: _ClassVar[int]
     DENIED_CONTROL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     experiment: str
     state: NodeState
@@ -277,19 +298,23 @@ class NodeStatus(_message.Message):
     refused_streams: int
     denied_peer_streams: int
     denied_control_calls: int
-    def __init__(self, node_id: _Optional[str] = ..., experiment: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., round: _Optional[int] = ..., error: _Optional[str] = ..., samples_stored: _Optional[int] = ..., outbound: _Optional[_Iterable[_Union[LinkStats, _Mapping]]] = ..., inbound: _Optional[_Iterable[_Union[LinkStats, _Mapping]]] = ..., program_metrics: _Optional[_Mapping[str, float]] = ..., holding: _Optional[bool] = ..., peers_down: _Optional[_Iterable[str]] = ..., refused_streams: _Optional[int] = ..., denied_peer_streams: _Optional[int] = ..., denied_control_calls: _Optional[int] = ...) -> None: ...
+    run_id: str
+    refused: _containers.ScalarMap[str, int]
+    def __init__(self, node_id: _Optional[str] = ..., experiment: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., round: _Optional[int] = ..., error: _Optional[str] = ..., samples_stored: _Optional[int] = ..., outbound: _Optional[_Iterable[_Union[LinkStats, _Mapping]]] = ..., inbound: _Optional[_Iterable[_Union[LinkStats, _Mapping]]] = ..., program_metrics: _Optional[_Mapping[str, float]] = ..., holding: _Optional[bool] = ..., peers_down: _Optional[_Iterable[str]] = ..., refused_streams: _Optional[int] = ..., denied_peer_streams: _Optional[int] = ..., denied_control_calls: _Optional[int] = ..., run_id: _Optional[str] = ..., refused: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class SamplesRequest(_message.Message):
-    __slots__ = ("offset", "follow", "experiment", "node_id")
+    __slots__ = ("offset", "follow", "experiment", "node_id", "run_id")
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     offset: int
     follow: bool
     experiment: str
     node_id: str
-    def __init__(self, offset: _Optional[int] = ..., follow: _Optional[bool] = ..., experiment: _Optional[str] = ..., node_id: _Optional[str] = ...) -> None: ...
+    run_id: str
+    def __init__(self, offset: _Optional[int] = ..., follow: _Optional[bool] = ..., experiment: _Optional[str] = ..., node_id: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class Sample(_message.Message):
     __slots__ = ("index", "round", "value")
@@ -308,34 +333,42 @@ class SampleBatch(_message.Message):
     def __init__(self, samples: _Optional[_Iterable[_Union[Sample, _Mapping]]] = ...) -> None: ...
 
 class SetLinkRequest(_message.Message):
-    __slots__ = ("receiver", "up", "drop", "delay_ms")
+    __slots__ = ("receiver", "up", "drop", "delay_ms", "run_id")
     RECEIVER_FIELD_NUMBER: _ClassVar[int]
     UP_FIELD_NUMBER: _ClassVar[int]
     DROP_FIELD_NUMBER: _ClassVar[int]
     DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     receiver: str
     up: bool
     drop: float
     delay_ms: float
-    def __init__(self, receiver: _Optional[str] = ..., up: _Optional[bool] = ..., drop: _Optional[float] = ..., delay_ms: _Optional[float] = ...) -> None: ...
+    run_id: str
+    def __init__(self, receiver: _Optional[str] = ..., up: _Optional[bool] = ..., drop: _Optional[float] = ..., delay_ms: _Optional[float] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class HoldRequest(_message.Message):
-    __slots__ = ("round",)
+    __slots__ = ("round", "run_id")
     ROUND_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     round: int
-    def __init__(self, round: _Optional[int] = ...) -> None: ...
+    run_id: str
+    def __init__(self, round: _Optional[int] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class PeerDownRequest(_message.Message):
-    __slots__ = ("peer", "down")
+    __slots__ = ("peer", "down", "run_id")
     PEER_FIELD_NUMBER: _ClassVar[int]
     DOWN_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     peer: str
     down: bool
-    def __init__(self, peer: _Optional[str] = ..., down: _Optional[bool] = ...) -> None: ...
+    run_id: str
+    def __init__(self, peer: _Optional[str] = ..., down: _Optional[bool] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class CheckpointRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class CheckpointReply(_message.Message):
     __slots__ = ("next_round",)

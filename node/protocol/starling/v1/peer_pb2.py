@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from starling.node.protocol.starling.v1 import tensor_pb2 as starling_dot_v1_dot_tensor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16starling/v1/peer.proto\x12\x0bstarling.v1\x1a\x18starling/v1/tensor.proto\"\xb3\x01\n\x07Iterate\x12\x12\n\nexperiment\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\x10\n\x08receiver\x18\x03 \x01(\t\x12\r\n\x05round\x18\x04 \x01(\x03\x12\r\n\x05phase\x18\x05 \x01(\x05\x12\x0c\n\x04kind\x18\x06 \x01(\t\x12$\n\x07tensors\x18\x07 \x03(\x0b\x32\x13.starling.v1.Tensor\x12\x10\n\x08withheld\x18\x08 \x01(\x08\x12\x0e\n\x06resent\x18\t \x01(\x08\"5\n\x0f\x45xchangeSummary\x12\x10\n\x08received\x18\x01 \x01(\x03\x12\x10\n\x08rejected\x18\x02 \x01(\x03\x32H\n\x04Peer\x12@\n\x08\x45xchange\x12\x14.starling.v1.Iterate\x1a\x1c.starling.v1.ExchangeSummary(\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16starling/v1/peer.proto\x12\x0bstarling.v1\x1a\x18starling/v1/tensor.proto\"\xdf\x01\n\x07Iterate\x12\x12\n\nexperiment\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\x10\n\x08receiver\x18\x03 \x01(\t\x12\r\n\x05round\x18\x04 \x01(\x03\x12\r\n\x05phase\x18\x05 \x01(\x05\x12\x0c\n\x04kind\x18\x06 \x01(\t\x12$\n\x07tensors\x18\x07 \x03(\x0b\x32\x13.starling.v1.Tensor\x12\x10\n\x08withheld\x18\x08 \x01(\x08\x12\x0e\n\x06resent\x18\t \x01(\x08\x12\r\n\x05\x63hunk\x18\n \x01(\x0c\x12\x0c\n\x04more\x18\x0b \x01(\x08\x12\r\n\x05proof\x18\x0c \x01(\t\"5\n\x0f\x45xchangeSummary\x12\x10\n\x08received\x18\x01 \x01(\x03\x12\x10\n\x08rejected\x18\x02 \x01(\x03\x32H\n\x04Peer\x12@\n\x08\x45xchange\x12\x14.starling.v1.Iterate\x1a\x1c.starling.v1.ExchangeSummary(\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,9 +33,9 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'starling.v1.peer_pb2', _glo
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ITERATE']._serialized_start=66
-  _globals['_ITERATE']._serialized_end=245
-  _globals['_EXCHANGESUMMARY']._serialized_start=247
-  _globals['_EXCHANGESUMMARY']._serialized_end=300
-  _globals['_PEER']._serialized_start=302
-  _globals['_PEER']._serialized_end=374
+  _globals['_ITERATE']._serialized_end=289
+  _globals['_EXCHANGESUMMARY']._serialized_start=291
+  _globals['_EXCHANGESUMMARY']._serialized_end=344
+  _globals['_PEER']._serialized_start=346
+  _globals['_PEER']._serialized_end=418
 # @@protoc_insertion_point(module_scope)

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Iterate(_message.Message):
-    __slots__ = ("experiment", "sender", "receiver", "round", "phase", "kind", "tensors", "withheld", "resent")
+    __slots__ = ("experiment", "sender", "receiver", "round", "phase", "kind", "tensors", "withheld", "resent", "chunk", "more", "proof")
     EXPERIMENT_FIELD_NUMBER: _ClassVar[int]
     SENDER_FIELD_NUMBER: _ClassVar[int]
     RECEIVER_FIELD_NUMBER: _ClassVar[int]
@@ -18,6 +18,9 @@ class Iterate(_message.Message):
     TENSORS_FIELD_NUMBER: _ClassVar[int]
     WITHHELD_FIELD_NUMBER: _ClassVar[int]
     RESENT_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    PROOF_FIELD_NUMBER: _ClassVar[int]
     experiment: str
     sender: str
     receiver: str
@@ -27,7 +30,10 @@ class Iterate(_message.Message):
     tensors: _containers.RepeatedCompositeFieldContainer[_tensor_pb2.Tensor]
     withheld: bool
     resent: bool
-    def __init__(self, experiment: _Optional[str] = ..., sender: _Optional[str] = ..., receiver: _Optional[str] = ..., round: _Optional[int] = ..., phase: _Optional[int] = ..., kind: _Optional[str] = ..., tensors: _Optional[_Iterable[_Union[_tensor_pb2.Tensor, _Mapping]]] = ..., withheld: _Optional[bool] = ..., resent: _Optional[bool] = ...) -> None: ...
+    chunk: bytes
+    more: bool
+    proof: str
+    def __init__(self, experiment: _Optional[str] = ..., sender: _Optional[str] = ..., receiver: _Optional[str] = ..., round: _Optional[int] = ..., phase: _Optional[int] = ..., kind: _Optional[str] = ..., tensors: _Optional[_Iterable[_Union[_tensor_pb2.Tensor, _Mapping]]] = ..., withheld: _Optional[bool] = ..., resent: _Optional[bool] = ..., chunk: _Optional[bytes] = ..., more: _Optional[bool] = ..., proof: _Optional[str] = ...) -> None: ...
 
 class ExchangeSummary(_message.Message):
     __slots__ = ("received", "rejected")
