@@ -246,8 +246,11 @@ def plot_bars(out: Path, study: Study, rows: list[dict]) -> list[Path]:
         ax.grid(True, axis="y", alpha=0.3)
     for ax in axes[len(cells) :]:
         ax.set_visible(False)
+    # The seeds the rows hold, which may be fewer than the study's (a part of it run alone).
+    held = sorted({int(r["seeds"]) for r in rows})
+    seeds = str(held[0]) if len(held) == 1 else f"{held[0]}–{held[-1]}"
     figure.suptitle(
-        f"{study.name}: mean ± 95 % interval over {study.seeds} seed(s); hatched: not every "
+        f"{study.name}: mean ± 95 % interval over {seeds} seed(s); hatched: not every "
         "seed converged; ✕: no finite figure (diverged)",
         fontsize="medium",
     )
