@@ -6,7 +6,10 @@ ISO 8601 with milliseconds), ``level``, ``logger``, ``message``, ``event``, ``no
 ``experiment`` come from the process's context (:func:`set_context`: a node process serves
 one node; the orchestrator names its experiment), the others from the ``extra`` a call
 passes (``log.info(..., extra={"event": "configured", "round": 3, "peer": "b"})``).
-``event`` is a short stable name for what happened; a line without one is ``"log"``.
+``event`` is a short stable name for what happened; a line without one is ``"log"``. A
+field of :data:`OPTIONAL_FIELDS` appears only on the lines that give it (the orchestrator's
+``"event": "summary"`` line at the end of a run carries the run's ``verdict`` and its
+``figures``).
 
 Standard output may close before the process is done with it (``starling status | head
 -3``, a node's ``serve | head -1``): :func:`quiet_when_closed` makes every later write to it
@@ -51,6 +54,10 @@ __all__ = [
 
 FORMATS = ("text", "json")
 FIELDS = ("event", "node", "experiment", "round", "peer")
+OPTIONAL_FIELDS = ("verdict", "figures")
+"""Fields a JSON line carries only when its call gives them: the orchestrator's summary of a
+finished run has its verdict (converged, not converged or diverged) and its figures as
+fields of their own."""
 REDACTED = "[redacted]"
 
 _context: dict[str, Any] = {}
@@ -150,9 +157,10 @@ class JsonFormatter(logging.Formatter):
             entry[name] = value if value is not None else _context.get(name)
         if entry["event"] is None:
             entry["event"] = "log"
-        figures = getattr(record, "figures", None)
-        if figures is not None:  # a summary's figures, as fields (the orchestrator's)
-            entry["figures"] = figures
+        for name in OPTIONAL_FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                entry[name] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         # Scrubbed before encoding: a secret holding a quote or a backslash would not be

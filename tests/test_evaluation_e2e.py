@@ -101,6 +101,9 @@ def test_simulate_reports_sinkhorn_sliced_w2_ess_rhat_and_exports_netcdf(tmp_pat
         # is to itself, which no sampler can beat (minus subsampling noise).
         assert floor["sinkhorn"] - 0.05 < d["sinkhorn"] < floor["sinkhorn"] + 0.5, name
         assert 0 < d["sliced_w2"] < 0.5, name
+        # Every final figure is a mean over 10 subsample pairs, with its standard error
+        # (tests/orchestrator/evaluation/test_distance_error.py holds it to the spread).
+        assert d["repeats"] == 10 and 0 < d["sinkhorn_se"] < 0.05 and 0 < d["sliced_w2_se"] < 0.05
     curve = np.genfromtxt(
         out / "distance_curve.csv", delimiter=",", names=True, dtype=None, encoding="utf-8"
     )
@@ -112,7 +115,7 @@ def test_simulate_reports_sinkhorn_sliced_w2_ess_rhat_and_exports_netcdf(tmp_pat
         assert len(node["ess_bulk"]) == len(node["rhat"]) == 2
         assert node["ess_bulk_min"] > 0 and node["rhat_max"] >= 0.99
     summary = (out / "summary.txt").read_text()
-    assert "Sinkhorn" in summary and "R-hat" in summary
+    assert "Sinkhorn" in summary and "R-hat" in summary and "Sinkhorn ± se" in summary
 
     exported = run_cli("export", str(out), "--format", "netcdf", "--out", str(tmp_path / "p.nc"))
     assert exported.returncode == 0, exported.stderr

@@ -17,7 +17,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from starling.orchestrator.cli.run import EXIT_DIVERGED, EXIT_FAILED, EXIT_NODE_DOWN, exit_code
+from starling.orchestrator.cli.run import (
+    EXIT_DIVERGED,
+    EXIT_FAILED,
+    EXIT_NODE_DOWN,
+    EXIT_NOT_CONVERGED,
+    exit_code,
+)
 from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.e2e
@@ -83,3 +89,15 @@ def test_exit_codes_rank_interrupted_then_failed_then_diverged_then_node_down(ca
     assert exit_code({**failed, **diverged}) == 1
     assert exit_code({**failed, **diverged, "interrupted": True}) == 130
     assert "node 1 failed (round 4: E)" in capsys.readouterr().err
+
+
+def test_not_converged_exits_4_only_with_strict_and_after_a_node_down(capsys):
+    # The verdict is a judgement of the samples; a node down at the end is a fact about the
+    # run's machines, so it keeps its own code 5 under --strict too.
+    drifted = {"verdict": {"run": "not converged", "reasons": ["node 0: R-hat 2.9 > 1.1"]}}
+    down = {"down_at_end": {"nodes": ["3"], "line": "node 3 down at the end"}}
+    assert exit_code(drifted) == 0
+    assert exit_code(drifted, strict=True) == EXIT_NOT_CONVERGED == 4
+    assert exit_code({**drifted, **down}, strict=True) == EXIT_NODE_DOWN == 5
+    assert exit_code({"verdict": {"run": "converged"}}, strict=True) == 0
+    assert "the run did not converge (node 0: R-hat 2.9 > 1.1); exit 4" in capsys.readouterr().err

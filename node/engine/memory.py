@@ -11,6 +11,10 @@ The network keeps the books of every directed link as it carries the messages, b
 what was sent, withheld, and delivered (taken by a synchronous receiver's gather, or landed
 in an asynchronous receiver's latest-box) — the same counters a gRPC node keeps, counted
 here by the transport itself, not derived from the schedule (:meth:`LockstepNetwork.books`).
+
+:attr:`LockstepNetwork.traffic` adds up what was handed to the network, as a node's outbound
+link books count it on a real one (``LinkCounters.sent`` and ``bytes``, the tensors'
+payload): messages and their payload bytes, a withheld one not among them.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ class LockstepNetwork:
         self._in_flight: list[tuple[str, str, Message]] = []
         # (sender, receiver, round) -> [sent, withheld, delivered]
         self._tally: dict[tuple[str, str, int], list[int]] = {}
+        self.traffic = {"messages": 0, "bytes": 0}
+        """Messages posted and their tensors' payload bytes (module docstring)."""
 
     def endpoint(self, node: str) -> MemoryTransport:
         return MemoryTransport(self, node)
@@ -84,6 +90,8 @@ class LockstepNetwork:
         self, sender: str, receiver: str, round_index: int, phase: int, message: Message
     ) -> None:
         self._check(sender, receiver)
+        self.traffic["messages"] += 1
+        self.traffic["bytes"] += message.nbytes
         self._count(sender, receiver, round_index, _SENT)
         # The network hands each receiver its own arrays, stamped with the sending round.
         copy = Message(

@@ -24,6 +24,7 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_NODE_DOWN",
+    "EXIT_NOT_CONVERGED",
     "EXIT_USAGE",
     "add_commands",
     "exit_code",
@@ -35,6 +36,9 @@ EXIT_USAGE = 2
 """A usage or configuration error, reported in one line before anything ran."""
 EXIT_DIVERGED = 3
 """A node's samples diverged: not finite, or beyond 1e150 (named in the account)."""
+EXIT_NOT_CONVERGED = 4
+"""With ``--strict`` only: the run's verdict is ``not converged``
+(:mod:`starling.orchestrator.evaluation.verdict`; its reasons are in summary.txt)."""
 EXIT_NODE_DOWN = 5
 """The rounds ended with a node down that the schedule did not take down (a container
 killed and never started again, a crash, a node given up on): the others finished without
@@ -43,9 +47,11 @@ EXIT_INTERRUPTED = 130
 """Ctrl-C or SIGTERM: what was collected is written, marked interrupted."""
 
 
-def exit_code(metrics: dict) -> int:
+def exit_code(metrics: dict, strict: bool = False) -> int:
     """The exit code a finished run or simulation earns, from its metrics: interrupted
-    before failed before diverged before a node down before 0."""
+    before failed before diverged before a node down before (with ``strict``) not
+    converged before 0. A node down outranks the verdict: it is a fact about the run's
+    infrastructure that ``--strict`` must not hide behind a judgement of its samples."""
     if metrics.get("interrupted"):
         during = PHASES.get(metrics.get("interrupted_during") or "")
         missing = (metrics.get("not_collected") or {}).get("line")
@@ -88,7 +94,32 @@ def exit_code(metrics: dict) -> int:
             file=sys.stderr,
         )
         return EXIT_NODE_DOWN
+    verdict = metrics.get("verdict") or {}
+    if strict and verdict.get("run", "converged") != "converged":
+        reasons = verdict.get("reasons") or []
+        print(
+            f"starling: the run did not converge ({reasons[0] if reasons else 'no reason given'})"
+            f"; exit {EXIT_NOT_CONVERGED} (--strict)",
+            file=sys.stderr,
+        )
+        return EXIT_NOT_CONVERGED
     return 0
+
+
+def study_exit_code(rows: Sequence[dict], strict: bool) -> int:
+    """A study's exit code once every cell is written: 0, or with ``strict``
+    :data:`EXIT_NOT_CONVERGED` if any run's verdict is not ``converged``."""
+    failing = [r for r in rows if r.get("verdict") not in (None, "converged")]
+    if not strict or not failing:
+        return 0
+    first = failing[0]
+    print(
+        f"starling: {len(failing)} of {len(rows)} runs did not converge (first: cell "
+        f"{first.get('cell')}, variant {first.get('variant')}, seed {first.get('seed')}: "
+        f"{first.get('verdict')}); exit {EXIT_NOT_CONVERGED} (--strict)",
+        file=sys.stderr,
+    )
+    return EXIT_NOT_CONVERGED
 
 
 def _load(args):
@@ -168,7 +199,8 @@ def cmd_simulate(args) -> int:
 
 def _execute(args, mode: str) -> int:
     """Load, run by ``mode`` (``run`` on nodes, ``simulate`` in process), write the results
-    folder; the run's exit code (a study's is 0 once every cell is written)."""
+    folder; the run's exit code (a study's once every cell is written, see
+    :func:`study_exit_code`)."""
     from starling.orchestrator.execution.runner import run_experiment
     from starling.orchestrator.execution.simulation import simulate_experiment
     from starling.orchestrator.execution.study import run_study
@@ -179,11 +211,13 @@ def _execute(args, mode: str) -> int:
     _operating(args)
     with _progress(args) as shown:
         if isinstance(loaded, StudyPlan):
+            rows: list[dict] = []
             study = _reported(
-                args, lambda out: run_study(loaded, out, mode, say=_say, progress=shown) and None
+                args,
+                lambda out: rows.extend(run_study(loaded, out, mode, say=_say, progress=shown)),
             )
             _into_folder(args, loaded.name, study)
-            return 0
+            return study_exit_code(rows, args.strict)
         later: list[Callable[[], None]] = []  # the release of a complete local run's stores
         if mode == "run":
             work = _reported(
@@ -197,7 +231,7 @@ def _execute(args, mode: str) -> int:
                 args, lambda out: simulate_experiment(loaded, out, say=_say, progress=shown)
             )
         metrics = _into_folder(args, loaded.name, work, then=later)
-    return exit_code(metrics)
+    return exit_code(metrics, args.strict)
 
 
 def cmd_collect(args) -> int:
@@ -259,6 +293,12 @@ def _out_options(parser: argparse.ArgumentParser) -> None:
         "--quiet",
         action="store_true",
         help="no progress display (on a terminal a live one, in a log a line every few seconds)",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help=f"exit {EXIT_NOT_CONVERGED} when the run's verdict is 'not converged' (a study: "
+        "when any run's is); the verdict and its reasons lead summary.txt either way",
     )
 
 

@@ -259,6 +259,9 @@ class TransportSection(BaseModel):
     projections: Count = 200
     curve_points: Count = 10
     """The distance curve scores at most this many rounds (each costs a Sinkhorn solve)."""
+    repeats: Count = 10
+    """Each final distance is the mean over this many fresh pairs of subsamples, reported
+    with its standard error (:mod:`starling.orchestrator.evaluation.distances`)."""
 
 
 class EvaluationSection(BaseModel):

@@ -20,14 +20,19 @@ one agent and of the agent average), ``table.csv`` and ``table.md`` (final W2 an
 error), and one plot per cell when matplotlib is installed; with ``evaluation.hpd``, also
 ``hpd_curves.csv`` and ``hpd-<cell>.png`` (:mod:`starling.orchestrator.results.study_plots`).
 
-Replicates and error bars (:mod:`starling.orchestrator.evaluation.replicates`): ``seeds: K`` runs
-every (cell, variant) K times, with the experiment's ``seed`` (and, with ``vary_data: true``,
-``data.seed``) increased by 0 … K−1; each run's folder is then ``<cell>/<variant>/seed-<r>/``,
-``seeds.csv`` holds every run's figures and ``table.*`` their mean ± a 95 % Student-t
-interval. ``threshold: 0.3`` adds the first iteration at which the agent's W2 is ≤ 0.3
-(mean over the seeds that reach it, and how many do); ``report_at: [10, 50]`` adds W2 at
-those iterations; ``figures: {accuracy: predictive.average.accuracy}`` adds any number
-from each run's ``metrics.json`` by its dotted path. Iteration k means k updates.
+Replicates and error bars (:mod:`starling.orchestrator.evaluation.replicates`): ``seeds: K``
+runs every (cell, variant) K times, with the experiment's ``seed`` (and, with ``vary_data:
+true``, ``data.seed`` and a held-out split's ``evaluation.test.seed``) increased by 0 … K−1;
+each run's folder is then ``<cell>/<variant>/seed-<r>/``, ``seeds.csv`` holds every run's
+figures and ``table.*`` their mean ± a 95 % Student-t interval. ``threshold: 0.3`` adds the
+first iteration at which the agent's W2 is ≤ 0.3, summarised as a censored time (a run that
+never gets there counts as "more than its iterations", never dropped: Kaplan–Meier median
+and restricted mean, and how many got there); ``report_at: [10, 50]`` adds W2 at those
+iterations; ``figures: {accuracy: predictive.average.accuracy}`` adds any number from each
+run's ``metrics.json`` by its dotted path. Iteration k means k updates. Every variant is
+compared with ``baseline`` (default the first variant) and every cell with the first cell,
+paired by seed (``paired.csv``, and in ``table.md``). Without ``vary_data`` every seed
+samples the same data, and intervals are conditional on it.
 """
 
 from __future__ import annotations
@@ -88,6 +93,15 @@ class _Labelled(BaseModel):
     x: Float | None = None
 
 
+class _Bars(BaseModel):
+    """``bars``: one panel per cell, one bar per variant (mean ± interval over the seeds) of
+    the first of ``figures`` the cell has; ``columns`` panels a row."""
+
+    model_config = STRICT
+    figures: Annotated[list[Str], Field(min_length=1)]
+    columns: Annotated[int, Field(ge=1, strict=True)] = 3
+
+
 class StudyFile(BaseModel):
     """A study file: the schema of its own fields (the experiment fields it merges are
     checked by the experiment schema, run by run)."""
@@ -106,6 +120,8 @@ class StudyFile(BaseModel):
     threshold: Annotated[Float, Field(gt=0)] | None = None
     report_at: list[Annotated[int, Field(ge=1, strict=True)]] = Field(default_factory=list)
     figures: Annotated[dict[str, Str], AfterValidator(_figure_names)] = Field(default_factory=dict)
+    baseline: Str = ""
+    bars: _Bars | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +149,15 @@ class Study:
     threshold: float | None = None
     report_at: tuple[int, ...] = ()
     figures: Mapping[str, str] = field(default_factory=dict)
+    vary_data: bool = False
+    """Each seed also redraws the data (``data.seed`` + r): intervals then cover the data."""
+    baseline: str = ""
+    """The variant every other is compared with, paired by seed (default: the first)."""
+    bars: tuple[str, ...] = ()
+    """Figures drawn as bars per variant in one panel per cell (``bars.png``): the first
+    of them each cell has (a W2 where the posterior is exact, a Sinkhorn distance where it
+    is not, a log-loss for a classifier)."""
+    bars_columns: int = 3
 
     @property
     def summary_key(self) -> str:
@@ -217,12 +242,28 @@ def load_study(raw: Mapping[str, Any]) -> Study:
         threshold=spec.threshold,
         report_at=tuple(spec.report_at),
         figures=dict(spec.figures),
+        vary_data=spec.vary_data,
+        baseline=_baseline(spec.baseline, variants),
+        bars=tuple(spec.bars.figures) if spec.bars else (),
+        bars_columns=spec.bars.columns if spec.bars else 3,
     )
 
 
+def _baseline(label: str, variants: tuple[Mapping[str, Any], ...]) -> str:
+    """The baseline variant's label: ``label``, which must be a variant's, or the first."""
+    labels = [v["label"] for v in variants]
+    if not label:
+        return labels[0]
+    if label not in labels:
+        raise ConfigError(f"baseline: {label!r} is not a variant's label ({', '.join(labels)})")
+    return label
+
+
 def _seeded(fields: Mapping[str, Any], r: int, vary_data: bool) -> dict[str, Any]:
-    """Replicate ``r``'s fields: the sampler seed (and with ``vary_data`` the data seed)
-    moved on by ``r``; replicate 0 is the file as written."""
+    """Replicate ``r``'s fields: the sampler seed moved on by ``r``, and with ``vary_data``
+    the data: ``data.seed`` (synthetic data, or a file's random partition) and the held-out
+    split's ``evaluation.test.seed`` (which rows of a file are held out) too; replicate 0 is
+    the file as written."""
     if r == 0:
         return dict(fields)
     out = {**fields, "seed": int(fields.get("seed", 0)) + r}
@@ -230,6 +271,11 @@ def _seeded(fields: Mapping[str, Any], r: int, vary_data: bool) -> dict[str, Any
         data = dict(fields.get("data") or {})
         data["seed"] = int(data.get("seed", 0)) + r
         out["data"] = data
+        evaluation = dict(fields.get("evaluation") or {})
+        test = evaluation.get("test")
+        if isinstance(test, Mapping) and test.get("split") is not None:
+            evaluation["test"] = {**test, "seed": int(test.get("seed", 0)) + r}
+            out["evaluation"] = evaluation
     return out
 
 
@@ -238,17 +284,43 @@ def slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-") or "run"
 
 
-BASE_KEYS = ("w2_average", "w2_agent", "w2_node_mean", "consensus_error", "lost_fraction")
+BASE_KEYS = (
+    "w2_average",
+    "w2_agent",
+    "w2_stationary_average",
+    "w2_stationary_agent",
+    "w2_floor",
+    "w2_floor_round",
+    "w2_node_mean",
+    "consensus_error",
+    "lost_fraction",
+)
+"""Every study row's figures: the final W2s, the stationary W2s (the mean per-round W2 over
+the verdict's window, the second half of the run by default), the W2 exact draws score at
+the final figures' count (``w2.floor``: chains × window) and at one round's
+(``w2.floor_round``: chains, the stationary W2's floor), the nodes' mean W2, consensus and
+the share of messages lost."""
 
 
 FIRST_BELOW = "first_below"
 
 
-_LABELS = ("cell", "variant", "seed_index", "seed", "algorithm", "diverged", "seconds")
+_LABELS = (
+    "cell",
+    "variant",
+    "seed_index",
+    "seed",
+    "algorithm",
+    "diverged",
+    "verdict",
+    "seconds",
+    "data_seed",
+    "iterations",
+)
 """The other columns of ``seeds.csv`` (:func:`run_row`) and the summary's."""
 
 
 def reserved_column(name: str) -> bool:
     """Whether ``name`` is a column a study writes whatever its ``figures``."""
     at = name.startswith(("w2_agent_at_", "w2_average_at_")) and name.rsplit("_", 1)[1].isdigit()
-    return name in (*BASE_KEYS, FIRST_BELOW, *_LABELS) or at
+    return name in (*BASE_KEYS, *_LABELS) or name.startswith(FIRST_BELOW) or at

@@ -48,9 +48,9 @@ def say(message: str, **fields: Any) -> None:
     match = _PROGRESS.match(message)
     if match and "round" not in fields:
         fields = {"round": int(match.group(1)), "event": "progress", **fields}
-    extra = {k: v for k, v in fields.items() if k in logs.FIELDS}
+    known = (*logs.FIELDS, *logs.OPTIONAL_FIELDS)
+    extra = {k: v for k, v in fields.items() if k in known}
     if "figures" in fields:  # a summary: its figures as fields, its text's first line said
-        extra["figures"] = fields["figures"]
         message = message.splitlines()[0] if message else message
     log.info(message, extra=extra)
 

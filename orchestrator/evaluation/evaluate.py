@@ -43,6 +43,7 @@ from starling.node.models.base import Dataset, GaussianPosterior
 from starling.node.spec import DataSpec
 from starling.orchestrator.evaluation.metrics import GaussianTarget
 from starling.orchestrator.evaluation.scoring import score_beyond_w2
+from starling.orchestrator.evaluation.w2_error import bootstrap_se, w2_floor
 from starling.orchestrator.evaluation.w2_scores import w2_scores
 from starling.orchestrator.planning.plan import EvaluationPlan
 
@@ -227,35 +228,98 @@ def evaluate(
     tables: dict[str, list[dict]] = {}
     if samples:
         score_beyond_w2(plan, series, metrics, tables, data)
-    if posterior is None or not samples:
-        return Evaluation(metrics, curves, tables)
+    if posterior is not None and samples:
+        curves = _score_w2(plan, posterior, series, sane, sorted(complete), metrics, bound)
+        if plan.evaluation.hpd is not None:
+            from starling.orchestrator.evaluation.hpd import hpd_section
+
+            metrics["hpd"], tables["hpd_curve"] = hpd_section(
+                model,
+                data(),
+                posterior,
+                series,
+                window,
+                plan.evaluation.hpd,
+                curve_points=plan.evaluation.curve_points,
+            )
+    if samples:
+        metrics["verdict"] = _verdict(plan, samples, metrics, posterior is not None)
+    return Evaluation(metrics, curves, tables)
+
+
+ESTIMATOR = (
+    "Gaussian fit: W2 from N(mean, covariance) of every chain's draws over the last "
+    "window rounds to the exact posterior ([000] §6.2.3)"
+)
+"""What ``w2`` figures are, in ``metrics.json``'s words."""
+
+
+def _score_w2(
+    plan: EvaluationPlan,
+    posterior: GaussianPosterior,
+    series: Mapping[str, np.ndarray],
+    sane: dict[str, np.ndarray],
+    together: list[str],
+    metrics: dict,
+    bound: float,
+) -> dict[str, np.ndarray]:
+    """``metrics.json``'s ``w2`` (with each figure's standard error and the estimator's
+    floor, :mod:`starling.orchestrator.evaluation.w2_error`) and ``posterior``; returns the
+    W2 curves."""
+    window = plan.evaluation.window
     truth = GaussianTarget(posterior.mean, posterior.cov)  # its square root: once
+    average = series.get("average")
+    samples = {n: s for n, s in series.items() if n != "average"}
     if average is not None:
         sane["average"] = _sane(average, bound)
-    final, scored = w2_scores(truth, samples, sane, sorted(complete), average, window)
+    final, scored = w2_scores(truth, samples, sane, together, average, window)
     per_node = {n: final[n] for n in samples}
     known = [v for v in per_node.values() if v is not None]
+    floor = w2_floor(truth, plan.chains * window, plan.seed)
+    errors = {
+        name: bootstrap_se(truth, series[name][-window:], plan.seed)
+        for name, value in final.items()
+        if value is not None
+    }
     metrics["w2"] = {
         "average": final.get("average"),
         "per_node": per_node,
         "node_mean": float(np.mean(known)) if len(known) == len(per_node) else None,
         "window": window,
+        "estimator": ESTIMATOR,
+        "se": {n: errors.get(n) for n in per_node},
+        "average_se": errors.get("average"),
+        "floor": floor,
+        "floor_round": floor if window == 1 else w2_floor(truth, plan.chains, plan.seed),
+        "scale": float(np.sqrt(max(truth.trace, 0.0))),
     }
     metrics["posterior"] = {
         "mean": truth.mean.tolist(),
         "std": np.sqrt(np.diag(truth.cov)).tolist(),
     }
-    curves = {name: scored[name] for name in series}
-    if plan.evaluation.hpd is not None:
-        from starling.orchestrator.evaluation.hpd import hpd_section
+    return {name: scored[name] for name in series}
 
-        metrics["hpd"], tables["hpd_curve"] = hpd_section(
-            model,
-            data(),
-            posterior,
-            series,
-            window,
-            plan.evaluation.hpd,
-            curve_points=plan.evaluation.curve_points,
-        )
-    return Evaluation(metrics, curves, tables)
+
+def _verdict(
+    plan: EvaluationPlan, samples: Mapping[str, np.ndarray], metrics: dict, known: bool
+) -> dict:
+    """``metrics.json``'s ``verdict`` (:mod:`starling.orchestrator.evaluation.verdict`), on
+    the diagnostics already computed or, when ``evaluation.diagnostics`` is off, on
+    diagnostics computed for it alone (not written); ``known``: whether the exact posterior
+    is (then the error in its scale is checked too)."""
+    from starling.orchestrator.evaluation.diagnostics import diagnostics_section
+    from starling.orchestrator.evaluation.verdict import verdict_section
+
+    diagnostics = metrics.get("diagnostics")
+    if diagnostics is None:
+        diagnostics = diagnostics_section(samples, plan.evaluation.burn_in)
+    w2 = metrics.get("w2")
+    return verdict_section(
+        samples,
+        diagnostics,
+        plan.rounds,
+        plan.evaluation.burn_in,
+        metrics.get("diverged") or {},
+        w2,
+        (w2 or {}).get("scale") if known else None,
+    )

@@ -103,10 +103,20 @@ class RunOutcome:
 
     def extra(self, backend: str) -> dict:
         """The run's own keys of ``metrics.json``, beside the evaluation's."""
+        outbound = [
+            counters
+            for books in self.link_stats.values()
+            for counters in (books.get("outbound") or {}).values()
+        ]
         return {
             "link_stats": self.link_stats,
             "program_metrics": self.program_metrics,
             **({"refused": self.refused} if self.refused else {}),
+            "traffic": {
+                "seconds": self.wall_seconds,
+                "messages": sum(int(c.get("sent", 0)) for c in outbound),
+                "bytes": sum(int(c.get("bytes", 0)) for c in outbound),
+            },
             "backend": backend,
             "interrupted": self.interrupted,
             **({"interrupted_during": self.interrupted_during} if self.interrupted else {}),

@@ -7,6 +7,7 @@ absent, and ``tests/orchestrator/test_orchestrator_layout.py`` holds it to that.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -56,6 +57,7 @@ def simulate_experiment(
     )
     specs = list(plan.specs.values())
     program_metrics: dict[str, dict[str, float]] = {}
+    started = time.monotonic()
     played = specs  # whose rounds the links carried: all of them, unless interrupted
     # A diverging sampler overflows on its way out; evaluation reports where it diverged.
     node_failed = interrupted = False
@@ -89,6 +91,7 @@ def simulate_experiment(
                 error=str(failed),
             )
             samples, node_failed = failed.samples, True
+    seconds = time.monotonic() - started
     if progress is not None:
         progress.finished()
     samples, played = _cut_at_kills(plan, samples, played, account)
@@ -103,6 +106,8 @@ def simulate_experiment(
         f"simulated in-process in {account.elapsed():.2f} s",
         {
             "program_metrics": {n: m for n, m in program_metrics.items() if m},
+            # What the in-memory network carried (LockstepNetwork.traffic): messages and bytes.
+            "traffic": {"seconds": seconds, **(networks[0].traffic if networks else {})},
             "backend": "simulate",
             "interrupted": interrupted,
             "status": run_status(

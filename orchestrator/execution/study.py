@@ -11,7 +11,12 @@ from starling.orchestrator.config.study import slug
 from starling.orchestrator.core.progress import Progress
 from starling.orchestrator.execution.simulation import simulate_experiment
 from starling.orchestrator.planning.plan import StudyPlan
-from starling.orchestrator.results.study_plots import plot_against_x, plot_curves, plot_hpd_curves
+from starling.orchestrator.results.study_plots import (
+    plot_against_x,
+    plot_bars,
+    plot_curves,
+    plot_hpd_curves,
+)
 from starling.orchestrator.results.study_tables import (
     Curve,
     headline,
@@ -79,13 +84,15 @@ def run_study(
         say(
             f"{cell:>12} {variant:>12}{f' seed {r}' if study.seeds > 1 else ''}"
             f"  W2 avg {_fmt(row['w2_average'])}  agent {_fmt(row['w2_agent'])}"
-            f"  consensus {_fmt(row['consensus_error'])}  ({row['seconds']} s)"
+            f"  consensus {_fmt(row['consensus_error'])}  {row.get('verdict') or ''}"
+            f"  ({row['seconds']} s)"
         )
     progress.cells(total, total)
     write_tables(out, study, rows, curves)
     write_hpd_curves(out, hpd_rows)
-    plotted = plot_curves(out, study, curves) + plot_against_x(out, study, summarise(study, rows))
-    plotted += plot_hpd_curves(out, study.name, hpd_rows)
+    summaries = summarise(study, rows)
+    plotted = plot_curves(out, study, curves) + plot_against_x(out, study, summaries)
+    plotted += plot_hpd_curves(out, study.name, hpd_rows) + plot_bars(out, study, summaries)
     if plotted:
         say(f"plots: {', '.join(str(p) for p in plotted)}")
     for line in headline(study, rows):

@@ -221,12 +221,26 @@ METRICS = Obj(
         "account": Items(_NAME),
         "samples_per_node": Each(INTEGER),
         "diverged": Each(INTEGER),
+        "verdict": Obj(
+            {
+                "run": TEXT,
+                "reasons": Items(_NAME),
+                "criteria": Obj(),
+                "per_node": Each(Obj({"verdict": TEXT, "reasons": Items(_NAME)})),
+            }
+        ),
         "w2": Obj(
             {
                 "average": NUMBER,
                 "per_node": _NUMBERS,
                 "node_mean": NUMBER,
                 "window": INTEGER,
+                "estimator": TEXT,
+                "se": _NUMBERS,
+                "average_se": NUMBER,
+                "floor": Obj({"points": INTEGER, "mean": NUMBER, "sd": NUMBER}),
+                "floor_round": Obj({"points": INTEGER, "mean": NUMBER, "sd": NUMBER}),
+                "scale": NUMBER,
             }
         ),
         "posterior": Obj({"mean": Items(NUMBER), "std": Items(NUMBER)}),

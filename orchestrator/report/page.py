@@ -32,6 +32,9 @@ h3 { margin: 1.2em 0 0.3em; font-size: 1.05em; }
 .verdict ul { margin: 0.3em 0; padding-left: 1.3em; }
 .verdict .note { color: #555; font-size: 0.9em; }
 figure { margin: 1em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+.verdict-converged { border-color: #3a8a3a; background: #f0faf0; }
+.verdict-not-converged { border-color: #b07d00; background: #fffaea; }
+.verdict-diverged { border-color: #b03030; background: #fdf0f0; }
 figcaption { color: #444; font-size: 0.95em; max-width: 70em; }
 .table-box { max-width: 100%; overflow-x: auto; margin: 0.6em 0 1em; }
 table { border-collapse: collapse; font-size: 0.92em; }

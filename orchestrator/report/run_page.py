@@ -71,8 +71,8 @@ def write_run_report(folder: Path) -> Path:
         f"{m.get('backend', '')} · {Path(folder).resolve()}"
     )
     out = Path(folder) / "report.html"
-    # The verdict goes first: the results-truth evaluation writes it into metrics.json
-    # (`verdict`); until then the box shows the convergence figures it would weigh.
+    # The evaluation's verdict goes first (metrics.json's `verdict`); a folder written
+    # before verdicts existed gets the convergence figures a verdict would weigh.
     verdict = verdict_block(m)
     out.write_text(page(f"Starling report: {name}", m.get("status"), meta, sections, verdict))
     return out

@@ -1,7 +1,9 @@
 """The report of a study: one page comparing all cells (``report.html`` in the study's
 folder), from the files the study wrote (:mod:`starling.orchestrator.results.study_tables`).
 
-Every metric column of ``curves.csv`` is drawn against round, one row of panels per cell,
+The banner counts the runs' verdicts (``seeds.csv``) and names those that did not
+converge; the paired differences (``paired.csv``) have a table of their own. Every metric
+column of ``curves.csv`` is drawn against round, one row of panels per cell,
 one line per variant; where a (cell, variant) has several curves (replicates over seeds:
 a ``seed`` or ``replicate`` column, or repeated rounds) the line is their mean with ±1 sd
 over them shaded. When every cell has a numeric ``x``, the final figures of ``table.csv``
@@ -10,6 +12,7 @@ are drawn against it, with ±1 sd error bars over replicates.
 
 from __future__ import annotations
 
+import base64
 import csv
 import html
 from collections import defaultdict
@@ -23,10 +26,12 @@ from starling.orchestrator.report.loading import damaged
 from starling.orchestrator.report.page import Section, figure_html, page
 from starling.orchestrator.report.plotting import colour, data_uri, pyplot
 from starling.orchestrator.report.tables import table
+from starling.orchestrator.report.verdict import study_verdict_block
 
 __all__ = ["write_study_report"]
 
 KEYS = ("cell", "variant", "round", "iteration", "seed", "seed_index", "replicate")
+PAIRED = "Paired by seed: each variant minus the baseline, each cell minus the first"
 NAMES = {
     "w2_average": "W2 of the network-average iterate",
     "w2_agent": "W2 of agent {agent}",
@@ -258,11 +263,19 @@ def write_study_report(folder: Path) -> Path:
         if runs
         else ""
     )
+    paired_rows = _rows(folder / "paired.csv")
+    paired = (
+        table(list(paired_rows[0]), [list(r.values()) for r in paired_rows], "numbers")
+        if paired_rows
+        else ""
+    )
     study_text = html.escape(text)
     sections = [
+        Section("Every variant in every cell", _png(folder / "bars.png")),
         Section("Against the cells' setting", figure_html(_against_x(run_rows, study), "summary")),
         Section("Convergence in every cell", curves),
         Section("Final figures", final),
+        Section(PAIRED, paired),
         Section("Runs", listing),
         Section("Study file", f"<pre>{study_text}</pre>"),
     ]
@@ -275,5 +288,18 @@ def write_study_report(folder: Path) -> Path:
     if description:
         sections.insert(0, Section("What it compares", f"<p>{html.escape(description)}</p>"))
     out = folder / "report.html"
-    out.write_text(page(title, None, meta, sections))
+    out.write_text(page(title, None, meta, sections, study_verdict_block(run_rows)))
     return out
+
+
+def _png(path: Path) -> str:
+    """``bars.png`` embedded (the study's drawing,
+    :func:`~starling.orchestrator.results.study_plots.plot_bars`), or nothing."""
+    if not path.is_file():
+        return ""
+    uri = "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+    caption = (
+        "Each cell's first figure of the study's bars, one bar per variant: mean ± 95 % "
+        "interval over the seeds; hatched where not every seed converged."
+    )
+    return figure_html((uri, caption), path.stem)

@@ -1,11 +1,13 @@
-"""The first thing on a run's page: its verdict — can the samples be trusted?
+"""The first thing on a report: the verdict — can the samples be trusted?
 
-The verdict itself is the evaluation's (the results-truth work writes it into
-``metrics.json`` as ``verdict``); this module only shows it: a string, or an object whose
-``summary`` (or ``label``) is the headline and whose ``reasons`` (or ``lines``) are listed
-under it. Until a run has one, the box shows what a verdict would weigh, as the run's own
-figures say them: how the run ended, R-hat and ESS per node at their worst, W2 against the
-posterior's scale, nodes that diverged. It states no judgement of its own.
+The verdict itself is the evaluation's (:mod:`starling.orchestrator.evaluation.verdict`
+writes it into ``metrics.json`` as ``verdict``: ``run`` is converged, not converged or
+diverged, ``reasons`` why, ``per_node`` each node's); this module only shows it, in one box
+coloured by it, with under it the run's own figures the verdict weighed (how the run ended,
+R-hat and ESS at their worst, W2 against the posterior's scale, nodes that diverged). A
+results folder written before verdicts existed has none: the box then shows those figures
+alone and says it judges nothing. A study's box (:func:`study_verdict_block`) counts its
+runs' verdicts from ``seeds.csv`` and names those that did not converge.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["verdict_block"]
+__all__ = ["study_verdict_block", "verdict_block"]
 
 RHAT_NOTE = 1.01
 """The R-hat Vehtari et al. (2021) ask of a chain before trusting it; said beside the
@@ -24,22 +26,65 @@ worst one, not used to judge."""
 def verdict_block(metrics: Mapping[str, Any]) -> str:
     """The HTML of the verdict box (``<section id="verdict">``), always present."""
     given = metrics.get("verdict")
+    figures = _diagnostics(metrics)
     if given:  # written by the evaluation: shown as it is
         headline, lines = _given(given)
-        body = f"<h2>Verdict: {html.escape(headline)}</h2>" + _list(lines)
-    else:
         body = (
-            "<h2>Verdict: not judged here; the convergence figures it rests on</h2>"
-            + _list(_diagnostics(metrics))
-            + '<p class="note">This run\'s results carry no verdict; the lines above are '
-            "its own figures, the ones a verdict weighs.</p>"
+            f"<h2>Verdict: {html.escape(headline)}</h2>"
+            + _list(lines)
+            + '<p class="note">The figures it weighed:</p>'
+            + _list(figures)
         )
-    return f'<section id="verdict" class="verdict">{body}</section>'
+        return _box(body, headline)
+    body = (
+        "<h2>Verdict: not judged here; the convergence figures it rests on</h2>"
+        + _list(figures)
+        + '<p class="note">This run\'s results carry no verdict; the lines above are '
+        "its own figures, the ones a verdict weighs.</p>"
+    )
+    return _box(body, "")
+
+
+def study_verdict_block(rows: list[dict[str, str]]) -> str:
+    """The study's box: how many of its runs converged (``seeds.csv``'s ``verdict``), and
+    the first five that did not; empty when no run has a verdict."""
+    said = [r.get("verdict") for r in rows if r.get("verdict")]
+    if not said:
+        return ""
+    good = sum(1 for v in said if v == "converged")
+    failing = [
+        f"{r.get('cell')} / {r.get('variant')}"
+        + (f", seed {r['seed_index']}" if r.get("seed_index") not in (None, "") else "")
+        + f": {r.get('verdict')}"
+        for r in rows
+        if r.get("verdict") and r.get("verdict") != "converged"
+    ]
+    shown = failing[:5] + ([f"and {len(failing) - 5} more"] if len(failing) > 5 else [])
+    headline = f"{good} of {len(said)} runs converged"
+    body = f"<h2>Verdict: {html.escape(headline)}</h2>" + _list(shown)
+    return _box(body, "converged" if good == len(said) else "not converged")
+
+
+def _box(body: str, verdict: str) -> str:
+    """The section, coloured by ``verdict`` (``verdict-converged``, ``verdict-not-converged``,
+    ``verdict-diverged``) when it is one."""
+    colour = f" verdict-{verdict.replace(' ', '-')}" if verdict in _VERDICTS else ""
+    return f'<section id="verdict" class="verdict{colour}">{body}</section>'
+
+
+_VERDICTS = ("converged", "not converged", "diverged")
 
 
 def _given(verdict: Any) -> tuple[str, list[str]]:
+    """The headline and the lines of a verdict: the evaluation's (``run``, ``reasons``), or
+    an older or hand-written one (``summary``/``label`` and ``lines``), or a bare string."""
     if isinstance(verdict, Mapping):
-        headline = verdict.get("summary") or verdict.get("label") or verdict.get("verdict")
+        headline = (
+            verdict.get("run")
+            or verdict.get("summary")
+            or verdict.get("label")
+            or verdict.get("verdict")
+        )
         lines = verdict.get("reasons") or verdict.get("lines") or []
         if not isinstance(lines, list):
             lines = [lines]

@@ -1,7 +1,8 @@
 """A study's plots, drawn by matplotlib into its folder: W2 against the iteration per cell
-(``w2-<cell>.png``), the final figures against the cells' ``x`` (``summary.png``), and [003]'s
-HPD error during sampling (``hpd-<cell>.png``). Without matplotlib nothing is drawn and the
-tables (:mod:`starling.orchestrator.results.study_tables`) stand alone.
+(``w2-<cell>.png``), the final figures against the cells' ``x`` (``summary.png``), [003]'s
+HPD error during sampling (``hpd-<cell>.png``), and with ``bars`` one panel per cell of a
+figure per variant with its interval and verdicts (``bars.png``). Without matplotlib nothing
+is drawn and the tables (:mod:`starling.orchestrator.results.study_tables`) stand alone.
 
 The HPD plots' x axis is the share of the run done, ``(round + 1) / rounds``, not the round:
 the variants of one study may spend their iteration budget in different numbers of rounds
@@ -20,7 +21,7 @@ import numpy as np
 from starling.orchestrator.config.study import Study, slug
 from starling.orchestrator.results.study_tables import Curve, cell_x
 
-__all__ = ["figure_class", "plot_against_x", "plot_curves", "plot_hpd_curves"]
+__all__ = ["figure_class", "plot_against_x", "plot_bars", "plot_curves", "plot_hpd_curves"]
 
 
 def figure_class():
@@ -194,3 +195,66 @@ def plot_hpd_curves(out: Path, name: str, rows: Sequence[dict]) -> list[Path]:
         figure.savefig(path, dpi=110)
         written.append(path)
     return written
+
+
+def _bar_key(study: Study, rows: list[dict], cell: str) -> str | None:
+    """The first of the study's ``bars`` figures that a run of ``cell`` has."""
+    mine = [r for r in rows if r["cell"] == cell]
+    return next((k for k in study.bars if any(r.get(k) is not None for r in mine)), None)
+
+
+def plot_bars(out: Path, study: Study, rows: list[dict]) -> list[Path]:
+    """``bars.png``: one panel per cell, one bar per variant — the mean of the cell's first
+    ``bars`` figure over the seeds with its 95 % interval (``rows``: the study's summary
+    rows) — hatched where not every seed converged, ✕ where every seed diverged."""
+    Figure = figure_class()  # noqa: N806 - a class
+    if Figure is None or not study.bars or not rows:
+        return []
+    cells = list(dict.fromkeys(r["cell"] for r in rows))
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    columns = min(study.bars_columns, len(cells))
+    lines = -(-len(cells) // columns)
+    figure = Figure(figsize=(4.2 * columns, 3.2 * lines + 0.8))
+    axes = np.atleast_1d(figure.subplots(lines, columns, squeeze=False)).ravel()
+    colours = [f"C{k % 10}" for k in range(len(variants))]
+    for ax, cell in zip(axes, cells, strict=False):
+        key = _bar_key(study, rows, cell)
+        ax.set_title(f"{cell}" + (f": {key}" if key else ""), fontsize="medium")
+        if key is None:
+            continue
+        for k, variant in enumerate(variants):
+            row = next((r for r in rows if r["cell"] == cell and r["variant"] == variant), None)
+            if row is None:
+                continue
+            value, half = row.get(key), row.get(f"{key}_ci")
+            if value is None:
+                ax.plot([k], [0], "x", ms=10, mew=2, color=colours[k])
+                continue
+            partly = row.get("converged", row["seeds"]) < row["seeds"]
+            ax.bar(
+                [k],
+                [value],
+                yerr=None if half is None else [[half], [half]],
+                color=colours[k],
+                alpha=0.85,
+                hatch="//" if partly else None,
+                edgecolor="black" if partly else colours[k],
+                capsize=3,
+            )
+        ax.set_xticks(range(len(variants)))
+        ax.set_xticklabels(variants, rotation=45, ha="right", fontsize="small")
+        ax.grid(True, axis="y", alpha=0.3)
+    for ax in axes[len(cells) :]:
+        ax.set_visible(False)
+    # The seeds the rows hold, which may be fewer than the study's (a part of it run alone).
+    held = sorted({int(r["seeds"]) for r in rows})
+    seeds = str(held[0]) if len(held) == 1 else f"{held[0]}–{held[-1]}"
+    figure.suptitle(
+        f"{study.name}: mean ± 95 % interval over {seeds} seed(s); hatched: not every "
+        "seed converged; ✕: no finite figure (diverged)",
+        fontsize="medium",
+    )
+    figure.subplots_adjust(left=0.06, right=0.99, bottom=0.12, top=0.93, hspace=0.9, wspace=0.25)
+    path = out / "bars.png"
+    figure.savefig(path, dpi=100)
+    return [path]

@@ -1,20 +1,26 @@
 """A study's figures and tables: one row per run, one summary per (cell, variant).
 
-Every run gives the final W2 of the agent average and of the study's agent, the nodes'
-mean W2, the consensus error and the share of messages lost; the study can add W2 at
-chosen iterations (``report_at``), the first iteration the agent's W2 is at or below a
-``threshold``, and any number of its ``metrics.json`` (``figures``). Over K seeds each is
-summarised by :func:`starling.orchestrator.evaluation.replicates.interval` (mean ± 95 %
-Student-t); a threshold crossing is averaged over the seeds that reach it, and the count says
-how many. Iteration k means k updates (the sample of round index k − 1).
+Every run gives its verdict, the final W2 of the agent average and of the study's agent, the
+stationary W2 of both (the mean per-round W2 over the verdict's window: the error held once
+arrived), the W2 floor at its chain count, the nodes' mean W2, the consensus error and the
+share of messages lost; the study can add W2 at chosen iterations (``report_at``), the first
+iteration the agent's W2 is at or below a ``threshold``, and any number of its
+``metrics.json`` (``figures``). Over K seeds each is summarised by
+:func:`starling.orchestrator.evaluation.replicates.interval` (mean ± 95 % Student-t); a
+threshold crossing is a censored time
+(:func:`~starling.orchestrator.evaluation.replicates.hitting_summary`: Kaplan–Meier median
+and restricted mean, runs that never got there counted, not dropped). Cells and variants
+are compared paired by seed (:mod:`starling.orchestrator.results.study_paired`,
+``paired.csv``). Iteration k means k updates (the sample of round index k − 1).
 
 Written into the study's folder by :func:`starling.orchestrator.execution.study.run_study`
 after every run (so an interrupted study still leaves a table) and once at the end:
 ``seeds.csv`` (every run), ``table.csv`` and ``table.md`` (per cell and variant),
-``curves.csv`` (W2 per iteration of every run) and, with ``evaluation.hpd``,
-``hpd_curves.csv``: [003] Fig. 3's error "during the sampling procedure", the agent's and the
-average's rows of every run's ``hpd_curve.csv`` (:mod:`starling.orchestrator.evaluation.hpd`).
-The plots are :mod:`starling.orchestrator.results.study_plots`'.
+``paired.csv`` (the paired differences), ``curves.csv`` (W2 per iteration of every run)
+and, with ``evaluation.hpd``, ``hpd_curves.csv``: [003] Fig. 3's error "during the sampling
+procedure", the agent's and the average's rows of every run's ``hpd_curve.csv``
+(:mod:`starling.orchestrator.evaluation.hpd`). The plots are
+:mod:`starling.orchestrator.results.study_plots`'.
 """
 
 from __future__ import annotations
@@ -31,12 +37,15 @@ import yaml
 
 from starling.orchestrator.config.study import BASE_KEYS, FIRST_BELOW, Study
 from starling.orchestrator.evaluation.replicates import (
+    Hitting,
     Interval,
     first_iteration_below,
+    hitting_summary,
     interval,
     iteration_value,
 )
 from starling.orchestrator.planning.plan import EvaluationPlan
+from starling.orchestrator.results.study_paired import paired_lines, write_paired
 
 __all__ = [
     "HEADER",
@@ -44,11 +53,13 @@ __all__ = [
     "cell_x",
     "figure_keys",
     "headline",
+    "hitting_of",
     "interval_of",
     "lost_fraction",
     "read_curves",
     "read_hpd_rows",
     "run_row",
+    "stationary_mean",
     "summarise",
     "write_hpd_curves",
     "write_tables",
@@ -71,6 +82,9 @@ def write_tables(out: Path, study: Study, rows: list[dict], curves: list[Curve])
                 "seeds": study.seeds,
                 "x_label": study.x_label,
                 "summary": study.summary,
+                "baseline": study.baseline,
+                "vary_data": study.vary_data,
+                "threshold": study.threshold,
             },
             sort_keys=False,
         )
@@ -92,36 +106,75 @@ def write_tables(out: Path, study: Study, rows: list[dict], curves: list[Curve])
         k
         for k in keys
         if k == FIRST_BELOW
-        or (k != "w2_node_mean" and any(r.get(k) is not None for r in rows))
+        or (
+            k not in ("w2_node_mean", "w2_floor", "w2_floor_round")
+            and any(r.get(k) is not None for r in rows)
+        )
         or k in ("w2_average", "w2_agent")
         and any(r.get("diverged") is not None for r in rows)
     ]
     lines = [f"# {study.name}", "", study.description, ""]
-    if study.seeds > 1:
-        lines += [
-            f"Each figure: mean ± 95 % Student-t interval over {study.seeds} seeds "
-            f"(seed … seed + {study.seeds - 1}). Iteration k means k updates.",
-            "",
-        ]
-    if study.threshold is not None:
-        lines += [
-            f"{FIRST_BELOW}: first iteration at which agent {study.agent}'s W2 is ≤ "
-            f"{study.threshold:g}, over the seeds that reach it (n/K when not all do).",
-            "",
-        ]
-    lines.append("| cell | variant | " + " | ".join(_title(k) for k in shown) + " | seconds |")
-    lines.append("|---" * (len(shown) + 3) + "|")
+    lines += _rules(study, rows)
+    lines.append(
+        "| cell | variant | verdict | " + " | ".join(_title(k) for k in shown) + " | seconds |"
+    )
+    lines.append("|---" * (len(shown) + 4) + "|")
     for summary in summaries:
         cells = [_md_figure(summary, k) for k in shown]
         lines.append(
             f"| {summary['cell']} | {summary['variant']} | "
+            f"{summary['converged']}/{summary['seeds']} converged | "
             + " | ".join(cells)
             + f" | {summary['seconds']:.1f} |"
         )
     if cell_x(study):
         lines += ["", f"{study.summary_text} / consensus error, by {study.x_label}:", ""]
         lines.append(_pivot(study, summaries))
+    lines += paired_lines(study, rows, shown, _title)
+    write_paired(out, study, rows, keys)
     (out / "table.md").write_text("\n".join(lines) + "\n")
+
+
+def _rules(study: Study, rows: list[dict]) -> list[str]:
+    """What the table's figures are: the interval, whether it covers the data, the
+    stationary W2 and the censored hitting time."""
+    lines = []
+    if study.seeds > 1:
+        lines += [
+            f"Each figure: mean ± 95 % Student-t interval over {study.seeds} seeds "
+            f"(seed … seed + {study.seeds - 1}). Iteration k means k updates. "
+            + (
+                "Each seed also draws the data anew (data.seed + r, and a held-out split's "
+                "seed + r, `vary_data`): the intervals cover a new data set as well as new "
+                "chains (for file data: a new deal of the file's rows among the nodes and a "
+                "new held-out split; the rows themselves stay the file's)."
+                if study.vary_data
+                else "Every seed samples the same data (data.seed fixed): the intervals "
+                "cover new chains on this data set, not a new data set (`vary_data: true` "
+                "draws one per seed)."
+            ),
+            "",
+        ]
+    if any(r.get("w2_stationary_agent") is not None for r in rows):
+        lines += [
+            "W2 stationary: the mean per-round W2 over the second half of each run (the "
+            "verdict's window), the error a sampler holds once it has arrived; each round's "
+            "W2 is fitted to that round's chains alone, so it includes the floor a perfect "
+            "sampler would score with that many chains (`w2_floor_round` in table.csv; "
+            "`w2_floor` is the final figures', at chains × window).",
+            "",
+        ]
+    if study.threshold is not None:
+        lines += [
+            f"{FIRST_BELOW}: first iteration at which agent {study.agent}'s W2 is ≤ "
+            f"{study.threshold:g}, a censored time: a run that never gets there counts as "
+            "more than its iterations, never dropped. Kaplan–Meier median, restricted mean "
+            "E min(τ, T) ± its interval, and how many runs got there by T. It measures how "
+            "fast the mean arrives, not how well a sampler samples: read it with W2 "
+            "stationary.",
+            "",
+        ]
+    return lines
 
 
 def _csv(path: Path, rows: list[dict]) -> None:
@@ -135,6 +188,10 @@ def _csv(path: Path, rows: list[dict]) -> None:
 _TITLES = {
     "w2_average": "W2 average",
     "w2_agent": "W2 agent",
+    "w2_stationary_average": "W2 stationary average",
+    "w2_stationary_agent": "W2 stationary agent",
+    "w2_floor": "W2 floor",
+    "w2_floor_round": "W2 floor (one round)",
     "consensus_error": "consensus error",
     "lost_fraction": "messages lost",
     FIRST_BELOW: "first iteration ≤ threshold",
@@ -150,14 +207,15 @@ def _title(key: str) -> str:
 
 
 def _md_figure(summary: Mapping, key: str) -> str:
+    if key == FIRST_BELOW:
+        hitting = hitting_of(summary)
+        return "–" if hitting is None else hitting.text()
     got = interval_of(summary, key)
     if got is None:
-        if key == FIRST_BELOW:
-            return f"never (0/{summary['seeds']})"
         return _md(None, summary)
     if key == "lost_fraction":
         return f"{100 * got.mean:.1f} %"
-    return got.text(integer=key == FIRST_BELOW)
+    return got.text()
 
 
 def cell_x(study: Study) -> dict[str, float] | None:
@@ -223,12 +281,13 @@ def read_curves(path: Path) -> dict[str, np.ndarray]:
 
 
 def figure_keys(study: Study) -> list[str]:
-    """The figures of every row, in the order the tables print them."""
+    """The figures of every row, in the order the tables print them: the first iteration
+    below the threshold (when asked) right after the stationary W2s it must be read with."""
     keys = list(BASE_KEYS)
+    if study.threshold is not None:
+        keys.insert(keys.index("w2_stationary_agent") + 1, FIRST_BELOW)
     for k in study.report_at:
         keys += [f"w2_agent_at_{k}", f"w2_average_at_{k}"]
-    if study.threshold is not None:
-        keys.append(FIRST_BELOW)
     return keys + list(study.figures)
 
 
@@ -237,14 +296,21 @@ def run_row(
 ) -> dict[str, Any]:
     """One run's figures (see the module docstring)."""
     w2 = metrics.get("w2") or {}
+    start = plan.rounds // 2 if plan.evaluation.burn_in is None else plan.evaluation.burn_in
     row: dict[str, Any] = {
         "cell": curve.cell,
         "variant": curve.variant,
         "seed_index": seed,
         "seed": plan.seed,
+        "data_seed": plan.data.seed,
         "algorithm": plan.algorithm,
+        "verdict": (metrics.get("verdict") or {}).get("run"),
         "w2_average": w2.get("average"),
         "w2_agent": (w2.get("per_node") or {}).get(agent),
+        "w2_stationary_average": stationary_mean(curve.average, start),
+        "w2_stationary_agent": stationary_mean(curve.agent, start),
+        "w2_floor": (w2.get("floor") or {}).get("mean"),
+        "w2_floor_round": (w2.get("floor_round") or {}).get("mean"),
         "w2_node_mean": w2.get("node_mean"),
         "consensus_error": metrics.get("consensus_error"),
         "lost_fraction": lost_fraction(metrics.get("links") or {}),
@@ -257,9 +323,20 @@ def run_row(
         row[FIRST_BELOW] = (
             first_iteration_below(curve.agent, study.threshold) if curve.agent is not None else None
         )
+        row["iterations"] = len(curve.agent) if curve.agent is not None else plan.rounds
     for name, path in study.figures.items():
         row[name] = _dotted(metrics, path)
     return row
+
+
+def stationary_mean(curve: np.ndarray | None, start: int) -> float | None:
+    """The mean of a per-round W2 curve from round ``start`` on: the error a sampler holds
+    once it has arrived, beside how fast it arrived. None without a curve, or if a round of
+    that window has no W2 (it diverged)."""
+    if curve is None or len(curve) <= start:
+        return None
+    window = np.asarray(curve[start:], dtype=float)
+    return float(window.mean()) if np.all(np.isfinite(window)) else None
 
 
 def _at(curve: np.ndarray | None, k: int) -> float | None:
@@ -289,7 +366,10 @@ def lost_fraction(links: Mapping[str, Mapping[str, int]]) -> float | None:
 
 def summarise(study: Study, rows: list[dict]) -> list[dict[str, Any]]:
     """One row per (cell, variant): each figure's mean (under its own name), interval
-    half-width (``<name>_ci``, empty for one seed) and seed count (``<name>_n``)."""
+    half-width (``<name>_ci``, empty for one seed) and seed count (``<name>_n``); the first
+    iteration below the threshold as a censored time (``first_below`` its Kaplan–Meier
+    median, ``first_below_rmean`` ± ``first_below_rmean_ci`` its restricted mean,
+    ``first_below_reached`` how many runs got there within ``first_below_horizon``)."""
     out = []
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
@@ -300,8 +380,12 @@ def summarise(study: Study, rows: list[dict]) -> list[dict[str, Any]]:
             "variant": variant,
             "algorithm": mine[0]["algorithm"],
             "seeds": len(mine),
+            "converged": sum(1 for r in mine if r.get("verdict") == "converged"),
         }
         for key in figure_keys(study):
+            if key == FIRST_BELOW:
+                summary.update(_hitting_columns(mine))
+                continue
             got = interval(r.get(key) for r in mine)
             summary[key] = None if got is None else got.mean
             summary[f"{key}_ci"] = None if got is None else got.half
@@ -312,6 +396,42 @@ def summarise(study: Study, rows: list[dict]) -> list[dict[str, Any]]:
         summary["seconds"] = round(sum(r.get("seconds", 0.0) for r in mine), 2)
         out.append(summary)
     return out
+
+
+def _hitting_columns(rows: list[dict]) -> dict[str, Any]:
+    """The censored summary of the runs' first iterations below the threshold."""
+    got = hitting_summary(
+        [r.get(FIRST_BELOW) for r in rows], [int(r.get("iterations") or 0) for r in rows]
+    )
+    if got is None:
+        return {FIRST_BELOW: None}
+    return {
+        FIRST_BELOW: got.median,
+        f"{FIRST_BELOW}_rmean": got.restricted.mean,
+        f"{FIRST_BELOW}_rmean_ci": got.restricted.half,
+        f"{FIRST_BELOW}_reached": got.reached,
+        f"{FIRST_BELOW}_horizon": got.horizon,
+    }
+
+
+def hitting_of(summary: Mapping[str, Any]) -> Hitting | None:
+    """A summary row's censored hitting time back as a :class:`Hitting` (None if the
+    study has no threshold)."""
+    if f"{FIRST_BELOW}_rmean" not in summary or summary.get(f"{FIRST_BELOW}_rmean") is None:
+        return None
+    restricted = Interval(
+        summary[f"{FIRST_BELOW}_rmean"],
+        summary.get(f"{FIRST_BELOW}_rmean_ci"),
+        summary["seeds"],
+        summary["seeds"],
+    )
+    return Hitting(
+        summary.get(FIRST_BELOW),
+        restricted,
+        int(summary[f"{FIRST_BELOW}_reached"]),
+        summary["seeds"],
+        int(summary[f"{FIRST_BELOW}_horizon"]),
+    )
 
 
 def interval_of(summary: Mapping[str, Any], key: str) -> Interval | None:
@@ -327,17 +447,16 @@ def headline(study: Study, rows: list[dict]) -> list[str]:
         return []
     lines = [f"over {study.seeds} seed(s): mean ± 95 % Student-t interval; iteration k = k updates"]
     summaries = summarise(study, rows)
+    base = ("w2_average", "w2_agent", "w2_stationary_agent")
     keys = [
         k
-        for k in ("w2_average", "w2_agent", *(k for k in figure_keys(study) if k not in BASE_KEYS))
+        for k in (*base, *(k for k in figure_keys(study) if k not in BASE_KEYS))
         if k == FIRST_BELOW or any(s.get(k) is not None for s in summaries)
     ]
     for summary in summaries:
-        parts = []
+        parts = [f"{summary['converged']}/{summary['seeds']} converged"]
         for key in keys:
-            got = interval_of(summary, key)
-            never = "never" if key == FIRST_BELOW else "–"
-            parts.append(f"{key} {never if got is None else got.text(integer=key == FIRST_BELOW)}")
+            parts.append(f"{key} {_md_figure(summary, key)}")
         lines.append(f"{summary['cell']:>12} {summary['variant']:>12}  " + "; ".join(parts))
     return lines
 

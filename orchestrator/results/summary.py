@@ -1,4 +1,6 @@
-"""``summary.txt``: a run's short account for people, status first, then its figures.
+"""``summary.txt``: a run's short account for people: its verdict first (converged, not
+converged or diverged, and why: :mod:`starling.orchestrator.evaluation.verdict`), then its
+status, then its figures, each with its standard error where it has one.
 
 :func:`summary_table` is what ``run`` and ``simulate`` print at the end and write beside
 ``metrics.json``; :func:`scoring_lines` are its lines for the figures beyond W2: predictive
@@ -10,11 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from starling.orchestrator.evaluation.verdict import verdict_line
+
 __all__ = ["SUMMARY_FIELDS", "scoring_lines", "summary_figures", "summary_table"]
 
 SUMMARY_FIELDS = (
-    "status",
     "verdict",
+    "status",
     "experiment",
     "algorithm",
     "backend",
@@ -29,6 +33,7 @@ SUMMARY_FIELDS = (
     "predictive",
     "distances",
     "diagnostics",
+    "efficiency",
     "links",
     "interrupted",
     "interrupted_during",
@@ -36,7 +41,8 @@ SUMMARY_FIELDS = (
     "error",
     "account",
 )
-"""What :func:`summary_figures` carries, in this order, where the metrics have it."""
+"""What :func:`summary_figures` carries, in this order (the verdict first, as in
+``summary.txt`` and ``metrics.json``), where the metrics have it."""
 
 
 def summary_figures(metrics: Mapping) -> dict:
@@ -52,6 +58,12 @@ def _num(value, spec: str = ".4f") -> str:
         width = spec.split(".")[0]
         return format("-", f">{width}") if width else "-"
     return format(value, spec)
+
+
+def _with_se(figures: Mapping, key: str) -> str:
+    """``figures[key] ± figures[key_se]`` in 17 characters (the error blank without one)."""
+    se = figures.get(f"{key}_se")
+    return f"{_num(figures.get(key), '8.4f')}" + (f" ± {se:.4f}" if se is not None else " " * 9)
 
 
 def _node_rows(rows: list, cells: Callable[[Mapping], str]) -> list[str]:
@@ -98,14 +110,16 @@ def scoring_lines(metrics: Mapping) -> list[str]:
             f"last {distances.get('window')} round(s)"
         )
         lines.append(
-            f"{'node':>10}  {'Sinkhorn':>8}  {'sliced W2':>9}  "
-            f"(Sinkhorn reg {distances.get('reg')}; floor: reference vs itself)"
+            f"{'node':>10}  {'Sinkhorn ± se':>17}  {'sliced W2 ± se':>17}  "
+            f"(Sinkhorn reg {distances.get('reg')}; {distances.get('points')} points, mean of "
+            f"{distances.get('repeats', 1)} subsamples; floor: reference vs itself)"
         )
         rows = [("average", distances.get("average")), *distances["per_node"].items()]
         if distances.get("reference_floor"):
             rows.append(("floor", distances["reference_floor"]))
         lines += _node_rows(
-            rows, lambda s: f"{_num(s.get('sinkhorn'), '8.4f')}  {_num(s.get('sliced_w2'), '9.4f')}"
+            rows,
+            lambda s: f"{_with_se(s, 'sinkhorn')}  {_with_se(s, 'sliced_w2')}",
         )
     diagnostics = metrics.get("diagnostics")
     if diagnostics and diagnostics.get("per_node"):
@@ -113,25 +127,57 @@ def scoring_lines(metrics: Mapping) -> list[str]:
             f"ArviZ diagnostics over rounds {diagnostics.get('draws_from')}.."
             f"{diagnostics.get('rounds', 1) - 1} (chains × draws), worst coordinate"
         )
-        lines.append(f"{'node':>10}  {'ESS bulk':>8}  {'ESS tail':>8}  {'R-hat':>8}")
+        lines.append(f"{'node':>10}  {'ESS bulk':>8}  {'ESS tail':>8}  {'R-hat':>8}  verdict")
+        judged = (metrics.get("verdict") or {}).get("per_node") or {}
         for name, s in diagnostics["per_node"].items():
+            said = (judged.get(name) or {}).get("verdict", "")
             if s is None:
-                lines.append(f"{name:>10}  -")
+                lines.append(f"{name:>10}  {'-':>8}  {'-':>8}  {'-':>8}  {said}")
                 continue
             lines.append(
                 f"{name:>10}  {_num(s.get('ess_bulk_min'), '8.1f')}  "
-                f"{_num(s.get('ess_tail_min'), '8.1f')}  {_num(s.get('rhat_max'), '8.4f')}"
+                f"{_num(s.get('ess_tail_min'), '8.1f')}  {_num(s.get('rhat_max'), '8.4f')}  {said}"
             )
     return lines
 
 
-def _cell(value) -> str:
-    return f"{'diverged':>8}" if value is None else f"{value:8.4f}"
+def _cell(value, se=None) -> str:
+    if value is None:
+        return f"{'diverged':>8}"
+    return f"{value:8.4f}" + (f" ± {se:.4f}" if se is not None else " " * 9)
+
+
+def _verdict_lines(metrics: Mapping) -> list[str]:
+    """The verdict's line, the other reasons (a line each), and what it was judged by."""
+    verdict = metrics.get("verdict")
+    line = verdict_line(verdict, count_others=False)
+    if line is None:
+        return []
+    lines = [line]
+    for reason in (verdict or {}).get("reasons", [])[1:]:
+        lines.append(f"  {reason}")
+    criteria = (verdict or {}).get("criteria") or {}
+    if criteria:
+        window = criteria.get("window") or ["?", "?"]
+        critical = (criteria.get("stationarity") or {}).get("critical_t")
+        scale = (metrics.get("w2") or {}).get("scale")
+        checks = [
+            f"R-hat ≤ {criteria.get('rhat_max', 0):.3f}",
+            f"bulk and tail ESS ≥ {criteria.get('ess_min', 0):.0f}",
+        ]
+        if critical is not None:
+            checks.append(f"no drift between the window's halves beyond t = {critical:.1f}")
+        if scale and "w2_over_scale_max" in criteria:
+            checks.append(f"W2 < sqrt(tr Σ) = {scale:.4f}")
+        lines.append(f"  (judged on rounds {window[0]}..{window[1]}: {', '.join(checks)})")
+    return lines
 
 
 def summary_table(metrics: Mapping) -> str:
-    """A short human-readable account of a run; the first line is its status."""
+    """A short human-readable account of a run; the first line is its verdict (when it
+    had samples to judge), then its status."""
     lines = [
+        *_verdict_lines(metrics),
         f"status: {metrics.get('status', 'complete')}",
         f"experiment {metrics.get('experiment')}: {metrics.get('algorithm')}, "
         f"{metrics.get('nodes')} nodes, {metrics.get('rounds')} rounds, "
@@ -145,19 +191,48 @@ def summary_table(metrics: Mapping) -> str:
             # A coordinate whose std left the floats (data near 1e308) is stored as None.
             shown = ("not finite" if s is None else f"{s:.4f}" for s in std)
             lines.append("posterior std per coordinate: " + ", ".join(shown))
-        lines.append(f"{'node':>10}  {'W2':>8}  samples")
+        lines.append(f"{'node':>10}  {'W2 ± se':>17}  samples  verdict")
         counts = metrics.get("samples_per_node", {})
+        errors = w2.get("se") or {}
+        judged = (metrics.get("verdict") or {}).get("per_node") or {}
         for node, value in w2["per_node"].items():
-            lines.append(f"{node:>10}  {_cell(value)}  {counts.get(node, '')}")
+            said = (judged.get(node) or {}).get("verdict", "")
+            lines.append(
+                f"{node:>10}  {_cell(value, errors.get(node))}  {counts.get(node, ''):>7}  {said}"
+            )
         for node in (n for n, count in counts.items() if not count and n not in w2["per_node"]):
             lines.append(f"{node:>10}  {'-':>8}  0")  # no sample to score
         if w2.get("average") is not None or metrics.get("diverged"):
             lines.append(
-                f"{'average':>10}  {_cell(w2.get('average'))}  (W2 of the network-average iterate)"
+                f"{'average':>10}  {_cell(w2.get('average'), w2.get('average_se'))}  "
+                "(W2 of the network-average iterate)"
+            )
+        floor = w2.get("floor")
+        if floor:
+            lines.append(f"W2: {w2.get('estimator', 'Gaussian fit')}")
+            lines.append(
+                f"  ± its bootstrap se over chains; floor: {floor['points']} exact posterior "
+                f"draws score {floor['mean']:.4f} ± {floor['sd']:.4f} (the estimator's bias)"
             )
     lines.extend(scoring_lines(metrics))
     if metrics.get("consensus_error") is not None:
         lines.append(f"consensus error E|x_i - mean|^2: {metrics['consensus_error']:.4g}")
+    efficiency = metrics.get("efficiency")
+    if efficiency:
+        per = [
+            f"{efficiency[k]:.4g} per {unit}"
+            for k, unit in (
+                ("ess_per_second", "second"),
+                ("ess_per_message", "message"),
+                ("ess_per_kilobyte", "kB sent"),
+            )
+            if efficiency.get(k) is not None
+        ]
+        lines.append(
+            f"ESS {efficiency['ess_bulk']:.0f} (median over nodes of the worst coordinate) for "
+            f"{efficiency['seconds']:.2f} s, {efficiency['messages']} messages, "
+            f"{efficiency['bytes'] / 1e3:.1f} kB: " + ", ".join(per)
+        )
     diverged = metrics.get("diverged")
     if diverged:
         lines.append(

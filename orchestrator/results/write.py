@@ -1,13 +1,18 @@
 """The results folder, a contract other tools read.
 
-<out>/metrics.json           status (complete, partial, failed, interrupted), algorithm,
+<out>/metrics.json           verdict (converged, not converged, diverged, with its reasons
+                             and criteria: :mod:`starling.orchestrator.evaluation.verdict`),
+                             status (complete, partial, failed, interrupted), algorithm,
                              rounds, w2 {average, per_node, ...}, predictive, distances,
                              diagnostics (:mod:`starling.orchestrator.evaluation.scoring`), run
                              account:
                              ``account`` (lines), ``faults`` (scheduled and live, node
                              events), ``links`` ("A->B" counters), ``link_stats`` (every
                              node's final outbound/inbound counters), ``program_metrics``,
-                             ``refused`` (what each node refused before serving it)
+                             ``refused`` (what each node refused before serving it),
+                             ``traffic`` (seconds, messages, payload bytes) and
+                             ``efficiency`` (ESS per second, message and kilobyte:
+                             :mod:`starling.orchestrator.evaluation.efficiency`)
 <out>/samples/node-<id>.npz  ``samples`` (rounds, chains, d) and ``rounds`` (indices)
 <out>/experiment.yaml        the experiment exactly as it was run
 <out>/w2_curve.csv           W2 per round for the average iterate and every node
@@ -16,7 +21,8 @@
 <out>/distance_curve.csv     (reference samples) Sinkhorn and sliced W2 per scored round
 <out>/hpd_curve.csv          (evaluation.hpd) [003]'s HPD error as sampling goes on: at
                              each scored round, as if the run had stopped there
-<out>/summary.txt            ``status: ...`` then the table printed at the end of the run
+<out>/summary.txt            ``verdict: ...`` (when there were samples), ``status: ...``, then
+                             the table printed at the end of the run
 <out>/manifest.json          every file the run wrote (:mod:`starling.orchestrator.results.folder`)
 """
 
@@ -33,6 +39,7 @@ import yaml
 
 from starling.node.spec import DataSpec
 from starling.orchestrator.core import phases
+from starling.orchestrator.evaluation.efficiency import efficiency_section
 from starling.orchestrator.evaluation.evaluate import Evaluation, evaluate
 from starling.orchestrator.planning.plan import EvaluationPlan
 from starling.orchestrator.results.account import Account, account_divergence
@@ -104,8 +111,9 @@ def write_results(
         np.savez(out / "samples" / f"node-{node}.npz", samples=values, rounds=sample_rounds[node])
     (out / "experiment.yaml").write_text(yaml.safe_dump(dict(raw_experiment), sort_keys=False))
     merged = {**evaluation.metrics, **dict(extra or {})}
-    if "status" in merged:  # first, where a reader looks
-        merged = {"status": merged.pop("status"), **merged}
+    for first in ("status", "verdict"):  # first, where a reader looks: verdict, then status
+        if first in merged:
+            merged = {first: merged.pop(first), **merged}
     metrics = _strict(merged)
     (out / "metrics.json").write_text(
         json.dumps(metrics, indent=2, default=_jsonable, allow_nan=False) + "\n"
@@ -200,13 +208,23 @@ def close_run(
     account_divergence(evaluation.metrics, account)
     account.plain(timing)
     extra = {"account": account.lines, "faults": account.section(), "links": links, **extra}
+    efficiency = efficiency_section(evaluation.metrics.get("verdict"), extra.get("traffic"))
+    if efficiency is not None:
+        extra["efficiency"] = efficiency
     phases.enter("writing results")
     write_results(out_dir, plan.source, samples, rounds, evaluation, extra)
     metrics = {**evaluation.metrics, **extra}
     if say is not None:
-        if getattr(say, "takes_fields", False):  # JSON lines carry the figures as fields
+        if getattr(say, "takes_fields", False):
+            # --log-format json: the summary's line carries its figures and the verdict as
+            # fields, and says its first line, which is the verdict (summary.txt's first).
             with_fields: Any = say
-            with_fields(summary_table(metrics), event="summary", figures=summary_figures(metrics))
+            with_fields(
+                summary_table(metrics),
+                event="summary",
+                figures=summary_figures(metrics),
+                verdict=(metrics.get("verdict") or {}).get("run"),
+            )
         else:
             say(summary_table(metrics))
         say(f"results written to {out_dir}")

@@ -55,7 +55,8 @@ def test_ctrl_c_leaves_no_process_and_writes_partial_results(tmp_path, starling_
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["interrupted"] is True
     assert metrics["status"] == "interrupted"
-    assert (out / "summary.txt").read_text().splitlines()[0] == "status: interrupted"
+    summary = (out / "summary.txt").read_text().splitlines()
+    assert next(line for line in summary if line.startswith("status: ")) == "status: interrupted"
     assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
     with np.load(out / "samples" / "node-0.npz") as data:
         kept = data["samples"].shape[0]

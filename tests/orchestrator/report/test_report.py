@@ -8,6 +8,7 @@ address to fetch, and each section there with the run's own figures in it.
 from __future__ import annotations
 
 import base64
+import html
 import io
 import json
 import re
@@ -87,6 +88,12 @@ def test_simulate_writes_a_self_contained_report_with_every_section(tmp_path, st
     assert "±1 sd" in page and "bootstrap" in page  # the band is explained
     assert "1 → 2" in page  # the links table names directed links
     assert "name: faulty" in page  # the experiment file as run
+    # The evaluation's verdict, in the one box that leads the page, coloured by it.
+    verdict = metrics["verdict"]["run"]
+    box = page.split('<section id="verdict"')[1].split("</section>")[0]
+    assert f"<h2>Verdict: {verdict}</h2>" in box and f"verdict-{verdict.replace(' ', '-')}" in box
+    assert all(html.escape(r) in box for r in metrics["verdict"]["reasons"])
+    assert page.count('id="verdict"') == 1
 
 
 def test_new_metrics_and_curves_appear_without_a_change_to_the_report(tmp_path, starling_home):
@@ -139,6 +146,9 @@ def test_a_study_gets_one_page_comparing_its_cells(tmp_path, starling_home):
     assert all(np.std(i[..., :3]) > 0.05 for i in images)
     assert "p-0.3/D-ULA/seed-1" in page  # every run listed
     assert "±1 sd over the replicates (seeds)" in page  # the band over seeds is drawn
+    # The banner counts the runs' verdicts; the paired differences have their own table.
+    assert re.search(r'class="verdict verdict-[a-z-]+"><h2>Verdict: \d+ of 8 runs converged', page)
+    assert "Paired by seed" in page and "<th>difference</th>" in page
 
 
 def test_report_refuses_a_folder_without_results(tmp_path, capsys):
@@ -152,8 +162,16 @@ def test_the_verdict_comes_first_read_from_the_metrics_when_they_hold_one(tmp_pa
     page = write_report(out).read_text()
     verdict = page.index('<section id="verdict"')
     assert verdict < page.index("<h2>Convergence</h2>")
-    assert "R-hat at its worst" in page and "not judged here" in page
     metrics = json.loads((out / "metrics.json").read_text())
+    # The evaluation's own verdict, with the figures it weighed under it.
+    assert f"Verdict: {metrics['verdict']['run']}" in page and "R-hat at its worst" in page
+    assert "not judged here" not in page
+    # A folder written before verdicts existed: the figures alone, judged by nobody.
+    del metrics["verdict"]
+    (out / "metrics.json").write_text(json.dumps(metrics))
+    page = write_report(out).read_text()
+    assert "R-hat at its worst" in page and "not judged here" in page
+    # A verdict in the older shape (a headline and lines) is shown as it is.
     metrics["verdict"] = {"summary": "trustworthy", "reasons": ["R-hat below 1.01 everywhere"]}
     (out / "metrics.json").write_text(json.dumps(metrics))
     page = write_report(out).read_text()

@@ -105,7 +105,9 @@ def test_default_folders_are_new_each_time_and_latest_points_at_the_last(tmp_pat
     assert (parent / "latest").resolve() == runs[-1].resolve()
     for folder in runs:
         assert _manifest(folder)["status"] == "complete"
-        assert (folder / "summary.txt").read_text().splitlines()[0] == "status: complete"
+        summary = (folder / "summary.txt").read_text().splitlines()
+        assert summary[0].startswith("verdict: "), summary  # the verdict leads, then the status
+        assert next(line for line in summary if line.startswith("status: ")) == "status: complete"
         assert json.loads((folder / "metrics.json").read_text())["status"] == "complete"
         assert not (folder / "run.json").exists() and not (folder / "nodes").exists()
 
