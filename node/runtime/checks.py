@@ -59,7 +59,16 @@ class Rejected(ValueError):
     """An incoming iterate failed validation; the message says why, naming the sender."""
 
 
-class Screened(Rejected):
+class Unusable(Rejected):
+    """An iterate from an admitted in-neighbour, for a round it may send, refused for its
+    content (its kind, its tensors' shapes or bytes, a value beyond the screening bound):
+    the sender has answered for that round, with nothing the receiver can use, and the
+    receiver need not wait out its deadline for it (:data:`starling.node.runtime.inbox.REFUSED`).
+    A sampler that ran away sends finite values beyond the bound, round after round: each
+    round waited its whole deadline for it before."""
+
+
+class Screened(Unusable):
     """A well-formed iterate with a value beyond the node's screening bound
     (:mod:`starling.node.runtime.screening`)."""
 
@@ -197,14 +206,14 @@ def check_iterate(
     _check_envelope(iterate, spec, program, senders, newest_round)
     if iterate.withheld:
         if len(iterate.tensors):
-            raise Rejected(f"peer {sender!r}: a withheld notice must carry no tensors")
+            raise Unusable(f"peer {sender!r}: a withheld notice must carry no tensors")
         return None
     if program is None:
         raise Rejected(f"peer {sender!r}: node is not configured")
     try:
         expected = program.message_shapes(iterate.kind)
     except Exception as exc:  # noqa: BLE001 - a program may refuse a kind any way it likes
-        raise Rejected(
+        raise Unusable(
             f"peer {sender!r}: unexpected message kind {iterate.kind!r} ({exc})"
         ) from None
     # Refuse an oversized message before allocating arrays for it, by the shapes it
@@ -214,18 +223,18 @@ def check_iterate(
     limit = sum(math.prod(shape) for shape in expected.values()) * 8
     size = sum(math.prod(t.shape) for t in iterate.tensors) * 8  # no dtype is wider
     if size > limit:
-        raise Rejected(
+        raise Unusable(
             f"peer {sender!r}: oversized message {iterate.kind!r} "
             f"(its shapes declare {size} bytes, at most {limit} expected)"
         )
     try:
         message = convert.iterate_to_message(iterate)
     except convert.TensorError as exc:
-        raise Rejected(f"peer {sender!r}: {exc}") from None
+        raise Unusable(f"peer {sender!r}: {exc}") from None
     try:
         check_message(message, expected, sender)
     except ValueError as exc:
-        raise Rejected(str(exc)) from None
+        raise Unusable(str(exc)) from None
     reason = screen(message, program.screened_tensors(iterate.kind), screen_bound)
     if reason is not None:
         raise Screened(f"peer {sender!r}: screened, round {iterate.round}: {reason}")

@@ -4,10 +4,11 @@ Synchronous programs: messages are buffered by (round, phase). The round loop wa
 the expected senders of its current (round, phase) until each has *answered* or the
 deadline passes, then takes what arrived and closes that (round, phase); anything for it
 that comes later is counted ``late`` and dropped (that link was down that round). A sender
-has answered when its message or its withheld notice is here, or when a message of a
-*later* (round, phase) from it is here: a link is one ordered stream, so the earlier one
-is lost. That is also what lets a node restarted from a checkpoint catch up with its peers
-without waiting out a deadline per round.
+has answered when its message or its withheld notice is here, or a message of it for that
+(round, phase) refused for its content (:data:`REFUSED`: screened, malformed tensors), or
+when a message of a *later* (round, phase) from it is here: a link is one ordered stream,
+so the earlier one is lost. That is also what lets a node restarted from a checkpoint
+catch up with its peers without waiting out a deadline per round.
 
 Asynchronous programs (semantics in :mod:`starling.node.engine.rounds`): each phase's inbox
 holds, for each expected sender, the latest message received from it (any round, reused
@@ -64,12 +65,21 @@ Key = tuple[int, int]
 
 
 class _Withheld:
+    def __init__(self, name: str):
+        self.name = name
+
     def __repr__(self) -> str:
-        return "WITHHELD"
+        return self.name
 
 
-WITHHELD = _Withheld()
+WITHHELD = _Withheld("WITHHELD")
 """Stands for a withheld notice: the sender answered, with nothing."""
+
+REFUSED = _Withheld("REFUSED")
+"""Stands for a message refused for its content (a value beyond the screening bound, bytes
+that do not match their shapes) from a sender the receiver admits, for a round it may send:
+the sender answered for that round, with nothing the receiver can use, so the round need not
+wait out its deadline for it. Counted ``rejected`` by the caller, never by the inbox."""
 
 _LAST_PHASE = 2**31
 
@@ -120,8 +130,9 @@ class Inbox:
         ``"stale resend"`` for a resent one that is already here or past (not an error:
         the link could not know it had arrived), and for a copy of a closed round's message
         from a sender that already sent that round or a later one (a restarted sender
-        running its round again); ``"overflow"`` for one refused because
-        its sender has too much waiting already (module docstring). The first three are
+        running its round again); ``"refused"`` for :data:`REFUSED`; ``"overflow"`` for
+        one refused because its sender has too much waiting already (module docstring).
+        The first three are
         counted on the sender's inbound link here; the caller counts refusals."""
         key = (round_index, phase)
         with self._cond:
@@ -129,9 +140,11 @@ class Inbox:
             if resent and (
                 (key <= self._last_seen.get(sender, (-1, -1)))
                 if not self._synchronous
-                else (key <= self._closed or sender in self._pending.get(key, {}))
+                else (key <= self._closed or self._holds(key, sender))
             ):
                 return "stale resend"
+            if item is REFUSED:
+                return self._refused(sender, key)
             if isinstance(item, Message):
                 latest = self._latest.get(sender)
                 if latest is None or latest.round <= round_index:
@@ -161,7 +174,7 @@ class Inbox:
                 self._stats.add(sender, outcome, nbytes=size)
             else:
                 box = self._pending.setdefault(key, {})
-                if sender in box:
+                if self._holds(key, sender):
                     return "duplicate"
                 load = self._load.setdefault(sender, [0, 0])
                 if load[0] and (load[0] >= PENDING_MESSAGES or load[1] + size > PENDING_BYTES):
@@ -179,10 +192,27 @@ class Inbox:
                 self._cond.notify_all()
         return outcome
 
+    def _holds(self, key: Key, sender: str) -> bool:
+        """Whether ``sender``'s answer for ``key`` is here, a message or a notice (lock
+        held); a :data:`REFUSED` one gives way to a usable message of the same round."""
+        return self._pending.get(key, {}).get(sender, REFUSED) is not REFUSED
+
+    def _refused(self, sender: str, key: Key) -> str:
+        """File :data:`REFUSED` for ``sender`` at ``key`` (lock held): it answered, like a
+        withheld notice, but nothing is counted or held against its load."""
+        self._last_seen[sender] = max(self._last_seen.get(sender, key), key)
+        if self._synchronous and key > self._closed:
+            self._pending.setdefault(key, {}).setdefault(sender, REFUSED)
+        if self._awaited is None or not self._missing(*self._awaited):
+            self._cond.notify_all()
+        return "refused"
+
     def _unload(self, box: dict[str, Message | _Withheld]) -> None:
         """Take a closed (round, phase)'s messages off their senders' loads and out of
         their pending counts (lock held)."""
         for sender, item in box.items():
+            if item is REFUSED:
+                continue  # never loaded nor counted here
             size = item.nbytes if isinstance(item, Message) else 0
             load = self._load[sender]
             load[0] -= 1

@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 
 from starling.node.protocol.starling.v1 import peer_pb2
-from starling.node.runtime.checks import Rejected, Screened, check_iterate
-from starling.node.runtime.inbox import PENDING_BYTES, PENDING_MESSAGES, WITHHELD
+from starling.node.runtime.checks import Rejected, Screened, Unusable, check_iterate
+from starling.node.runtime.inbox import PENDING_BYTES, PENDING_MESSAGES, REFUSED, WITHHELD
 from starling.node.runtime.run import Run
 from starling.node.runtime.status import PreconditionError
 
@@ -100,6 +100,8 @@ def file_iterate(
         elif not isinstance(exc, Rejected):
             exc = Rejected(f"peer {sender!r}: unreadable message ({type(exc).__name__}: {exc})")
         count_rejected(run, sender, str(exc), iterate.round)
+        if isinstance(exc, Unusable):  # it answered for its round: nothing to wait for
+            run.inbox.deliver(sender, int(iterate.round), int(iterate.phase), REFUSED)
         return "rejected"
     outcome = run.inbox.deliver(
         sender,

@@ -24,7 +24,7 @@ from starling.node.protocol.starling.v1 import (
     peer_pb2_grpc,
 )
 from starling.node.runtime.checks import Rejected, check_iterate, check_spec
-from starling.node.runtime.inbox import PENDING_BYTES, PENDING_MESSAGES, Inbox
+from starling.node.runtime.inbox import PENDING_BYTES, PENDING_MESSAGES, REFUSED, Inbox
 from starling.node.runtime.run import EARLIER_SUFFIX, SAMPLES_FILE, build
 from starling.node.runtime.runtime import NodeRuntime
 from starling.node.runtime.servicers import MAX_SAMPLE_STREAMS
@@ -189,6 +189,40 @@ def test_what_one_sender_has_waiting_is_bounded():
     fresh = Inbox(StatsBook())
     assert fresh.deliver("1", 0, 0, big) == "received"
     assert fresh.deliver("1", 1, 0, small) == "overflow"
+
+
+def test_a_message_refused_for_its_content_answers_for_its_round_and_counts_nothing():
+    """A sampler that ran away sends finite values beyond the screening bound, round after
+    round: each was refused, and its receivers waited out their whole deadline for it, every
+    round (a diverged 60-round quickstart took 300 s). Refused for its content, it answers for
+    its round like a withheld notice: the round closes at once, without it, and the inbox
+    counts nothing (the receiver counts it rejected)."""
+    stats = StatsBook()
+    inbox = Inbox(stats)
+    small = Message("x", {"x": np.zeros((1, 2))})
+    assert inbox.deliver("1", 0, 0, REFUSED) == "refused"
+    assert inbox.deliver("2", 0, 0, small) == "received"
+    started = time.monotonic()
+    got = inbox.wait(0, 0, ("1", "2"), deadline=started + 30.0)
+    assert time.monotonic() - started < 5.0  # not the deadline: both answered
+    assert set(got) == {"2"}
+    assert stats.snapshot().get("1") is None or stats.snapshot()["1"].received == 0
+    # A usable message of the same round that comes before the round closes is taken.
+    inbox.deliver("1", 2, 0, REFUSED)
+    assert inbox.deliver("1", 2, 0, small) == "received"
+    assert inbox.deliver("1", 2, 0, small) == "duplicate"
+    assert set(inbox.wait(2, 0, ("1",), deadline=time.monotonic() + 30.0)) == {"1"}
+    # A sender that never answers is still waited for, to the deadline.
+    inbox.deliver("1", 3, 0, REFUSED)
+    began = time.monotonic()
+    assert inbox.wait(3, 0, ("1", "2"), deadline=began + 0.3) == {}
+    assert time.monotonic() - began >= 0.3
+    # Asynchronous programs: it answers for its round under a staleness bound too.
+    lazy = Inbox(StatsBook(), synchronous=False)
+    lazy.deliver("1", 4, 0, REFUSED)
+    began = time.monotonic()
+    assert lazy.wait_latest(("1",), 5, 1, deadline=began + 30.0) == {}
+    assert time.monotonic() - began < 5.0
 
 
 def test_a_follow_stream_ends_when_the_node_is_configured_for_another_run(tmp_path):
