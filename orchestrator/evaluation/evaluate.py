@@ -42,6 +42,7 @@ from starling.node.models import build_model
 from starling.node.models.base import Dataset, GaussianPosterior
 from starling.node.spec import DataSpec
 from starling.orchestrator.evaluation.metrics import GaussianTarget
+from starling.orchestrator.evaluation.schedule import resolve_schedule, scored_rounds
 from starling.orchestrator.evaluation.scoring import score_beyond_w2
 from starling.orchestrator.evaluation.w2_scores import w2_scores
 from starling.orchestrator.planning.plan import EvaluationPlan
@@ -80,9 +81,13 @@ def divergence_bound(posterior: GaussianPosterior | None) -> float:
 class Evaluation:
     metrics: dict
     curves: dict[str, np.ndarray]
-    """Name ("average" or a node id) -> W2 at every round, when a posterior is known."""
+    """Name ("average" or a node id) -> W2 per round, when a posterior is known (NaN at a
+    round the schedule does not score, and at a diverged one)."""
     tables: dict[str, list[dict]] = field(default_factory=dict)
     """CSV name (``predictive_curve``, ``distance_curve``) -> its rows, one dict each."""
+    curve_rounds: np.ndarray | None = None
+    """The rounds ``curves`` were scored at (:mod:`starling.orchestrator.evaluation.schedule`),
+    sorted; None: every round."""
 
 
 def ground_truth(
@@ -131,9 +136,12 @@ def samples_per_node(plan: EvaluationPlan, samples: Mapping[str, np.ndarray]) ->
 def _sane(values: np.ndarray, bound: float = _HUGE) -> np.ndarray:
     """Per leading index, whether every value is finite and under ``bound`` in magnitude
     (:func:`divergence_bound`)."""
-    flat = np.abs(np.asarray(values, dtype=float)).reshape(values.shape[0], -1)
+    flat = np.asarray(values, dtype=float).reshape(values.shape[0], -1)
+    if flat.shape[1] == 0:
+        return np.ones(flat.shape[0], dtype=bool)
+    # The largest and smallest value of each round, not |values|: no copy of the samples.
     with np.errstate(invalid="ignore"):
-        return np.all(flat < bound, axis=1)  # NaN compares False
+        return (flat.max(axis=1) < bound) & (flat.min(axis=1) > -bound)  # NaN compares False
 
 
 def diverged_rounds(
@@ -232,7 +240,15 @@ def evaluate(
     truth = GaussianTarget(posterior.mean, posterior.cov)  # its square root: once
     if average is not None:
         sane["average"] = _sane(average, bound)
-    final, scored = w2_scores(truth, samples, sane, sorted(complete), average, window)
+    settings = plan.evaluation
+    schedule = resolve_schedule(settings.w2_schedule, plan.chains, truth.mean.shape[0])
+
+    def rounds_of(length: int) -> np.ndarray:
+        return scored_rounds(length, window, schedule, settings.w2_per_doubling)
+
+    final, scored = w2_scores(truth, samples, sane, sorted(complete), average, window, rounds_of)
+    lengths = sorted({values.shape[0] for values in series.values()})
+    curve_rounds = np.unique(np.concatenate([rounds_of(n) for n in lengths]))
     per_node = {n: final[n] for n in samples}
     known = [v for v in per_node.values() if v is not None]
     metrics["w2"] = {
@@ -240,6 +256,8 @@ def evaluate(
         "per_node": per_node,
         "node_mean": float(np.mean(known)) if len(known) == len(per_node) else None,
         "window": window,
+        "schedule": schedule,
+        "rounds_scored": int(curve_rounds.size),
     }
     metrics["posterior"] = {
         "mean": truth.mean.tolist(),
@@ -258,4 +276,5 @@ def evaluate(
             plan.evaluation.hpd,
             curve_points=plan.evaluation.curve_points,
         )
-    return Evaluation(metrics, curves, tables)
+    every = schedule == "every"
+    return Evaluation(metrics, curves, tables, None if every else curve_rounds)
