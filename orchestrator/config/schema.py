@@ -264,6 +264,16 @@ class TransportSection(BaseModel):
     with its standard error (:mod:`starling.orchestrator.evaluation.distances`)."""
 
 
+W2_SCHEDULES = ("auto", "every", "log")
+"""``evaluation.w2_schedule``'s values (:mod:`starling.orchestrator.evaluation.schedule`)."""
+
+
+def _w2_schedule(value: str) -> str:
+    if value not in W2_SCHEDULES:
+        raise ValueError(f"expected one of {', '.join(W2_SCHEDULES)}, got {shown(value)}")
+    return value
+
+
 class EvaluationSection(BaseModel):
     model_config = STRICT
     window: Count = 1
@@ -273,6 +283,13 @@ class EvaluationSection(BaseModel):
     transport: TransportSection = Field(default_factory=TransportSection)
     curve_points: Count = 100
     """Predictive and transport curves score at most this many rounds (evenly spaced)."""
+    w2_schedule: Annotated[Str, AfterValidator(_w2_schedule)] = "auto"
+    """Which rounds the W2 curve scores: ``every``, ``log`` (rounds spaced evenly in
+    log(round + 1), ``w2_per_doubling`` of them each time the round count doubles, plus the
+    final window) or ``auto`` (``every`` while a round is cheap to score, else ``log``;
+    :mod:`starling.orchestrator.evaluation.schedule`)."""
+    w2_per_doubling: Annotated[Int, Field(ge=1, le=1000)] = 1
+    """The ``log`` schedule's resolution: scored rounds per doubling of the round count."""
     burn_in: Natural | None = None
     """Rounds left out of ESS and R-hat (default: the first half)."""
     hpd: Annotated[Float, Field(gt=0, lt=1)] | None = None

@@ -42,6 +42,7 @@ from starling.node.models import build_model
 from starling.node.models.base import Dataset, GaussianPosterior
 from starling.node.spec import DataSpec
 from starling.orchestrator.evaluation.metrics import GaussianTarget
+from starling.orchestrator.evaluation.schedule import resolve_schedule, scored_rounds
 from starling.orchestrator.evaluation.scoring import score_beyond_w2
 from starling.orchestrator.evaluation.w2_error import bootstrap_se, w2_floor
 from starling.orchestrator.evaluation.w2_scores import w2_scores
@@ -81,9 +82,13 @@ def divergence_bound(posterior: GaussianPosterior | None) -> float:
 class Evaluation:
     metrics: dict
     curves: dict[str, np.ndarray]
-    """Name ("average" or a node id) -> W2 at every round, when a posterior is known."""
+    """Name ("average" or a node id) -> W2 per round, when a posterior is known (NaN at a
+    round the schedule does not score, and at a diverged one)."""
     tables: dict[str, list[dict]] = field(default_factory=dict)
     """CSV name (``predictive_curve``, ``distance_curve``) -> its rows, one dict each."""
+    curve_rounds: np.ndarray | None = None
+    """The rounds ``curves`` were scored at (:mod:`starling.orchestrator.evaluation.schedule`),
+    sorted; None: every round."""
 
 
 def ground_truth(
@@ -132,9 +137,12 @@ def samples_per_node(plan: EvaluationPlan, samples: Mapping[str, np.ndarray]) ->
 def _sane(values: np.ndarray, bound: float = _HUGE) -> np.ndarray:
     """Per leading index, whether every value is finite and under ``bound`` in magnitude
     (:func:`divergence_bound`)."""
-    flat = np.abs(np.asarray(values, dtype=float)).reshape(values.shape[0], -1)
+    flat = np.asarray(values, dtype=float).reshape(values.shape[0], -1)
+    if flat.shape[1] == 0:
+        return np.ones(flat.shape[0], dtype=bool)
+    # The largest and smallest value of each round, not |values|: no copy of the samples.
     with np.errstate(invalid="ignore"):
-        return np.all(flat < bound, axis=1)  # NaN compares False
+        return (flat.max(axis=1) < bound) & (flat.min(axis=1) > -bound)  # NaN compares False
 
 
 def diverged_rounds(
@@ -204,6 +212,7 @@ def evaluate(
         "samples_per_node": samples_per_node(plan, samples),
     }
     curves: dict[str, np.ndarray] = {}
+    curve_rounds: np.ndarray | None = None
     model = build_model(plan.model)
     known_data: list[list[Dataset]] = []
 
@@ -229,7 +238,9 @@ def evaluate(
     if samples:
         score_beyond_w2(plan, series, metrics, tables, data)
     if posterior is not None and samples:
-        curves = _score_w2(plan, posterior, series, sane, sorted(complete), metrics, bound)
+        curves, curve_rounds = _score_w2(
+            plan, posterior, series, sane, sorted(complete), metrics, bound
+        )
         if plan.evaluation.hpd is not None:
             from starling.orchestrator.evaluation.hpd import hpd_section
 
@@ -244,7 +255,7 @@ def evaluate(
             )
     if samples:
         metrics["verdict"] = _verdict(plan, samples, metrics, posterior is not None)
-    return Evaluation(metrics, curves, tables)
+    return Evaluation(metrics, curves, tables, curve_rounds)
 
 
 ESTIMATOR = (
@@ -262,17 +273,25 @@ def _score_w2(
     together: list[str],
     metrics: dict,
     bound: float,
-) -> dict[str, np.ndarray]:
+) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
     """``metrics.json``'s ``w2`` (with each figure's standard error and the estimator's
     floor, :mod:`starling.orchestrator.evaluation.w2_error`) and ``posterior``; returns the
-    W2 curves."""
+    W2 curves and the rounds they hold (None: every round)."""
     window = plan.evaluation.window
     truth = GaussianTarget(posterior.mean, posterior.cov)  # its square root: once
     average = series.get("average")
     samples = {n: s for n, s in series.items() if n != "average"}
     if average is not None:
         sane["average"] = _sane(average, bound)
-    final, scored = w2_scores(truth, samples, sane, together, average, window)
+    settings = plan.evaluation
+    schedule = resolve_schedule(settings.w2_schedule, plan.chains, truth.mean.shape[0])
+
+    def rounds_of(length: int) -> np.ndarray:
+        return scored_rounds(length, window, schedule, settings.w2_per_doubling)
+
+    final, scored = w2_scores(truth, samples, sane, together, average, window, rounds_of)
+    lengths = sorted({values.shape[0] for values in series.values()})
+    curve_rounds = np.unique(np.concatenate([rounds_of(n) for n in lengths]))
     per_node = {n: final[n] for n in samples}
     known = [v for v in per_node.values() if v is not None]
     floor = w2_floor(truth, plan.chains * window, plan.seed)
@@ -292,12 +311,15 @@ def _score_w2(
         "floor": floor,
         "floor_round": floor if window == 1 else w2_floor(truth, plan.chains, plan.seed),
         "scale": float(np.sqrt(max(truth.trace, 0.0))),
+        "schedule": schedule,
+        "rounds_scored": int(curve_rounds.size),
     }
     metrics["posterior"] = {
         "mean": truth.mean.tolist(),
         "std": np.sqrt(np.diag(truth.cov)).tolist(),
     }
-    return {name: scored[name] for name in series}
+    curves = {name: scored[name] for name in series}
+    return curves, (None if schedule == "every" else curve_rounds)
 
 
 def _verdict(

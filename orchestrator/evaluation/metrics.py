@@ -43,8 +43,24 @@ class GaussianTarget:
         projections, and of a pooled set the pooled projections, so
         :mod:`starling.orchestrator.evaluation.w2_scores` computes it once per (node, round). With a
         Cholesky factor the zero upper triangle is skipped (:func:`_lower_product`).
+
+        One product per point set, never one of a whole block's rows stacked: BLAS rounds
+        a row by kernels chosen from the product's height, so a set's projection — and its
+        W2 — would otherwise depend on which other rounds share its block, and a round
+        scored on a schedule (:mod:`starling.orchestrator.evaluation.schedule`) would differ
+        in the last bit from the same round scored with all the others.
         """
         points = np.asarray(points, dtype=float)
+        if points.ndim < 3:
+            return self._project_set(points)
+        flat = points.reshape(-1, *points.shape[-2:])
+        out = np.empty(flat.shape)
+        for index, one in enumerate(flat):
+            out[index] = self._project_set(one)
+        return out.reshape(points.shape)
+
+    def _project_set(self, points: np.ndarray) -> np.ndarray:
+        """``points @ L`` for one set (n, d), or one point (d,)."""
         if not self.triangular:
             return points @ self.root
         d = self.mean.shape[0]
@@ -86,7 +102,9 @@ class GaussianTarget:
         scaled = points - means[:, None, :]
         scaled /= np.sqrt(count - 1)  # in place: one temporary of the block's size, not two
         if self.projects(count):
-            fitted_trace = np.einsum("bnd,bnd->b", scaled, scaled)
+            # Not einsum: its summation order depends on how many sets are batched, and a
+            # set's W2 must not (the schedule's rounds equal every-round scoring's).
+            fitted_trace = np.sum(np.square(scaled), axis=(1, 2))
             z = self.project(points) if projected is None else np.asarray(projected, dtype=float)
             y = _centred_rows(z.reshape(points.shape))
             y /= np.sqrt(count - 1)

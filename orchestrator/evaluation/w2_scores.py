@@ -6,10 +6,12 @@ The one costly step of a Gaussian W2 is the product ``X L`` of a point set with 
 target's factor (``n d²``; everything else is ``n² d`` or less, ``n`` chains < ``d``).
 It is linear, so it is done once per (node, round) and reused: the round's curve point,
 the final window pooled (the pooled projections), and the average iterate
-(``(Σ_i X_i / N) L = Σ_i (X_i L) / N``). Rounds are scored in blocks of at most
-:data:`_BLOCK_BYTES` of one node's samples, aligned on the
-last round so the final window lies in one block: memory holds one block of samples and
-its projections at a time, whatever the run's length.
+(``(Σ_i X_i / N) L = Σ_i (X_i L) / N``). Only the rounds of the schedule are scored
+(:mod:`starling.orchestrator.evaluation.schedule`; the final window always is): the others
+are NaN in the curve, and a scored round's W2 is the number every-round scoring gives it.
+The scored rounds are taken in blocks of at most :data:`_BLOCK_BYTES` of one node's
+samples, aligned on the last round so the final window lies in one block: memory holds one
+block of samples and its projections at a time, whatever the run's length.
 
 A round whose samples left the floats (see :mod:`starling.orchestrator.evaluation.evaluate`) has no
 W2 (NaN in the curve, None as a final figure), and the average's projection is then
@@ -18,19 +20,25 @@ computed from the average itself rather than from the nodes'.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from starling.orchestrator.evaluation.metrics import GaussianTarget
 
-__all__ = ["w2_scores"]
+__all__ = ["WORKERS", "w2_scores"]
 
 AVERAGE = "average"
 _BLOCK_BYTES = 16 * 1024 * 1024
 """A block holds at most this many bytes of one node's samples (at least ``window``
 rounds); its projections, their running sum for the average and W2's temporaries take
 about five times as much."""
+WORKERS = min(2, os.cpu_count() or 1)
+"""Nodes scored at once, a thread each (:func:`_each_scored`). Evaluation runs once the
+nodes are done (``run``) or alone (``simulate``), so it may use two cores while BLAS keeps
+one thread a process (``node/__init__.py``); more would hold more blocks in memory."""
 
 
 def _scored(
@@ -79,14 +87,18 @@ def w2_scores(
     together: list[str],
     average: np.ndarray | None,
     window: int,
+    schedule: Callable[[int], np.ndarray] | None = None,
 ) -> tuple[dict[str, float | None], dict[str, np.ndarray]]:
-    """``(final, curves)``: name -> the pooled final-window W2, name -> W2 at every round,
-    for every node of ``samples`` and ``"average"`` when ``average`` is given.
+    """``(final, curves)``: name -> the pooled final-window W2, name -> W2 per round (NaN
+    at a round not scored), for every node of ``samples`` and ``"average"`` when
+    ``average`` is given.
 
     ``sane``: node (and ``"average"``) -> per-round flags (finite, not beyond 1e150,
     :func:`starling.orchestrator.evaluation.evaluate.diverged_rounds`); ``together``: the nodes,
     in the average's order, that recorded every round (``average`` is their mean); the
-    others (a node that failed) are scored alone, on the rounds they have.
+    others (a node that failed) are scored alone, on the rounds they have. ``schedule``:
+    a series' length -> the sorted rounds to score, the last ``window`` among them
+    (:func:`~starling.orchestrator.evaluation.schedule.scored_rounds`); every round if None.
     """
     final: dict[str, float | None] = {}
     curves: dict[str, np.ndarray] = {}
@@ -96,19 +108,21 @@ def w2_scores(
             continue
         first = samples[group[0]]
         rounds = first.shape[0]
+        scored = np.arange(rounds) if schedule is None else schedule(rounds)
         with_average = average is not None and group is together
         names = [*group, *([AVERAGE] if with_average else [])]
-        pieces: dict[str, list[np.ndarray]] = {n: [] for n in names}
+        for name in names:
+            curves[name] = np.full(rounds, np.nan)
         step = max(window, _BLOCK_BYTES // max(first[0].nbytes if rounds else 1, 1), 1)
-        for stop in range(rounds, 0, -step):  # from the last round back: see the module
-            start = max(0, stop - step)
+        for stop in range(len(scored), 0, -step):  # from the last round back: see the module
+            chosen = _rows(scored[max(0, stop - step) : stop])
+            last = stop == len(scored)
             total: np.ndarray | None = None
             whole = True  # every node's projections of the block are at hand
-            for node in group:
-                x, ok = samples[node][start:stop], sane[node][start:stop]
-                values, z = _scored(target, x, ok)
-                pieces[node].append(values)
-                if stop == rounds:
+            for node, (values, z) in _each_scored(target, samples, sane, group, chosen):
+                x, ok = samples[node][chosen], sane[node][chosen]
+                curves[node][chosen] = values
+                if last:
                     final[node] = _final(target, (x, z, values), ok, window)
                 if with_average:
                     whole = whole and z is not None
@@ -117,13 +131,46 @@ def w2_scores(
                         total = z.copy() if total is None else np.add(total, z, out=total)
             if with_average:
                 assert average is not None
-                x, ok = average[start:stop], sane[AVERAGE][start:stop]
+                x, ok = average[chosen], sane[AVERAGE][chosen]
                 mean_z = total / len(group) if whole and total is not None else None
                 values, z = _scored(target, x, ok, mean_z)
-                pieces[AVERAGE].append(values)
-                if stop == rounds:
+                curves[AVERAGE][chosen] = values
+                if last:
                     final[AVERAGE] = _final(target, (x, z, values), ok, window)
         for name in names:
-            curves[name] = np.concatenate(pieces[name][::-1] or [np.zeros(0)])
             final.setdefault(name, None)
     return final, curves
+
+
+def _each_scored(
+    target: GaussianTarget,
+    samples: Mapping[str, np.ndarray],
+    sane: Mapping[str, np.ndarray],
+    group: list[str],
+    chosen: slice | np.ndarray,
+) -> Iterator[tuple[str, tuple[np.ndarray, np.ndarray | None]]]:
+    """(node, :func:`_scored` of its rounds ``chosen``) for the nodes of ``group``, in
+    order, :data:`WORKERS` nodes at a time on as many threads: BLAS and LAPACK release the
+    interpreter lock, and each set is still computed whole by one thread, so the figures
+    are the same floats as one at a time. Memory holds ``WORKERS`` nodes' blocks."""
+    if WORKERS < 2 or len(group) < 2:
+        for node in group:
+            yield node, _scored(target, samples[node][chosen], sane[node][chosen])
+        return
+    with ThreadPoolExecutor(WORKERS, thread_name_prefix="w2") as pool:
+        for start in range(0, len(group), WORKERS):
+            batch = group[start : start + WORKERS]
+            found = [
+                pool.submit(_scored, target, samples[node][chosen], sane[node][chosen])
+                for node in batch
+            ]
+            for node, future in zip(batch, found, strict=True):
+                yield node, future.result()
+
+
+def _rows(indices: np.ndarray) -> slice | np.ndarray:
+    """Sorted round indices as a slice when they are consecutive (a view of the samples,
+    not a copy), else as they are."""
+    if len(indices) and indices[-1] - indices[0] + 1 == len(indices):
+        return slice(int(indices[0]), int(indices[-1]) + 1)
+    return indices

@@ -136,7 +136,9 @@ def _network(ax, curve: Curve, nodes: list[str], bands: dict) -> None:
 def _caption(
     curve: Curve, summary: SampleSummary | None, label: str, bands: dict, top: float | None
 ) -> str:
-    caption = f"{label} at every round, from {curve.source or curve.name + '_curve.csv'}."
+    every = len(curve.rounds) < 2 or bool(np.all(np.diff(curve.rounds) == 1))
+    at = "at every round" if every else f"at {len(curve.rounds)} scored rounds"
+    caption = f"{label} {at}, from {curve.source or curve.name + '_curve.csv'}."
     if top is not None:
         caption += (
             " A curve leaving the top of the axis (1000 × the median value) blew up;"

@@ -273,11 +273,16 @@ def read_curves(path: Path) -> dict[str, np.ndarray]:
     if len(rows) < 2:
         return {}
     header, body = rows[0], rows[1:]
-    return {
-        name: np.array([float(r[k]) if r[k] not in ("", "nan") else np.nan for r in body])
-        for k, name in enumerate(header)
-        if k > 0
-    }
+    # Indexed by round: a curve scored on a schedule (evaluation.w2_schedule) has rows for
+    # some rounds only, and the rounds between them are NaN here.
+    rounds = [int(r[0]) for r in body]
+    out = {}
+    for k, name in enumerate(header):
+        if k > 0:
+            values = np.full(max(rounds) + 1, np.nan)
+            values[rounds] = [float(r[k]) if r[k] not in ("", "nan") else np.nan for r in body]
+            out[name] = values
+    return out
 
 
 def figure_keys(study: Study) -> list[str]:

@@ -15,7 +15,9 @@
                              :mod:`starling.orchestrator.evaluation.efficiency`)
 <out>/samples/node-<id>.npz  ``samples`` (rounds, chains, d) and ``rounds`` (indices)
 <out>/experiment.yaml        the experiment exactly as it was run
-<out>/w2_curve.csv           W2 per round for the average iterate and every node
+<out>/w2_curve.csv           W2 per scored round (evaluation.w2_schedule: every round, or
+                             log-spaced plus the final window) for the average iterate and
+                             every node
 <out>/predictive_curve.csv   (classifiers with evaluation.test) accuracy, AUC, log-loss per
                              scored round, for the average iterate and every node
 <out>/distance_curve.csv     (reference samples) Sinkhorn and sliced W2 per scored round
@@ -122,7 +124,8 @@ def write_results(
         names = list(evaluation.curves)
         length = max(len(c) for c in evaluation.curves.values())
         lines = ["round," + ",".join("average" if n == "average" else f"node-{n}" for n in names)]
-        for k in range(length):
+        scored = evaluation.curve_rounds  # the rows: the rounds scored (every one if None)
+        for k in range(length) if scored is None else (int(t) for t in scored):
             cells = [
                 f"{evaluation.curves[n][k]:.6g}" if k < len(evaluation.curves[n]) else ""
                 for n in names
