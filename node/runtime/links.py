@@ -137,20 +137,23 @@ class OutboundLink:
 
     # ------------------------------------------------------------ round-loop side
 
-    def send(self, round_index: int, phase: int, message: Message) -> None:
+    def send(self, round_index: int, phase: int, message: Message, replay: bool = False) -> None:
         """Queue ``message`` (or a withheld notice if a live fault takes it out). Never
-        blocks."""
+        blocks. ``replay``: a round the process this one resumes from may have sent already
+        (:class:`starling.node.runtime.network.Links`): marked ``resent``, counted so."""
         state = self.state
         if not state.up or (state.drop > 0.0 and self._drop_rng.random() < state.drop):
-            self.withhold(round_index, phase)
+            self.withhold(round_index, phase, replay)
             return
         due = self._clock.now() + max(state.delay_ms, 0.0) / 1000.0
-        self._queue.put(Outgoing(due, round_index, phase, message))
+        self._queue.put(Outgoing(due, round_index, phase, message, resent=replay))
 
-    def withhold(self, round_index: int, phase: int) -> None:
-        """Queue a withheld notice: a fault took this round's message out."""
-        self._stats.add(self.receiver, "withheld")
-        self._queue.put(Outgoing(self._clock.now(), round_index, phase, None))
+    def withhold(self, round_index: int, phase: int, replay: bool = False) -> None:
+        """Queue a withheld notice: a fault took this round's message out (counted
+        ``withheld`` unless ``replay``: the earlier process may have counted it)."""
+        if not replay:
+            self._stats.add(self.receiver, "withheld")
+        self._queue.put(Outgoing(self._clock.now(), round_index, phase, None, resent=replay))
 
     def close(self, wait: float = CLOSE_WAIT) -> None:
         """Deliver what is queued (for up to ``wait`` seconds), then end the stream."""

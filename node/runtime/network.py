@@ -50,7 +50,16 @@ class NetworkTransport:
 
 
 class Links:
-    """All of one node's outbound links, created at Configure, closed at shutdown."""
+    """All of one node's outbound links, created at Configure, closed at shutdown.
+
+    ``replay_before``: a process resumed from its predecessor's resume point sends the
+    rounds before this again, which the predecessor began to send (its
+    :class:`~starling.node.runtime.resume.SendingMark`) and may have counted; they go out
+    marked ``resent`` (a receiver that has one already ignores it; one that has not takes
+    it) and are counted ``resent``, not ``sent``, so the run's books, which add up every
+    process's, count each such message once. Were one never sent before, the receiver's
+    count says so (:func:`starling.orchestrator.results.link_books.link_summary`).
+    ``mark_sending``: called with a round before its first message is handed to a link."""
 
     def __init__(
         self,
@@ -58,8 +67,12 @@ class Links:
         stats: StatsBook,
         channel: ChannelSettings | None = None,
         link_factory: Callable[..., OutboundLink] = OutboundLink,
+        replay_before: int = 0,
+        mark_sending: Callable[[int], None] | None = None,
     ):
         self.spec = spec
+        self.replay_before = replay_before
+        self._mark_sending = mark_sending
         self._stats = stats
         self._channel = channel or ChannelSettings()
         self._factory = link_factory
@@ -85,10 +98,14 @@ class Links:
             return link
 
     def send(self, round_index: int, phase: int, receiver: str, message: Message) -> None:
-        self._link(receiver).send(round_index, phase, message)
+        if self._mark_sending is not None:
+            self._mark_sending(round_index)
+        self._link(receiver).send(round_index, phase, message, round_index < self.replay_before)
 
     def withhold(self, round_index: int, phase: int, receiver: str) -> None:
-        self._link(receiver).withhold(round_index, phase)
+        if self._mark_sending is not None:
+            self._mark_sending(round_index)
+        self._link(receiver).withhold(round_index, phase, round_index < self.replay_before)
 
     def set_state(
         self,

@@ -15,6 +15,14 @@ second at most (group commit, :mod:`starling.node.runtime.runtime`).
 
 On resume the newest slot that is whole, and whose sample count the store still holds,
 wins over an older durable checkpoint (:func:`starling.node.runtime.run.open_run`).
+
+Beside them, ``sending.bin`` says the latest round whose messages the node began to hand to
+its links (:class:`SendingMark`: written, 8 bytes, before the first of them, no ``fsync``).
+A round's resume point is written once the next round's messages are on their way, so a
+process killed may have sent rounds past the point it is resumed from; its successor sends
+those again, marked resent (:class:`starling.node.runtime.network.Links`), and the run's
+books count each message once. A process held at a round boundary and stopped there (a
+scheduled kill) began no round past it, and its successor replays none.
 """
 
 from __future__ import annotations
@@ -29,9 +37,11 @@ import numpy as np
 
 from starling.node.runtime.checkpoint import Checkpoint
 
-__all__ = ["SLOT_FILES", "ResumeSlots", "read_slot"]
+__all__ = ["SENDING_FILE", "SLOT_FILES", "ResumeSlots", "SendingMark", "read_sending", "read_slot"]
 
 SLOT_FILES = ("resume-0.bin", "resume-1.bin")
+SENDING_FILE = "sending.bin"
+_SENDING = struct.Struct("<q")
 _MAGIC = b"RSUM"
 _HEADER = struct.Struct("<4sQI")
 _LENGTH = struct.Struct("<I")
@@ -139,3 +149,34 @@ class ResumeSlots:
             if fd >= 0:
                 os.close(fd)
                 self._fds[index] = -1
+
+
+class SendingMark:
+    """``sending.bin``: the latest round whose messages this process began to send."""
+
+    def __init__(self, directory: str | Path):
+        self._fd = os.open(Path(directory) / SENDING_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        self._marked = -1
+
+    def mark(self, round_index: int) -> None:
+        """Note ``round_index`` before its first message goes to a link (once a round)."""
+        if round_index > self._marked and self._fd >= 0:
+            os.pwrite(self._fd, _SENDING.pack(round_index), 0)
+            self._marked = round_index
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def read_sending(directory: str | Path) -> int | None:
+    """The round the process that last ran in ``directory`` had begun to send, or None
+    (no mark, or a torn one)."""
+    try:
+        raw = (Path(directory) / SENDING_FILE).read_bytes()
+    except OSError:
+        return None
+    if len(raw) != _SENDING.size:
+        return None
+    return int(_SENDING.unpack(raw)[0])

@@ -27,7 +27,13 @@ from starling.node.runtime.archive import run_directory
 from starling.node.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from starling.node.runtime.inbox import Inbox
 from starling.node.runtime.network import Links, NetworkTransport
-from starling.node.runtime.resume import SLOT_FILES, ResumeSlots, read_slot
+from starling.node.runtime.resume import (
+    SLOT_FILES,
+    ResumeSlots,
+    SendingMark,
+    read_sending,
+    read_slot,
+)
 from starling.node.runtime.stats import StatsBook
 from starling.node.runtime.store import SampleStore
 from starling.node.runtime.timing import CHECKPOINT_BUCKETS, ROUND_BUCKETS, Tally
@@ -116,6 +122,8 @@ class Run:
     """``next_round`` of the last checkpoint written, −1 if none."""
     slots: ResumeSlots | None = None
     """The per-round resume point (written after every round, never fsynced)."""
+    sending: SendingMark | None = None
+    """The latest round whose messages this process began to send (for its successor)."""
     durable_at: float = 0.0
     """``time.monotonic()`` of the last durable checkpoint (or of the run's opening)."""
     consistent: bool = True
@@ -197,6 +205,8 @@ class Run:
         self.store.close()
         if self.slots is not None:
             self.slots.close()
+        if self.sending is not None:
+            self.sending.close()
 
 
 EARLIER_SUFFIX = ".earlier"
@@ -254,7 +264,11 @@ def open_run(
     for peer in sorted(senders):
         inbound.ensure(peer)  # listed from the start, even if never heard
     inbox = Inbox(inbound, next_round, synchronous=program.synchronous)
-    links = Links(spec, outbound, channel)
+    # Rounds the process before this one began to send, which this one sends again.
+    began = read_sending(directory) if checkpoint is not None else None
+    replay_before = began + 1 if began is not None else 0
+    sending = SendingMark(directory)
+    links = Links(spec, outbound, channel, replay_before=replay_before, mark_sending=sending.mark)
     slots = ResumeSlots(directory)
     return Run(
         spec=spec,
@@ -273,6 +287,7 @@ def open_run(
         round=next_round,
         last_checkpoint=next_round if checkpoint is not None else -1,
         slots=slots,
+        sending=sending,
         durable_at=time.monotonic(),
     )
 

@@ -6,7 +6,14 @@ from __future__ import annotations
 import numpy as np
 
 from starling.node.runtime.checkpoint import Checkpoint, save_checkpoint
-from starling.node.runtime.resume import SLOT_FILES, ResumeSlots, read_slot
+from starling.node.runtime.resume import (
+    SENDING_FILE,
+    SLOT_FILES,
+    ResumeSlots,
+    SendingMark,
+    read_sending,
+    read_slot,
+)
 from starling.node.runtime.run import CHECKPOINT_FILE, resume_points
 
 
@@ -85,3 +92,20 @@ def test_the_newest_point_wins_durable_checkpoint_or_slot(tmp_path):
     assert _same(points[0], _point(8)) and _same(points[1], _point(7))
     save_checkpoint(tmp_path / CHECKPOINT_FILE, _point(9))
     assert [p.next_round for p in resume_points(tmp_path)] == [9, 8]
+
+
+def test_the_sending_mark_keeps_the_latest_round_begun_and_a_torn_one_reads_as_none(tmp_path):
+    """What a resumed process sends again (runtime.network.Links' replay): the rounds up to
+    the one its predecessor had begun to send, as the mark it left says."""
+    assert read_sending(tmp_path) is None  # no process ran here yet
+    mark = SendingMark(tmp_path)
+    for round_index in (0, 0, 1, 3, 2):  # once a round; never back
+        mark.mark(round_index)
+    mark.close()
+    assert read_sending(tmp_path) == 3
+    successor = SendingMark(tmp_path)  # a new process overwrites from its first round
+    successor.mark(2)
+    successor.close()
+    assert read_sending(tmp_path) == 2
+    (tmp_path / SENDING_FILE).write_bytes(b"\x01\x02\x03")  # torn
+    assert read_sending(tmp_path) is None
