@@ -50,11 +50,37 @@ def _key(create: bool) -> bytes | None:
         if create:
             raise _unusable(path, exc.strerror or type(exc).__name__) from exc
         return None
-    if key is not None and len(key) < 32:
+    if key is None:
+        return None
+    why = _not_private(path) or (
+        f"it holds {len(key)} bytes, not 32 or more" if len(key) < 32 else None
+    )
+    if why is not None:
         if create:
-            raise _unusable(path, f"it holds {len(key)} bytes, not 32 or more")
+            raise _unusable(path, why)
         return None
     return key
+
+
+def _not_private(path: Path) -> str | None:
+    """Why the key at ``path`` is not this user's alone (None: it is). A key another user
+    made, or could read or replace, would let them seal records this user trusts: one made
+    in a shared folder before this user's first run (a results volume anyone may write),
+    say. Root may use a key of another user's (the recovery guides run ``docker run --user
+    root`` on the orchestrator's own records), never one others may read or write."""
+    me = os.geteuid()
+    for what, where, modes in (("the key", path, 0o077), ("its folder", path.parent, 0o022)):
+        try:
+            found = where.stat()
+        except OSError as exc:
+            return f"{what} cannot be checked ({exc.strerror or type(exc).__name__})"
+        if me != 0 and found.st_uid != me:
+            return f"{what} belongs to user id {found.st_uid}, not to you ({me})"
+        if found.st_mode & modes:
+            return f"others may {'write in' if where != path else 'read or write'} {what} " + (
+                f"(mode {found.st_mode & 0o777:o})"
+            )
+    return None
 
 
 def _new_key(path: Path) -> bytes:

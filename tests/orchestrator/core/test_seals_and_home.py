@@ -77,3 +77,27 @@ def test_a_bad_starling_umask_is_one_line_naming_it(tmp_path, asked):
     assert said.stderr.startswith("starling: STARLING_UMASK: expected an octal umask"), said.stderr
     assert len(said.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("where", "mode", "said"),
+    [
+        ("key", 0o644, r"others may read or write the key \(mode 644\)"),
+        ("key", 0o660, r"others may read or write the key \(mode 660\)"),
+        ("folder", 0o777, r"others may write in its folder \(mode 777\)"),
+        ("folder", 0o730, r"others may write in its folder \(mode 730\)"),
+    ],
+)
+def test_a_key_others_may_read_or_replace_seals_nothing_and_trusts_nothing(
+    tmp_path, starling_home, where, mode, said
+):
+    """A key made in a shared folder before the user's first run (a results volume anyone
+    may write), or one left readable, would let another user seal records this one trusts."""
+    record = sealed({"nodes": {"a": "127.0.0.1:5000"}})
+    (key_path() if where == "key" else key_path().parent).chmod(mode)
+    with pytest.raises(ConfigError, match=r"record\.key: the key that seals .*" + said):
+        sealed({"run": 2})
+    with pytest.raises(ConfigError, match="seal does not match"):
+        check_seal(record, tmp_path / "run.json", "dial")
+    (key_path() if where == "key" else key_path().parent).chmod(0o600 if where == "key" else 0o700)
+    check_seal(record, tmp_path / "run.json", "dial")  # private again: trusted again
