@@ -28,6 +28,13 @@ caller it does not know yet, and the parts of an admitted stream are joined agai
 straight from the arrays' buffers (so an iterate's payload is copied once, into the parts
 every receiver shares); only the last part, which ends with the receiver's fields, is made
 per receiver.
+
+The receiving side takes each message's bytes as gRPC hands them over
+(:meth:`PartJoiner.add_bytes`): a part framed as this module frames one is read without
+protobuf, its chunk a view of those bytes, so an iterate's parts are copied once, when
+joined; the joined Iterate is parsed by protobuf, and its tensors read with
+``np.frombuffer`` (read-only, no copy:
+:func:`~starling.node.protocol.convert.iterate_to_message`).
 """
 
 from __future__ import annotations
@@ -86,6 +93,7 @@ _TENSOR_TAG = _tag(_ITERATE_TENSORS)
 _DATA_TAG = _tag(_TENSOR_DATA)
 _CHUNK_TAG = _tag(_ITERATE_CHUNK)
 _MORE_TRUE = _varint((_ITERATE_MORE << 3) | _VARINT) + b"\x01"
+_CHUNK_TAG_BYTE = _CHUNK_TAG[0]
 
 
 def _tensor_parts(name: str, value: np.ndarray) -> list[bytes | memoryview]:
@@ -226,35 +234,54 @@ class PartJoiner:
     """Joins the parts of the iterates of one stream (:func:`split_iterate`)."""
 
     def __init__(self) -> None:
-        self._parts: list[bytes] = []
+        self._parts: list[bytes | memoryview] = []
         self._size = 0
         self._skipping = False
+
+    def add_bytes(self, data: bytes, limit: int) -> peer_pb2.Iterate | None:
+        """:meth:`add` for one message's bytes as received: a part framed as
+        :class:`IterateBody` frames one (``chunk``, then ``more`` or nothing) is taken as a
+        view of ``data``, anything else is parsed by protobuf. :class:`PartsRefused` also
+        for bytes that are not an Iterate."""
+        framed = _part_frame(data)
+        if framed is None:
+            try:
+                iterate = peer_pb2.Iterate.FromString(data)
+            except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and its kin
+                raise PartsRefused(f"a message that is not an Iterate ({exc})") from None
+            return self.add(iterate, limit)
+        return self._add_part(*framed, limit)
 
     def add(self, iterate: peer_pb2.Iterate, limit: int) -> peer_pb2.Iterate | None:
         """``iterate`` itself when it is whole; None while an iterate's parts are coming;
         the joined iterate with its last part. :class:`PartsRefused` once the parts exceed
         ``limit`` bytes (the rest of that iterate's parts are then skipped) or cannot be
         read as an Iterate."""
-        if not iterate.chunk and not iterate.more:
+        chunk = iterate.chunk  # a copy each time it is read: read once
+        if not chunk and not iterate.more:
             if self._parts:
                 self._reset()
                 raise PartsRefused("a whole message came between the parts of an iterate")
             return iterate
+        return self._add_part(chunk, iterate.more, limit)
+
+    def _add_part(
+        self, chunk: bytes | memoryview, more: bool, limit: int
+    ) -> peer_pb2.Iterate | None:
         if self._skipping:
-            self._skipping = iterate.more
+            self._skipping = more
             return None
-        chunk = iterate.chunk
         self._size += len(chunk)
         if self._size > limit:
             size = self._size
             self._reset()
-            self._skipping = iterate.more
+            self._skipping = more
             raise PartsRefused(
                 f"an iterate in parts of {size} bytes or more, beyond the {limit} this "
                 "node takes for this run"
             )
         self._parts.append(chunk)
-        if iterate.more:
+        if more:
             return None
         data = b"".join(self._parts)
         self._reset()
@@ -269,3 +296,31 @@ class PartJoiner:
 
     def _reset(self) -> None:
         self._parts, self._size = [], 0
+
+
+def _part_frame(data: bytes) -> tuple[memoryview, bool] | None:
+    """(chunk, more) of a message that is exactly ``chunk`` (non-empty) and, optionally,
+    ``more: true`` after it — what :class:`IterateBody` sends; None for anything else
+    (protobuf reads it then). Such bytes mean to protobuf exactly this chunk and flag."""
+    if len(data) < 3 or data[0] != _CHUNK_TAG_BYTE:
+        return None
+    length, shift, position = 0, 0, 1
+    while True:
+        if position >= len(data) or shift > 63:
+            return None
+        byte = data[position]
+        position += 1
+        length |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            break
+    end = position + length
+    if length == 0 or end > len(data):
+        return None
+    if end == len(data):
+        more = False
+    elif data[end:] == _MORE_TRUE:
+        more = True
+    else:
+        return None
+    return memoryview(data)[position:end], more

@@ -12,6 +12,8 @@ from starling.node.protocol.starling.v1 import peer_pb2
 from starling.node.protocol.wire import (
     IterateBody,
     PartJoiner,
+    PartsRefused,
+    _part_frame,
     _varint,
     split_iterate,
     withheld_notice,
@@ -135,3 +137,50 @@ def test_a_dtype_the_wire_does_not_carry_is_refused_naming_the_tensor(splice_fro
 def test_varints_are_protobufs(value):
     encoded = peer_pb2.Iterate(round=value).SerializeToString()
     assert encoded == b"\x20" + _varint(value)  # field 4, varint
+
+
+def test_parts_as_received_are_read_without_protobuf_and_mean_the_same():
+    """The peer door takes each message's bytes (PartJoiner.add_bytes): parts framed as the
+    sender frames them are read as views of those bytes, and join into protobuf's Iterate."""
+    message = Message("x", {"x": rng.standard_normal((300, 100))})
+    parts, _ = IterateBody(message, **_envelope(HEADERS[1]), part_bytes=50_000).addressed("b")
+    assert len(parts) == 5 and all(_part_frame(part) is not None for part in parts)
+    joiner = PartJoiner()
+    got = [joiner.add_bytes(part, 2**31) for part in parts]
+    assert got[:-1] == [None] * 4
+    assert got[-1] == _received(parts)
+    np.testing.assert_array_equal(convert.iterate_to_message(got[-1])["x"], message["x"])
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        peer_pb2.Iterate(chunk=b"abc").SerializeToString(),  # a last part
+        peer_pb2.Iterate(chunk=b"abc", more=True).SerializeToString(),
+        peer_pb2.Iterate(experiment="e", round=3).SerializeToString(),  # whole
+        peer_pb2.Iterate(more=True).SerializeToString(),  # a part with an empty chunk
+        b"\x52\x03abc\x20\x02",  # a chunk, then another field (round)
+        b"\x52\x03abc\x58\x00",  # a chunk, then more: false written out
+        b"\x52\x83\x00abc",  # a chunk whose length is a padded varint
+    ],
+    ids=["last part", "part", "whole", "empty chunk", "chunk, round", "more false", "padded"],
+)
+def test_any_message_as_received_means_what_protobuf_reads(data):
+    by_bytes, by_protobuf = PartJoiner(), PartJoiner()
+
+    def outcome(add, message):
+        try:
+            return add(message, 100)
+        except PartsRefused as exc:
+            return str(exc)
+
+    first = outcome(by_bytes.add_bytes, data)
+    assert first == outcome(by_protobuf.add, peer_pb2.Iterate.FromString(data))
+    assert by_bytes._parts == by_protobuf._parts and by_bytes._size == by_protobuf._size
+
+
+def test_bytes_that_are_not_an_iterate_are_refused_with_a_reason():
+    with pytest.raises(PartsRefused, match="not an Iterate"):
+        PartJoiner().add_bytes(b"\x52\x05ab", 100)  # a chunk cut short
+    with pytest.raises(PartsRefused, match="not an Iterate"):
+        PartJoiner().add_bytes(b"\xff\xff\xff", 100)
