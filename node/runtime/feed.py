@@ -110,7 +110,7 @@ class Outgoing:
 @dataclass(frozen=True)
 class Request:
     """An outgoing message, encoded (serialised ``peer.Iterate`` messages: the message
-    itself, or its parts when it is large, :func:`~starling.node.protocol.wire.split_iterate`),
+    itself, or its parts when it is large, :meth:`~starling.node.protocol.wire.IterateBody.addressed`),
     and its payload bytes."""
 
     item: Outgoing

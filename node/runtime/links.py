@@ -192,7 +192,7 @@ class OutboundLink:
         """The link's supervisor: connects, opens one stream at a time and waits for it to end.
         It wakes only when a stream starts or ends; messages never pass through it."""
         channel = self._channel.open(self.address, self.receiver)
-        # Peer.Exchange taking its requests already serialised (encode_iterate).
+        # Peer.Exchange taking its requests already serialised (IterateBody.addressed).
         stub = channel.stream_unary(
             EXCHANGE, response_deserializer=peer_pb2.ExchangeSummary.FromString
         ).future
