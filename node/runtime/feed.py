@@ -110,8 +110,8 @@ class Outgoing:
 @dataclass(frozen=True)
 class Request:
     """An outgoing message, encoded (serialised ``peer.Iterate`` messages: the message
-    itself, or its parts when it is large, :meth:`~starling.node.protocol.wire.IterateBody.addressed`),
-    and its payload bytes."""
+    itself, or its parts when it is large: :meth:`IterateBody.addressed
+    <starling.node.protocol.wire.IterateBody.addressed>`), and its payload bytes."""
 
     item: Outgoing
     parts: list[bytes]
