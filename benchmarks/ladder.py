@@ -4,6 +4,13 @@ The ring of ``make bench``'s first row (5 nodes, dim 2, one chain, D-ADMMS), mea
 ladder between the raw grpcio ring and a full Starling node, all alternated in one run:
 
 * ``raw`` — :mod:`benchmarks.raw_ring`: bytes, generic handlers, nothing else;
+* ``raw grpc.aio`` — the same ring with every process on one ``grpc.aio`` event loop
+  (:mod:`benchmarks.raw_aio_ring`), and ``raw, event-loop thread beside a round loop`` —
+  its streams on an event-loop thread, its round loop on another (the ``hybrid`` design of
+  :mod:`benchmarks.designs`, the shape the ``grpc.aio`` node prototype took): the
+  event-loop designs' floors. A rung for an event-loop Starling node is not here: that
+  node was built on a branch and measured slower than the threaded one
+  (docs/performance.md), and is not part of the node;
 * ``raw + Starling's wire`` — the same ring carrying Starling's own ``peer.Iterate``
   messages: each built from a :class:`~starling.node.messages.Message` with the node's
   :func:`~starling.node.protocol.convert.message_to_iterate` in gRPC's sending thread,
@@ -16,9 +23,11 @@ ladder between the raw grpcio ring and a full Starling node, all alternated in o
   node's structure alone: round loop, inbox, links, streams, protobuf, servicer;
 * ``Starling`` — the node as it ships.
 
-Each rung gives rounds per second (``rounds`` rounds, the loop alone) and the CPU all
-threads of all nodes spent per node and round, which moves less with the machine's load
-than a rate. Not part of ``make bench``: it measures where the cost lies, not a goal.
+Each rung gives rounds per second (``rounds`` rounds, the loop alone), its ratio to the
+raw grpcio ring's and to the raw ``grpc.aio`` ring's rate of the same pass, and the CPU
+all threads of all nodes spent per node and round, which moves less with the machine's
+load than a rate; the load average is printed at the start and the end. Not part of
+``make bench``: it measures where the cost lies, not a goal.
 """
 
 from __future__ import annotations
@@ -29,10 +38,13 @@ import json
 import os
 import statistics
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import starling.node  # noqa: F401 - one BLAS thread per process, before numpy (node/__init__.py)
+from benchmarks.designs import _hybrid_node
+from benchmarks.raw_aio_ring import _node as _aio_node
 from benchmarks.raw_ring import _HEADER, BYTES, Codec, _node, ring_stats
 from starling.node.messages import Message
 from starling.node.protocol import convert
@@ -42,8 +54,13 @@ __all__ = ["LADDER", "rung_stats"]
 
 SITE = Path(__file__).with_name("ablation_site")
 
+RAW = "raw"
+RAW_AIO = "raw grpc.aio"
+
 LADDER: list[tuple[str, tuple[str, ...] | None]] = [
-    ("raw", None),
+    (RAW, None),
+    (RAW_AIO, None),
+    ("raw, event-loop thread beside a round loop", None),
     ("raw + Starling's wire", None),
     ("Starling, all four parts out", ("storage", "books", "checks", "sampler")),
     ("Starling, storage, books, checks out", ("storage", "books", "checks")),
@@ -117,8 +134,13 @@ def rung_stats(name: str, parts: tuple[str, ...] | None, rounds: int, nodes: int
     from benchmarks.starling_ring import ring_experiment, starling_ring
 
     if parts is None:
-        codec = BYTES if name == "raw" else STARLING_WIRE
-        stats = ring_stats(nodes, rounds, 16, node=functools.partial(_node, codec=codec))
+        raw_nodes = {
+            RAW: functools.partial(_node, codec=BYTES),
+            RAW_AIO: _aio_node,
+            "raw, event-loop thread beside a round loop": _hybrid_node,
+            "raw + Starling's wire": functools.partial(_node, codec=STARLING_WIRE),
+        }
+        stats = ring_stats(nodes, rounds, 16, node=raw_nodes[name])
         seconds, cpu = stats["seconds"], stats["cpu_s"]
     else:
         with _ablated(parts):
@@ -132,25 +154,46 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3, help="alternated passes")
     args = parser.parse_args(argv)
+    load = os.getloadavg()[0]
     rows: list[dict] = []
     for repeat in range(args.repeats):
+        passed = []
         for name, parts in LADDER:
             row = rung_stats(name, parts, args.rounds)
-            rows.append(row)
+            row["pass"] = repeat
+            passed.append(row)
             print(
                 f"  pass {repeat + 1}: {name}: {row['rounds_per_s']:.0f} r/s, "
                 f"{row['cpu_ms']:.3f} ms",
                 file=sys.stderr,
                 flush=True,
             )
-    print("| rung | rounds/s (each pass) | CPU ms per node and round: mean ± s.e. |")
-    print("|---|---|---|")
+        # Ratios within the pass: each rung against the two raw rings run beside it.
+        rates = {row["rung"]: row["rounds_per_s"] for row in passed}
+        for row in passed:
+            row["vs_raw"] = row["rounds_per_s"] / rates[RAW]
+            row["vs_raw_aio"] = row["rounds_per_s"] / rates[RAW_AIO]
+        rows += passed
+    print(
+        f"{args.repeats} passes of {args.rounds} rounds, 5 nodes, {os.cpu_count()} CPUs; "
+        f"load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, "
+        f"{time.strftime('%Y-%m-%d %H:%M')}"
+    )
+    print(
+        "| rung | rounds/s (each pass) | against raw grpcio | against raw grpc.aio "
+        "| CPU ms per node and round: mean ± s.e. |"
+    )
+    print("|---|---|---|---|---|")
     for name, _ in LADDER:
         mine = [row for row in rows if row["rung"] == name]
         cpu = [row["cpu_ms"] for row in mine]
         error = statistics.stdev(cpu) / len(cpu) ** 0.5 if len(cpu) > 1 else float("nan")
         rates = ", ".join(f"{row['rounds_per_s']:.0f}" for row in mine)
-        print(f"| {name} | {rates} | {statistics.mean(cpu):.3f} ± {error:.3f} |")
+        vs_raw = ", ".join(f"{row['vs_raw']:.2f}x" for row in mine)
+        vs_aio = ", ".join(f"{row['vs_raw_aio']:.2f}x" for row in mine)
+        print(
+            f"| {name} | {rates} | {vs_raw} | {vs_aio} | {statistics.mean(cpu):.3f} ± {error:.3f} |"
+        )
     print(json.dumps(rows))
 
 

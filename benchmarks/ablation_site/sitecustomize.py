@@ -49,7 +49,7 @@ def _ablate(parts: set[str]) -> None:
         from starling.node.protocol import convert
         from starling.node.runtime import receive
 
-        def unchecked(iterate, spec, program, senders, limit):  # noqa: ANN001, ARG001
+        def unchecked(iterate, *_checks):  # noqa: ANN001, ANN002
             return None if iterate.withheld else convert.iterate_to_message(iterate)
 
         receive.check_iterate = unchecked

@@ -1,28 +1,45 @@
-"""An outgoing ``peer.Iterate``, serialised with its tensors' bytes spliced in by hand, and
-cut into parts when it is large.
+"""An outgoing ``peer.Iterate``, serialised once for all its receivers with its tensors'
+bytes spliced in by hand, and cut into parts when it is large.
 
 protobuf (upb) takes a ``bytes`` field by copying it into the message's arena, and copies
 it again to serialise: encoding one 1000 × 1000 float64 iterate with
 :func:`~starling.node.protocol.convert.message_to_iterate` and ``SerializeToString`` took
 25 ms, against 0.7 ms here (measured alone on a 2-core machine, docs/performance.md). Here
-protobuf serialises everything but the payloads — the envelope (experiment, sender,
-receiver, round, phase, kind), each tensor's name, shape and dtype, the flags — and each
-tensor's ``data`` field is written as the wire format defines a length-delimited field (its
-tag, the length as a varint, the bytes), straight from the array's buffer, so the payload
-is copied once, into the message's bytes.
+protobuf serialises everything but the payloads — the envelope (experiment, sender, round,
+phase, kind), each tensor's name, shape and dtype — and each tensor's ``data`` field is
+written as the wire format defines a length-delimited field (its tag, the length as a
+varint, the bytes), straight from the array's buffer. Iterates under :data:`SPLICE_FROM`
+are left to protobuf whole.
 
-Iterates under :data:`SPLICE_FROM` are left to protobuf whole. The result is byte for byte
-what ``message_to_iterate(...).SerializeToString()`` gives
-(fields in number order, proto3 defaults left out; ``tests/node/test_wire.py`` checks it
-against protobuf itself), so the receiving side parses it with the generated class.
+A node sends the same message to each of its out-peers, and only the ``receiver`` field
+(and ``resent``, on a resend) differs between them. protobuf's wire format reads
+concatenated messages as one, merged (a singular field takes the last value it is given,
+repeated fields add up), so :class:`IterateBody` serialises the Iterate without those two
+fields once — byte for byte what protobuf serialises for it (fields in number order, proto3
+defaults left out; ``tests/node/test_wire.py`` checks it against protobuf itself) — and
+:meth:`IterateBody.addressed` appends each receiver's two fields, serialised on their own.
+The receiving side parses the result with the generated class and reads the same Iterate
+as from protobuf's own bytes.
 
 An iterate whose bytes exceed :data:`PART_BYTES` crosses as several messages
-(:func:`split_iterate`, ``Iterate.chunk`` and ``more``): a node reads no message larger than
-a few MiB from a caller it does not know yet, and the parts of an admitted stream are joined
-again by :class:`PartJoiner`, up to a bound the receiver sets.
+(``Iterate.chunk`` and ``more``): a node reads no message larger than a few MiB from a
+caller it does not know yet, and the parts of an admitted stream are joined again by
+:class:`PartJoiner`, up to a bound the receiver sets. The body is cut into its parts once,
+straight from the arrays' buffers (so an iterate's payload is copied once, into the parts
+every receiver shares); only the last part, which ends with the receiver's fields, is made
+per receiver.
+
+The receiving side takes each message's bytes as gRPC hands them over
+(:meth:`PartJoiner.add_bytes`): a part framed as this module frames one is read without
+protobuf, its chunk a view of those bytes, so an iterate's parts are copied once, when
+joined; the joined Iterate is parsed by protobuf, and its tensors read with
+``np.frombuffer`` (read-only, no copy:
+:func:`~starling.node.protocol.convert.iterate_to_message`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -34,9 +51,10 @@ __all__ = [
     "PART_BYTES",
     "SPLICE_FROM",
     "PartJoiner",
+    "IterateBody",
     "PartsRefused",
-    "encode_iterate",
     "split_iterate",
+    "withheld_notice",
 ]
 
 SPLICE_FROM = 32 * 1024
@@ -75,6 +93,7 @@ _TENSOR_TAG = _tag(_ITERATE_TENSORS)
 _DATA_TAG = _tag(_TENSOR_DATA)
 _CHUNK_TAG = _tag(_ITERATE_CHUNK)
 _MORE_TRUE = _varint((_ITERATE_MORE << 3) | _VARINT) + b"\x01"
+_CHUNK_TAG_BYTE = _CHUNK_TAG[0]
 
 
 def _tensor_parts(name: str, value: np.ndarray) -> list[bytes | memoryview]:
@@ -92,8 +111,7 @@ def _tensor_parts(name: str, value: np.ndarray) -> list[bytes | memoryview]:
     return [_TENSOR_TAG, _varint(length), head, *data]
 
 
-def encode_iterate(
-    message: Message | None,
+def withheld_notice(
     *,
     experiment: str,
     sender: str,
@@ -102,35 +120,95 @@ def encode_iterate(
     phase: int,
     resent: bool = False,
 ) -> bytes:
-    """The serialised ``peer.Iterate`` of ``message`` (None: a withheld notice).
+    """The serialised withheld notice of (round, phase) for ``receiver``."""
+    return peer_pb2.Iterate(
+        experiment=experiment,
+        sender=sender,
+        receiver=receiver,
+        round=round,
+        phase=phase,
+        withheld=True,
+        resent=resent,
+    ).SerializeToString()
 
-    Raises :class:`~starling.node.protocol.convert.TensorError` for a tensor of a dtype the
-    wire does not carry, as ``message_to_iterate`` does.
+
+class IterateBody:
+    """One message's ``peer.Iterate`` without ``receiver`` and ``resent``, serialised once
+    for every receiver (see the module's docstring).
+
+    ``leading`` are the parts every receiver is sent first (none when the body is not cut);
+    ``rest`` is what follows them: the body's last bytes, up to a part's worth, or the whole
+    body when it is not cut.
     """
-    envelope = peer_pb2.Iterate(
-        experiment=experiment, sender=sender, receiver=receiver, round=round, phase=phase
-    )
-    if message is None:
-        envelope.withheld, envelope.resent = True, resent
-        return envelope.SerializeToString()
-    if message.nbytes < SPLICE_FROM:
-        iterate = message_to_iterate(
-            message,
-            experiment=experiment,
-            sender=sender,
-            receiver=receiver,
-            round=round,
-            phase=phase,
+
+    def __init__(
+        self,
+        message: Message,
+        *,
+        experiment: str,
+        sender: str,
+        round: int,  # noqa: A002 - the protobuf field's name
+        phase: int,
+        part_bytes: int = PART_BYTES,
+    ):
+        """Raises :class:`~starling.node.protocol.convert.TensorError` for a tensor of a
+        dtype the wire does not carry, as ``message_to_iterate`` does."""
+        self.part_bytes = part_bytes
+        if message.nbytes < SPLICE_FROM:
+            iterate = message_to_iterate(
+                message, experiment=experiment, sender=sender, receiver="", round=round, phase=phase
+            )
+            pieces: list[bytes | memoryview] = [iterate.SerializeToString()]
+        else:
+            envelope = peer_pb2.Iterate(
+                experiment=experiment, sender=sender, round=round, phase=phase, kind=message.kind
+            )
+            pieces = [envelope.SerializeToString()]
+            for name, value in message.tensors.items():
+                pieces += _tensor_parts(name, value)
+        self.size = sum(len(piece) for piece in pieces)
+        """The body's serialised bytes."""
+        if self.size <= part_bytes:
+            self.leading: tuple[bytes, ...] = ()
+            self.rest = b"".join(pieces)
+            return
+        # Every part but the last is the same for all receivers: the last holds at least one
+        # byte of the body (a part is never empty) and ends with the receiver's fields.
+        cuts = list(_cut(pieces, part_bytes))
+        self.leading = tuple(
+            b"".join((_CHUNK_TAG, _varint(part_bytes), *cut, _MORE_TRUE)) for cut in cuts[:-1]
         )
-        iterate.resent = resent
-        return iterate.SerializeToString()
-    envelope.kind = message.kind
-    parts: list[bytes | memoryview] = [envelope.SerializeToString()]
-    for name, value in message.tensors.items():
-        parts += _tensor_parts(name, value)
-    if resent:
-        parts.append(peer_pb2.Iterate(resent=True).SerializeToString())
-    return b"".join(parts)
+        self.rest = b"".join(cuts[-1])
+
+    def addressed(self, receiver: str, resent: bool = False) -> tuple[list[bytes], int]:
+        """The messages that carry this Iterate to ``receiver`` (the body's shared parts and
+        its own last one; or the one whole message) and the Iterate's serialised size."""
+        fields = peer_pb2.Iterate(receiver=receiver, resent=resent).SerializeToString()
+        size = self.size + len(fields)
+        if not self.leading:
+            return split_iterate(self.rest + fields, self.part_bytes), size
+        tail = len(self.rest) + len(fields)
+        last = b"".join((_CHUNK_TAG, _varint(tail), self.rest, fields))
+        return [*self.leading, last], size
+
+
+def _cut(pieces: Sequence[bytes | memoryview], size: int) -> Iterator[list[memoryview]]:
+    """The bytes of ``pieces``, in order, as runs of ``size`` bytes (the last one shorter,
+    never empty), each a list of views into the pieces: nothing is copied."""
+    run: list[memoryview] = []
+    room = size
+    for piece in pieces:
+        view = memoryview(piece).cast("B")
+        while len(view):
+            take = view[:room]
+            run.append(take)
+            view = view[len(take) :]
+            room -= len(take)
+            if room == 0:
+                yield run
+                run, room = [], size
+    if run:
+        yield run
 
 
 def split_iterate(encoded: bytes, part_bytes: int = PART_BYTES) -> list[bytes]:
@@ -156,35 +234,54 @@ class PartJoiner:
     """Joins the parts of the iterates of one stream (:func:`split_iterate`)."""
 
     def __init__(self) -> None:
-        self._parts: list[bytes] = []
+        self._parts: list[bytes | memoryview] = []
         self._size = 0
         self._skipping = False
+
+    def add_bytes(self, data: bytes, limit: int) -> peer_pb2.Iterate | None:
+        """:meth:`add` for one message's bytes as received: a part framed as
+        :class:`IterateBody` frames one (``chunk``, then ``more`` or nothing) is taken as a
+        view of ``data``, anything else is parsed by protobuf. :class:`PartsRefused` also
+        for bytes that are not an Iterate."""
+        framed = _part_frame(data)
+        if framed is None:
+            try:
+                iterate = peer_pb2.Iterate.FromString(data)
+            except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and its kin
+                raise PartsRefused(f"a message that is not an Iterate ({exc})") from None
+            return self.add(iterate, limit)
+        return self._add_part(*framed, limit)
 
     def add(self, iterate: peer_pb2.Iterate, limit: int) -> peer_pb2.Iterate | None:
         """``iterate`` itself when it is whole; None while an iterate's parts are coming;
         the joined iterate with its last part. :class:`PartsRefused` once the parts exceed
         ``limit`` bytes (the rest of that iterate's parts are then skipped) or cannot be
         read as an Iterate."""
-        if not iterate.chunk and not iterate.more:
+        chunk = iterate.chunk  # a copy each time it is read: read once
+        if not chunk and not iterate.more:
             if self._parts:
                 self._reset()
                 raise PartsRefused("a whole message came between the parts of an iterate")
             return iterate
+        return self._add_part(chunk, iterate.more, limit)
+
+    def _add_part(
+        self, chunk: bytes | memoryview, more: bool, limit: int
+    ) -> peer_pb2.Iterate | None:
         if self._skipping:
-            self._skipping = iterate.more
+            self._skipping = more
             return None
-        chunk = iterate.chunk
         self._size += len(chunk)
         if self._size > limit:
             size = self._size
             self._reset()
-            self._skipping = iterate.more
+            self._skipping = more
             raise PartsRefused(
                 f"an iterate in parts of {size} bytes or more, beyond the {limit} this "
                 "node takes for this run"
             )
         self._parts.append(chunk)
-        if iterate.more:
+        if more:
             return None
         data = b"".join(self._parts)
         self._reset()
@@ -199,3 +296,31 @@ class PartJoiner:
 
     def _reset(self) -> None:
         self._parts, self._size = [], 0
+
+
+def _part_frame(data: bytes) -> tuple[memoryview, bool] | None:
+    """(chunk, more) of a message that is exactly ``chunk`` (non-empty) and, optionally,
+    ``more: true`` after it — what :class:`IterateBody` sends; None for anything else
+    (protobuf reads it then). Such bytes mean to protobuf exactly this chunk and flag."""
+    if len(data) < 3 or data[0] != _CHUNK_TAG_BYTE:
+        return None
+    length, shift, position = 0, 0, 1
+    while True:
+        if position >= len(data) or shift > 63:
+            return None
+        byte = data[position]
+        position += 1
+        length |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            break
+    end = position + length
+    if length == 0 or end > len(data):
+        return None
+    if end == len(data):
+        more = False
+    elif data[end:] == _MORE_TRUE:
+        more = True
+    else:
+        return None
+    return memoryview(data)[position:end], more

@@ -6,6 +6,8 @@ stream's proof (``hello``: its answer to the receiver's challenge,
 function (:meth:`OutboundLink._next_request
 <starling.node.runtime.links.OutboundLink._next_request>`: the next queued message, delayed
 and encoded), so a message goes from the round loop to the wire with one thread hand-off.
+A message a node sends to several receivers is checked and serialised once for all of them
+(:class:`SharedIterate`), by whichever link's sending thread needs it first.
 What the feed handed over within the last hold time — at most :data:`RESEND_MESSAGES`
 messages and :data:`RESEND_BYTES` of payload — is kept: if the stream breaks, those
 messages may have died with it, and the link sends them again on the next stream. Ages are
@@ -21,7 +23,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from starling.node.messages import Message
+from starling.node.messages import Message, all_finite
+from starling.node.protocol.wire import IterateBody
 
 __all__ = [
     "CLOSED",
@@ -30,6 +33,7 @@ __all__ = [
     "Closed",
     "Outgoing",
     "Request",
+    "SharedIterate",
     "StreamFeed",
 ]
 
@@ -48,22 +52,66 @@ rounds. Beyond the bound a lost message is missed, as any late one: the receiver
 closes at its deadline and the link counts it."""
 
 
+class SharedIterate:
+    """What every link sending one message in one (round, phase) needs of it, worked out
+    once: whether its tensors are finite (a pass over every value) and its Iterate without
+    a receiver (:class:`~starling.node.protocol.wire.IterateBody`: the payload's one copy).
+
+    The round loop makes it, without doing either (:class:`~starling.node.runtime.network.Links`
+    hands the same one to each link); the first link's sending thread to ask does the work,
+    under a lock, and the others take its result.
+    """
+
+    def __init__(self, message: Message, *, experiment: str, sender: str, round: int, phase: int):  # noqa: A002
+        self.message = message
+        self.round, self.phase = round, phase
+        self.experiment, self.sender = experiment, sender
+        self._lock = threading.Lock()
+        self._finite: bool | None = None
+        self._body: IterateBody | None = None
+
+    def finite(self) -> bool:
+        """Whether every tensor is finite (checked once)."""
+        with self._lock:
+            if self._finite is None:
+                self._finite = all(all_finite(v) for v in self.message.tensors.values())
+            return self._finite
+
+    def body(self) -> IterateBody:
+        """The serialised Iterate without a receiver (made once); raises
+        :class:`~starling.node.protocol.convert.TensorError` as
+        :class:`~starling.node.protocol.wire.IterateBody` does, each time it is asked."""
+        with self._lock:
+            if self._body is None:
+                self._body = IterateBody(
+                    self.message,
+                    experiment=self.experiment,
+                    sender=self.sender,
+                    round=self.round,
+                    phase=self.phase,
+                )
+            return self._body
+
+
 @dataclass(frozen=True)
 class Outgoing:
-    """One message a link was asked to send (None: a withheld notice), due at ``due``."""
+    """One message a link was asked to send (None: a withheld notice), due at ``due``;
+    ``shared``: its checks and encoding, shared with the other links it goes to (None: the
+    link makes its own)."""
 
     due: float
     round: int
     phase: int
     message: Message | None
     resent: bool = False
+    shared: SharedIterate | None = None
 
 
 @dataclass(frozen=True)
 class Request:
     """An outgoing message, encoded (serialised ``peer.Iterate`` messages: the message
-    itself, or its parts when it is large, :func:`~starling.node.protocol.wire.split_iterate`),
-    and its payload bytes."""
+    itself, or its parts when it is large: :meth:`IterateBody.addressed
+    <starling.node.protocol.wire.IterateBody.addressed>`), and its payload bytes."""
 
     item: Outgoing
     parts: list[bytes]

@@ -4,7 +4,9 @@ The round loop never blocks on the network. It hands each message to its link's 
 moves on; gRPC's sending thread of the link's one open client stream takes it from there
 (:mod:`starling.node.runtime.feed`), applies the live delay, serialises it
 (:mod:`starling.node.protocol.wire`) and sends it — one thread hand-off, as in a plain
-grpcio client. The link's own thread only
+grpcio client. A message that goes to several receivers is checked and serialised once,
+by the first of their links to need it (:class:`~starling.node.runtime.feed.SharedIterate`);
+each link adds only its receiver's fields. The link's own thread only
 supervises: a receiver that is down costs the round loop nothing, the link thread keeps
 reconnecting with bounded backoff (gRPC's channel backoff, see
 :mod:`starling.node.runtime.transport`) and *holds* what the round loop queued meanwhile, in
@@ -48,13 +50,20 @@ import grpc
 import numpy as np
 
 from starling.node.faults import stable_id
-from starling.node.messages import Message, all_finite
+from starling.node.messages import Message
 from starling.node.protocol import convert
 from starling.node.protocol.contract import NOT_CONFIGURED
 from starling.node.protocol.starling.v1 import peer_pb2
-from starling.node.protocol.wire import encode_iterate, split_iterate
+from starling.node.protocol.wire import withheld_notice
 from starling.node.runtime.clock import MONOTONIC, Clock
-from starling.node.runtime.feed import CLOSED, Closed, Outgoing, Request, StreamFeed
+from starling.node.runtime.feed import (
+    CLOSED,
+    Closed,
+    Outgoing,
+    Request,
+    SharedIterate,
+    StreamFeed,
+)
 from starling.node.runtime.link_proof import challenge_of
 from starling.node.runtime.stats import StatsBook
 from starling.node.runtime.transport import ChannelSettings
@@ -137,16 +146,36 @@ class OutboundLink:
 
     # ------------------------------------------------------------ round-loop side
 
-    def send(self, round_index: int, phase: int, message: Message, replay: bool = False) -> None:
+    def send(
+        self,
+        round_index: int,
+        phase: int,
+        message: Message,
+        shared: SharedIterate | None = None,
+        replay: bool = False,
+    ) -> None:
         """Queue ``message`` (or a withheld notice if a live fault takes it out). Never
-        blocks. ``replay``: a round the process this one resumes from may have sent already
-        (:class:`starling.node.runtime.network.Links`): marked ``resent``, counted so."""
+        blocks. ``shared``: its checks and encoding, shared with the other links it goes to
+        (:meth:`shared`). ``replay``: a round the process this one resumes from may have
+        sent already (:class:`starling.node.runtime.network.Links`): marked ``resent``,
+        counted so."""
         state = self.state
         if not state.up or (state.drop > 0.0 and self._drop_rng.random() < state.drop):
             self.withhold(round_index, phase, replay)
             return
         due = self._clock.now() + max(state.delay_ms, 0.0) / 1000.0
-        self._queue.put(Outgoing(due, round_index, phase, message, resent=replay))
+        self._queue.put(Outgoing(due, round_index, phase, message, resent=replay, shared=shared))
+
+    def shared(self, round_index: int, phase: int, message: Message) -> SharedIterate:
+        """A :class:`SharedIterate` of ``message`` from this link's node, for every link it
+        goes to in (``round_index``, ``phase``)."""
+        return SharedIterate(
+            message,
+            experiment=self.spec.experiment,
+            sender=self.spec.node_id,
+            round=round_index,
+            phase=phase,
+        )
 
     def withhold(self, round_index: int, phase: int, replay: bool = False) -> None:
         """Queue a withheld notice: a fault took this round's message out (counted
@@ -168,23 +197,11 @@ class OutboundLink:
 
     # ------------------------------------------------------------ the link's thread and its streams
 
-    def _encoded(self, item: Outgoing) -> bytes:
-        """``item`` as the bytes of its ``peer.Iterate`` (:mod:`starling.node.protocol.wire`)."""
-        return encode_iterate(
-            item.message,
-            experiment=self.spec.experiment,
-            sender=self.spec.node_id,
-            receiver=self.receiver,
-            round=item.round,
-            phase=item.phase,
-            resent=item.resent,
-        )
-
     def _run(self) -> None:
         """The link's supervisor: connects, opens one stream at a time and waits for it to end.
         It wakes only when a stream starts or ends; messages never pass through it."""
         channel = self._channel.open(self.address, self.receiver)
-        # Peer.Exchange taking its requests already serialised (encode_iterate).
+        # Peer.Exchange taking its requests already serialised (IterateBody.addressed).
         stub = channel.stream_unary(
             EXCHANGE, response_deserializer=peer_pb2.ExchangeSummary.FromString
         ).future
@@ -313,44 +330,61 @@ class OutboundLink:
             prepared = self._prepared(item)
             if prepared is None:
                 continue
-            encoded, payload = prepared
+            parts, payload = prepared
             if item.message is not None and not item.resent:
                 self._stats.add(self.receiver, "sent", nbytes=payload)
             elif item.message is not None:  # a resend: its own counter, never a new send
                 self._stats.add(self.receiver, "resent", nbytes=payload)
-            return Request(item, split_iterate(encoded), payload)
+            # Kept for a resend without its shared encoding: that is freed once every link
+            # has sent it, and a resend (rare) encodes again.
+            return Request(dataclasses.replace(item, shared=None), parts, payload)
 
-    def _prepared(self, item: Outgoing) -> tuple[bytes, int] | None:
-        """The wire form of ``item`` (one serialised Iterate, cut into parts when sent if
-        large) and its payload bytes; None (counted as a send error) if it cannot be sent.
-        A non-finite iterate goes out as a withheld notice."""
+    def _prepared(self, item: Outgoing) -> tuple[list[bytes], int] | None:
+        """The wire form of ``item`` (its serialised Iterate, in parts if large) and its
+        payload bytes; None (counted as a send error) if it cannot be sent. A non-finite
+        iterate goes out as a withheld notice."""
         stats, receiver = self._stats, self.receiver
-        if item.message is not None and not _finite(item.message):
+        shared = item.shared
+        if item.message is not None and shared is None:
+            shared = self.shared(item.round, item.phase, item.message)
+        if shared is not None and not shared.finite():
             # The receiver would reject it (and wait out its deadline for nothing):
-            # tell it at once that nothing usable is coming this round.
-            stats.add(receiver, "withheld")
+            # tell it at once that nothing usable is coming this round (counted once: a
+            # replayed round's notice was counted by the process before, see send).
+            if not item.resent:
+                stats.add(receiver, "withheld")
             stats.add(
                 receiver,
                 "send_errors",
                 error=f"round {item.round}: iterate not finite, sent as withheld",
             )
-            item = dataclasses.replace(item, message=None)
+            item, shared = dataclasses.replace(item, message=None, shared=None), None
         payload = 0 if item.message is None else item.message.nbytes
         limit = self._channel.max_message_bytes
         size = payload  # the message is at least its payload: not encoded if that is too much
-        if payload <= limit:
+        parts: list[bytes] = []
+        if shared is None:
+            notice = withheld_notice(
+                experiment=self.spec.experiment,
+                sender=self.spec.node_id,
+                receiver=receiver,
+                round=item.round,
+                phase=item.phase,
+                resent=item.resent,
+            )
+            parts, size = [notice], len(notice)
+        elif payload <= limit:
             try:
-                encoded = self._encoded(item)
+                parts, size = shared.body().addressed(receiver, item.resent)
             except convert.TensorError as exc:
                 stats.add(receiver, "send_errors", error=str(exc))
                 return None
-            size = len(encoded)
         if size > limit:
             # The receiver's transport would abort the whole stream for it.
             reason = f"round {item.round}: {size} bytes exceed the {limit}-byte limit"
             stats.add(receiver, "send_errors", error=reason)
             return None
-        return encoded, payload
+        return parts, payload
 
     def _wait_until(self, due: float, broken: threading.Event) -> bool:
         """Sleep until ``due`` (the live delay); False if the stream broke meanwhile."""
@@ -383,7 +417,3 @@ class OutboundLink:
             detail,
             extra={"event": "link_broken", "peer": self.receiver},
         )
-
-
-def _finite(message: Message) -> bool:
-    return all(all_finite(value) for value in message.tensors.values())

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from starling.node.engine.transport import Gather
 from starling.node.messages import Message
+from starling.node.runtime.feed import SharedIterate
 from starling.node.runtime.inbox import Inbox
 from starling.node.runtime.links import LinkState, OutboundLink
 from starling.node.runtime.stats import StatsBook
@@ -79,6 +80,8 @@ class Links:
         self._lock = threading.Lock()
         self._links: dict[str, OutboundLink] = {}
         self._default = LinkState()
+        # The message last sent, checked and encoded once for all the links it goes to.
+        self._last: SharedIterate | None = None
         for receiver in spec.out_peers():
             self._link(receiver)
 
@@ -98,9 +101,20 @@ class Links:
             return link
 
     def send(self, round_index: int, phase: int, receiver: str, message: Message) -> None:
+        """Queue ``message`` on ``receiver``'s link. The round engine sends one message to
+        each receiver in turn, most often the same one (a broadcast): the links it goes to
+        share its finite check and its encoding (:class:`SharedIterate`)."""
         if self._mark_sending is not None:
             self._mark_sending(round_index)
-        self._link(receiver).send(round_index, phase, message, round_index < self.replay_before)
+        link = self._link(receiver)
+        last = self._last
+        if (
+            last is None
+            or last.message is not message
+            or (last.round, last.phase) != (round_index, phase)
+        ):
+            last = self._last = link.shared(round_index, phase, message)
+        link.send(round_index, phase, message, last, round_index < self.replay_before)
 
     def withhold(self, round_index: int, phase: int, receiver: str) -> None:
         if self._mark_sending is not None:

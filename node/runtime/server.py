@@ -32,7 +32,7 @@ import grpc
 from starling.node.config import DEFAULT_SCREEN_BOUND, HomeData
 from starling.node.exporter import MetricsServer
 from starling.node.protocol import MAX_MESSAGE_BYTES
-from starling.node.protocol.starling.v1 import control_pb2_grpc, peer_pb2_grpc
+from starling.node.protocol.starling.v1 import control_pb2_grpc, peer_pb2
 from starling.node.revocation import Revocations
 from starling.node.runtime.doors import Door, DoorLimits, Doors, Entrance
 from starling.node.runtime.gate import Gate
@@ -164,7 +164,19 @@ class NodeServer:
             ControlServicer(self.runtime, gate, self.refusals), self._server
         )
         peers = PeerServicer(self.runtime, max_peer_streams, gate, max_message_bytes)
-        peer_pb2_grpc.add_PeerServicer_to_server(peers, self._server)
+        # Peer.Exchange's requests reach the servicer as the bytes gRPC received: an
+        # iterate's parts are read without protobuf (PartJoiner.add_bytes).
+        exchange = {
+            "Exchange": grpc.stream_unary_rpc_method_handler(
+                peers.Exchange,
+                request_deserializer=None,
+                response_serializer=peer_pb2.ExchangeSummary.SerializeToString,
+            )
+        }
+        self._server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(PEER, exchange),)
+        )
+        self._server.add_registered_method_handlers(PEER, exchange)
         self._health = NodeHealth(self._server)
         self.runtime.on_state = self._health.follow
         self.reflection = reflection

@@ -288,8 +288,11 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
         return self._open
 
     def Exchange(
-        self, request_iterator: Iterator[peer_pb2.Iterate], context: grpc.ServicerContext
+        self, request_iterator: Iterator[bytes], context: grpc.ServicerContext
     ) -> peer_pb2.ExchangeSummary:
+        """One inbound stream; its requests are the bytes gRPC received (the server
+        registers Exchange without a deserializer: :meth:`_exchange` reads an iterate's
+        parts without protobuf)."""
         generation = self.runtime.generation  # read first: a Configure after it is seen
         admission = self.gate.peer_opening(context)
         sender = admission.sender
@@ -316,7 +319,7 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
             hello = next(request_iterator, None)
             if hello is None:  # closed without a message: no proof
                 self.gate.peer_unproved(context)
-            admission.proof = hello.proof
+            admission.proof = _proof_of(hello)
             self.gate.peer_proof(context, admission)
             return self._exchange(request_iterator, context, admission, generation)
         except grpc.RpcError:
@@ -337,7 +340,7 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
 
     def _exchange(
         self,
-        request_iterator: Iterator[peer_pb2.Iterate],
+        request_iterator: Iterator[bytes],
         context: grpc.ServicerContext,
         admission: PeerAdmission,
         generation: int,
@@ -350,7 +353,7 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
         try:
             for message in request_iterator:
                 try:
-                    iterate = parts.add(message, self._bound())
+                    iterate = parts.add_bytes(message, self._bound())
                 except PartsRefused as exc:
                     self.runtime.reject(sender, f"peer {sender!r}: {exc}")
                     rejected += 1
@@ -382,3 +385,12 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
             # ends here and its link reconnects.
             pass
         return peer_pb2.ExchangeSummary(received=received, rejected=rejected)
+
+
+def _proof_of(hello: bytes) -> str:
+    """The proof a stream's first message carries: "" (which no link's secret admits) when
+    its bytes are not an Iterate."""
+    try:
+        return peer_pb2.Iterate.FromString(hello).proof
+    except Exception:  # noqa: BLE001 - protobuf's DecodeError and its kin
+        return ""

@@ -1,5 +1,6 @@
 """An outbound stream's memory for resends is bounded, whatever the round deadline: in bytes
-of payload and in messages; and what a link lets go of is counted once."""
+of payload and in messages; what a link lets go of is counted once; and a message sent to
+several receivers is checked and encoded once for all their links."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from starling.node.messages import Message
+from starling.node.protocol.starling.v1 import peer_pb2
 from starling.node.runtime.feed import (
     RESEND_BYTES,
     RESEND_MESSAGES,
@@ -18,6 +20,7 @@ from starling.node.runtime.feed import (
     StreamFeed,
 )
 from starling.node.runtime.links import LinkState, OutboundLink
+from starling.node.runtime.network import Links
 from starling.node.runtime.stats import StatsBook
 from starling.orchestrator.planning.node_specs import node_specs
 from tests.fake_clock import FakeClock
@@ -131,3 +134,42 @@ def test_a_live_delay_holds_each_message_that_long_unless_the_stream_ends():
         assert stats.snapshot()["1"].sent == 1
     finally:
         link.close(wait=0.1)
+
+
+def test_a_message_to_several_receivers_is_checked_and_encoded_once():
+    """The round engine sends a broadcast to each receiver in turn: the links share one
+    finite check and one encoding (each receiver's messages differ only in the last part,
+    which names it), and a non-finite message goes out as a withheld notice on every link."""
+    experiment = ring_experiment("shared", rounds=5, deadline=2.0)
+    spec = node_specs(experiment, {"0": "127.0.0.1:1", "1": "127.0.0.1:1", "2": "127.0.0.1:1"})[0]
+    stats = StatsBook()
+    links = Links(spec, stats)
+    try:
+        receivers = sorted(spec.out_peers())
+        assert len(receivers) == 2
+        message = Message("x", {"x": np.ones((3000, 100))})  # 2.4 MB: three parts
+        for receiver in receivers:
+            links.send(1, 0, receiver, message)
+        requests = [links._link(r)._next_request(threading.Event()) for r in receivers]
+        assert all(isinstance(request, Request) for request in requests)
+        first, second = (request.parts for request in requests)  # type: ignore[union-attr]
+        assert len(first) == len(second) == 3
+        assert first[0] is second[0] and first[1] is second[1]
+        assert first[2] != second[2]
+        # What a stream keeps for a resend holds no encoding: that one is freed once sent.
+        assert all(request.item.shared is None for request in requests)  # type: ignore[union-attr]
+
+        bad = Message("x", {"x": np.array([[1.0, np.nan]])})
+        for receiver in receivers:
+            links.send(2, 0, receiver, bad)
+        shared = links._last
+        assert shared is not None and shared.message is bad
+        for receiver in receivers:
+            request = links._link(receiver)._next_request(threading.Event())
+            assert isinstance(request, Request) and request.payload == 0
+            notice = peer_pb2.Iterate.FromString(request.parts[0])
+            assert notice.withheld and notice.receiver == receiver and notice.round == 2
+        counts = stats.snapshot()
+        assert [(counts[r].withheld, counts[r].send_errors) for r in receivers] == [(1, 1)] * 2
+    finally:
+        links.close()
