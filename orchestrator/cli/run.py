@@ -201,8 +201,6 @@ def _execute(args, mode: str) -> int:
     """Load, run by ``mode`` (``run`` on nodes, ``simulate`` in process), write the results
     folder; the run's exit code (a study's once every cell is written, see
     :func:`study_exit_code`)."""
-    from starling.orchestrator.execution.runner import run_experiment
-    from starling.orchestrator.execution.simulation import simulate_experiment
     from starling.orchestrator.execution.study import run_study
     from starling.orchestrator.planning.plan import StudyPlan
 
@@ -220,6 +218,8 @@ def _execute(args, mode: str) -> int:
             return study_exit_code(rows, args.strict)
         later: list[Callable[[], None]] = []  # the release of a complete local run's stores
         if mode == "run":
+            from starling.orchestrator.execution.runner import run_experiment  # grpc: run only
+
             work = _reported(
                 args,
                 lambda out: run_experiment(
@@ -227,6 +227,8 @@ def _execute(args, mode: str) -> int:
                 ),
             )
         else:
+            from starling.orchestrator.execution.simulation import simulate_experiment
+
             work = _reported(
                 args, lambda out: simulate_experiment(loaded, out, say=_say, progress=shown)
             )

@@ -32,12 +32,16 @@ pytestmark = [
 
 @pytest.fixture
 def shared(monkeypatch):
-    """A folder other users can reach (pytest's own tmp_path is root's alone)."""
+    """A folder other users can reach (pytest's own tmp_path is root's alone), and the
+    run's user's own STARLING_HOME in it, as the image makes it on the results volume (a
+    shared one, open to all, would let another user plant the key that seals records:
+    core/seals.py refuses it)."""
     where = Path(tempfile.mkdtemp(prefix="starling-users-"))
     where.chmod(0o755)
     home = where / "home"
     home.mkdir()
-    home.chmod(0o777)
+    home.chmod(0o700)
+    os.chown(home, RUN_USER, RUN_USER)
     monkeypatch.setenv("STARLING_HOME", str(home))
     yield where
     shutil.rmtree(where, ignore_errors=True)
