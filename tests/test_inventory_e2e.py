@@ -240,6 +240,13 @@ def test_live_commands_on_inventory_nodes(tmp_path, starling_home):
                 f"starling: nodes kill a: node a at {inventory['a']} runs outside Starling "
                 "(inventory backend): it cannot be killed from here"
             ]
+            # The refused kill leaves a as it was: not held before its next round, running on
+            # (it was once left holding there for good, and the run stalled).
+            at = run.status()["nodes"]["a"]["round"]
+            run.wait_for(
+                lambda s: not s["nodes"]["a"]["holding"] and s["nodes"]["a"]["round"] > at + 3,
+                "a running on after the refused kill",
+            )
             run.cli("links", "cut", "a", "b")
             run.wait_for(lambda s: s["links"]["a->b"]["withheld"] > 0, "a->b withheld")
             assert run.interrupt() == 130

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from starling.node.params import ConfigError
 from starling.node.protocol.contract import NodeState as Lifecycle
 from starling.node.spec import NodeSpec
+from starling.orchestrator.core.errors import BackendError
 from starling.orchestrator.execution import live
 from starling.orchestrator.execution.backends.base import Backend
 from starling.orchestrator.execution.client import NodeClient, NodeStatus, NodeUnavailable
@@ -370,7 +371,12 @@ class Supervisor:
             at_round = state.last.round
         except NodeUnavailable:
             pass
-        self.backend.kill(node)  # a BackendError here leaves the node as it was
+        try:
+            self.backend.kill(node)
+        except BackendError:
+            if fault is None:  # leave the node as it was: running, not held for the kill
+                self._release(node)
+            raise
         self._fold(node)
         state.down_since = state.killed_at = self.clock()
         state.awaiting_restart = self.plan.restart_pending(node)
@@ -394,6 +400,14 @@ class Supervisor:
         if fault is not None and fault.restart_round is None:
             self.notices.declare(node, f"killed at round {at_round}, not restarted")
         self.publish()
+
+    def _release(self, node: str) -> None:
+        """Lift a hold :meth:`_hold_for_kill` set, as the schedule's next hold stands
+        (none if it has no kill to come); a node that does not answer is left as it is."""
+        try:
+            self.clients[node].hold(self.plan.next_kill(node))
+        except (NodeUnavailable, ConfigError):
+            pass
 
     def _hold_for_kill(self, node: str) -> None:
         """A kill asked for by hand lands between two rounds, as a scheduled one does (the
