@@ -173,7 +173,8 @@ def publish(record: RunRecord) -> None:
     Path(record.out_dir).mkdir(parents=True, exist_ok=True)
     # Made by the run's user: it can remove what any other user's request leaves there.
     record.requests_dir.mkdir(exist_ok=True)
-    os.close(os.open(Path(record.out_dir) / JOURNAL, os.O_WRONLY | os.O_CREAT, 0o644))
+    # Its mode, as every file's of the run, is the umask's (owner-only unless STARLING_UMASK).
+    os.close(os.open(Path(record.out_dir) / JOURNAL, os.O_WRONLY | os.O_CREAT, 0o666))
     text = json.dumps(sealed(record.__dict__), indent=2)
     _atomic_write(Path(record.out_dir) / "run.json", text)
     registry_dir().mkdir(parents=True, exist_ok=True)
@@ -261,7 +262,7 @@ def log_event(out_dir: str | Path, event: dict) -> None:
     """Append one event to the run's journal; a single small ``write`` on an O_APPEND file,
     so concurrent CLI invocations never interleave inside a line."""
     line = json.dumps({"time": time.time(), "who": who(), **event}, sort_keys=True) + "\n"
-    fd = os.open(Path(out_dir) / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(Path(out_dir) / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     try:
         os.write(fd, line.encode())
     finally:
