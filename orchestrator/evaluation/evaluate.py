@@ -44,7 +44,12 @@ from starling.node.spec import DataSpec
 from starling.orchestrator.evaluation.metrics import GaussianTarget
 from starling.orchestrator.evaluation.schedule import resolve_schedule, scored_rounds
 from starling.orchestrator.evaluation.scoring import score_beyond_w2
-from starling.orchestrator.evaluation.w2_error import bootstrap_se, w2_floor
+from starling.orchestrator.evaluation.w2_error import (
+    BOOTSTRAP,
+    affordable_sets,
+    bootstrap_se,
+    w2_floor,
+)
 from starling.orchestrator.evaluation.w2_scores import w2_scores
 from starling.orchestrator.planning.plan import EvaluationPlan
 
@@ -308,6 +313,7 @@ def _score_w2(
         "estimator": ESTIMATOR,
         "se": {n: errors.get(n) for n in per_node},
         "average_se": errors.get("average"),
+        "se_sets": affordable_sets(BOOTSTRAP, plan.chains * window, truth.mean.shape[0]),
         "floor": floor,
         "floor_round": floor if window == 1 else w2_floor(truth, plan.chains, plan.seed),
         "scale": float(np.sqrt(max(truth.trace, 0.0))),

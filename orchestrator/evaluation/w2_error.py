@@ -29,12 +29,30 @@ import numpy as np
 
 from starling.orchestrator.evaluation.metrics import GaussianTarget
 
-__all__ = ["BOOTSTRAP", "FLOOR_DRAWS", "bootstrap_se", "w2_floor"]
+__all__ = ["BOOTSTRAP", "FLOOR_DRAWS", "MIN_SETS", "affordable_sets", "bootstrap_se", "w2_floor"]
 
 BOOTSTRAP = 50
-"""Bootstrap resamples of the chains for one W2's standard error."""
+"""Bootstrap resamples of the chains for one W2's standard error (fewer for large sets:
+:func:`affordable_sets`)."""
 FLOOR_DRAWS = 50
-"""Sets of exact posterior draws for the floor."""
+"""Sets of exact posterior draws for the floor (fewer for large sets, likewise)."""
+MIN_SETS = 8
+"""The fewest sets an error or a floor is ever estimated from: the sd of 8 draws is within
+about 25 % of the true sd (its relative standard error is 1/sqrt(2 (8 − 1)) ≈ 0.27)."""
+SET_BUDGET = 6e9
+"""Multiply-adds one figure's error (or floor) may take: scoring a set of ``n`` draws in
+``d`` dimensions costs about ``n d² + d³`` (the projection by the posterior's factor and
+the eigenvalues). 50 sets fit up to about 1,000 draws at d = 300; at d = 1000 (0.15 s a
+set on one core) the figure takes :data:`MIN_SETS`, and ``w2.se_sets`` says how many."""
+
+
+def affordable_sets(requested: int, points: int, d: int) -> int:
+    """How many of ``requested`` sets of ``points`` draws in ``d`` dimensions to score:
+    all while they fit :data:`SET_BUDGET`, never fewer than :data:`MIN_SETS`."""
+    cost = float(points) * d * d + float(d) ** 3
+    return int(min(requested, max(MIN_SETS, SET_BUDGET // max(cost, 1.0))))
+
+
 _BATCH_BYTES = 32 * 1024 * 1024
 """Resampled or exact sets are scored this many bytes at a time."""
 
@@ -60,6 +78,7 @@ def bootstrap_se(
         return None
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0xB007]))
     by_chain = np.transpose(window, (1, 0, 2))  # (chains, rounds, d)
+    resamples = affordable_sets(resamples, rounds * chains, d)
 
     def sets():
         for count in _batches(resamples, rounds * chains * d * 8):
@@ -76,6 +95,7 @@ def w2_floor(target: GaussianTarget, points: int, seed: int, draws: int = FLOOR_
     over ``draws`` seeded sets (module docstring)."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0xF100]))
     d = target.mean.shape[0]
+    draws = affordable_sets(draws, points, d)
     root = _root(target.cov)
 
     def sets():

@@ -238,6 +238,7 @@ METRICS = Obj(
                 "estimator": TEXT,
                 "se": _NUMBERS,
                 "average_se": NUMBER,
+                "se_sets": INTEGER,
                 "floor": Obj({"points": INTEGER, "mean": NUMBER, "sd": NUMBER}),
                 "floor_round": Obj({"points": INTEGER, "mean": NUMBER, "sd": NUMBER}),
                 "scale": NUMBER,
