@@ -214,8 +214,15 @@ class EngineNodes(KernelFaultsMixin):
         super().disconnect(node)
 
     def reconnect(self, node: str) -> None:
+        """Back on the project's network under the names its peers dial: the engine gives a
+        reconnected container none of the aliases compose gave it (``node-e`` and its
+        container name), so without them no peer could resolve it again and every round
+        waited its deadline for it."""
         self._refuse_on_swarm("reconnect", node)
-        self.network.connect(self.container(node))
+        container = self.container(node)
+        service = container.labels.get("com.docker.compose.service")
+        aliases = [name for name in (container.name, service) if name]
+        self.network.connect(container, aliases=aliases or None)
 
     def _refuse_on_swarm(self, action: str, node: str) -> None:
         if self.deployment.engine == "swarm":

@@ -123,6 +123,21 @@ def test_node_and_kernel_faults_through_the_engine_on_a_compose_project(tmp_path
 
         assert starling("nodes", "disconnect", "e").returncode == 0
         assert starling("nodes", "reconnect", "e").returncode == 0
+        # Back under the names its peers dial (the engine's reconnect gives none of them).
+        networks = subprocess.run(
+            [
+                "docker",
+                "inspect",
+                _container(project, "node-e"),
+                "--format",
+                "{{json .NetworkSettings.Networks}}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        (aliases,) = [v.get("Aliases") or [] for v in json.loads(networks).values()]
+        assert "node-e" in aliases, aliases
 
         waited = subprocess.run(
             ["docker", "wait", orchestrator], capture_output=True, text=True, timeout=900
