@@ -61,6 +61,16 @@ def pytest_runtest_teardown(item, nextitem):
         return (yield)
 
 
+@pytest.fixture(autouse=True)
+def _umask_kept():
+    """The process's umask as it was before each test: the ``starling`` command run
+    in-process sets its own (owner-only), which leaked into every later test."""
+    before = os.umask(0o022)
+    os.umask(before)
+    yield
+    os.umask(before)
+
+
 @pytest.fixture
 def starling_home(tmp_path, monkeypatch):
     """A private registry of running experiments, so tests never see each other's runs."""

@@ -185,9 +185,13 @@ def withdraw(record: RunRecord) -> None:
     (registry_dir() / f"{record.orchestrator_pid}.json").unlink(missing_ok=True)
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def _atomic_write(path: Path, text: str, mode: int | None = None) -> None:
+    """``text`` into ``path`` at once (a reader sees the old file or the new one); ``mode``:
+    the new file's, whatever the umask (None: the umask's)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text)
+    if mode is not None:
+        tmp.chmod(mode)
     os.replace(tmp, path)
 
 
@@ -375,7 +379,9 @@ def post_request(
     request = record.requests_dir / f"{stamp}.request.json"
     answer = record.requests_dir / f"{stamp}.answer.json"
     body = {**(extra or {}), "action": action, "node": node_id, "who": who()}
-    _atomic_write(request, json.dumps(body))
+    # Readable by the run's own user whatever this command's umask (root's live commands in
+    # the container write here for a run of another user); it holds no secret.
+    _atomic_write(request, json.dumps(body), mode=0o644)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if answer.is_file():

@@ -79,6 +79,7 @@ def _record(out: Path) -> live.RunRecord:
 
 
 def test_roots_request_is_taken_and_removed_by_the_runs_own_user(shared):
+    os.umask(0o077)  # as the starling command sets it, for root's CLI and the run alike
     out = shared / "run"
     out.mkdir()
     os.chown(out, RUN_USER, RUN_USER)
