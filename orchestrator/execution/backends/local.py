@@ -243,7 +243,17 @@ class LocalBackend(Backend):
                 proc.process.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 proc.process.kill()
-                proc.process.wait(timeout=5)
+                try:
+                    proc.process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    # SIGKILLed and still not gone (a machine under heavy load): the kernel
+                    # will reap it; a stop must never end in a traceback, least of all the
+                    # stop of an interrupted run, which still has its results to write.
+                    print(
+                        f"starling: warning: node {proc.node_id}'s process {proc.pid} did not "
+                        "end within 35 s of SIGKILL",
+                        file=sys.stderr,
+                    )
 
     def state_dirs(self) -> dict[str, Path]:
         return {node: process.state_dir for node, process in self.nodes.items()}
