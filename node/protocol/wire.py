@@ -44,7 +44,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from starling.node.messages import Message
-from starling.node.protocol.convert import message_to_iterate, wire_array
+from starling.node.protocol.convert import message_to_iterate, wire_array, withheld_iterate
 from starling.node.protocol.starling.v1 import peer_pb2, tensor_pb2
 
 __all__ = [
@@ -120,16 +120,13 @@ def withheld_notice(
     phase: int,
     resent: bool = False,
 ) -> bytes:
-    """The serialised withheld notice of (round, phase) for ``receiver``."""
-    return peer_pb2.Iterate(
-        experiment=experiment,
-        sender=sender,
-        receiver=receiver,
-        round=round,
-        phase=phase,
-        withheld=True,
-        resent=resent,
-    ).SerializeToString()
+    """The serialised withheld notice of (round, phase) for ``receiver``
+    (:func:`~starling.node.protocol.convert.withheld_iterate`)."""
+    notice = withheld_iterate(
+        experiment=experiment, sender=sender, receiver=receiver, round=round, phase=phase
+    )
+    notice.resent = resent
+    return notice.SerializeToString()
 
 
 class IterateBody:
