@@ -235,16 +235,35 @@ def _user_named(uid: int) -> str:
         return str(uid)
 
 
+def _present(path: Path) -> bool:
+    """Whether ``path`` exists; one this user may not even look at (a folder on its way it
+    cannot search) counts as there, so the write check below refuses it."""
+    try:
+        return path.exists()
+    except PermissionError:
+        return True
+
+
+def _owner_of(*paths: Path) -> str:
+    """The name of the user owning the first of ``paths`` this user can look at."""
+    for path in paths:
+        try:
+            return _user_named(path.stat().st_uid)
+        except OSError:
+            continue
+    return "the run's own user"
+
+
 def check_can_ask(record: RunRecord) -> None:
     """A ConfigError, in one line, if this user cannot leave requests and journal lines the
     run's user can remove; nothing is written before it. Root can (the run's user owns the
     folder and removes root's files from it)."""
     folder = record.requests_dir
     journal = Path(record.out_dir) / JOURNAL
-    places = [p for p in (folder, journal) if p.exists()] or [Path(record.out_dir)]
+    places = [p for p in (folder, journal) if _present(p)] or [Path(record.out_dir)]
     if all(os.access(p, os.W_OK) for p in places):
         return
-    owner = _user_named(places[0].stat().st_uid)
+    owner = _owner_of(places[0], Path(record.out_dir))
     me = _user_named(os.getuid())
     raise ConfigError(
         f"experiment {record.name!r} runs as user {owner} and {me} cannot leave requests in "

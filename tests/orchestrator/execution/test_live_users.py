@@ -111,7 +111,11 @@ def test_roots_request_is_taken_and_removed_by_the_runs_own_user(shared):
     assert list(record.requests_dir.iterdir()) == []  # root's request is gone, and the answer
 
 
-def test_another_users_request_is_refused_in_one_line_naming_the_user_to_be(shared):
+@pytest.mark.parametrize("umask", [0o022, 0o077], ids=["folder-open-to-read", "folder-private"])
+def test_another_users_request_is_refused_in_one_line_naming_the_user_to_be(shared, umask):
+    """Whether the results folder lets others look in (umask 022) or not even that (077,
+    the starling command's own): the stranger is refused in one line, not a traceback."""
+    os.umask(umask)
     out = shared / "run"
     out.mkdir()
     os.chown(out, RUN_USER, RUN_USER)
