@@ -61,14 +61,19 @@ def pytest_runtest_teardown(item, nextitem):
         return (yield)
 
 
+_SESSION_UMASK = os.umask(0o022)
+os.umask(_SESSION_UMASK)
+"""The umask the test session started with."""
+
+
 @pytest.fixture(autouse=True)
 def _umask_kept():
-    """The process's umask as it was before each test: the ``starling`` command run
-    in-process sets its own (owner-only), which leaked into every later test."""
-    before = os.umask(0o022)
-    os.umask(before)
+    """Every test starts and ends with the session's umask: the ``starling`` command run
+    in-process sets its own (owner-only), which leaked into later tests, also through
+    fixtures wider than a test (they run before this one)."""
+    os.umask(_SESSION_UMASK)
     yield
-    os.umask(before)
+    os.umask(_SESSION_UMASK)
 
 
 @pytest.fixture
