@@ -127,6 +127,7 @@ class LogisticRegressionPotential(LocalPotential):
         self.l1_weight = self._prior.l1_weight
         self._batch = batch_size if 0 < batch_size < self.num_points else 0
         self._sparse = _sparse_copy(self._Z)
+        self._sparse_t = self._sparse.T.tocsr() if self._sparse is not None else None
 
     def _margins(self, x: np.ndarray) -> np.ndarray:
         """``x Zᵀ``, (chains, n): through the sparse copy when the design has one."""
@@ -158,14 +159,27 @@ class LogisticRegressionPotential(LocalPotential):
 
     def hessian(self, x: np.ndarray) -> np.ndarray:
         """``Zᵀ diag(σ(m)(1 - σ(m))) Z`` plus the Gaussian prior's ``s_i I/λ`` (smooth part)."""
-        p = expit(x @ self._Z.T)
+        p = expit(self._margins(x))
         weights = p * (1.0 - p)
-        # One BLAS product per chain keeps memory at n·d (a batched einsum would hold
+        # One product per chain keeps memory at n·d (a batched einsum would hold
         # chains·n·d numbers: 640 MB for 100 chains on an a9a shard).
         H = np.empty((x.shape[0], self.dim, self.dim))
         for k, w in enumerate(weights):
-            H[k] = (self._Z * w[:, None]).T @ self._Z
+            H[k] = self._weighted_gram(w)
         return H + self._prior.curvature() * np.eye(self.dim)
+
+    def _weighted_gram(self, w: np.ndarray) -> np.ndarray:
+        """``Zᵀ diag(w) Z``, (d, d). Through the sparse copy when the design has one: on an
+        a9a shard (11 % non-zero, 5,200 rows) it took a fifth to a third of the dense
+        product's time, which had been three quarters of a D-ADMMS round there (cProfile of
+        12 rounds, 4 chains). The sparse product sums in another order, so it is made
+        exactly symmetric."""
+        if self._sparse is None:
+            return (self._Z * w[:, None]).T @ self._Z
+        scaled = self._sparse.copy()
+        scaled.data *= np.repeat(w, np.diff(self._sparse.indptr))
+        gram = np.asarray((self._sparse_t @ scaled).todense())
+        return 0.5 * (gram + gram.T)
 
     def lipschitz(self) -> float:
         """``λ_max(ZᵀZ)/4 + s_i/λ``: ``σ' ≤ 1/4`` (the Laplace prior adds no curvature)."""
