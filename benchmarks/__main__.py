@@ -145,7 +145,6 @@ def large_iterates(quick: bool) -> dict:
         "evaluate_s": starling[1]["evaluate_s"],
         "evaluate_rounds": lengths[1],
         "evaluate_scored": starling[1]["evaluate_scored"],
-        "arviz_import_s": starling[1]["arviz_import_s"],
         "evaluate_loop_s": starling[1]["loop_s"],
     }
 
@@ -451,15 +450,6 @@ def table(report: dict) -> str:
             "-",
             f"{li['evaluate_s'] / li['evaluate_loop_s']:.2f}x its run's loop",
             "<= 25% of a run",
-        )
-    )
-    rows.append(
-        (
-            "  before it, importing ArviZ (once a process)",
-            f"{li['arviz_import_s']:.1f} s",
-            "-",
-            "-",
-            "-",
         )
     )
     header = ("what", "Starling", "raw grpcio", "ratio", "goal")

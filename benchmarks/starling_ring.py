@@ -8,8 +8,7 @@ launched until every node answers its health check), ``configure_s``, ``loop_s``
 every node done: the round loop),
 ``cpu_s`` (the CPU time every node process used during the loop), ``switches`` (the
 context switches of all their threads during the loop: voluntary, involuntary) and, if asked,
-``evaluate_s`` (the orchestrator's evaluation of the collected samples, with ArviZ's
-import timed apart as ``arviz_import_s``). Peak RSS is read
+``evaluate_s`` (the orchestrator's evaluation of the collected samples). Peak RSS is read
 from ``/proc`` before the nodes stop, with the private part of the resident set beside it.
 """
 
@@ -102,7 +101,6 @@ def _switches(pids: list[int | None]) -> tuple[int, int]:
 
 def starling_ring(experiment, evaluate: bool = False) -> dict:
     """Run ``experiment`` on local node processes; returns the timed phases (see module)."""
-    from starling.orchestrator.evaluation.diagnostics import import_arviz
     from starling.orchestrator.evaluation.evaluate import evaluate as evaluate_samples
     from starling.orchestrator.execution.backends.local import LocalBackend
     from starling.orchestrator.execution.client import NodeClient
@@ -159,11 +157,6 @@ def starling_ring(experiment, evaluate: bool = False) -> dict:
                         collector.pull(node, client)
                     samples, _ = collector.arrays()
                     plan = plan_run(experiment).evaluation
-                    # ArviZ's import (seconds, once per process: a study pays it once) is
-                    # timed apart from the evaluation itself.
-                    began = time.perf_counter()
-                    import_arviz()
-                    out["arviz_import_s"] = time.perf_counter() - began
                     began = time.perf_counter()
                     scored = evaluate_samples(plan, samples).metrics.get("w2", {})
                     out["evaluate_s"] = time.perf_counter() - began

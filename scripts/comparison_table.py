@@ -61,6 +61,10 @@ def read_runs(folder: Path) -> list[dict[str, Any]]:
 def check_definition(folder: Path, study: Study, rows: list[dict[str, Any]]) -> None:
     """Stop unless every run's cell and variant in ``folder/study.yaml`` are the study's."""
     saved = yaml.safe_load((folder / "study.yaml").read_text())
+    if _unseeded(saved.get("base") or {}) != _unseeded(study.base) or saved.get(
+        "vary_data", False
+    ) != bool(study.vary_data):
+        sys.exit(f"comparison_table: {folder}: its base settings are not the study file's")
     cells = {c["label"]: c for c in study.cells}
     variants = {v["label"]: v for v in study.variants}
     saved_cells = {c["label"]: c for c in saved["cells"]}
@@ -76,6 +80,11 @@ def check_definition(folder: Path, study: Study, rows: list[dict[str, Any]]) -> 
             )
 
 
+def _unseeded(base: Mapping[str, Any]) -> dict[str, Any]:
+    """A study's base settings but its sampler seed (a part may start at a later one)."""
+    return {k: v for k, v in base.items() if k != "seed"}
+
+
 def _variant_in(variant: Mapping[str, Any], cell: str) -> dict[str, Any]:
     """What a variant runs in one cell: everything but the other cells' settings."""
     shown = {k: v for k, v in variant.items() if k != "per_cell"}
@@ -85,13 +94,27 @@ def _variant_in(variant: Mapping[str, Any], cell: str) -> dict[str, Any]:
 
 def merged_runs(study: Study, folders: list[Path]) -> list[dict[str, Any]]:
     """Every checked run of the parts, each (cell, variant, seed) once, in the study's
-    order of cells and variants."""
+    order of cells and variants.
+
+    A part may have been run from a later base seed (``base.seed: 2, seeds: 2`` for the
+    study's second and third replicates): each run's ``seed_index`` is set to its
+    replicate in the study file, from its sampler seed, so paired differences pair the
+    same seeds whichever part a run came from."""
+    first_seed = {(cell, variant): experiment.seed for cell, variant, experiment in study.runs}
     taken: dict[tuple[str, str, int], dict[str, Any]] = {}
     for folder in folders:
         rows = read_runs(folder)
         check_definition(folder, study, rows)
         for row in rows:
-            taken.setdefault((row["cell"], row["variant"], row["seed_index"]), row)
+            index = int(row["seed"]) - first_seed[(row["cell"], row["variant"])]
+            if not 0 <= index < study.seeds:
+                sys.exit(
+                    f"comparison_table: {folder}: run of {row['variant']!r} in cell "
+                    f"{row['cell']!r} has seed {int(row['seed'])}, not one of the study "
+                    f"file's {study.seeds} replicates"
+                )
+            row["seed_index"] = index
+            taken.setdefault((row["cell"], row["variant"], index), row)
     cell_order = [c["label"] for c in study.cells]
     variant_order = [v["label"] for v in study.variants]
     return sorted(

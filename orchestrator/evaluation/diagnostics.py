@@ -1,9 +1,9 @@
-"""MCMC diagnostics per node from ArviZ: bulk and tail ESS and rank-normalised split R-hat.
+"""MCMC diagnostics per node: bulk and tail ESS and rank-normalised split R-hat.
 
 Computed once per evaluation, never per round, on each node's draws after burn-in
-(``evaluation.burn_in`` rounds, default the first half): a node's chains are ArviZ's chains,
-its rounds the draws, its coordinates the parameters (Vehtari et al. 2021, as ArviZ
-implements them; nothing here re-derives them). ArviZ loops over parameters in Python, so a
+(``evaluation.burn_in`` rounds, default the first half): a node's chains are the chains,
+its rounds the draws, its coordinates the parameters (Vehtari et al. 2021, computed by
+:mod:`~starling.orchestrator.evaluation.chain_stats`, which gives ArviZ's figures). A
 high-dimensional model is diagnosed on at most :data:`MAX_PARAMS` evenly spaced coordinates
 (their indices are in ``params``); per-coordinate lists are written only up to
 :data:`LISTED` coordinates, the worst values always.
@@ -11,10 +11,11 @@ high-dimensional model is diagnosed on at most :data:`MAX_PARAMS` evenly spaced 
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 
 import numpy as np
+
+from starling.orchestrator.evaluation import chain_stats
 
 __all__ = [
     "LISTED",
@@ -22,7 +23,6 @@ __all__ = [
     "MIN_DRAWS",
     "chain_diagnostics",
     "diagnostics_section",
-    "import_arviz",
 ]
 
 MAX_PARAMS = 32
@@ -31,43 +31,17 @@ MIN_DRAWS = 4
 """Fewer draws after burn-in than this: no diagnostics (split R-hat halves each chain)."""
 
 
-def import_arviz():
-    """ArviZ (seconds to import: only when needed), without the FutureWarning about its
-    coming refactor that it prints once a day per user cache: every run in a fresh
-    container (the compose testbed's orchestrator) printed those five lines amid the
-    summary, about a library the user never called."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"\s*ArviZ is undergoing", category=FutureWarning)
-        import arviz
-
-    return arviz
-
-
 def chain_diagnostics(draws: np.ndarray) -> dict[str, np.ndarray]:
     """``ess_bulk``, ``ess_tail`` and ``rhat`` per parameter of ``draws`` (chains, draws,
-    params), from ArviZ; ``rhat`` is NaN (reported as no value) with a single chain."""
-    az = import_arviz()
-
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        # "More chains than draws": our layout is (chain, draw, param) on purpose; a run of
-        # many short chains is the papers' design, not a transposed array. A coordinate whose
-        # chains are constant (ADMM collapses to a point) divides 0 by 0: its NaN is reported
-        # as no value, without a warning.
-        warnings.simplefilter("ignore", UserWarning)
-        warnings.simplefilter("ignore", RuntimeWarning)
-        draws = np.asarray(draws, dtype=float)
-        dataset = az.convert_to_dataset(draws)
-        found = {
-            "ess_bulk": np.asarray(az.ess(dataset, method="bulk")["x"].values, dtype=float),
-            "ess_tail": np.asarray(az.ess(dataset, method="tail")["x"].values, dtype=float),
+    params); ``rhat`` is NaN (reported as no value) with a single chain, and so is any
+    figure of a coordinate whose chains are constant where it has none."""
+    draws = np.asarray(draws, dtype=float)
+    with np.errstate(all="ignore"):
+        return {
+            "ess_bulk": chain_stats.ess_bulk(draws),
+            "ess_tail": chain_stats.ess_tail(draws),
+            "rhat": chain_stats.rhat(draws),
         }
-        # R-hat compares chains: ArviZ refuses one (a log line, then NaN); so do we, quietly.
-        found["rhat"] = (
-            np.asarray(az.rhat(dataset)["x"].values, dtype=float)
-            if draws.shape[0] >= 2
-            else np.full(draws.shape[-1], np.nan)
-        )
-        return found
 
 
 def _finite(value: float) -> float | None:

@@ -30,6 +30,18 @@ __all__ = [
 FORMATS = ("netcdf",)
 
 
+def import_arviz():
+    """ArviZ (seconds to import: only when exporting), without the FutureWarning about its
+    coming refactor that it prints once a day per user cache: in a fresh container (the
+    compose testbed's orchestrator) those five lines would land amid the command's output,
+    about a library the user never called."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"\s*ArviZ is undergoing", category=FutureWarning)
+        import arviz
+
+    return arviz
+
+
 def load_samples(results_dir: str | Path) -> dict[str, np.ndarray]:
     """Node id -> samples (rounds, chains, d) from ``RESULTS/samples/node-<id>.npz``."""
     folder = Path(results_dir)
@@ -62,8 +74,6 @@ def to_inference_data(results_dir: str | Path):
     attrs.update(
         {k: str(metrics[k]) for k in ("experiment", "algorithm", "status") if k in metrics}
     )
-    from starling.orchestrator.evaluation.diagnostics import import_arviz
-
     az = import_arviz()
 
     with warnings.catch_warnings():

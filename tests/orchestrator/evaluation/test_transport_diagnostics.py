@@ -1,4 +1,4 @@
-"""Transport distances (POT), ArviZ diagnostics, reference samples and the netcdf export
+"""Transport distances (POT), ESS and R-hat, reference samples and the netcdf export
 against known values; every tolerance says where it comes from."""
 
 from __future__ import annotations

@@ -1,0 +1,91 @@
+"""Starling's R-hat and ESS (:mod:`starling.orchestrator.evaluation.chain_stats`) against
+ArviZ's, the reference implementation of Vehtari et al. (2021), on chains of every kind a
+run produces: mixing, autocorrelated, drifting apart, stuck on a constant, with tied values
+(a sampler whose chains repeat), a single chain, an odd number of draws and the fewest
+draws the diagnostics take. Both compute the same floating-point formulas, so they agree to
+rounding: 1e-10 relative leaves room for the FFT's and the sums' order and nothing else."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from starling.orchestrator.evaluation.chain_stats import ess_bulk, ess_tail, rhat
+from starling.orchestrator.report.export import import_arviz
+
+
+def _autoregressive(rng, chains, n, params, phi):
+    out = np.empty((chains, n, params))
+    out[:, 0] = rng.standard_normal((chains, params))
+    for t in range(1, n):
+        innovation = np.sqrt(1 - phi**2) * rng.standard_normal((chains, params))
+        out[:, t] = phi * out[:, t - 1] + innovation
+    return out
+
+
+def _cases():
+    rng = np.random.default_rng(11)
+    mixing = rng.standard_normal((4, 200, 3))
+    sticky = _autoregressive(rng, 4, 300, 3, 0.95)
+    apart = mixing + np.arange(4)[:, None, None] * 0.8  # chains centred apart
+    drifting = mixing + np.linspace(0, 3, 200)[None, :, None]  # every chain trends
+    constant = mixing.copy()
+    constant[..., 1] = 2.5  # ADMM collapsed to a point on one coordinate
+    tied = np.round(sticky, 1)  # repeated values
+    one_chain = _autoregressive(rng, 1, 150, 2, 0.5)
+    odd = _autoregressive(rng, 3, 101, 2, 0.3)
+    fewest = rng.standard_normal((2, 4, 2))
+    many_short = rng.standard_normal((100, 8, 2))  # the papers' design: chains ≫ draws
+    return {
+        "mixing": mixing,
+        "sticky": sticky,
+        "apart": apart,
+        "drifting": drifting,
+        "constant": constant,
+        "tied": tied,
+        "one_chain": one_chain,
+        "odd": odd,
+        "fewest": fewest,
+        "many_short": many_short,
+    }
+
+
+CASES = _cases()
+
+
+def _arviz(draws):
+    az = import_arviz()
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        dataset = az.convert_to_dataset(draws)
+        bulk = np.asarray(az.ess(dataset, method="bulk")["x"].values, dtype=float)
+        tail = np.asarray(az.ess(dataset, method="tail")["x"].values, dtype=float)
+        hat = (
+            np.asarray(az.rhat(dataset)["x"].values, dtype=float)
+            if draws.shape[0] >= 2
+            else np.full(draws.shape[-1], np.nan)
+        )
+    return bulk, tail, hat
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_same_figures_as_arviz(name):
+    draws = CASES[name]
+    bulk, tail, hat = _arviz(draws)
+    np.testing.assert_allclose(ess_bulk(draws), bulk, rtol=1e-10, equal_nan=True)
+    np.testing.assert_allclose(ess_tail(draws), tail, rtol=1e-10, equal_nan=True)
+    np.testing.assert_allclose(rhat(draws), hat, rtol=1e-10, equal_nan=True)
+
+
+def test_what_the_figures_say():
+    """Not only ArviZ's numbers: chains that mix have R-hat near 1 and ESS near their count
+    of draws; chains centred apart have an R-hat far above 1; a sticky chain a small ESS."""
+    mixing, apart, sticky = CASES["mixing"], CASES["apart"], CASES["sticky"]
+    assert np.all(rhat(mixing) < 1.05)
+    assert np.all(rhat(apart) > 1.2)  # far past the 1.01 a converged run must meet
+    # Independent draws: the ESS estimate of 800 draws is 800 give or take its noise.
+    assert np.all((ess_bulk(mixing) > 500) & (ess_bulk(mixing) < 1300))
+    # AR(1) with φ = 0.95: τ = (1 + φ)/(1 − φ) = 39, so about 1200/39 = 31 effective draws.
+    assert np.all(ess_bulk(sticky) < 100)
