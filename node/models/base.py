@@ -208,6 +208,11 @@ class LocalPotential(ABC):
         batch (:func:`minibatch_rows`); otherwise the full gradient.
         """
 
+    def value_and_grad(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``value(x)`` and the full ``grad(x)``, the same floats; a model whose two share
+        work (the MLP's forward pass) overrides it to do that work once."""
+        return self.value(x), self.grad(x)
+
     def hessian(self, x: np.ndarray) -> np.ndarray:
         """``∇²f_i(x)`` of the smooth part, shape (chains, d, d), where it is cheap."""
         raise NotImplementedError(f"{type(self).__name__} has no Hessian")

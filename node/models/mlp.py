@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import expit, log_softmax, softmax
+from scipy.special import expit, softmax
 
 from starling.node.models.base import Dataset, LocalPotential, check_scales, minibatch_rows
 from starling.node.models.classification import class_indices
@@ -150,6 +150,24 @@ class MLP:
         return MLPPotential(self, data, prior_share, batch_size)
 
 
+class _Softmax:
+    """The output layer's probabilities and their logarithms from the logits (C, m, K),
+    sharing the exponentials: the value needs the logarithms, the gradient the
+    probabilities, the prox's L-BFGS both at once (and they are the same floats whichever
+    asks)."""
+
+    def __init__(self, logits: np.ndarray):
+        self._shifted = logits - logits.max(axis=-1, keepdims=True)
+        self._exp = np.exp(self._shifted)
+        self._total = self._exp.sum(axis=-1, keepdims=True)
+
+    def log_p(self) -> np.ndarray:
+        return self._shifted - np.log(self._total)
+
+    def p(self) -> np.ndarray:
+        return self._exp / self._total
+
+
 class MLPPotential(LocalPotential):
     """``f_i(x) = -Σ_l log softmax(net(z_l; x))_{y_l} + s_i ||x||² / (2 prior_var)``."""
 
@@ -166,9 +184,7 @@ class MLPPotential(LocalPotential):
 
     def value(self, x: np.ndarray) -> np.ndarray:
         logits, _, _ = self.model.forward(x, self._Z)
-        log_p = log_softmax(logits, axis=-1)
-        nll = -np.sum(log_p * self._onehot[None], axis=(1, 2))
-        return nll + 0.5 * self._prior_precision * np.sum(x * x, axis=1)
+        return self._value_from(x, _Softmax(logits))
 
     def grad(self, x: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
         Z, onehot, scale = self._Z, self._onehot[None], 1.0
@@ -176,8 +192,33 @@ class MLPPotential(LocalPotential):
             rows = minibatch_rows(rng, self.num_points, self._batch, x.shape[0])
             Z, onehot = self._Z[rows], self._onehot[rows]
             scale = self.num_points / self._batch
-        logits, hidden, slope = self.model.forward(x, Z)
-        d_logits = scale * (softmax(logits, axis=-1) - onehot)  # (C, m, K)
+        forward = self.model.forward(x, Z)
+        return self._grad_from(x, Z, onehot, scale, forward, _Softmax(forward[0]))
+
+    def value_and_grad(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Both from one forward pass over the data: the prox's L-BFGS asks for them
+        together at every step (the same floats as :meth:`value` and :meth:`grad`)."""
+        forward = self.model.forward(x, self._Z)
+        output = _Softmax(forward[0])
+        value = self._value_from(x, output)
+        return value, self._grad_from(x, self._Z, self._onehot[None], 1.0, forward, output)
+
+    def _value_from(self, x: np.ndarray, output: _Softmax) -> np.ndarray:
+        nll = -np.sum(output.log_p() * self._onehot[None], axis=(1, 2))
+        return nll + 0.5 * self._prior_precision * np.sum(x * x, axis=1)
+
+    def _grad_from(
+        self,
+        x: np.ndarray,
+        Z: np.ndarray,
+        onehot: np.ndarray,
+        scale: float,
+        forward: tuple[np.ndarray, np.ndarray, np.ndarray],
+        output: _Softmax,
+    ) -> np.ndarray:
+        """Backpropagation through the network, given its forward pass over ``Z``."""
+        _, hidden, slope = forward
+        d_logits = scale * (output.p() - onehot)  # (C, m, K)
         _, _, W2, _ = self.model.unpack(x)
         d_pre = (d_logits @ np.swapaxes(W2, 1, 2)) * slope  # (C, m, h)
         g_W1 = np.swapaxes(Z, -1, -2) @ d_pre  # (C, p, h)

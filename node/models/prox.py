@@ -67,6 +67,8 @@ class Smooth(Protocol):
 
     def grad(self, x: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray: ...
 
+    def value_and_grad(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
     def hessian(self, x: np.ndarray) -> np.ndarray: ...
 
 
@@ -95,6 +97,22 @@ class _Subproblem:
         if self.c:
             g = g - self.c * np.sign(x)
         return g + self.inv_step * x - self.v_over_step[rows]
+
+    def smooth_value_and_grad(
+        self, x: np.ndarray, rows: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`smooth_value` and :meth:`smooth_grad` at once (the same floats), through
+        the potential's ``value_and_grad``."""
+        f, g = self.potential.value_and_grad(x)
+        if self.c:
+            f = f - self.l1(x)
+            g = g - self.c * np.sign(x)
+        value = (
+            f
+            + 0.5 * self.inv_step * np.sum(x * x, axis=1)
+            - np.sum(x * self.v_over_step[rows], axis=1)
+        )
+        return value, g + self.inv_step * x - self.v_over_step[rows]
 
     def scale(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
         return 1.0 + np.linalg.norm(self.inv_step * x - self.v_over_step[rows], axis=1)
@@ -306,8 +324,8 @@ def _lbfgs(
         row = np.array([k])
 
         def objective(z: np.ndarray, row: np.ndarray = row) -> tuple[float, np.ndarray]:
-            point = z[None, :]
-            return float(sub.smooth_value(point, row)[0]), sub.smooth_grad(point, row)[0]
+            value, grad = sub.smooth_value_and_grad(z[None, :], row)
+            return float(value[0]), grad[0]
 
         used = 0
         # gtol bounds the largest gradient component, so ||r|| ≤ √d·gtol meets the rule
