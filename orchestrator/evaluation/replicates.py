@@ -38,6 +38,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import special
 
 __all__ = [
     "LEVEL",
@@ -50,6 +51,7 @@ __all__ = [
     "iteration_value",
     "kaplan_meier",
     "paired_difference",
+    "t_quantile",
 ]
 
 LEVEL = 0.95
@@ -72,6 +74,13 @@ class Interval:
         return body if self.n == self.of else f"{body} ({self.n}/{self.of} seeds)"
 
 
+def t_quantile(probability: float, dof: float) -> float:
+    """Student's t quantile: ``scipy.special.stdtrit``, the function ``scipy.stats.t.ppf``
+    calls (the same floats), without importing ``scipy.stats`` (about a second, which a
+    run's evaluation would pay only for this)."""
+    return float(special.stdtrit(dof, probability))
+
+
 def _number(value: float, digits: int) -> str:
     if value != 0 and (abs(value) >= 1e3 or abs(value) < 10.0**-digits):
         return f"{value:.3g}"
@@ -88,9 +97,7 @@ def interval(values: Iterable[float | None], level: float = LEVEL) -> Interval |
     mean = float(finite.mean())
     if finite.size < 2:
         return Interval(mean, None, 1, len(given))
-    from scipy.stats import t as student_t  # scipy is a base dependency already
-
-    quantile = float(student_t.ppf(0.5 + level / 2.0, df=finite.size - 1))
+    quantile = t_quantile(0.5 + level / 2.0, finite.size - 1)
     half = quantile * float(finite.std(ddof=1)) / math.sqrt(finite.size)
     return Interval(mean, half, int(finite.size), len(given))
 
@@ -142,8 +149,6 @@ def paired_difference(
     runs share their randomness (the seed, and the data's seed). Replicates with the same
     index and the same seeds are paired (module docstring); if no replicate pairs, Welch's
     interval of the two groups' means. None when a side has no finite value."""
-    from scipy.stats import t as student_t
-
     pairs = [
         a[r][1] - b[r][1]  # type: ignore[operator]
         for r in sorted(set(a) & set(b))
@@ -153,7 +158,7 @@ def paired_difference(
         d = np.array(pairs, dtype=float)
         half = None
         if d.size > 1:
-            q = float(student_t.ppf(0.5 + level / 2.0, df=d.size - 1))
+            q = t_quantile(0.5 + level / 2.0, d.size - 1)
             half = q * float(d.std(ddof=1)) / math.sqrt(d.size)
         return Difference(float(d.mean()), half, int(d.size), True)
     xs = np.array([v for _, v in a.values() if _finite(v)], dtype=float)
@@ -168,7 +173,7 @@ def paired_difference(
     if se == 0.0:
         return Difference(mean, 0.0, int(xs.size + ys.size), False)
     dof = (va + vb) ** 2 / (va**2 / (xs.size - 1) + vb**2 / (ys.size - 1))
-    half = float(student_t.ppf(0.5 + level / 2.0, df=dof)) * se
+    half = t_quantile(0.5 + level / 2.0, dof) * se
     return Difference(mean, half, int(xs.size + ys.size), False)
 
 

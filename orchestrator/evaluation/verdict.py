@@ -55,6 +55,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from starling.orchestrator.evaluation.replicates import t_quantile
+
 __all__ = [
     "ALPHA",
     "CONVERGED",
@@ -167,9 +169,7 @@ def stationarity(draws: np.ndarray) -> dict:
 
 def _critical(dof: int, tests: int) -> float:
     """The two-sided Bonferroni critical t at family-wise level :data:`ALPHA`."""
-    from scipy.stats import t as student_t
-
-    return float(student_t.ppf(1.0 - ALPHA / (2.0 * max(tests, 1)), df=max(dof, 1)))
+    return t_quantile(1.0 - ALPHA / (2.0 * max(tests, 1)), max(dof, 1))
 
 
 def _node_checks(

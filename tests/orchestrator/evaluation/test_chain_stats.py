@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import pytest
 
-from starling.orchestrator.evaluation.chain_stats import ess_bulk, ess_tail, rhat
+from starling.orchestrator.evaluation.chain_stats import average_ranks, ess_bulk, ess_tail, rhat
 from starling.orchestrator.report.export import import_arviz
 
 
@@ -89,3 +89,11 @@ def test_what_the_figures_say():
     assert np.all((ess_bulk(mixing) > 500) & (ess_bulk(mixing) < 1300))
     # AR(1) with φ = 0.95: τ = (1 + φ)/(1 − φ) = 39, so about 1200/39 = 31 effective draws.
     assert np.all(ess_bulk(sticky) < 100)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_average_ranks_are_scipys(name):
+    from scipy.stats import rankdata
+
+    values = CASES[name].reshape(-1, CASES[name].shape[-1])
+    np.testing.assert_array_equal(average_ranks(values), rankdata(values, axis=0))
