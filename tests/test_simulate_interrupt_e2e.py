@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -150,3 +151,56 @@ def test_an_interrupted_simulation_keeps_every_completed_round(signum, tmp_path,
     # only over nodes that did every round of the experiment: none here).
     assert metrics["w2"]["per_node"] == complete["w2"]["per_node"]
     assert metrics["w2"]["average"] is None
+
+
+def test_an_interrupted_study_keeps_its_finished_runs_and_says_which_run_it_stopped(
+    tmp_path, starling_home
+):
+    """SIGTERM during a study's second run: exit 130, the first run's row in seeds.csv and
+    the tables, and a last line naming the run it stopped in (before, the line named the
+    phase of the run before it, long over: "while the results were being written")."""
+    quick = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())
+    cell = {k: quick[k] for k in ("model", "data", "topology")}
+    study = {
+        "study": "interrupted-study",
+        "base": {"algorithm": quick["algorithm"], "chains": 4, "seed": 1, **cell},
+        "cells": [{"label": "short", "rounds": 20}, {"label": "endless", "rounds": 10_000_000}],
+        "variants": [{"label": "as shipped", "hyperparameters": quick["hyperparameters"]}],
+    }
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    out = tmp_path / "out"
+    env = {**os.environ, "STARLING_HOME": str(starling_home)}
+    simulation = subprocess.Popen(
+        [sys.executable, "-m", "starling.orchestrator.cli", "simulate", str(path)]
+        + ["--out", str(out), "--no-report", "--quiet"],  # --quiet: no pipe fills unread
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # The first run's metrics are its last file; the second run then begins at once,
+        # and two seconds later it is well inside its ten million rounds.
+        first = out / "short" / "as-shipped" / "metrics.json"
+        wait_until(
+            lambda: first.is_file() or simulation.poll() is not None,
+            300,
+            "the study's first run to end",
+        )
+        time.sleep(2.0)
+        simulation.send_signal(signal.SIGTERM)
+        said, errors = simulation.communicate(timeout=600)
+    finally:
+        if simulation.poll() is None:
+            simulation.kill()
+            simulation.wait()
+    shown = said[-2000:] + errors[-2000:]
+    assert simulation.returncode == EXIT_INTERRUPTED, shown
+    assert "Traceback" not in errors, shown
+    last = errors.strip().splitlines()[-1]
+    assert "interrupted during endless / as shipped" in last and str(out) in last, shown
+    assert "while the results were being written" not in errors, shown
+    with open(out / "seeds.csv") as handle:
+        assert [line.split(",")[0] for line in handle.read().splitlines()[1:]] == ["short"]

@@ -69,8 +69,12 @@ def run_study(
             if rows:
                 write_tables(out, study, rows, curves)
                 write_hpd_curves(out, hpd_rows)
-            say(f"interrupted during {cell} / {variant}; the runs before it are in {out}")
-            raise KeyboardInterrupt
+            # The message is the line the user reads last (the command's own would name
+            # the phase of the run before, long over: "while the results were written").
+            raise KeyboardInterrupt(
+                f"interrupted during {cell} / {variant}{seed}; the runs before it are in "
+                f"{out} (seeds.csv and the tables)"
+            )
         samples_of = {n: c for n, c in (metrics.get("samples_per_node") or {}).items() if c}
         agent = study.agent if study.agent in samples_of else min(samples_of, default=study.agent)
         hpd_rows += read_hpd_rows(folder, cell, variant, r, agent, run.rounds)
