@@ -85,18 +85,10 @@ class _Subproblem:
         return self.c * np.sum(np.abs(x), axis=1)
 
     def smooth_value(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        f = self.potential.value(x) - self.l1(x)
-        return (
-            f
-            + 0.5 * self.inv_step * np.sum(x * x, axis=1)
-            - np.sum(x * self.v_over_step[rows], axis=1)
-        )
+        return self._value_from(self.potential.value(x), x, rows)
 
     def smooth_grad(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        g = self.potential.grad(x)
-        if self.c:
-            g = g - self.c * np.sign(x)
-        return g + self.inv_step * x - self.v_over_step[rows]
+        return self._grad_from(self.potential.grad(x), x, rows)
 
     def smooth_value_and_grad(
         self, x: np.ndarray, rows: np.ndarray
@@ -104,15 +96,22 @@ class _Subproblem:
         """:meth:`smooth_value` and :meth:`smooth_grad` at once (the same floats), through
         the potential's ``value_and_grad``."""
         f, g = self.potential.value_and_grad(x)
-        if self.c:
-            f = f - self.l1(x)
-            g = g - self.c * np.sign(x)
-        value = (
+        return self._value_from(f, x, rows), self._grad_from(g, x, rows)
+
+    def _value_from(self, f: np.ndarray, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """``φ`` without its L1 term, given ``f(x)``."""
+        return (
             f
+            - self.l1(x)
             + 0.5 * self.inv_step * np.sum(x * x, axis=1)
             - np.sum(x * self.v_over_step[rows], axis=1)
         )
-        return value, g + self.inv_step * x - self.v_over_step[rows]
+
+    def _grad_from(self, g: np.ndarray, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """``∇φ`` without its L1 term, given ``∇f(x)``."""
+        if self.c:
+            g = g - self.c * np.sign(x)
+        return g + self.inv_step * x - self.v_over_step[rows]
 
     def scale(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
         return 1.0 + np.linalg.norm(self.inv_step * x - self.v_over_step[rows], axis=1)
