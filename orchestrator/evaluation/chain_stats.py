@@ -30,6 +30,7 @@ from scipy import fft, special
 
 __all__ = [
     "average_ranks",
+    "diagnose",
     "effective_sample_size",
     "ess_bulk",
     "ess_tail",
@@ -56,7 +57,8 @@ def average_ranks(values: np.ndarray) -> np.ndarray:
     (``scipy.stats.rankdata(method="average", axis=0)``'s figures, without importing
     ``scipy.stats``: a second a process, which every run's evaluation paid only for this)."""
     size = values.shape[0]
-    order = np.argsort(values, axis=0, kind="stable")
+    # Any sort will do: tied values share their ranks' mean, whatever their order.
+    order = np.argsort(values, axis=0)
     ordered = np.take_along_axis(values, order, axis=0)
     starts = np.ones(values.shape, dtype=bool)  # a value unlike the one before it
     starts[1:] = ordered[1:] != ordered[:-1]
@@ -95,7 +97,13 @@ def rhat(draws: np.ndarray) -> np.ndarray:
     if chains < 2 or n < 4:
         return np.full(params, np.nan)
     split = split_chains(draws)
-    bulk = _classic_rhat(rank_normalised(split))
+    return _split_rhat(split, rank_normalised(split))
+
+
+def _split_rhat(split: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """R-hat from the split chains and their normal scores (``rank_normalised(split)``)."""
+    params = split.shape[2]
+    bulk = _classic_rhat(scores)
     folded = np.abs(split - np.median(split.reshape(-1, params), axis=0))
     tail = _classic_rhat(rank_normalised(folded))
     # The larger of the two; no value where the bulk has none (constant chains), the bulk's
@@ -181,3 +189,20 @@ def ess_tail(draws: np.ndarray) -> np.ndarray:
         below = (draws <= np.quantile(pooled, probability, axis=0)).astype(float)
         found.append(effective_sample_size(split_chains(below)))
     return np.minimum(*found)
+
+
+def diagnose(draws: np.ndarray) -> dict[str, np.ndarray]:
+    """``ess_bulk``, ``ess_tail`` and ``rhat`` of (chains, n, params), the figures of
+    :func:`ess_bulk`, :func:`ess_tail` and :func:`rhat`, with the split chains' normal
+    scores (a sort of every coordinate) computed once for the bulk ESS and R-hat."""
+    chains, n, params = draws.shape
+    if n < 4:
+        missing = np.full(params, np.nan)
+        return {"ess_bulk": missing, "ess_tail": missing.copy(), "rhat": missing.copy()}
+    split = split_chains(draws)
+    scores = rank_normalised(split)
+    return {
+        "ess_bulk": effective_sample_size(scores),
+        "ess_tail": ess_tail(draws),
+        "rhat": _split_rhat(split, scores) if chains > 1 else np.full(params, np.nan),
+    }

@@ -37,11 +37,7 @@ def chain_diagnostics(draws: np.ndarray) -> dict[str, np.ndarray]:
     figure of a coordinate whose chains are constant where it has none."""
     draws = np.asarray(draws, dtype=float)
     with np.errstate(all="ignore"):
-        return {
-            "ess_bulk": chain_stats.ess_bulk(draws),
-            "ess_tail": chain_stats.ess_tail(draws),
-            "rhat": chain_stats.rhat(draws),
-        }
+        return chain_stats.diagnose(draws)
 
 
 def _finite(value: float) -> float | None:
@@ -54,6 +50,23 @@ def _worst(values: np.ndarray, pick) -> float | None:
     return float(pick(known)) if known.size else None
 
 
+def _diagnosed(draws: Mapping[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+    """:func:`chain_diagnostics` of every node's (chains, draws, params), nodes of one shape
+    side by side in one call: every figure is a coordinate's own (its ranks, its chains'
+    autocovariances), so a node's columns get the same floats as alone, for one call's
+    overhead instead of one per node."""
+    by_shape: dict[tuple[int, ...], list[str]] = {}
+    for node, values in draws.items():
+        by_shape.setdefault(values.shape, []).append(node)
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for shape, nodes in by_shape.items():
+        together = chain_diagnostics(np.concatenate([draws[n] for n in nodes], axis=2))
+        for index, node in enumerate(nodes):
+            columns = slice(index * shape[2], (index + 1) * shape[2])
+            out[node] = {key: values[columns] for key, values in together.items()}
+    return out
+
+
 def diagnostics_section(samples: Mapping[str, np.ndarray], burn_in: int | None) -> dict | None:
     """``metrics.json``'s ``diagnostics``: per node the worst ESS and R-hat (and the lists
     for small models); None when no node has :data:`MIN_DRAWS` draws after burn-in."""
@@ -63,13 +76,18 @@ def diagnostics_section(samples: Mapping[str, np.ndarray], burn_in: int | None) 
     start = rounds // 2 if burn_in is None else burn_in
     dim = next(iter(samples.values())).shape[-1]
     params = np.unique(np.linspace(0, dim - 1, min(dim, MAX_PARAMS)).round().astype(np.int64))
-    per_node: dict[str, dict | None] = {}
+    kept = {}
     for node, values in samples.items():
         draws = values[start:, :, params]
-        if draws.shape[0] < MIN_DRAWS or not np.all(np.isfinite(draws)):
+        if draws.shape[0] >= MIN_DRAWS and np.all(np.isfinite(draws)):
+            kept[node] = np.transpose(draws, (1, 0, 2))
+    found_by_node = _diagnosed(kept)
+    per_node: dict[str, dict | None] = {}
+    for node in samples:
+        found = found_by_node.get(node)
+        if found is None:
             per_node[node] = None
             continue
-        found = chain_diagnostics(np.transpose(draws, (1, 0, 2)))
         entry: dict = {
             "ess_bulk_min": _worst(found["ess_bulk"], np.min),
             "ess_tail_min": _worst(found["ess_tail"], np.min),

@@ -12,7 +12,13 @@ import warnings
 import numpy as np
 import pytest
 
-from starling.orchestrator.evaluation.chain_stats import average_ranks, ess_bulk, ess_tail, rhat
+from starling.orchestrator.evaluation.chain_stats import (
+    average_ranks,
+    diagnose,
+    ess_bulk,
+    ess_tail,
+    rhat,
+)
 from starling.orchestrator.report.export import import_arviz
 
 
@@ -77,6 +83,16 @@ def test_the_same_figures_as_arviz(name):
     np.testing.assert_allclose(ess_bulk(draws), bulk, rtol=1e-10, equal_nan=True)
     np.testing.assert_allclose(ess_tail(draws), tail, rtol=1e-10, equal_nan=True)
     np.testing.assert_allclose(rhat(draws), hat, rtol=1e-10, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_diagnose_gives_each_functions_figures(name):
+    """The evaluation's one call, sharing the split chains' normal scores, is the three
+    functions' floats exactly."""
+    draws = CASES[name]
+    found = diagnose(draws)
+    for key, function in (("ess_bulk", ess_bulk), ("ess_tail", ess_tail), ("rhat", rhat)):
+        np.testing.assert_array_equal(found[key], function(draws), err_msg=key)
 
 
 def test_what_the_figures_say():

@@ -101,6 +101,27 @@ def test_diagnostics_section_burns_in_half_and_samples_coordinates_of_big_models
     assert diagnostics_section({"a": rng.normal(size=(6, 3, 2))}, None) is None  # 3 draws
 
 
+def test_nodes_diagnosed_side_by_side_get_the_figures_each_gets_alone():
+    """The section diagnoses nodes of one shape in one call; each node's figures must be
+    those of its own draws alone, the same floats, beside a node with fewer rounds (a
+    failed node), a constant coordinate, tied values and a node that left the floats."""
+    rng = np.random.default_rng(8)
+    samples = {str(i): rng.normal(size=(40, 6, 3)).cumsum(axis=0) * (1 + i) for i in range(4)}
+    samples["1"][:, :, 2] = 0.5
+    samples["2"] = np.round(samples["2"], 1)
+    samples["3"] = samples["3"][:30]
+    broken = rng.normal(size=(40, 6, 3))
+    broken[-1, 0, 0] = np.inf
+    samples["4"] = broken
+    section = diagnostics_section(samples, 10)
+    assert section["per_node"]["4"] is None
+    for node in "0123":
+        alone = chain_diagnostics(np.transpose(samples[node][10:], (1, 0, 2)))
+        for key, values in alone.items():
+            listed = [None if not np.isfinite(v) else float(v) for v in values]
+            assert section["per_node"][node][key] == listed, (node, key)
+
+
 def test_mala_reference_matches_an_exact_gaussian_posterior():
     # Linear regression has an exact posterior; 2000 MALA samples (16 chains, thinned)
     # fitted by a Gaussian: W2 to it measured 0.010-0.015 over three seeds, against
