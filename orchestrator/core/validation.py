@@ -50,6 +50,7 @@ STRICT = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 _WORDS = {
     "int_type": "expected an integer",
     "int_parsing": "expected an integer",
+    "int_parsing_size": "expected an integer",  # a float beyond any integer's range (1e308)
     "int_from_float": "expected an integer",
     "value_error": "expected an integer",
     "float_type": "expected a number",

@@ -79,6 +79,8 @@ CASES: list[tuple[str, str, Any, int, str]] = [
     ("fractional rounds", "simulate", _q(rounds=2.5), 2, "rounds: expected an integer"),
     ("rounds true", "simulate", _q(rounds=True), 2, "rounds: expected an integer"),
     ("chains as text", "simulate", _q(chains="many"), 2, "chains: expected an integer"),
+    ("chains beyond any integer", "simulate", _q(chains=1e308), 2,
+     "chains: expected an integer, got 1e+308"),
     ("zero chains", "simulate", _q(chains=0), 2, "chains: must be at least 1"),
     ("negative seed", "simulate", _q(seed=-1), 2, "seed: must be at least 0"),
     ("checkpoint_every zero", "run", _q(checkpoint_every=0), 2, "checkpoint_every: must be at"),
