@@ -26,6 +26,7 @@ import yaml
 from starling.orchestrator.cli.main import main
 from tests.conftest import ROOT
 
+
 def _simulated(path) -> bool:
     """An experiment ``simulate`` runs: not a study (cells), not a backend inventory (no
     algorithm), not one whose nodes bring their own data (only ``run`` has them)."""
