@@ -62,12 +62,16 @@ def average_ranks(values: np.ndarray) -> np.ndarray:
     ordered = np.take_along_axis(values, order, axis=0)
     starts = np.ones(values.shape, dtype=bool)  # a value unlike the one before it
     starts[1:] = ordered[1:] != ordered[:-1]
+    ranks = np.empty(values.shape)
+    if starts.all():  # no ties (continuous draws): each value's position in the order
+        position = np.broadcast_to(np.arange(1.0, size + 1.0)[:, None], values.shape)
+        np.put_along_axis(ranks, order, position, axis=0)
+        return ranks
     ends = np.ones(values.shape, dtype=bool)  # a value unlike the one after it
     ends[:-1] = starts[1:]
     position = np.arange(1, size + 1, dtype=float)[:, None]
     first = np.maximum.accumulate(np.where(starts, position, 0.0), axis=0)
     last = np.minimum.accumulate(np.where(ends, position, size + 1.0)[::-1], axis=0)[::-1]
-    ranks = np.empty(values.shape)
     np.put_along_axis(ranks, order, (first + last) / 2.0, axis=0)
     return ranks
 
