@@ -53,8 +53,9 @@ def _worst(values: np.ndarray, pick) -> float | None:
 def _diagnosed(draws: Mapping[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
     """:func:`chain_diagnostics` of every node's (chains, draws, params), nodes of one shape
     side by side in one call: every figure is a coordinate's own (its ranks, its chains'
-    autocovariances), so a node's columns get the same floats as alone, for one call's
-    overhead instead of one per node."""
+    autocovariances), so a node's figures are those it gets alone, for one call's overhead
+    instead of one per node. Equal to rounding, not always to the last bit: numpy may sum
+    a wider array's chains in another order."""
     by_shape: dict[tuple[int, ...], list[str]] = {}
     for node, values in draws.items():
         by_shape.setdefault(values.shape, []).append(node)
