@@ -1,5 +1,5 @@
 """``starling simulate`` end to end with the evaluation beyond W2: held-out predictive
-metrics of a classifier (and, below, transport distances and ArviZ diagnostics)."""
+metrics of a classifier (and, below, transport distances and MCMC diagnostics)."""
 
 from __future__ import annotations
 

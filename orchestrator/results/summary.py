@@ -124,8 +124,9 @@ def scoring_lines(metrics: Mapping) -> list[str]:
     diagnostics = metrics.get("diagnostics")
     if diagnostics and diagnostics.get("per_node"):
         lines.append(
-            f"ArviZ diagnostics over rounds {diagnostics.get('draws_from')}.."
-            f"{diagnostics.get('rounds', 1) - 1} (chains × draws), worst coordinate"
+            "MCMC diagnostics (rank-normalised, Vehtari et al. 2021) over rounds "
+            f"{diagnostics.get('draws_from')}..{diagnostics.get('rounds', 1) - 1} "
+            "(chains × draws), worst coordinate"
         )
         lines.append(f"{'node':>10}  {'ESS bulk':>8}  {'ESS tail':>8}  {'R-hat':>8}  verdict")
         judged = (metrics.get("verdict") or {}).get("per_node") or {}
