@@ -58,7 +58,7 @@ NAMES = {
 SECTIONS = {
     "w2": "W2 to the exact posterior",
     "samples_per_node": "Samples",
-    "diagnostics": "ESS and R-hat (ArviZ)",
+    "diagnostics": "ESS and R-hat (rank-normalised, Vehtari et al. 2021)",
     "predictive": "Held-out prediction",
     "distances": "Distances to reference samples",
     "program_metrics": "The sampler's own figures",
