@@ -84,6 +84,31 @@ def starling_home(tmp_path, monkeypatch):
     return home
 
 
+def _cli_environment(env_home: Path | None, env: dict[str, str] | None) -> dict[str, str]:
+    out = {**os.environ, **(env or {})}
+    if env_home is not None:
+        out["STARLING_HOME"] = str(env_home)
+    return out
+
+
+def start_cli(
+    *args: str,
+    env_home: Path | None = None,
+    cwd: Path = ROOT,
+    env: dict[str, str] | None = None,
+    **popen,
+) -> subprocess.Popen:
+    """``starling ARGS`` started in a fresh interpreter and left running, as :func:`run_cli`
+    runs it; stdout and stderr are text pipes unless ``popen`` says otherwise."""
+    popen = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True, **popen}
+    return subprocess.Popen(
+        [sys.executable, "-m", "starling.orchestrator.cli", *args],
+        cwd=cwd,
+        env=_cli_environment(env_home, env),
+        **popen,
+    )
+
+
 def run_cli(
     *args: str,
     env_home: Path | None = None,
@@ -93,13 +118,10 @@ def run_cli(
 ):
     """``starling ARGS`` in a fresh interpreter, with ``env`` added to this process's
     environment; returns the CompletedProcess."""
-    env = {**os.environ, **(env or {})}
-    if env_home is not None:
-        env["STARLING_HOME"] = str(env_home)
     return subprocess.run(
         [sys.executable, "-m", "starling.orchestrator.cli", *args],
         cwd=cwd,
-        env=env,
+        env=_cli_environment(env_home, env),
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -13,13 +13,12 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
 import yaml
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, start_cli
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -33,24 +32,12 @@ def _experiment(tmp_path, rounds: int = 40, **extra) -> str:
     return str(path)
 
 
-def _starling(*args: str, home, **popen) -> subprocess.Popen:
-    env = {**os.environ, "STARLING_HOME": str(home)}
-    return subprocess.Popen(
-        [sys.executable, "-m", "starling.orchestrator.cli", *args],
-        cwd=ROOT,
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-        **popen,
-    )
-
-
 def _closed_reader(*args: str, home, timeout: float = 300) -> tuple[int, str]:
     """``starling ARGS`` with stdout a pipe nobody reads any more: (exit code, stderr)."""
     read, write = os.pipe()
     os.close(read)
     try:
-        process = _starling(*args, home=home, stdout=write)
+        process = start_cli(*args, env_home=home, stdout=write)
     finally:
         os.close(write)
     _, err = process.communicate(timeout=timeout)
@@ -103,8 +90,8 @@ def test_a_node_whose_reader_went_away_serves_on(tmp_path, starling_home):
         port = probe.getsockname()[1]
     read, write = os.pipe()
     os.close(read)
-    node = _starling(
-        "node", "serve", "--listen", f"127.0.0.1:{port}", home=starling_home, stdout=write
+    node = start_cli(
+        "node", "serve", "--listen", f"127.0.0.1:{port}", env_home=starling_home, stdout=write
     )
     os.close(write)
     try:
@@ -145,7 +132,7 @@ def test_ctrl_c_at_any_moment_of_start_up_is_one_line(tmp_path, starling_home, c
         "collect": ["collect", str(tmp_path / "nothing")],
         "status --watch": ["status", "--watch", "--wait", "30"],
     }[command]
-    process = _starling(*args, home=starling_home, stdout=subprocess.DEVNULL)
+    process = start_cli(*args, env_home=starling_home, stdout=subprocess.DEVNULL)
     time.sleep(delay)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=120)

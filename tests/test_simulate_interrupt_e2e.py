@@ -9,10 +9,7 @@ the same experiment produces, to the bit.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -22,7 +19,7 @@ import pytest
 import yaml
 
 from starling.orchestrator.cli.run import EXIT_INTERRUPTED
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, start_cli
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -54,23 +51,13 @@ def _default_sigint() -> None:  # in the child: Ctrl-C even if this run ignores 
 def test_an_interrupted_simulation_keeps_every_completed_round(signum, tmp_path, starling_home):
     long = _experiment(tmp_path, "long", rounds=10_000_000)
     out = tmp_path / "out"
-    env = {**os.environ, "STARLING_HOME": str(starling_home)}
-    simulation = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "starling.orchestrator.cli",
-            "simulate",
-            str(long),
-            "--out",
-            str(out),
-            "--no-report",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    simulation = start_cli(
+        "simulate",
+        str(long),
+        "--out",
+        str(out),
+        "--no-report",
+        env_home=starling_home,
         preexec_fn=_default_sigint,
     )
     # Both pipes are read by threads of their own until the child closes them (never by
@@ -170,15 +157,11 @@ def test_an_interrupted_study_keeps_its_finished_runs_and_says_which_run_it_stop
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(study, sort_keys=False))
     out = tmp_path / "out"
-    env = {**os.environ, "STARLING_HOME": str(starling_home)}
-    simulation = subprocess.Popen(
-        [sys.executable, "-m", "starling.orchestrator.cli", "simulate", str(path)]
-        + ["--out", str(out), "--no-report", "--quiet"],  # --quiet: no pipe fills unread
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    simulation = start_cli(
+        "simulate",
+        str(path),
+        *("--out", str(out), "--no-report", "--quiet"),  # --quiet: no pipe fills unread
+        env_home=starling_home,
     )
     try:
         # The first run's metrics are its last file; the second run then begins at once,

@@ -87,6 +87,7 @@ def bootstrap_se(
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0xB007]))
     by_chain = np.transpose(window, (1, 0, 2))  # (chains, rounds, d)
     resamples = affordable_sets(resamples, rounds * chains, d)
+    # Drawn in the point route's batches, so that both routes resample the same chains.
     picks = (
         rng.integers(0, chains, size=(count, chains))
         for count in _batches(resamples, rounds * chains * d * 8)
@@ -174,10 +175,9 @@ def w2_floor(target: GaussianTarget, points: int, seed: int, draws: int = FLOOR_
 
     def sets():
         for count in _batches(draws, points * d * 8):
-            drawn = rng.standard_normal((count, points, d)) * scales
-            yield drawn, drawn * scales
+            yield rng.standard_normal((count, points, d)) * scales
 
-    values = np.concatenate([np.asarray(aligned.w2(x, z), dtype=float) for x, z in sets()])
+    values = _scored(aligned, sets())
     return {
         "points": int(points),
         "mean": float(values.mean()),
