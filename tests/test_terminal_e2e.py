@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import pytest
 import yaml
@@ -75,14 +76,35 @@ class Tmux:
             f"cd {shlex.quote(str(ROOT))} && {self.env}{shlex.quote(sys.executable)} -m "
             f"starling.orchestrator.cli {args}; echo EXIT=$?; sleep 600"
         )
+        # Through bash, whatever the user's shell: a non-interactive dash (Debian's /bin/sh,
+        # tmux's shell when SHELL is unset or sh) dies of the Ctrl-C its command gets, pane
+        # and all, and the `echo EXIT` never runs.
+        shell = (shutil.which("bash") or "bash", "-c", command)
         if first:
-            self._tmux("new-session", "-d", "-s", "t", "-x", "200", "-y", "60", command)
+            self._tmux("new-session", "-d", "-s", "t", "-x", "200", "-y", "60", *shell)
             self.started = True
         else:
-            self._tmux("split-window", "-t", "t", "-v", "-l", "30", command)
+            self._tmux("split-window", "-t", "t", "-v", "-l", "30", *shell)
 
     def screen(self, pane: int) -> str:
         return self._tmux("capture-pane", "-p", "-t", f"t.{pane}")
+
+    def wait_for(
+        self,
+        pane: int,
+        shows: Callable[[str], object],
+        what: str,
+        timeout: float = WAIT,
+        every: float = 0.05,
+    ) -> float:
+        """Wait until ``shows(pane's screen)``; returns the time it took. A timeout's error
+        holds both panes as they were, so that a failure in CI says what the terminal
+        showed instead."""
+        try:
+            return wait_until(lambda: shows(self.screen(pane)), timeout, what, every)
+        except AssertionError as timed_out:
+            panes = "\n".join(f"--- pane {p} ---\n{self.screen(p).rstrip()}" for p in (0, 1))
+            raise AssertionError(f"{timed_out}\n{panes}") from None
 
     def keys(self, pane: int, *keys: str) -> None:
         self._tmux("send-keys", "-t", f"t.{pane}", *keys)
@@ -110,15 +132,15 @@ def test_progress_and_watch_show_a_cut_link(tmp_path, tmux, starling_home):
         r"rounds \(slowest node\) .*\d+/3000.*, [\d.]+ rounds/s, .* left, late \d+, "
         r"dropped by faults 0"
     )
-    wait_until(
-        lambda: re.search(bar, tmux.screen(0)),
-        WAIT,
+    tmux.wait_for(
+        0,
+        lambda screen: re.search(bar, screen),
         "the progress bar (rounds done of 3000, pace, time left, losses) on the run's terminal",
     )
     tmux.starling("status --watch --run watched", first=False)
-    wait_until(
-        lambda: "delayed 30 ms" in _link_row(tmux.screen(1), "0 -> 1"),
-        WAIT,
+    tmux.wait_for(
+        1,
+        lambda screen: "delayed 30 ms" in _link_row(screen, "0 -> 1"),
         "status --watch showing link 0 -> 1 up, delayed 30 ms by link_delay",
     )
     cut = run_cli("links", "cut", "0", "1", "--run", "watched", env_home=starling_home)
@@ -127,17 +149,14 @@ def test_progress_and_watch_show_a_cut_link(tmp_path, tmux, starling_home):
     # bound a loaded machine keeps: the watch looks at the journal every 0.1 s and redraws
     # at once, which tests/orchestrator/cli/test_watch_refresh.py checks exactly on a fake clock
     # (here, on an idle machine, it shows within about 0.2 s).
-    took = wait_until(
-        lambda: "cut" in _link_row(tmux.screen(1), "0 -> 1"),
-        5.0,
-        "link 0 -> 1 shown cut",
-        every=0.02,
+    took = tmux.wait_for(
+        1, lambda screen: "cut" in _link_row(screen, "0 -> 1"), "link 0 -> 1 shown cut", 5.0, 0.02
     )
     print(f"status --watch showed the cut {took:.2f} s after `starling links cut` returned")
     assert "cut" not in _link_row(tmux.screen(1), "1 -> 0")  # one way only
     tmux.keys(0, "C-c")  # the run stops, collects, writes its results
-    wait_until(lambda: "EXIT=130" in tmux.screen(0), WAIT, "the interrupted run's exit")
-    wait_until(lambda: "has ended" in tmux.screen(1), WAIT, "watch noticing the run ended")
+    tmux.wait_for(0, lambda screen: "EXIT=130" in screen, "the interrupted run's exit")
+    tmux.wait_for(1, lambda screen: "has ended" in screen, "watch noticing the run ended")
     assert "rounds (slowest node)" not in tmux.screen(0)  # the bar left with the run
 
 
@@ -161,11 +180,11 @@ def test_progress_stays_out_of_logs_and_quiet_shows_none(tmp_path, tmux, starlin
     assert "\x1b" not in log.stdout and "\r" not in log.stdout
     seen = []
 
-    def ended() -> bool:
-        seen.append(tmux.screen(0))
-        return "EXIT=" in seen[-1]
+    def ended(screen: str) -> bool:
+        seen.append(screen)
+        return "EXIT=" in screen
 
-    wait_until(ended, WAIT, "the quiet run's exit", every=0.1)
+    tmux.wait_for(0, ended, "the quiet run's exit", every=0.1)
     assert "EXIT=0" in seen[-1]
     shown = [s for s in seen if "rounds (slowest node)" in s or "rounds/s" in s]
     assert not shown, f"progress shown with --quiet: {shown[0]}"

@@ -1,6 +1,14 @@
-"""SIGTERM handled as Ctrl-C is, by ``run`` and ``simulate`` alike: the work stops, what was
-done is kept and written, the run ends ``interrupted`` with exit 130
-(docs/reference/exit-codes.md)."""
+"""Ctrl-C and SIGTERM during ``run`` and ``simulate``: the work stops, what was done is kept
+and written, the run ends ``interrupted`` with exit 130 (docs/reference/exit-codes.md).
+
+Inside :func:`interrupts_remembered` both signals raise at once, as Python's own Ctrl-C does
+(SIGTERM as :class:`Terminated`), and are also remembered. The remembering is for the case
+Python cannot raise: a signal whose handler runs inside a finaliser (an object's
+``__del__``, such as a gRPC call dropped by the poll loop) has its exception printed as
+"Exception ignored" and dropped, and the run went on sampling to its last round as if no key
+had been pressed. The loops that go round (the rounds' watch, the simulated rounds) call
+:func:`raise_remembered` each turn, which raises such a lost interrupt again.
+"""
 
 from __future__ import annotations
 
@@ -9,26 +17,55 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["Terminated", "raise_terminated", "sigterm_interrupts"]
+__all__ = ["Terminated", "interrupts_remembered", "raise_remembered"]
 
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where a Ctrl-C would be."""
 
 
-def raise_terminated(signum, frame):  # pragma: no cover - signal path
-    raise Terminated()
+_remembered: list[int] = []
+"""Signals received inside :func:`interrupts_remembered` and not yet raised by
+:func:`raise_remembered` (a list: appending is atomic for the handler)."""
+
+
+def _interrupt(signum: int) -> KeyboardInterrupt:
+    return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _raise_and_remember(signum, frame):  # pragma: no cover - signal path
+    _remembered.append(signum)
+    raise _interrupt(signum)
+
+
+def raise_remembered() -> None:
+    """Raise an interrupt received since the block began, if there was one, once.
+
+    Called where a raise that reached its ``except`` never comes back to (the loop it broke
+    out of), so the normal case raises nothing here; a signal whose raise was dropped is
+    raised now, as the interrupt it was."""
+    if _remembered:
+        signum = _remembered[0]
+        _remembered.clear()
+        raise _interrupt(signum)
 
 
 @contextmanager
-def sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM raises :class:`Terminated` inside the block (in the main thread, the only one
-    that may set a handler; elsewhere nothing changes); the previous handler is back after."""
+def interrupts_remembered() -> Iterator[None]:
+    """Ctrl-C raises :class:`KeyboardInterrupt` and SIGTERM :class:`Terminated` inside the
+    block, each also remembered for :func:`raise_remembered`. Only the main thread may set a
+    handler: elsewhere nothing changes. The previous handlers are back after the block."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    _remembered.clear()
+    # A Ctrl-C this process was started to ignore (``nohup``, a background job) stays ignored.
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    caught = (signal.SIGTERM,) if ignored else (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.signal(signum, _raise_and_remember) for signum in caught}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        _remembered.clear()

@@ -34,7 +34,7 @@ import numpy as np
 
 from starling.node.spec import DataSpec, NodeSpec
 from starling.orchestrator.core import phases
-from starling.orchestrator.core.interrupts import sigterm_interrupts
+from starling.orchestrator.core.interrupts import interrupts_remembered, raise_remembered
 from starling.orchestrator.core.progress import Progress
 from starling.orchestrator.execution import exporter, live
 from starling.orchestrator.execution.access import access_from_section, access_paths
@@ -143,7 +143,7 @@ def run_experiment(
     results are written, through their evaluation too (before, SIGTERM then killed the
     orchestrator outright: no message, exit -15)."""
     out_dir = Path(out_dir)
-    with sigterm_interrupts():
+    with interrupts_remembered():
         outcome = execute(plan, out_dir, say, progress or Progress())
         metrics = close_run(
             plan.evaluation,
@@ -360,6 +360,7 @@ def _watch(
     total_rounds = supervisor.run.rounds
     last_full = 0.0
     while True:
+        raise_remembered()  # a Ctrl-C whose raise Python dropped (interrupts_remembered)
         if serve_requests(supervisor, kernel):
             supervisor.publish()
         journal.read()

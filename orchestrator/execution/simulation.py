@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from starling.orchestrator.core.interrupts import sigterm_interrupts
+from starling.orchestrator.core.interrupts import interrupts_remembered, raise_remembered
 from starling.orchestrator.core.progress import Progress
 from starling.orchestrator.planning.plan import RunPlan
 from starling.orchestrator.results.account import Account, account_schedule
@@ -62,11 +62,11 @@ def simulate_experiment(
     # A diverging sampler overflows on its way out; evaluation reports where it diverged.
     node_failed = interrupted = False
     networks: list = []
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"), sigterm_interrupts():
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"), interrupts_remembered():
         try:
             samples = simulate(
                 specs,
-                on_round=_shown(progress, specs, plan.rounds),
+                on_round=_after_round(progress, specs, plan.rounds),
                 metrics_out=program_metrics,
                 network_out=networks,
             )
@@ -168,8 +168,15 @@ def _carried(networks: list, played) -> dict[str, dict[str, int]]:
     return dict(sorted(books.items()))
 
 
-def _shown(progress: Progress | None, specs, total: int) -> Callable[[int], None] | None:
-    if progress is None:
-        return None
+def _after_round(progress: Progress | None, specs, total: int) -> Callable[[int], None]:
+    """What the orchestrator does between simulated rounds: raise a Ctrl-C whose raise Python
+    dropped (:func:`~starling.orchestrator.core.interrupts.raise_remembered`), show the
+    rounds."""
     nodes = [spec.node_id for spec in specs]
-    return lambda round_index: progress.rounds(dict.fromkeys(nodes, round_index + 1), total)
+
+    def after_round(round_index: int) -> None:
+        raise_remembered()
+        if progress is not None:
+            progress.rounds(dict.fromkeys(nodes, round_index + 1), total)
+
+    return after_round
