@@ -126,3 +126,65 @@ def test_the_simulator_imports_neither_grpc_nor_the_orchestrator():
     # Before, the prefix was 'orchestrator', a name no module has had since starling.*.
     assert "grpc" in _imported_by("starling.node.runtime.network")
     assert "starling.orchestrator" in _imported_by("starling.orchestrator")
+
+
+def _recount(events, rounds):
+    """The books counted the plain way: every (link, round) on its own."""
+    books: dict[str, dict[str, int]] = {}
+    for what, sender, receiver, round_index in events:
+        entry = books.setdefault(
+            f"{sender}->{receiver}", {"sent": 0, "withheld": 0, "delivered": 0}
+        )
+        if rounds is None or round_index < rounds.get(sender, round_index + 1):
+            entry[what] += 1
+    return dict(sorted(books.items()))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_books_equal_a_count_of_every_link_and_round(seed):
+    """Random traffic on three nodes (one asynchronous receiver): messages sent, withheld,
+    gathered or not, rounds with no traffic, an unfinished last round. The network keeps
+    runs of rounds with equal counts (``LockstepNetwork.books``); they must add up to what
+    counting each (link, round) gives, under cuts of each sender's rounds."""
+    rng = np.random.default_rng(seed)
+    network = LockstepNetwork({"a": True, "b": True, "c": False})
+    ends = {node: network.endpoint(node) for node in "abc"}
+    events = []
+    rounds = int(rng.integers(1, 40))
+    for round_index in range(rounds):
+        busy = rng.random() < 0.8  # some rounds carry nothing on some links
+        for sender in "abc":
+            for receiver in "abc":
+                if sender == receiver or not busy or rng.random() < 0.2:
+                    continue
+                if rng.random() < 0.3:
+                    ends[sender].withhold(round_index, 0, receiver)
+                    events.append(("withheld", sender, receiver, round_index))
+                    continue
+                for _ in range(int(rng.integers(1, 3))):  # one or two phases' messages
+                    ends[sender].send(round_index, 0, receiver, Message("x", {"x": np.zeros(2)}))
+                    events.append(("sent", sender, receiver, round_index))
+                    if receiver == "c" and round_index < rounds - 1:  # lands at its end
+                        events.append(("delivered", sender, receiver, round_index))
+        for receiver in "ab":
+            if rng.random() < 0.7:  # gathered this round, or left to be late
+                got = ends[receiver].gather(round_index, 0, list("abc"), None)
+                events += [("delivered", sender, receiver, round_index) for sender in got]
+        if round_index < rounds - 1:  # the last round is still in progress
+            network.end_round()
+    cuts = [None, {"a": 0}, {"b": int(rng.integers(0, rounds + 1))}, {"a": 3, "c": rounds}]
+    for cut in cuts:
+        assert network.books(cut) == _recount(events, cut), cut
+
+
+def test_a_steady_links_books_do_not_grow_with_its_rounds():
+    """A link that carries the same every round is one run, however long the simulation."""
+    network = LockstepNetwork({"a": True, "b": True})
+    a, b = network.endpoint("a"), network.endpoint("b")
+    for round_index in range(5000):
+        a.send(round_index, 0, "b", Message("x", {"x": np.zeros(1)}))
+        b.gather(round_index, 0, ["a"], None)
+        network.end_round()
+    assert network.books() == {"a->b": {"sent": 5000, "withheld": 0, "delivered": 5000}}
+    assert network.books({"a": 1200}) == {"a->b": {"sent": 1200, "withheld": 0, "delivered": 1200}}
+    assert sum(len(runs) for runs in network._runs.values()) == 1
