@@ -4,9 +4,9 @@ and written, the run ends ``interrupted`` with exit 130 (docs/reference/exit-cod
 Inside :func:`interrupts_remembered` both signals raise at once, as Python's own Ctrl-C does
 (SIGTERM as :class:`Terminated`), and are also remembered. The remembering is for the case
 Python cannot raise: a signal whose handler runs inside a finaliser (an object's
-``__del__``, such as a gRPC call dropped by the poll loop) has its exception printed as
-"Exception ignored" and dropped, and the run went on sampling to its last round as if no key
-had been pressed. The loops that go round (the rounds' watch, the simulated rounds) call
+``__del__``, which gRPC's call objects have, run when the last reference goes) has its
+exception printed as "Exception ignored" and dropped. Before, the run then went on sampling
+to its last round as if no key had been pressed. The loops that go round (the rounds' watch, the simulated rounds) call
 :func:`raise_remembered` each turn, which raises such a lost interrupt again.
 """
 
