@@ -6,8 +6,9 @@ Inside :func:`interrupts_remembered` both signals raise at once, as Python's own
 Python cannot raise: a signal whose handler runs inside a finaliser (an object's
 ``__del__``, which gRPC's call objects have, run when the last reference goes) has its
 exception printed as "Exception ignored" and dropped. Before, the run then went on sampling
-to its last round as if no key had been pressed. The loops that go round (the rounds' watch, the simulated rounds) call
-:func:`raise_remembered` each turn, which raises such a lost interrupt again.
+to its last round as if no key had been pressed. The loops that go round (the rounds'
+watch, the simulated rounds) call :func:`raise_remembered` each turn, which raises such a
+lost interrupt again.
 """
 
 from __future__ import annotations
