@@ -19,7 +19,7 @@ payload): messages and their payload bytes, a withheld one not among them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -52,12 +52,8 @@ class LockstepNetwork:
         # links × rounds (a dict entry per link and round held 115 MB for a 100-node ring's
         # 2,000 rounds: 20 times its samples).
         self._runs: dict[tuple[str, str], list[list[int]]] = {}
-        self._messages = self._bytes = 0
-
-    @property
-    def traffic(self) -> dict[str, int]:
+        self.traffic = {"messages": 0, "bytes": 0}
         """Messages posted and their tensors' payload bytes (module docstring)."""
-        return {"messages": self._messages, "bytes": self._bytes}
 
     def endpoint(self, node: str) -> MemoryTransport:
         return MemoryTransport(self, node)
@@ -66,21 +62,27 @@ class LockstepNetwork:
         """``"A->B"`` -> ``sent``, ``withheld``, ``delivered`` over the rounds carried (those
         before ``rounds[A]`` if given: a sender's rounds after its end do not count), a
         round still in progress included."""
-        runs = {link: list(found) for link, found in self._runs.items()}
-        for (sender, receiver, round_index), counts in self._pending.items():
-            runs.setdefault((sender, receiver), []).append([round_index, round_index, *counts])
         books: dict[str, dict[str, int]] = {}
-        for (sender, receiver), found in runs.items():
-            end = None if rounds is None else rounds.get(sender)
-            totals = [0, 0, 0]
-            for first, last, *counts in found:
-                times = (last if end is None else min(last, end - 1)) - first + 1
-                for what in (_SENT, _WITHHELD, _DELIVERED):
-                    totals[what] += counts[what] * max(times, 0)
-            books[f"{sender}->{receiver}"] = dict(
-                zip(("sent", "withheld", "delivered"), totals, strict=True)
+        for sender, receiver, (first, last, sent, withheld, delivered) in self._all_runs():
+            entry = books.setdefault(
+                f"{sender}->{receiver}", {"sent": 0, "withheld": 0, "delivered": 0}
             )
+            if rounds is not None and sender in rounds:
+                last = min(last, rounds[sender] - 1)
+            times = max(last - first + 1, 0)
+            entry["sent"] += sent * times
+            entry["withheld"] += withheld * times
+            entry["delivered"] += delivered * times
         return dict(sorted(books.items()))
+
+    def _all_runs(self) -> Iterator[tuple[str, str, list[int]]]:
+        """(sender, receiver, run) for every run folded, then each pending round as a run
+        of one."""
+        for (sender, receiver), runs in self._runs.items():
+            for run in runs:
+                yield sender, receiver, run
+        for (sender, receiver, round_index), counts in self._pending.items():
+            yield sender, receiver, [round_index, round_index, *counts]
 
     def _count(self, sender: str, receiver: str, round_index: int, what: int) -> None:
         key = (sender, receiver, round_index)
@@ -119,14 +121,15 @@ class LockstepNetwork:
         self, sender: str, receiver: str, round_index: int, phase: int, message: Message
     ) -> None:
         self._check(sender, receiver)
+        self.traffic["messages"] += 1
+        self.traffic["bytes"] += message.nbytes
         self._count(sender, receiver, round_index, _SENT)
-        # The network hands each receiver its own arrays, stamped with the sending round;
-        # their bytes are the message's (Message.nbytes), counted from the copies at hand.
-        tensors = {name: np.array(value, copy=True) for name, value in message.tensors.items()}
-        self._messages += 1
-        for value in tensors.values():
-            self._bytes += value.nbytes
-        copy = Message(message.kind, tensors, round=round_index)
+        # The network hands each receiver its own arrays, stamped with the sending round.
+        copy = Message(
+            message.kind,
+            {k: np.array(v, copy=True) for k, v in message.tensors.items()},
+            round=round_index,
+        )
         if receiver in self._latest:
             self._in_flight.append((receiver, sender, copy))
         else:
