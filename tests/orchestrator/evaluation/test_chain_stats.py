@@ -1,9 +1,11 @@
 """Starling's R-hat and ESS (:mod:`starling.orchestrator.evaluation.chain_stats`) against
 ArviZ's, the reference implementation of Vehtari et al. (2021), on chains of every kind a
 run produces: mixing, autocorrelated, drifting apart, stuck on a constant, with tied values
-(a sampler whose chains repeat), a single chain, an odd number of draws and the fewest
-draws the diagnostics take. Both compute the same floating-point formulas, so they agree to
-rounding: 1e-10 relative leaves room for the FFT's and the sums' order and nothing else."""
+(a sampler whose chains repeat), a single chain, an odd number of draws, the fewest draws
+the diagnostics take, and short chains on both sides of where the autocovariances switch
+from sums by lag to an FFT. Both compute the same floating-point formulas, so they agree
+to rounding: 1e-10 relative leaves room for the FFT's and the sums' order and nothing
+else."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import numpy as np
 import pytest
 
 from starling.orchestrator.evaluation.chain_stats import (
+    DIRECT_LAGS,
     average_ranks,
     diagnose,
     ess_bulk,
@@ -44,6 +47,14 @@ def _cases():
     odd = _autoregressive(rng, 3, 101, 2, 0.3)
     fewest = rng.standard_normal((2, 4, 2))
     many_short = rng.standard_normal((100, 8, 2))  # the papers' design: chains ≫ draws
+    # Split chains of at most DIRECT_LAGS draws have their autocovariances summed lag by
+    # lag, longer ones by FFT: short sticky and constant chains, and both sides of the
+    # boundary (64 draws split into 32, 66 into 33).
+    short_sticky = _autoregressive(rng, 50, 40, 3, 0.9)
+    short_constant = short_sticky.copy()
+    short_constant[..., 0] = -1.0
+    at_direct_limit = _autoregressive(rng, 6, 2 * DIRECT_LAGS, 2, 0.7)
+    past_direct_limit = _autoregressive(rng, 6, 2 * DIRECT_LAGS + 2, 2, 0.7)
     return {
         "mixing": mixing,
         "sticky": sticky,
@@ -55,6 +66,10 @@ def _cases():
         "odd": odd,
         "fewest": fewest,
         "many_short": many_short,
+        "short_sticky": short_sticky,
+        "short_constant": short_constant,
+        "at_direct_limit": at_direct_limit,
+        "past_direct_limit": past_direct_limit,
     }
 
 
