@@ -8,7 +8,9 @@ launched until every node answers its health check), ``configure_s``, ``loop_s``
 every node done: the round loop),
 ``cpu_s`` (the CPU time every node process used during the loop), ``switches`` (the
 context switches of all their threads during the loop: voluntary, involuntary) and, if asked,
-``evaluate_s`` (the orchestrator's evaluation of the collected samples). Peak RSS is read
+``evaluate_s`` (the orchestrator's evaluation of the collected samples), with its parts
+(:func:`benchmarks.evaluation_parts.timed_evaluation`) and one W2 set timed alone
+(``one_set_ms``). Peak RSS is read
 from ``/proc`` before the nodes stop, with the private part of the resident set beside it.
 """
 
@@ -101,7 +103,7 @@ def _switches(pids: list[int | None]) -> tuple[int, int]:
 
 def starling_ring(experiment, evaluate: bool = False) -> dict:
     """Run ``experiment`` on local node processes; returns the timed phases (see module)."""
-    from starling.orchestrator.evaluation.evaluate import evaluate as evaluate_samples
+    from benchmarks.evaluation_parts import one_set_ms, timed_evaluation
     from starling.orchestrator.execution.backends.local import LocalBackend
     from starling.orchestrator.execution.client import NodeClient
     from starling.orchestrator.execution.collector import Collector
@@ -157,10 +159,9 @@ def starling_ring(experiment, evaluate: bool = False) -> dict:
                         collector.pull(node, client)
                     samples, _ = collector.arrays()
                     plan = plan_run(experiment).evaluation
-                    began = time.perf_counter()
-                    scored = evaluate_samples(plan, samples).metrics.get("w2", {})
-                    out["evaluate_s"] = time.perf_counter() - began
-                    out["evaluate_scored"] = scored.get("rounds_scored")
+                    out.update(timed_evaluation(plan, samples))
+                    first = samples[sorted(samples)[0]]
+                    out["one_set_ms"] = one_set_ms(plan, first[-1])
             finally:
                 for client in clients.values():
                     client.close()
