@@ -60,6 +60,7 @@ __all__ = [
     "diverged_rounds",
     "evaluate",
     "ground_truth",
+    "recorded_rounds",
     "reference_data",
     "samples_per_node",
 ]
@@ -137,6 +138,16 @@ def samples_per_node(plan: EvaluationPlan, samples: Mapping[str, np.ndarray]) ->
     counts = dict.fromkeys(plan.sampling_nodes, 0)
     counts.update({node: int(s.shape[0]) for node, s in samples.items()})
     return counts
+
+
+def recorded_rounds(plan: EvaluationPlan, samples: Mapping[str, np.ndarray]) -> int:
+    """The run's length as its samples hold it: the longest node's rounds, which are the
+    planned rounds unless every node stopped before them (a run interrupted by Ctrl-C or
+    SIGTERM keeps the rounds done until then). The nodes that recorded this many rounds
+    make the network average, the consensus and the run's verdict, whose burn-in is the
+    first half of them as the diagnostics' is
+    (:func:`~starling.orchestrator.evaluation.diagnostics.diagnostics_section`)."""
+    return max((int(s.shape[0]) for s in samples.values()), default=plan.rounds)
 
 
 def _sane(values: np.ndarray, bound: float = _HUGE) -> np.ndarray:
@@ -233,10 +244,11 @@ def evaluate(
     if diverged:
         metrics["diverged"] = diverged
     window = plan.evaluation.window
-    consensus = consensus_error(samples, plan.rounds, window, bound)
+    recorded = recorded_rounds(plan, samples)
+    consensus = consensus_error(samples, recorded, window, bound)
     if consensus is not None or diverged:
         metrics["consensus_error"] = consensus
-    complete = {n: s for n, s in samples.items() if s.shape[0] == plan.rounds}
+    complete = {n: s for n, s in samples.items() if s.shape[0] == recorded}
     average = _average(complete)
     series = {**({"average": average} if average is not None else {}), **samples}
     tables: dict[str, list[dict]] = {}
@@ -259,7 +271,7 @@ def evaluate(
                 curve_points=plan.evaluation.curve_points,
             )
     if samples:
-        metrics["verdict"] = _verdict(plan, samples, metrics, posterior is not None)
+        metrics["verdict"] = _verdict(plan, samples, recorded, metrics, posterior is not None)
     return Evaluation(metrics, curves, tables, curve_rounds)
 
 
@@ -329,12 +341,17 @@ def _score_w2(
 
 
 def _verdict(
-    plan: EvaluationPlan, samples: Mapping[str, np.ndarray], metrics: dict, known: bool
+    plan: EvaluationPlan,
+    samples: Mapping[str, np.ndarray],
+    recorded: int,
+    metrics: dict,
+    known: bool,
 ) -> dict:
     """``metrics.json``'s ``verdict`` (:mod:`starling.orchestrator.evaluation.verdict`), on
     the diagnostics already computed or, when ``evaluation.diagnostics`` is off, on
-    diagnostics computed for it alone (not written); ``known``: whether the exact posterior
-    is (then the error in its scale is checked too)."""
+    diagnostics computed for it alone (not written); ``recorded``: the run's length
+    (:func:`recorded_rounds`); ``known``: whether the exact posterior is (then the error in
+    its scale is checked too)."""
     from starling.orchestrator.evaluation.diagnostics import diagnostics_section
     from starling.orchestrator.evaluation.verdict import verdict_section
 
@@ -345,7 +362,7 @@ def _verdict(
     return verdict_section(
         samples,
         diagnostics,
-        plan.rounds,
+        recorded,
         plan.evaluation.burn_in,
         metrics.get("diverged") or {},
         w2,
