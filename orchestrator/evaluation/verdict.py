@@ -301,9 +301,14 @@ def verdict_section(
 
 def _run_reasons(per_node: Mapping[str, dict], deciding: list[str], shown: int = 3) -> list[str]:
     """The first reason of each node that did not converge (at most ``shown`` nodes, then a
-    count), nodes that stopped early last."""
+    count): the nodes that decide the run first, the worst verdict (diverged) before the
+    others, so that the first line explains the run's verdict; nodes that stopped early
+    last."""
     lines = []
-    failing = [n for n in per_node if per_node[n]["reasons"]]
+    failing = sorted(
+        (n for n in per_node if per_node[n]["reasons"]),
+        key=lambda n: (n not in deciding, -_RANK[per_node[n]["verdict"]]),
+    )  # stable: nodes of one kind stay in node order
     for node in failing[:shown]:
         first = per_node[node]["reasons"][0]
         more = len(per_node[node]["reasons"]) - 1
