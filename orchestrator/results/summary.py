@@ -166,6 +166,8 @@ def _verdict_lines(metrics: Mapping) -> list[str]:
             f"R-hat ≤ {criteria.get('rhat_max', 0):.3f}",
             f"bulk and tail ESS ≥ {criteria.get('ess_min', 0):.0f}",
         ]
+        if criteria.get("distinct_chains"):
+            checks.append("no chain a copy of another")
         if critical is not None:
             checks.append(f"no drift between the window's halves beyond t = {critical:.1f}")
         if scale and "w2_over_scale_max" in criteria:
