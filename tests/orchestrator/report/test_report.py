@@ -200,3 +200,30 @@ def test_every_header_is_words_not_a_dotted_key(tmp_path, starling_home):
     cells = re.findall(r"<td>(.*?)</td>", page)
     assert not [c for c in cells if re.fullmatch(r"[a-z_]+(\.[a-z_0-9]+)+", c)], cells
     assert "ESS bulk, worst coordinate (draws)" in headers
+
+
+def test_the_verdict_box_counts_r_hat_against_the_verdicts_own_limit():
+    # A run of 20 chains is judged against R-hat 1.049 (verdict.rhat_limit), not 1.01: the
+    # box under the verdict says how many nodes are within the limit that verdict used, and
+    # sets W2 beside the scale sqrt(tr Σ) the verdict measures error in.
+    from starling.orchestrator.report.verdict import verdict_block
+
+    metrics = {
+        "status": "complete",
+        "verdict": {
+            "run": "converged",
+            "reasons": [],
+            "criteria": {"rhat_max": 1.0488, "ess_min": 400.0},
+        },
+        "diagnostics": {
+            "per_node": {"0": {"rhat_max": 1.03, "ess_bulk_min": 900.0}, "1": {"rhat_max": 1.02}}
+        },
+        "w2": {"average": 0.05, "node_mean": 0.06, "scale": 0.37},
+        "posterior": {"std": [0.2, 0.3]},
+    }
+    box = html.unescape(verdict_block(metrics))
+    assert "2 of 2 nodes at or below the verdict's limit 1.049" in box
+    assert "W2 of the network-average iterate: 0.05 (the posterior's scale sqrt(tr Σ): 0.37)" in box
+    # Without a verdict (an older folder): Vehtari et al.'s 1.01, said beside, not judging.
+    del metrics["verdict"]
+    assert "0 of 2 nodes at or below 1.01" in html.unescape(verdict_block(metrics))
