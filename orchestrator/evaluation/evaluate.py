@@ -193,6 +193,25 @@ def consensus_error(
     return _finite(float(np.mean(np.sum(spread**2, axis=-1))))
 
 
+def _diverged_as_nan(
+    series: Mapping[str, np.ndarray], sane: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """``series`` with every round that left the divergence bound (``sane`` False) made NaN:
+    the held-out, transport, HPD and diagnostic figures leave out samples that are not
+    finite, and so leave out a divergence that stayed finite (1e200) alike, instead of
+    scoring it or overflowing on it. Only a series with such a round is copied."""
+    out: dict[str, np.ndarray] = {}
+    for name, values in series.items():
+        flags = sane.get(name)
+        if flags is None or flags.all():
+            out[name] = values
+            continue
+        masked = np.array(values, dtype=float)
+        masked[~flags] = np.nan
+        out[name] = masked
+    return out
+
+
 def _finite(value: float) -> float | None:
     return value if np.isfinite(value) else None
 
@@ -251,9 +270,13 @@ def evaluate(
     complete = {n: s for n, s in samples.items() if s.shape[0] == recorded}
     average = _average(complete)
     series = {**({"average": average} if average is not None else {}), **samples}
+    if average is not None:
+        sane["average"] = _sane(average, bound)
+    # What the figures beyond W2 see: a diverged round is NaN there, finite or not.
+    judged = _diverged_as_nan(series, sane)
     tables: dict[str, list[dict]] = {}
     if samples:
-        score_beyond_w2(plan, series, metrics, tables, data)
+        score_beyond_w2(plan, judged, metrics, tables, data)
     if posterior is not None and samples:
         curves, curve_rounds = _score_w2(
             plan, posterior, series, sane, sorted(complete), metrics, bound
@@ -265,7 +288,7 @@ def evaluate(
                 model,
                 data(),
                 posterior,
-                series,
+                judged,
                 window,
                 plan.evaluation.hpd,
                 curve_points=plan.evaluation.curve_points,
@@ -298,8 +321,6 @@ def _score_w2(
     truth = GaussianTarget(posterior.mean, posterior.cov)  # its square root: once
     average = series.get("average")
     samples = {n: s for n, s in series.items() if n != "average"}
-    if average is not None:
-        sane["average"] = _sane(average, bound)
     settings = plan.evaluation
     schedule = resolve_schedule(settings.w2_schedule, plan.chains, truth.mean.shape[0])
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.evaluation.distances import FIGURES
 from starling.orchestrator.evaluation.evaluate import evaluate, ground_truth
 from starling.orchestrator.evaluation.verdict import CONVERGED
 from starling.orchestrator.planning.plan import plan_run
@@ -56,3 +57,68 @@ def test_an_interrupted_run_is_judged_on_the_rounds_every_node_recorded():
     assert metrics["w2"]["average"] is not None
     assert metrics["consensus_error"] is not None
     assert metrics["samples_per_node"] == {"0": 300, "1": 300, "2": 300}
+
+
+def _with_model(model: dict, data: dict, evaluation: dict, rounds: int, chains: int):
+    raw = {
+        "name": "edges",
+        "algorithm": "d-sgld",
+        "hyperparameters": {"eta": 1e-3},
+        "model": model,
+        "data": data,
+        "topology": {"kind": "ring", "nodes": 3},
+        "rounds": rounds,
+        "chains": chains,
+        "evaluation": evaluation,
+    }
+    return plan_run(parse_experiment(raw)).evaluation
+
+
+def test_samples_beyond_the_divergence_bound_give_no_predictive_figure():
+    # Node 1's samples are finite but 1e200 (beyond 1e150: diverged, as an infinite one
+    # is). Its held-out figures, and the network average's (which it dominates), are None
+    # rather than an accuracy computed from logits of 1e200.
+    plan = _with_model(
+        {
+            "name": "logistic_regression",
+            "params": {"features": 3, "prior_var": 10.0, "feature_var": 20.0, "truth_seed": 10},
+        },
+        {"source": "synthetic", "size": 50, "seed": 2024},
+        {"window": 2, "test": {"split": 0.5, "seed": 1}, "curve_points": 3},
+        rounds=20,
+        chains=10,
+    )
+    rng = np.random.default_rng(0)
+    samples = {node: rng.standard_normal((20, 10, 3)) for node in plan.sampling_nodes}
+    samples["1"] *= 1e200
+    evaluation = evaluate(plan, samples)
+    metrics = evaluation.metrics
+    assert metrics["diverged"] == {"1": 0}
+    assert metrics["predictive"]["per_node"]["1"] is None
+    assert metrics["predictive"]["average"] is None
+    assert metrics["predictive"]["per_node"]["0"] is not None
+    nodes = {row["node"] for row in evaluation.tables["predictive_curve"]}
+    assert nodes == {"0", "2"}
+
+
+def test_samples_beyond_the_divergence_bound_give_no_distance_and_no_nan():
+    # The mixture has no exact posterior: the transport distances are its figures. Node 1
+    # leaves the bound at round 100 with finite values of 1e200, whose squared distances
+    # overflow: its final figure and the average's are None, and no curve row is NaN.
+    plan = _with_model(
+        {"name": "gaussian_mixture"},
+        {"source": "synthetic", "total": 100, "partition": "random", "seed": 2020},
+        {"window": 30, "transport": {"repeats": 2, "points": 60, "curve_points": 4}},
+        rounds=120,
+        chains=20,
+    )
+    rng = np.random.default_rng(1)
+    samples = {node: rng.standard_normal((120, 20, 2)) for node in plan.sampling_nodes}
+    samples["1"][100:] *= 1e200
+    evaluation = evaluate(plan, samples)
+    distances = evaluation.metrics["distances"]
+    assert evaluation.metrics["diverged"] == {"1": 100}
+    assert distances["per_node"]["1"] is None and distances["average"] is None
+    assert distances["per_node"]["0"] is not None
+    figures = [row[key] for row in evaluation.tables["distance_curve"] for key in FIGURES]
+    assert figures and all(np.isfinite(figures))
