@@ -59,6 +59,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from starling.orchestrator.evaluation.diagnostics import MIN_DRAWS
 from starling.orchestrator.evaluation.replicates import t_quantile
 
 __all__ = [
@@ -206,14 +207,21 @@ def _node_checks(
     error: tuple[float | None, float | None],
     chain_counts: tuple[int, int],
     critical: float | None,
+    draws: tuple[int, int],
 ) -> tuple[list[str], dict]:
     """The reasons a node did not converge (none: it did) and the figures checked;
     ``chain_counts``: how many chains it has, and how many of them are distinct
-    (:func:`distinct_chains`)."""
+    (:func:`distinct_chains`); ``draws``: how many draws each chain has after burn-in, and
+    the round burn-in ends at."""
     reasons: list[str] = []
     figures: dict = {}
     if entry is None or drift is None:
-        return ["too few finite draws after burn-in to judge"], figures
+        kept, start = draws
+        return [
+            f"{kept} draw{'' if kept == 1 else 's'} per chain after burn-in (from round "
+            f"{start}): too few to judge, {MIN_DRAWS} needed (run longer, or lower "
+            "evaluation.burn_in)"
+        ], figures
     chains, distinct = chain_counts
     rhat, bulk, tail = entry.get("rhat_max"), entry.get("ess_bulk_min"), entry.get("ess_tail_min")
     figures.update(rhat=rhat, ess_bulk=bulk, ess_tail=tail)
@@ -284,7 +292,7 @@ def verdict_section(
     drifts: dict[str, dict | None] = {}
     distinct: dict[str, int] = {}
     for node, values in samples.items():
-        if node in diverged or values.shape[0] - start < 4:
+        if node in diverged or values.shape[0] - start < MIN_DRAWS:
             drifts[node] = None
             continue
         window = values[start:]
@@ -319,6 +327,7 @@ def verdict_section(
             error,
             (chains, distinct.get(node, chains)),
             critical,
+            (max(int(values.shape[0]) - start, 0), start),
         )
         if values.shape[0] < rounds:
             figures["recorded_rounds"] = int(values.shape[0])

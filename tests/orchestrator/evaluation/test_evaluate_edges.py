@@ -122,3 +122,13 @@ def test_samples_beyond_the_divergence_bound_give_no_distance_and_no_nan():
     assert distances["per_node"]["0"] is not None
     figures = [row[key] for row in evaluation.tables["distance_curve"] for key in FIGURES]
     assert figures and all(np.isfinite(figures))
+
+
+def test_a_run_too_short_to_judge_says_how_many_draws_it_had():
+    # Two rounds: burn-in is round 0, so each chain has one draw to judge by, and the
+    # reason says so (and what to change), rather than calling the draws not finite.
+    plan = _plan(rounds=2, chains=20)
+    metrics = evaluate(plan, _exact_draws(plan, rounds=2, chains=20)).metrics
+    reason = metrics["verdict"]["per_node"]["0"]["reasons"][0]
+    assert reason.startswith("1 draw per chain after burn-in (from round 1): too few to judge")
+    assert "finite" not in reason
