@@ -132,3 +132,28 @@ def test_a_run_too_short_to_judge_says_how_many_draws_it_had():
     reason = metrics["verdict"]["per_node"]["0"]["reasons"][0]
     assert reason.startswith("1 draw per chain after burn-in (from round 1): too few to judge")
     assert "finite" not in reason
+
+
+def test_a_node_that_diverges_keeps_its_hpd_curve_up_to_the_divergence():
+    # Node 1's samples are NaN from round 30 of 40. Its final HPD error is None, as its W2
+    # is; its curve, like its W2 curve, still has the rounds whose stretch of samples came
+    # before the divergence, and no row whose stretch reaches past it.
+    plan = _with_model(
+        {"name": "linear_regression", "params": {"dim": 2, "prior_var": 10.0}},
+        {"source": "synthetic", "size": 60, "seed": 3},
+        {"hpd": 0.1, "window": 10, "curve_points": 8},
+        rounds=40,
+        chains=50,
+    )
+    samples = _exact_draws(plan, rounds=40, chains=50)
+    samples["1"][30:] = np.nan
+    evaluation = evaluate(plan, samples)
+    assert evaluation.metrics["hpd"]["per_node"]["1"] is None
+    rows = [r for r in evaluation.tables["hpd_curve"] if r["node"] == "1"]
+    assert rows, "the diverged node's curve before round 30 is kept"
+    for row in rows:
+        kept = -(-(row["round"] + 1) * 10 // 40)  # the stretch each row pools (hpd._curve)
+        assert row["round"] < 30 and row["round"] - kept + 1 >= 0
+        assert np.isfinite(row["relative_error"]) and np.isfinite(row["excess_error"])
+    healthy = {r["round"] for r in evaluation.tables["hpd_curve"] if r["node"] == "0"}
+    assert {r["round"] for r in rows} == {t for t in healthy if t < 30}
