@@ -227,3 +227,20 @@ def test_the_verdict_box_counts_r_hat_against_the_verdicts_own_limit():
     # Without a verdict (an older folder): Vehtari et al.'s 1.01, said beside, not judging.
     del metrics["verdict"]
     assert "0 of 2 nodes at or below 1.01" in html.unescape(verdict_block(metrics))
+
+
+def test_a_run_of_one_round_draws_its_points_on_whole_rounds(tmp_path, starling_home):
+    # One round: each series is a single point, which a line alone does not draw (the
+    # figure came out as empty axes, its round axis at -0.04 … 0.04): each curve is marked,
+    # and the round axis is labelled in whole rounds only.
+    raw = {**FAULTY, "name": "one-round", "rounds": 1, "faults": []}
+    code, out = _simulate(tmp_path, raw, "--no-report")
+    assert code == 0
+    figures = tmp_path / "figures"
+    assert main(["report", str(out), "--figures", str(figures)]) == 0
+    svg = (figures / "convergence-w2.svg").read_text()
+    for name in ("curve-node-0", "curve-node-3", "curve-average", "curve-node-mean"):
+        group = svg.split(f'<g id="{name}">')[1].split("</g>")[0]
+        assert "<use" in group, name  # a marker drawn at the point
+    ticks = re.findall(r'<g id="xtick_\d+">.*?<text[^>]*>([^<]+)</text>', svg, re.S)
+    assert ticks and all(t.replace("−", "-").lstrip("-").isdigit() for t in ticks), ticks
