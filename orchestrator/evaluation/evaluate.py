@@ -237,7 +237,9 @@ def evaluate(
     node_data: Mapping[str, DataSpec] | None = None,
 ) -> Evaluation:
     """W2 and consensus of ``samples``; ``node_data``: what nodes holding their own data
-    reported (``data.source: node``), the only way such a run gets a ground truth."""
+    reported (``data.source: node``), the only way such a run gets a ground truth. A node
+    whose array holds no round counts as one that recorded nothing."""
+    samples = {node: values for node, values in samples.items() if values.shape[0] > 0}
     metrics: dict = {
         "experiment": plan.name,
         "algorithm": plan.algorithm,

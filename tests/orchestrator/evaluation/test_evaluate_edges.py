@@ -157,3 +157,16 @@ def test_a_node_that_diverges_keeps_its_hpd_curve_up_to_the_divergence():
         assert np.isfinite(row["relative_error"]) and np.isfinite(row["excess_error"])
     healthy = {r["round"] for r in evaluation.tables["hpd_curve"] if r["node"] == "0"}
     assert {r["round"] for r in rows} == {t for t in healthy if t < 30}
+
+
+def test_a_node_with_an_empty_sample_array_counts_as_one_with_no_samples():
+    # A (0, chains, d) array (a node that died before round 0, handed on as an empty
+    # stack) is evaluated as a node that recorded nothing, not a reshape error.
+    plan = _plan(rounds=40, chains=20)
+    samples = _exact_draws(plan, rounds=40, chains=20)
+    without = evaluate(plan, {n: s for n, s in samples.items() if n != "1"}).metrics
+    samples["1"] = samples["1"][:0]
+    metrics = evaluate(plan, samples).metrics
+    assert metrics["samples_per_node"]["1"] == 0
+    assert metrics["w2"] == without["w2"]
+    assert metrics["verdict"] == without["verdict"]
