@@ -270,6 +270,8 @@ def evaluate(
     if consensus is not None or diverged:
         metrics["consensus_error"] = consensus
     complete = {n: s for n, s in samples.items() if s.shape[0] == recorded}
+    if len(complete) < len(samples):  # the average and the consensus leave some nodes out
+        metrics["averaged_nodes"] = list(complete)
     average = _average(complete)
     series = {**({"average": average} if average is not None else {}), **samples}
     if average is not None:

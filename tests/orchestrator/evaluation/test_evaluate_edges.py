@@ -12,6 +12,7 @@ from starling.orchestrator.evaluation.distances import FIGURES
 from starling.orchestrator.evaluation.evaluate import evaluate, ground_truth
 from starling.orchestrator.evaluation.verdict import CONVERGED
 from starling.orchestrator.planning.plan import plan_run
+from starling.orchestrator.results.summary import summary_table
 
 
 def _plan(rounds: int, chains: int, nodes: int = 3):
@@ -170,3 +171,20 @@ def test_a_node_with_an_empty_sample_array_counts_as_one_with_no_samples():
     assert metrics["samples_per_node"]["1"] == 0
     assert metrics["w2"] == without["w2"]
     assert metrics["verdict"] == without["verdict"]
+
+
+def test_an_average_over_some_nodes_names_them_in_the_metrics_and_the_summary():
+    # Nodes 0 and 2 stopped a round before nodes 1 and 3 (a real run interrupted while its
+    # nodes were a round apart): the network average and the consensus are over the nodes
+    # that recorded every round, 1 and 3, and metrics.json and summary.txt say so.
+    plan = _plan(rounds=100, chains=20, nodes=4)
+    samples = _exact_draws(plan, rounds=60, chains=20)
+    samples["0"], samples["2"] = samples["0"][:59], samples["2"][:59]
+    metrics = evaluate(plan, samples).metrics
+    assert metrics["averaged_nodes"] == ["1", "3"]
+    text = summary_table(metrics)
+    assert "(W2 of the network-average iterate of nodes 1, 3 only" in text
+    assert "consensus error E|x_i - mean|^2 of nodes 1, 3 only" in text
+    everyone = evaluate(plan, _exact_draws(plan, rounds=60, chains=20)).metrics
+    assert "averaged_nodes" not in everyone
+    assert " only" not in summary_table(everyone)
