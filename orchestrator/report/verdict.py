@@ -139,7 +139,15 @@ def _diagnostics(metrics: Mapping[str, Any]) -> list[str]:
     std = (metrics.get("posterior") or {}).get("std") or []
     scale = [s for s in std if isinstance(s, (int, float))]
     if isinstance(w2.get("average"), (int, float)):
-        line = f"W2 of the network-average iterate: {w2['average']:.4g}"
+        over = metrics.get("averaged_nodes")  # the nodes that recorded every round
+        of = ""
+        if isinstance(over, list) and over:
+            of = (
+                f" of node {over[0]} only"
+                if len(over) == 1
+                else f" of nodes {', '.join(map(str, over))} only"
+            )
+        line = f"W2 of the network-average iterate{of}: {w2['average']:.4g}"
         if isinstance(w2.get("scale"), (int, float)):  # what the verdict measures error in
             line += f" (the posterior's scale sqrt(tr Σ): {w2['scale']:.4g})"
         elif scale:  # a folder written before w2.scale existed

@@ -224,6 +224,9 @@ def test_the_verdict_box_counts_r_hat_against_the_verdicts_own_limit():
     box = html.unescape(verdict_block(metrics))
     assert "2 of 2 nodes at or below the verdict's limit 1.049" in box
     assert "W2 of the network-average iterate: 0.05 (the posterior's scale sqrt(tr Σ): 0.37)" in box
+    # An average over the nodes that recorded every round, when one stopped earlier.
+    metrics["averaged_nodes"] = ["0"]
+    assert "network-average iterate of node 0 only: 0.05" in html.unescape(verdict_block(metrics))
     # Without a verdict (an older folder): Vehtari et al.'s 1.01, said beside, not judging.
     del metrics["verdict"]
     assert "0 of 2 nodes at or below 1.01" in html.unescape(verdict_block(metrics))
