@@ -60,6 +60,7 @@ __all__ = [
     "diverged_rounds",
     "evaluate",
     "ground_truth",
+    "recorded_rounds",
     "reference_data",
     "samples_per_node",
 ]
@@ -139,6 +140,16 @@ def samples_per_node(plan: EvaluationPlan, samples: Mapping[str, np.ndarray]) ->
     return counts
 
 
+def recorded_rounds(plan: EvaluationPlan, samples: Mapping[str, np.ndarray]) -> int:
+    """The run's length as its samples hold it: the longest node's rounds, which are the
+    planned rounds unless every node stopped before them (a run interrupted by Ctrl-C or
+    SIGTERM keeps the rounds done until then). The nodes that recorded this many rounds
+    make the network average, the consensus and the run's verdict, whose burn-in is the
+    first half of them as the diagnostics' is
+    (:func:`~starling.orchestrator.evaluation.diagnostics.diagnostics_section`)."""
+    return max((int(s.shape[0]) for s in samples.values()), default=plan.rounds)
+
+
 def _sane(values: np.ndarray, bound: float = _HUGE) -> np.ndarray:
     """Per leading index, whether every value is finite and under ``bound`` in magnitude
     (:func:`divergence_bound`)."""
@@ -182,6 +193,25 @@ def consensus_error(
     return _finite(float(np.mean(np.sum(spread**2, axis=-1))))
 
 
+def _diverged_as_nan(
+    series: Mapping[str, np.ndarray], sane: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """``series`` with every round that left the divergence bound (``sane`` False) made NaN:
+    the held-out, transport, HPD and diagnostic figures leave out samples that are not
+    finite, and so leave out a divergence that stayed finite (1e200) alike, instead of
+    scoring it or overflowing on it. Only a series with such a round is copied."""
+    out: dict[str, np.ndarray] = {}
+    for name, values in series.items():
+        flags = sane.get(name)
+        if flags is None or flags.all():
+            out[name] = values
+            continue
+        masked = np.array(values, dtype=float)
+        masked[~flags] = np.nan
+        out[name] = masked
+    return out
+
+
 def _finite(value: float) -> float | None:
     return value if np.isfinite(value) else None
 
@@ -207,7 +237,9 @@ def evaluate(
     node_data: Mapping[str, DataSpec] | None = None,
 ) -> Evaluation:
     """W2 and consensus of ``samples``; ``node_data``: what nodes holding their own data
-    reported (``data.source: node``), the only way such a run gets a ground truth."""
+    reported (``data.source: node``), the only way such a run gets a ground truth. A node
+    whose array holds no round counts as one that recorded nothing."""
+    samples = {node: values for node, values in samples.items() if values.shape[0] > 0}
     metrics: dict = {
         "experiment": plan.name,
         "algorithm": plan.algorithm,
@@ -233,15 +265,22 @@ def evaluate(
     if diverged:
         metrics["diverged"] = diverged
     window = plan.evaluation.window
-    consensus = consensus_error(samples, plan.rounds, window, bound)
+    recorded = recorded_rounds(plan, samples)
+    consensus = consensus_error(samples, recorded, window, bound)
     if consensus is not None or diverged:
         metrics["consensus_error"] = consensus
-    complete = {n: s for n, s in samples.items() if s.shape[0] == plan.rounds}
+    complete = {n: s for n, s in samples.items() if s.shape[0] == recorded}
+    if len(complete) < len(samples):  # the average and the consensus leave some nodes out
+        metrics["averaged_nodes"] = list(complete)
     average = _average(complete)
     series = {**({"average": average} if average is not None else {}), **samples}
+    if average is not None:
+        sane["average"] = _sane(average, bound)
+    # What the figures beyond W2 see: a diverged round is NaN there, finite or not.
+    judged = _diverged_as_nan(series, sane)
     tables: dict[str, list[dict]] = {}
     if samples:
-        score_beyond_w2(plan, series, metrics, tables, data)
+        score_beyond_w2(plan, judged, metrics, tables, data)
     if posterior is not None and samples:
         curves, curve_rounds = _score_w2(
             plan, posterior, series, sane, sorted(complete), metrics, bound
@@ -253,13 +292,13 @@ def evaluate(
                 model,
                 data(),
                 posterior,
-                series,
+                judged,
                 window,
                 plan.evaluation.hpd,
                 curve_points=plan.evaluation.curve_points,
             )
     if samples:
-        metrics["verdict"] = _verdict(plan, samples, metrics, posterior is not None)
+        metrics["verdict"] = _verdict(plan, samples, recorded, metrics, posterior is not None)
     return Evaluation(metrics, curves, tables, curve_rounds)
 
 
@@ -286,8 +325,6 @@ def _score_w2(
     truth = GaussianTarget(posterior.mean, posterior.cov)  # its square root: once
     average = series.get("average")
     samples = {n: s for n, s in series.items() if n != "average"}
-    if average is not None:
-        sane["average"] = _sane(average, bound)
     settings = plan.evaluation
     schedule = resolve_schedule(settings.w2_schedule, plan.chains, truth.mean.shape[0])
 
@@ -329,12 +366,17 @@ def _score_w2(
 
 
 def _verdict(
-    plan: EvaluationPlan, samples: Mapping[str, np.ndarray], metrics: dict, known: bool
+    plan: EvaluationPlan,
+    samples: Mapping[str, np.ndarray],
+    recorded: int,
+    metrics: dict,
+    known: bool,
 ) -> dict:
     """``metrics.json``'s ``verdict`` (:mod:`starling.orchestrator.evaluation.verdict`), on
     the diagnostics already computed or, when ``evaluation.diagnostics`` is off, on
-    diagnostics computed for it alone (not written); ``known``: whether the exact posterior
-    is (then the error in its scale is checked too)."""
+    diagnostics computed for it alone (not written); ``recorded``: the run's length
+    (:func:`recorded_rounds`); ``known``: whether the exact posterior is (then the error in
+    its scale is checked too)."""
     from starling.orchestrator.evaluation.diagnostics import diagnostics_section
     from starling.orchestrator.evaluation.verdict import verdict_section
 
@@ -345,7 +387,7 @@ def _verdict(
     return verdict_section(
         samples,
         diagnostics,
-        plan.rounds,
+        recorded,
         plan.evaluation.burn_in,
         metrics.get("diverged") or {},
         w2,

@@ -156,13 +156,11 @@ def hpd_section(
         every = max(1, -(-recent.shape[0] * recent.shape[1] // POINTS))  # ceil
         thinned = np.asarray(recent[::every], dtype=float)
         pooled = thinned.reshape(-1, values.shape[-1])
-        if not np.all(np.isfinite(pooled)):
-            errors[name] = excess[name] = None
-            continue
-        levels = _levels(potential, pooled)
-        level = float(np.quantile(levels, 1.0 - alpha))
-        errors[name] = abs(level - eta) / abs(eta)
-        excess[name] = abs(level - eta) / height
+        level: float | None = None
+        if np.all(np.isfinite(pooled)):
+            level = float(np.quantile(_levels(potential, pooled), 1.0 - alpha))
+        errors[name] = None if level is None else abs(level - eta) / abs(eta)
+        excess[name] = None if level is None else abs(level - eta) / height
         rows += _curve(
             name, values, potential, (eta, height, alpha), window, every, curve_points, level
         )
@@ -187,7 +185,7 @@ def _curve(
     window: int,
     every: int,
     points: int,
-    final: float,
+    final: float | None,
 ) -> list[dict]:
     """The rows of ``name`` in ``hpd_curve.csv``: at up to ``points`` rounds t spread over
     the run, the error the run would have reported had it stopped at t, its samples' last
@@ -195,25 +193,33 @@ def _curve(
 
     ``U`` is evaluated on a grid of rounds, every ``stride``-th (a multiple of the window's
     own thinning ``every``, so the curve costs at most :data:`CURVE_POINTS` samples more);
-    the last row is ``final``, the section's own figure."""
+    the last row is ``final``, the section's own figure. A stretch holding a round whose
+    samples are not finite (the series diverged there) has no row, as that final figure
+    has none (``final`` None): a diverged series keeps its rows from before."""
     eta, height, alpha = truth
     total, chains = values.shape[0], values.shape[1]
     stride = every * max(1, -(-total * chains // (every * CURVE_POINTS)))  # ceil
     start = max(total - window, 0)
     grid = np.arange(start % stride, total, stride)
-    grid = grid[np.all(np.isfinite(values[grid]).reshape(len(grid), -1), axis=1)]
-    levels = _levels(potential, values[grid].reshape(-1, values.shape[-1]))
-    levels = levels.reshape(len(grid), chains)
+    finite = np.all(np.isfinite(values[grid]).reshape(len(grid), -1), axis=1)
+    levels = np.full((len(grid), chains), np.nan)
+    if finite.any():
+        computed = _levels(potential, values[grid[finite]].reshape(-1, values.shape[-1]))
+        levels[finite] = computed.reshape(-1, chains)
     rows = []
     for t in curve_rounds(total, points):
         kept = -(-(int(t) + 1) * window // total)  # ceil
-        chosen = levels[(grid > t - kept) & (grid <= t)]
+        stretch = (grid > t - kept) & (grid <= t)
+        if not finite[stretch].all():
+            continue  # the series diverged within this stretch
         if int(t) == total - 1:
+            if final is None:
+                continue
             level = final
-        elif chosen.size:
-            level = float(np.quantile(chosen, 1.0 - alpha))
+        elif stretch.any():
+            level = float(np.quantile(levels[stretch], 1.0 - alpha))
         else:
-            continue  # no grid round in this stretch yet, or only runaway samples
+            continue  # no grid round in this stretch yet
         rows.append(
             {
                 "round": int(t),

@@ -34,6 +34,10 @@ words, in ``metrics.json`` (``verdict.per_node.<id>.reasons``) and in ``summary.
   = 0.1 of the coordinate's sd or the variance by 20 % (so a many-chain run is not flagged
   for a change too small to matter: a tenth of an sd is R-hat 1.01's between-chain spread,
   ``sqrt(0.02)`` sd, to a factor 1.4).
+* **Independent chains**: no chain repeats another draw for draw over the window
+  (:func:`distinct_chains`). ESS, R-hat and the stationarity test all take a node's chains
+  for independent draws; copies of one chain (a sampler that seeds every chain alike) pass
+  them with an ESS as many times too large as there are copies, so they are counted here.
 * **Error**, where the exact posterior is known: the node's W2 (the Gaussian fitted to its
   final-window draws against the posterior) below the posterior's own scale ``sqrt(tr Σ)``
   — the W2 of a point mass at the posterior mean, a sampler that samples nothing. A W2
@@ -55,6 +59,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from starling.orchestrator.evaluation.diagnostics import MIN_DRAWS
 from starling.orchestrator.evaluation.replicates import t_quantile
 
 __all__ = [
@@ -67,6 +72,7 @@ __all__ = [
     "NOT_CONVERGED",
     "RHAT_CEILING",
     "RHAT_TARGET",
+    "distinct_chains",
     "rhat_limit",
     "stationarity",
     "verdict_line",
@@ -172,18 +178,51 @@ def _critical(dof: int, tests: int) -> float:
     return t_quantile(1.0 - ALPHA / (2.0 * max(tests, 1)), max(dof, 1))
 
 
+def distinct_chains(window: np.ndarray) -> int:
+    """How many of the chains of ``window`` (rounds, chains, p) differ from one another:
+    chains equal draw for draw (``==``, so ``-0.0`` equals ``0.0``) count once.
+
+    Chains are grouped by their first draw, and only chains of one group are compared whole,
+    so independent chains of continuous draws (no two first draws alike) cost one sort of
+    ``chains × p`` values."""
+    chains = window.shape[1]
+    if chains < 2 or window.shape[0] == 0:
+        return chains
+    _, groups = np.unique(window[0], axis=0, return_inverse=True)
+    groups = np.asarray(groups).reshape(-1)
+    count = 0
+    for group in np.unique(groups):
+        kept: list[np.ndarray] = []  # one chain of each kind seen in this group
+        for member in np.flatnonzero(groups == group):
+            chain = window[:, member]
+            if not any(np.array_equal(chain, other) for other in kept):
+                kept.append(chain)
+        count += len(kept)
+    return count
+
+
 def _node_checks(
     entry: Mapping | None,
     drift: dict | None,
     error: tuple[float | None, float | None],
-    chains: int,
+    chain_counts: tuple[int, int],
     critical: float | None,
+    draws: tuple[int, int],
 ) -> tuple[list[str], dict]:
-    """The reasons a node did not converge (none: it did) and the figures checked."""
+    """The reasons a node did not converge (none: it did) and the figures checked;
+    ``chain_counts``: how many chains it has, and how many of them are distinct
+    (:func:`distinct_chains`); ``draws``: how many draws each chain has after burn-in, and
+    the round burn-in ends at."""
     reasons: list[str] = []
     figures: dict = {}
     if entry is None or drift is None:
-        return ["too few finite draws after burn-in to judge"], figures
+        kept, start = draws
+        return [
+            f"{kept} draw{'' if kept == 1 else 's'} per chain after burn-in (from round "
+            f"{start}): too few to judge, {MIN_DRAWS} needed (run longer, or lower "
+            "evaluation.burn_in)"
+        ], figures
+    chains, distinct = chain_counts
     rhat, bulk, tail = entry.get("rhat_max"), entry.get("ess_bulk_min"), entry.get("ess_tail_min")
     figures.update(rhat=rhat, ess_bulk=bulk, ess_tail=tail)
     limit = rhat_limit(chains)
@@ -195,6 +234,17 @@ def _node_checks(
                 f"R-hat {rhat:.3f} > {limit:.3f}: the chains have not mixed (run longer, or "
                 "burn in more)"
             )
+    if distinct < chains:
+        figures["distinct_chains"] = distinct
+        copied = (
+            f"all {chains} chains are one chain's draws"
+            if distinct == 1
+            else f"{distinct} distinct chains of {chains}, the others repeating them draw for draw"
+        )
+        reasons.append(
+            f"{copied}: ESS and R-hat count the copies as independent draws (each chain "
+            "needs its own seed)"
+        )
     for name, value in (("bulk", bulk), ("tail", tail)):
         if value is None or value < ESS_MIN:
             shown = "undefined" if value is None else f"{value:.0f}"
@@ -240,14 +290,16 @@ def verdict_section(
     diagnosed = (diagnostics or {}).get("per_node") or {}
     params = (diagnostics or {}).get("params", "all")
     drifts: dict[str, dict | None] = {}
+    distinct: dict[str, int] = {}
     for node, values in samples.items():
-        if node in diverged or values.shape[0] - start < 4:
+        if node in diverged or values.shape[0] - start < MIN_DRAWS:
             drifts[node] = None
             continue
         window = values[start:]
         if params != "all":
             window = window[..., list(params)]
         drifts[node] = stationarity(np.transpose(window, (1, 0, 2)))
+        distinct[node] = distinct_chains(window)
     tested = [d for d in drifts.values() if d is not None and d["t"] is not None]
     tests = sum(d["tests"] for d in tested)
     dof = min((d["dof"] for d in tested), default=1)
@@ -269,7 +321,14 @@ def verdict_section(
             mean, sd = floor.get("mean"), floor.get("sd")
             floor_bound = (mean + 3.0 * sd) / scale if mean is not None and sd is not None else None
             error = (value / scale, floor_bound)
-        reasons, figures = _node_checks(diagnosed.get(node), drifts[node], error, chains, critical)
+        reasons, figures = _node_checks(
+            diagnosed.get(node),
+            drifts[node],
+            error,
+            (chains, distinct.get(node, chains)),
+            critical,
+            (max(int(values.shape[0]) - start, 0), start),
+        )
         if values.shape[0] < rounds:
             figures["recorded_rounds"] = int(values.shape[0])
         per_node[node] = {
@@ -287,6 +346,7 @@ def verdict_section(
             "window": [start, rounds - 1],
             "rhat_max": rhat_limit(chains),
             "ess_min": ESS_MIN,
+            "distinct_chains": chains > 1,
             "stationarity": {
                 "alpha": ALPHA,
                 "critical_t": critical,
@@ -301,9 +361,14 @@ def verdict_section(
 
 def _run_reasons(per_node: Mapping[str, dict], deciding: list[str], shown: int = 3) -> list[str]:
     """The first reason of each node that did not converge (at most ``shown`` nodes, then a
-    count), nodes that stopped early last."""
+    count): the nodes that decide the run first, the worst verdict (diverged) before the
+    others, so that the first line explains the run's verdict; nodes that stopped early
+    last."""
     lines = []
-    failing = [n for n in per_node if per_node[n]["reasons"]]
+    failing = sorted(
+        (n for n in per_node if per_node[n]["reasons"]),
+        key=lambda n: (n not in deciding, -_RANK[per_node[n]["verdict"]]),
+    )  # stable: nodes of one kind stay in node order
     for node in failing[:shown]:
         first = per_node[node]["reasons"][0]
         more = len(per_node[node]["reasons"]) - 1

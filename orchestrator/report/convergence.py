@@ -49,11 +49,19 @@ def _ceiling(values: list[np.ndarray]) -> float | None:
     return top if finite.max() > top else None
 
 
+def _marker(curve: Curve) -> str | None:
+    """A marker for every point when the curve has a single round: a line through one
+    point draws nothing."""
+    return "o" if len(curve.rounds) < 2 else None
+
+
 def curve_figure(curve: Curve, summary: SampleSummary | None, truth: Truth | None):
     """(data URI, caption) for one metric curve, or None without matplotlib."""
     plt = pyplot()
     if plt is None:
         return None
+    from matplotlib.ticker import MaxNLocator
+
     label = LABELS.get(curve.name, curve.name.replace("_", " "))
     nodes = [n for n in curve.series if n != AVERAGE]
     bands = _bands(curve, summary)
@@ -71,6 +79,10 @@ def curve_figure(curve: Curve, summary: SampleSummary | None, truth: Truth | Non
     top = _ceiling(shown)
     for ax in (left, right):
         ax.set_xlabel("round (iteration)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole
+        if len(curve.rounds) == 1:  # one round: it alone, in the middle
+            ax.set_xticks([int(curve.rounds[0])])
+            ax.set_xlim(curve.rounds[0] - 0.5, curve.rounds[0] + 0.5)
         if _log_scale(shown):
             ax.set_yscale("log")
         if top is not None:
@@ -94,10 +106,21 @@ def _each_node(ax, curve: Curve, nodes: list[str], bands: dict) -> None:
                 values,
                 color="0.6",
                 lw=0.7,
+                marker=_marker(curve),
                 label=f"each of {len(nodes)} nodes" if k == 0 else None,
+                gid=f"curve-node-{node}",
             )
             continue
-        ax.plot(curve.rounds, values, color=colour(k), ls=dashes(k), lw=1.5, label=f"node {node}")
+        ax.plot(
+            curve.rounds,
+            values,
+            color=colour(k),
+            ls=dashes(k),
+            lw=1.5,
+            marker=_marker(curve),
+            label=f"node {node}",
+            gid=f"curve-node-{node}",
+        )
         _band(ax, curve, values, bands.get(node), colour(k), f"sd-band-node-{node}")
     over = "chains" if curve.name == "w2" else "samples"
     ax.set_title("each node" + (f" (±1 sd over {over}, shaded)" if bands and not many else ""))
@@ -107,7 +130,15 @@ def _network(ax, curve: Curve, nodes: list[str], bands: dict) -> None:
     """The network-average iterate's curve beside the mean of the nodes' (±1 sd across)."""
     if AVERAGE in curve.series:
         values = curve.series[AVERAGE]
-        ax.plot(curve.rounds, values, color="black", lw=2, label="network-average iterate")
+        ax.plot(
+            curve.rounds,
+            values,
+            color="black",
+            lw=2,
+            marker=_marker(curve),
+            label="network-average iterate",
+            gid="curve-average",
+        )
         _band(ax, curve, values, bands.get(AVERAGE), "black", "sd-band-average")
     if nodes:
         stacked = np.vstack([curve.series[n] for n in nodes])
@@ -120,7 +151,9 @@ def _network(ax, curve: Curve, nodes: list[str], bands: dict) -> None:
             color=colour(0),
             ls="--",
             lw=1.5,
+            marker=_marker(curve),
             label=f"mean of the {len(nodes)} nodes ±1 sd across nodes",
+            gid="curve-node-mean",
         )
         ax.fill_between(
             curve.rounds,

@@ -218,6 +218,7 @@ METRICS = Obj(
         **dict.fromkeys(("rounds", "chains", "nodes"), INTEGER),
         "interrupted": FLAG,
         "consensus_error": NUMBER,
+        "averaged_nodes": Items(_NAME),
         "account": Items(_NAME),
         "samples_per_node": Each(INTEGER),
         "diverged": Each(INTEGER),

@@ -20,7 +20,8 @@ __all__ = ["study_verdict_block", "verdict_block"]
 
 RHAT_NOTE = 1.01
 """The R-hat Vehtari et al. (2021) ask of a chain before trusting it; said beside the
-worst one, not used to judge."""
+worst one, not used to judge, when the metrics hold no verdict (whose own limit, which grows
+with the chains, is said instead)."""
 
 
 def verdict_block(metrics: Mapping[str, Any]) -> str:
@@ -108,16 +109,27 @@ def _figure(per_node: Mapping[str, Any], name: str) -> dict[str, float]:
     return found
 
 
+def _rhat_limit(verdict: Any) -> tuple[float, str]:
+    """The R-hat to count nodes against and its words: the verdict's own limit
+    (``criteria.rhat_max``) when the metrics hold one, else :data:`RHAT_NOTE`."""
+    criteria = verdict.get("criteria") if isinstance(verdict, Mapping) else None
+    limit = criteria.get("rhat_max") if isinstance(criteria, Mapping) else None
+    if isinstance(limit, (int, float)) and not isinstance(limit, bool):
+        return float(limit), f"the verdict's limit {limit:.3f}"
+    return RHAT_NOTE, f"{RHAT_NOTE}"
+
+
 def _diagnostics(metrics: Mapping[str, Any]) -> list[str]:
     lines = [f"the run ended {metrics.get('status') or 'without a status'}"]
     per_node = (metrics.get("diagnostics") or {}).get("per_node") or {}
     rhats = _figure(per_node, "rhat_max")
     if rhats:
         node = max(rhats, key=lambda n: rhats[n])
+        limit, named = _rhat_limit(metrics.get("verdict"))
         lines.append(
             f"R-hat at its worst: {rhats[node]:.3f} (node {node}, worst coordinate); "
-            f"{sum(r <= RHAT_NOTE for r in rhats.values())} of {len(rhats)} nodes at or "
-            f"below {RHAT_NOTE}"
+            f"{sum(r <= limit for r in rhats.values())} of {len(rhats)} nodes at or "
+            f"below {named}"
         )
     ess = _figure(per_node, "ess_bulk_min")
     if ess:
@@ -127,8 +139,18 @@ def _diagnostics(metrics: Mapping[str, Any]) -> list[str]:
     std = (metrics.get("posterior") or {}).get("std") or []
     scale = [s for s in std if isinstance(s, (int, float))]
     if isinstance(w2.get("average"), (int, float)):
-        line = f"W2 of the network-average iterate: {w2['average']:.4g}"
-        if scale:
+        over = metrics.get("averaged_nodes")  # the nodes that recorded every round
+        of = ""
+        if isinstance(over, list) and over:
+            of = (
+                f" of node {over[0]} only"
+                if len(over) == 1
+                else f" of nodes {', '.join(map(str, over))} only"
+            )
+        line = f"W2 of the network-average iterate{of}: {w2['average']:.4g}"
+        if isinstance(w2.get("scale"), (int, float)):  # what the verdict measures error in
+            line += f" (the posterior's scale sqrt(tr Σ): {w2['scale']:.4g})"
+        elif scale:  # a folder written before w2.scale existed
             line += f" (posterior sd, mean over coordinates: {sum(scale) / len(scale):.4g})"
         lines.append(line)
     if isinstance(w2.get("node_mean"), (int, float)):

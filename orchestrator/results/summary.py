@@ -148,6 +148,16 @@ def _cell(value, se=None) -> str:
     return f"{value:8.4f}" + (f" ± {se:.4f}" if se is not None else " " * 9)
 
 
+def _averaged(metrics: Mapping) -> str:
+    """`` of nodes 1, 3 only, ...`` when the network average and the consensus leave out a
+    node that stopped before the others (``averaged_nodes``), else nothing."""
+    nodes = metrics.get("averaged_nodes")
+    if not nodes:
+        return ""
+    which = f"node {nodes[0]}" if len(nodes) == 1 else "nodes " + ", ".join(map(str, nodes))
+    return f" of {which} only, which recorded every round"
+
+
 def _verdict_lines(metrics: Mapping) -> list[str]:
     """The verdict's line, the other reasons (a line each), and what it was judged by."""
     verdict = metrics.get("verdict")
@@ -166,6 +176,8 @@ def _verdict_lines(metrics: Mapping) -> list[str]:
             f"R-hat ≤ {criteria.get('rhat_max', 0):.3f}",
             f"bulk and tail ESS ≥ {criteria.get('ess_min', 0):.0f}",
         ]
+        if criteria.get("distinct_chains"):
+            checks.append("no chain a copy of another")
         if critical is not None:
             checks.append(f"no drift between the window's halves beyond t = {critical:.1f}")
         if scale and "w2_over_scale_max" in criteria:
@@ -206,7 +218,7 @@ def summary_table(metrics: Mapping) -> str:
         if w2.get("average") is not None or metrics.get("diverged"):
             lines.append(
                 f"{'average':>10}  {_cell(w2.get('average'), w2.get('average_se'))}  "
-                "(W2 of the network-average iterate)"
+                f"(W2 of the network-average iterate{_averaged(metrics)})"
             )
         floor = w2.get("floor")
         if floor:
@@ -217,7 +229,9 @@ def summary_table(metrics: Mapping) -> str:
             )
     lines.extend(scoring_lines(metrics))
     if metrics.get("consensus_error") is not None:
-        lines.append(f"consensus error E|x_i - mean|^2: {metrics['consensus_error']:.4g}")
+        lines.append(
+            f"consensus error E|x_i - mean|^2{_averaged(metrics)}: {metrics['consensus_error']:.4g}"
+        )
     efficiency = metrics.get("efficiency")
     if efficiency:
         per = [

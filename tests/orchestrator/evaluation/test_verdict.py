@@ -20,6 +20,7 @@ from scipy.stats import t as student_t
 from starling.orchestrator.cli.main import main
 from starling.orchestrator.cli.run import EXIT_DIVERGED, EXIT_NOT_CONVERGED
 from starling.orchestrator.core.output import use_format
+from starling.orchestrator.evaluation.diagnostics import diagnostics_section
 from starling.orchestrator.evaluation.verdict import (
     ALPHA,
     CONVERGED,
@@ -27,6 +28,7 @@ from starling.orchestrator.evaluation.verdict import (
     NOT_CONVERGED,
     rhat_limit,
     stationarity,
+    verdict_section,
 )
 
 LINEAR = {"name": "linear_regression", "params": {"dim": 2, "noise_std": 4.0, "prior_var": 10.0}}
@@ -212,3 +214,46 @@ def test_the_json_log_carries_the_verdict_as_a_field(tmp_path, capsys):
     assert len(summary) == 1 and summary[0]["verdict"] == CONVERGED
     assert summary[0]["message"].startswith("verdict: converged")
     assert all("verdict" not in line for line in lines if line.get("event") != "summary")
+
+
+def test_the_reasons_lead_with_what_decides_the_run():
+    # Node "a" stopped after 10 of 60 rounds (judged, listed, but not deciding), node "b"
+    # did not mix (its chains sit at two far-apart levels), node "c" diverged: the run is
+    # diverged, so its first reason (the summary's first line) is c's, then b's, and a's
+    # comes last, marked as not deciding.
+    rng = np.random.default_rng(5)
+    healthy = rng.standard_normal((60, 20, 2))
+    apart = rng.standard_normal((60, 20, 2)) + np.repeat([0.0, 8.0], 10)[None, :, None]
+    samples = {"a": healthy[:10], "b": apart, "c": healthy.copy()}
+    samples["c"][40:] = np.nan
+    found = verdict_section(samples, diagnostics_section(samples, None), 60, None, {"c": 40})
+    assert found["run"] == DIVERGED
+    reasons = found["reasons"]
+    assert reasons[0].startswith("node c: samples left"), reasons
+    assert reasons[1].startswith("node b: R-hat"), reasons
+    assert reasons[2].startswith("node a: ") and reasons[2].endswith("does not decide the run)")
+
+
+def test_chains_that_copy_one_another_are_not_converged():
+    # A sampler that seeds every chain alike: 50 copies of one chain of 2,000 independent
+    # N(0, 1) draws. Its draws after burn-in hold at most 1,000 effective draws, but ESS
+    # and R-hat count 50 chains (bulk ESS about 50,000, R-hat 1.000): only the copies give
+    # it away. Half the chains copying the other half is flagged too; 50 independent chains
+    # are not (their draws are continuous: no two are equal).
+    rng = np.random.default_rng(11)
+    one = rng.standard_normal((2000, 1, 2))
+    independent = rng.standard_normal((2000, 50, 2))
+    samples = {
+        "copies": np.repeat(one, 50, axis=1),
+        "half": np.concatenate([independent[:, :25], independent[:, :25]], axis=1),
+        "fine": independent,
+    }
+    found = verdict_section(samples, diagnostics_section(samples, None), 2000, None, {})
+    copies, half, fine = (found["per_node"][n] for n in ("copies", "half", "fine"))
+    assert copies["verdict"] == NOT_CONVERGED
+    assert copies["distinct_chains"] == 1
+    assert any("all 50 chains are one chain's draws" in r for r in copies["reasons"])
+    assert half["verdict"] == NOT_CONVERGED and half["distinct_chains"] == 25
+    assert any("25 distinct chains of 50" in r for r in half["reasons"]), half["reasons"]
+    assert "distinct_chains" not in fine
+    assert not any("distinct" in r for r in fine["reasons"])

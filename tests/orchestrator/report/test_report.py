@@ -200,3 +200,50 @@ def test_every_header_is_words_not_a_dotted_key(tmp_path, starling_home):
     cells = re.findall(r"<td>(.*?)</td>", page)
     assert not [c for c in cells if re.fullmatch(r"[a-z_]+(\.[a-z_0-9]+)+", c)], cells
     assert "ESS bulk, worst coordinate (draws)" in headers
+
+
+def test_the_verdict_box_counts_r_hat_against_the_verdicts_own_limit():
+    # A run of 20 chains is judged against R-hat 1.049 (verdict.rhat_limit), not 1.01: the
+    # box under the verdict says how many nodes are within the limit that verdict used, and
+    # sets W2 beside the scale sqrt(tr Σ) the verdict measures error in.
+    from starling.orchestrator.report.verdict import verdict_block
+
+    metrics = {
+        "status": "complete",
+        "verdict": {
+            "run": "converged",
+            "reasons": [],
+            "criteria": {"rhat_max": 1.0488, "ess_min": 400.0},
+        },
+        "diagnostics": {
+            "per_node": {"0": {"rhat_max": 1.03, "ess_bulk_min": 900.0}, "1": {"rhat_max": 1.02}}
+        },
+        "w2": {"average": 0.05, "node_mean": 0.06, "scale": 0.37},
+        "posterior": {"std": [0.2, 0.3]},
+    }
+    box = html.unescape(verdict_block(metrics))
+    assert "2 of 2 nodes at or below the verdict's limit 1.049" in box
+    assert "W2 of the network-average iterate: 0.05 (the posterior's scale sqrt(tr Σ): 0.37)" in box
+    # An average over the nodes that recorded every round, when one stopped earlier.
+    metrics["averaged_nodes"] = ["0"]
+    assert "network-average iterate of node 0 only: 0.05" in html.unescape(verdict_block(metrics))
+    # Without a verdict (an older folder): Vehtari et al.'s 1.01, said beside, not judging.
+    del metrics["verdict"]
+    assert "0 of 2 nodes at or below 1.01" in html.unescape(verdict_block(metrics))
+
+
+def test_a_run_of_one_round_draws_its_points_on_whole_rounds(tmp_path, starling_home):
+    # One round: each series is a single point, which a line alone does not draw (the
+    # figure came out as empty axes, its round axis at -0.04 … 0.04): each curve is marked,
+    # and the round axis is labelled in whole rounds only.
+    raw = {**FAULTY, "name": "one-round", "rounds": 1, "faults": []}
+    code, out = _simulate(tmp_path, raw, "--no-report")
+    assert code == 0
+    figures = tmp_path / "figures"
+    assert main(["report", str(out), "--figures", str(figures)]) == 0
+    svg = (figures / "convergence-w2.svg").read_text()
+    for name in ("curve-node-0", "curve-node-3", "curve-average", "curve-node-mean"):
+        group = svg.split(f'<g id="{name}">')[1].split("</g>")[0]
+        assert "<use" in group, name  # a marker drawn at the point
+    ticks = re.findall(r'<g id="xtick_\d+">.*?<text[^>]*>([^<]+)</text>', svg, re.S)
+    assert ticks and all(t.replace("−", "-").lstrip("-").isdigit() for t in ticks), ticks
