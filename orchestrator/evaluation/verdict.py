@@ -184,14 +184,14 @@ def distinct_chains(window: np.ndarray) -> int:
 
     Chains are grouped by their first draw, and only chains of one group are compared whole,
     so independent chains of continuous draws (no two first draws alike) cost one sort of
-    ``chains × p`` values."""
+    ``chains × p`` values and no loop over the chains."""
     chains = window.shape[1]
     if chains < 2 or window.shape[0] == 0:
         return chains
-    _, groups = np.unique(window[0], axis=0, return_inverse=True)
+    _, groups, sizes = np.unique(window[0], axis=0, return_inverse=True, return_counts=True)
     groups = np.asarray(groups).reshape(-1)
-    count = 0
-    for group in np.unique(groups):
+    count = int(np.count_nonzero(sizes == 1))  # a chain alone in its group is distinct
+    for group in np.flatnonzero(sizes > 1):
         kept: list[np.ndarray] = []  # one chain of each kind seen in this group
         for member in np.flatnonzero(groups == group):
             chain = window[:, member]

@@ -26,6 +26,7 @@ from starling.orchestrator.evaluation.verdict import (
     CONVERGED,
     DIVERGED,
     NOT_CONVERGED,
+    distinct_chains,
     rhat_limit,
     stationarity,
     verdict_section,
@@ -257,3 +258,19 @@ def test_chains_that_copy_one_another_are_not_converged():
     assert any("25 distinct chains of 50" in r for r in half["reasons"]), half["reasons"]
     assert "distinct_chains" not in fine
     assert not any("distinct" in r for r in fine["reasons"])
+
+
+def test_distinct_chains_compares_chains_that_start_alike_in_full():
+    # Chains that share a first draw are compared draw for draw: equal ones count once
+    # (-0.0 equals 0.0), ones that part later count apart; chains alone in their group of
+    # first draws count without a comparison.
+    rng = np.random.default_rng(5)
+    window = rng.standard_normal((6, 7, 3))
+    window[:, 1] = window[:, 0]  # a copy of chain 0
+    window[:, 2] = window[:, 0]
+    window[4, 2, 1] += 1.0  # starts as chain 0 does, parts at draw 4
+    window[:, 3] = 0.0
+    window[:, 4] = -0.0  # equal to chain 3 under ==
+    assert distinct_chains(window) == 5  # {0, 1}, {2}, {3, 4}, {5}, {6}
+    assert distinct_chains(window[:, :1]) == 1
+    assert distinct_chains(window[:0]) == 7
