@@ -193,6 +193,22 @@ CASES: list[tuple[str, str, Any, int, str]] = [
      "summary: expected one of average, agent"),
     ("bad experiment in a study", "simulate", _s(variants=[{"label": "a", "rounds": -1}]), 2,
      "cell 'all', variant 'a': rounds: must be at least 1"),
+    # Two labels, one folder: the second run's files replaced the first's.
+    ("labels sharing a folder", "simulate", _s(variants=[{"label": "a/b"}, {"label": "a-b"}]), 2,
+     "variants[1].label: 'a-b' would be written to the folder 'a-b', as 'a/b' is"),
+    ("cell labels sharing a folder", "run", _s(cells=[{"label": "!"}, {"label": "?"}]), 2,
+     "cells[1].label: '?' would be written to the folder 'run', as '!' is"),
+    # A per_cell entry for no cell was never merged; a list of them was a traceback.
+    ("per_cell for no cell", "simulate",
+     _s(variants=[{"label": "a", "per_cell": {"rign": {"rounds": 3}}}]), 2,
+     "variants[0].per_cell.rign: 'rign' is not a cell's label (all)"),
+    ("per_cell a list", "simulate", _s(variants=[{"label": "a", "per_cell": [1]}]), 2,
+     "variants[0].per_cell: expected a mapping of cell labels to fields, got [1]"),
+    ("per_cell entry a number", "run", _s(variants=[{"label": "a", "per_cell": {"all": 5}}]), 2,
+     "variants[0].per_cell.all: expected a mapping of experiment fields, got 5"),
+    # The tables said "agent 9" over node 0's figures.
+    ("agent not a node", "simulate", _s(agent="9"), 2,
+     "agent: '9' is not a node of cell 'all', variant 'a' (its nodes: 0, 1, 2, 3, 4)"),
 ]
 # fmt: on
 
