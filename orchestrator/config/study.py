@@ -186,6 +186,11 @@ def _merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+_FILE_SUFFIXES = (".csv", ".md", ".json", ".yaml", ".png", ".svg", ".html", ".nc")
+"""The kinds of file a study writes beside its cells' folders: a cell named ``table.csv``
+ran every run, then could not write the table where its folder was, and kept nothing."""
+
+
 def _labelled(items: list[_Labelled], where: str) -> tuple[Mapping[str, Any], ...]:
     """The cells' or variants' fields; a label given twice is refused, and so is one whose
     folder (:func:`slug`) another label has: ``a/b`` and ``a-b`` both write to ``a-b/``,
@@ -200,6 +205,12 @@ def _labelled(items: list[_Labelled], where: str) -> tuple[Mapping[str, Any], ..
                 f"{where}[{k}].label: {item.label!r} would be written to the folder "
                 f"{folder!r}, as {folders[folder]!r} is; labels must differ in their "
                 "letters, digits, '.', '_' or '-'"
+            )
+        if where == "cells" and folder.lower().endswith(_FILE_SUFFIXES):
+            raise ConfigError(
+                f"{where}[{k}].label: {item.label!r} would be the folder {folder!r}, beside "
+                "the study's own files (table.csv, manifest.json, ...); give a label "
+                f"that does not end in {', '.join(_FILE_SUFFIXES)}"
             )
         folders[folder] = item.label
     return tuple(item.model_dump(exclude_unset=True) for item in items)

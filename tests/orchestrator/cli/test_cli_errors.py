@@ -198,6 +198,9 @@ CASES: list[tuple[str, str, Any, int, str]] = [
      "variants[1].label: 'a-b' would be written to the folder 'a-b', as 'a/b' is"),
     ("cell labels sharing a folder", "run", _s(cells=[{"label": "!"}, {"label": "?"}]), 2,
      "cells[1].label: '?' would be written to the folder 'run', as '!' is"),
+    # Every run went, then the table could not be written where the cell's folder was.
+    ("cell label a study file", "simulate", _s(cells=[{"label": "table.csv"}]), 2,
+     "cells[0].label: 'table.csv' would be the folder 'table.csv', beside the study's own"),
     # A per_cell entry for no cell was never merged; a list of them was a traceback.
     ("per_cell for no cell", "simulate",
      _s(variants=[{"label": "a", "per_cell": {"rign": {"rounds": 3}}}]), 2,
