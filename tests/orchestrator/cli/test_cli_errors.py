@@ -126,6 +126,13 @@ CASES: list[tuple[str, str, Any, int, str]] = [
      "model: {name: linear_regression}\ndata: {size: 1e9}\n", 2,
      "data.size: expected an integer, got '1e9'"),
     ("a billion chains as a float", "simulate", _q(chains=1e9), 2, "would take 745.1 GiB"),
+    # A Gaussian posterior's dim × dim matrices: numpy's _ArrayMemoryError traceback (74.5 GiB).
+    ("a dim whose Gram matrix cannot fit", "simulate", _q(model={"params": {"dim": 100_000}}), 2,
+     "model.params.dim (a dim × dim matrix: the Gram or precision matrix, the posterior's "
+     "covariance): 100000 × 100000 float64s would take 74.5 GiB per node"),
+    ("a conjugate Gaussian too wide, run", "run",
+     _q(model={"=": 1, "name": "conjugate_gaussian", "params": {"dim": 20_000}}), 2,
+     "20000 × 20000 float64s would take 3.0 GiB per node, over limits.node_memory"),
     ("tiny memory limit", "simulate", _q(limits={"node_memory": "1KiB"}), 2, "(1.0 KiB)"),
     ("bad memory limit", "simulate", _q(limits={"node_memory": "lots"}), 2,
      "limits.node_memory: expected a size like 2GiB"),
