@@ -489,6 +489,8 @@ def test_random_schedule_entries_get_distinct_reproducible_seeds():
         ({"schedule": HALVES, "window": 0}, r"topology.window: expected an integer >= 1"),
         ({"schedule": HALVES, "period": 0}, r"topology.period: expected an integer >= 1"),
         ({"kind": "ring", "window": 2}, r"topology.window: only meaningful with a schedule"),
+        # A period of one graph was read and dropped: the graph never changes.
+        ({"kind": "ring", "period": 5}, r"topology.period: only meaningful with a schedule"),
         ({"nodes": 4}, r"topology.kind: required field is missing"),
         ({"kind": "ring", "allow_disconnected": 1}, r"topology.allow_disconnected: expected true"),
     ],
