@@ -116,6 +116,12 @@ CASES: list[tuple[str, str, Any, int, str]] = [
     ("data size as text", "simulate", _q(data={"size": "big"}), 2, "data.size: expected an int"),
     ("data size zero", "simulate", _q(data={"size": 0}), 2, "data.size: must be at least 1"),
     ("file source without path", "run", _q(data={"source": "file"}), 2, "data.path: required"),
+    # Was "unknown source 'node' (use synthetic or file)", of a documented source.
+    ("node data simulated", "simulate", _q(data={"=": 1, "source": "node"}), 2,
+     "data.source: node leaves the data to node processes, which only starling run starts"),
+    ("node data in a simulated study", "simulate",
+     _s(base={**STUDY["base"], "data": {"source": "node"}}), 2,
+     "data.source: node leaves the data to node processes"),
     # --- bounds
     ("a billion chains", "simulate", _q(chains=1_000_000_000), 2, "would take 745.1 GiB per node"),
     ("a billion chains, run", "run", _q(chains=1_000_000_000), 2, "over limits.node_memory"),
