@@ -28,7 +28,14 @@ from starling.node.params import ConfigError
 from starling.orchestrator.config.experiment import Experiment
 from starling.orchestrator.planning.data_plan import data_specs
 
-__all__ = ["check_file_data", "check_matrices", "check_samples", "check_synthetic", "size_text"]
+__all__ = [
+    "check_evaluation",
+    "check_file_data",
+    "check_matrices",
+    "check_samples",
+    "check_synthetic",
+    "size_text",
+]
 
 
 def size_text(size: int) -> str:
@@ -84,6 +91,33 @@ def check_matrices(model: Any, limit: int) -> None:
             need,
             limit,
         )
+
+
+def check_evaluation(evaluation: Any, dim: int, limit: int) -> None:
+    """Refuse evaluation settings whose arrays would not fit on the orchestrator (under
+    ``limits.samples_memory``): MALA's reference samples (``reference.size`` × dim), the
+    Sinkhorn cost matrix (``transport.points`` squared), and the sliced W2's directions and
+    projected points (``transport.projections`` × dim, and × points). A size of 10^11
+    ended in numpy's ``_ArrayMemoryError`` traceback after every round had run."""
+    reference, transport = evaluation.reference, evaluation.transport
+    arrays = (
+        ("evaluation.reference.size", "reference samples", (reference.size, dim)),
+        ("evaluation.transport.points", "Sinkhorn costs", (transport.points, transport.points)),
+        ("evaluation.transport.projections", "directions", (transport.projections, dim)),
+        (
+            "evaluation.transport.projections",
+            "projected points",
+            (transport.points, transport.projections),
+        ),
+    )
+    for field, what, (rows, cols) in arrays:
+        need = rows * cols * 8
+        if need > limit:
+            raise ConfigError(
+                f"{field}: {rows} × {cols} float64 {what} would take {size_text(need)}, "
+                f"over limits.samples_memory ({size_text(limit)}); ask for fewer, or raise "
+                "the limit"
+            )
 
 
 def check_samples(rounds: int, chains: int, dim: int, nodes: int, limit: int) -> None:

@@ -29,6 +29,7 @@ from starling.orchestrator.faults.kernel import KernelFault
 from starling.orchestrator.faults.schedule import NodeFault
 from starling.orchestrator.planning.data_plan import data_specs
 from starling.orchestrator.planning.memory import (
+    check_evaluation,
     check_file_data,
     check_matrices,
     check_samples,
@@ -140,6 +141,7 @@ def plan_run(experiment: Experiment) -> RunPlan:
         experiment.rounds, experiment.chains, dim, len(experiment.nodes), limits.samples_memory
     )
     check_file_data(experiment)
+    check_evaluation(experiment.evaluation, dim, limits.samples_memory)
     evaluation = EvaluationPlan(
         name=experiment.name,
         algorithm=experiment.algorithm,
