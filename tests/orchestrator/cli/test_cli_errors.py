@@ -101,6 +101,14 @@ CASES: list[tuple[str, str, Any, int, str]] = [
      "hyperparameters.rhoo: unknown field (known:"),
     ("hyperparameters a list", "simulate", _q(hyperparameters=[1, 2]), 2,
      "hyperparameters: expected a mapping"),
+    # simulate ran it; run refused it on the wire (hyperparameters travel as doubles).
+    ("hyperparameter past 2^53", "simulate",
+     _q(algorithm="d-sgld", hyperparameters={"=": 1, "batch_size": 2**60}), 2,
+     "hyperparameters.batch_size: expected an integer of at most 2^53"),
+    ("model parameter past 2^53", "simulate",
+     _q(model={"=": 1, "name": "logistic_regression", "params": {"truth_seed": 2**60}},
+        algorithm="d-sgld", hyperparameters={"=": 1}), 2,
+     "model.params.truth_seed: expected an integer of at most 2^53"),
     ("hyperparameter a bool", "simulate", _q(hyperparameters={"rho": True}), 2,
      "hyperparameters.rho: expected a number, got True"),
     # --- model and data
