@@ -250,18 +250,31 @@ def _tuple(args: tuple[Any, ...], value: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
+EXACT_INT = 2**53
+"""The largest integer a hyperparameter or model parameter may be: they travel to the
+nodes in protobuf's Struct, as doubles, which hold every integer up to 2^53 and no more.
+``run`` refused a larger one on the wire while ``simulate`` ran it."""
+
+
 def _int(value: Any) -> int:
     # A string or a boolean is never read as a number: a user who wrote "3" or true meant
     # something else. A whole float is fine (protobuf's Struct has no integers).
+    whole: int | None = None
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        return int(value)
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        whole = int(value)
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
         number = float(value)
         if not math.isfinite(number):
             raise _Invalid("", f"expected a finite number, got {shown(value)}")
-        if number.is_integer() and abs(number) < 2.0**63:
-            return int(number)
-    raise _Invalid("", f"expected an integer, got {shown(value)}")
+        if number.is_integer():
+            whole = int(number)
+    if whole is None:
+        raise _Invalid("", f"expected an integer, got {shown(value)}")
+    if abs(whole) > EXACT_INT:
+        raise _Invalid(
+            "", f"expected an integer of at most 2^53 = {EXACT_INT} in size, got {shown(value)}"
+        )
+    return whole
 
 
 def _float(value: Any) -> float:

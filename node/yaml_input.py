@@ -5,6 +5,8 @@ fault list), with what it lets through refused in one line naming the file:
 
 * a key given twice in one mapping (YAML says keys are unique; PyYAML keeps the last, so a
   second ``a:`` of an inventory silently replaced the first);
+* a key that is a list or a mapping (``? [a, b]``), which PyYAML cannot hash: a TypeError
+  and its traceback;
 * a text longer than :data:`MAX_BYTES`;
 * values nested deeper than :data:`MAX_DEPTH`;
 * aliases that expand to more than :data:`MAX_VALUES` values, or into themselves. A file
@@ -19,6 +21,7 @@ anchor (``&``) shares nothing, and only its depth is measured.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +43,8 @@ _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _UniqueKeyLoader(_Base):  # type: ignore[misc]
-    """The safe loader, refusing a key given twice in one mapping."""
+    """The safe loader, refusing a key given twice in one mapping, and a key that is a list
+    or a mapping."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -48,6 +52,14 @@ class _UniqueKeyLoader(_Base):  # type: ignore[misc]
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
             key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):  # ``? [a, b]`` or ``{[a]: 1}``: PyYAML's TypeError
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    "a key must be a name or a number, not a "
+                    + ("mapping" if isinstance(key, dict) else type(key).__name__),
+                    key_node.start_mark,
+                )
             if isinstance(key, (str, int, float, bool)) and key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"the key {key!r} is given twice", key_node.start_mark

@@ -55,8 +55,14 @@ def load_shard(spec: DataSpec, model: Model) -> Dataset:
         full = load_file(spec.path, spec.format, model)
         rows = file_rows(spec, len(full))
         if rows.size == 0:
+            train = len(training_rows(len(full), spec.test_fraction, spec.test_seed))
+            held = (
+                f", {train} of them left for training by evaluation.test.split"
+                if train < len(full)
+                else ""
+            )
             raise ConfigError(
-                f"data.path: {spec.path!r} has {len(full)} rows, too few for "
+                f"data.path: {spec.path!r} has {len(full)} rows{held}, too few for "
                 f"{spec.num_shards} nodes"
             )
         return Dataset(X=full.X[rows], y=full.y[rows])

@@ -20,7 +20,7 @@ coordinate, the intercept included. With the Laplace prior ``grad`` is a subgrad
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -69,6 +69,15 @@ class LogisticRegression:
         if self.prior not in ("gaussian", "laplace"):
             raise ValueError(f"prior: unknown prior {self.prior!r} (use gaussian or laplace)")
         check_scales(self, "prior_var", "prior_scale", "feature_var")
+        # The other prior's scale, changed from its default, was read by nothing: a
+        # laplace prior_var: 1.0 (meant as its scale) ran the default scale without a word.
+        unread = {"gaussian": ("prior_scale", "prior_var"), "laplace": ("prior_var", "prior_scale")}
+        other, own = unread[self.prior]
+        if getattr(self, other) != _DEFAULTS[other]:
+            raise ValueError(
+                f"{other}: the {self.prior} prior reads {own}, not {other} (that is the "
+                f"{'laplace' if self.prior == 'gaussian' else 'gaussian'} prior's)"
+            )
         if self.true_x is not None and len(self.true_x) != self.dim:
             raise ValueError(
                 f"true_x: has {len(self.true_x)} entries but the model has dim {self.dim}"
@@ -107,6 +116,9 @@ class LogisticRegression:
         """``[P(y=0), P(y=1)]`` for every sample (S, d) and row of ``X``: shape (S, n, 2)."""
         p1 = expit(np.atleast_2d(samples) @ self.design(X).T)
         return np.stack([1.0 - p1, p1], axis=-1)
+
+
+_DEFAULTS = {f.name: f.default for f in fields(LogisticRegression)}
 
 
 class LogisticRegressionPotential(LocalPotential):

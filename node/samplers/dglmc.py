@@ -128,6 +128,11 @@ class DGLMCParams:
             )
         if self.local_steps < 0:
             raise ValueError("local_steps: must be a positive integer (or 0 for the default)")
+        if self.local_steps > MAX_LOCAL_STEPS:
+            raise ValueError(
+                f"local_steps: at most {MAX_LOCAL_STEPS:,} LMC steps a round, got "
+                f"{self.local_steps:,}"
+            )
         if self.init not in INITS:
             raise ValueError(f"init: must be one of {', '.join(INITS)}, got {self.init!r}")
 
@@ -140,6 +145,10 @@ MAX_DEFAULT_STEPS = 100_000
 """The most LMC steps a round may take by §3.2.2's default ``ρ_i/(γ_i(ρ_i M_i + 1))``
 (4 with the default γ_i): a γ_i given far below its bound makes that millions of steps a
 round, a run that looks hung. Beyond it the worker refuses and asks for ``local_steps``."""
+
+MAX_LOCAL_STEPS = 10 * MAX_DEFAULT_STEPS
+"""The most LMC steps a round may take when ``local_steps`` is given: 10^23 was accepted,
+and the first round never ended."""
 
 # Columns of the report a worker sends with z_i (the ``profile`` tensor).
 RHO, LOCAL_STEPS, GUIDELINE, STEP_TIME = range(4)

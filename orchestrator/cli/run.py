@@ -207,6 +207,11 @@ def _execute(args, mode: str) -> int:
     loaded = _load(args)
     _experiment_context(loaded.name)
     _operating(args)
+    if mode == "simulate":
+        from starling.orchestrator.execution.simulation import check_simulable
+
+        for plan in [r[3] for r in loaded.runs] if isinstance(loaded, StudyPlan) else [loaded]:
+            check_simulable(plan)
     with _progress(args) as shown:
         if isinstance(loaded, StudyPlan):
             rows: list[dict] = []

@@ -394,6 +394,18 @@ def _listed_nodes(
     duplicate = _first_repeated(ids)
     if duplicate is not None:
         raise ConfigError(f"nodes: node id {duplicate!r} appears twice")
+    # Two nodes told to listen at one address: the second could not bind, and the run
+    # blamed whichever node lost the race, long after the file was read.
+    taken: dict[str, int] = {}
+    for k, item in enumerate(spec.nodes):
+        if not item.address or item.address.endswith(":0"):
+            continue
+        if item.address in taken:
+            raise ConfigError(
+                f"nodes[{k}].address: {item.address!r} is nodes[{taken[item.address]}]'s "
+                "address too; give each node its own port"
+            )
+        taken[item.address] = k
     return entries, params
 
 

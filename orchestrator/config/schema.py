@@ -232,6 +232,13 @@ class TestSection(BaseModel):
     seed: Seed = 0
 
 
+MAX_REFERENCE_STEPS = 1_000_000
+"""The most MALA iterations per reference chain: 10^11 was accepted and evaluated for ever
+after the run (the shipped examples ask for at most 4000)."""
+MAX_REPEATS = 1000
+"""The most Sinkhorn repeats of a final distance: 10^11 was accepted, then solved for ever."""
+
+
 class ReferenceSection(BaseModel):
     """Reference samples for a posterior with no closed form
     (:mod:`starling.orchestrator.evaluation.reference`)."""
@@ -242,8 +249,9 @@ class ReferenceSection(BaseModel):
     ``grid``, ``mala`` or ``none``."""
     size: Count = 2000
     seed: Seed = 0
-    steps: Count = 4000
-    """MALA: iterations per reference chain after as many of warm-up."""
+    steps: Annotated[Int, Field(ge=1, le=MAX_REFERENCE_STEPS)] = 4000
+    """MALA: iterations per reference chain after as many of warm-up (at most
+    :data:`MAX_REFERENCE_STEPS`)."""
     cache: Str = ""
     """Folder of cached references (default ``$STARLING_CACHE_DIR`` or ~/.cache/starling)."""
 
@@ -259,9 +267,10 @@ class TransportSection(BaseModel):
     projections: Count = 200
     curve_points: Count = 10
     """The distance curve scores at most this many rounds (each costs a Sinkhorn solve)."""
-    repeats: Count = 10
+    repeats: Annotated[Int, Field(ge=1, le=MAX_REPEATS)] = 10
     """Each final distance is the mean over this many fresh pairs of subsamples, reported
-    with its standard error (:mod:`starling.orchestrator.evaluation.distances`)."""
+    with its standard error (:mod:`starling.orchestrator.evaluation.distances`); at most
+    :data:`MAX_REPEATS`."""
 
 
 W2_SCHEDULES = ("auto", "every", "log")

@@ -186,13 +186,73 @@ def _merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+_FILE_SUFFIXES = (".csv", ".md", ".json", ".yaml", ".png", ".svg", ".html", ".nc")
+"""The kinds of file a study writes beside its cells' folders: a cell named ``table.csv``
+ran every run, then could not write the table where its folder was, and kept nothing."""
+
+
 def _labelled(items: list[_Labelled], where: str) -> tuple[Mapping[str, Any], ...]:
-    seen = set()
+    """The cells' or variants' fields; a label given twice is refused, and so is one whose
+    folder (:func:`slug`) another label has: ``a/b`` and ``a-b`` both write to ``a-b/``,
+    and the second run's files replaced the first's."""
+    folders: dict[str, str] = {}
     for k, item in enumerate(items):
-        if item.label in seen:
+        if item.label in folders.values():
             raise ConfigError(f"{where}[{k}].label: {item.label!r} appears twice")
-        seen.add(item.label)
+        folder = slug(item.label)
+        if folder in folders:
+            raise ConfigError(
+                f"{where}[{k}].label: {item.label!r} would be written to the folder "
+                f"{folder!r}, as {folders[folder]!r} is; labels must differ in their "
+                "letters, digits, '.', '_' or '-'"
+            )
+        if where == "cells" and folder.lower().endswith(_FILE_SUFFIXES):
+            raise ConfigError(
+                f"{where}[{k}].label: {item.label!r} would be the folder {folder!r}, beside "
+                "the study's own files (table.csv, manifest.json, ...); give a label "
+                f"that does not end in {', '.join(_FILE_SUFFIXES)}"
+            )
+        folders[folder] = item.label
     return tuple(item.model_dump(exclude_unset=True) for item in items)
+
+
+def _per_cell(
+    variants: tuple[Mapping[str, Any], ...], cells: tuple[Mapping[str, Any], ...]
+) -> None:
+    """Each variant's ``per_cell`` maps cell labels to mappings of experiment fields: an
+    entry for a label no cell has (a typo) was never merged, without a word."""
+    labels = [c["label"] for c in cells]
+    for k, variant in enumerate(variants):
+        entries = variant.get("per_cell")
+        if entries is None:
+            continue
+        where = f"variants[{k}].per_cell"
+        if not isinstance(entries, Mapping):
+            raise ConfigError(
+                f"{where}: expected a mapping of cell labels to fields, got {entries!r}"
+            )
+        for label, fields in entries.items():
+            if label not in labels:
+                raise ConfigError(
+                    f"{where}.{label}: {label!r} is not a cell's label ({', '.join(labels)})"
+                )
+            if not isinstance(fields, Mapping):
+                raise ConfigError(
+                    f"{where}.{label}: expected a mapping of experiment fields, got {fields!r}"
+                )
+
+
+def _check_agent(agent: str, runs: list[tuple[str, str, Experiment]]) -> None:
+    """An ``agent`` given in the file must be a node of every run: the tables said
+    "agent 9" over node 0's figures when it was not."""
+    for cell, variant, experiment in runs:
+        if agent not in experiment.node_ids:
+            nodes = experiment.node_ids
+            shown = ", ".join(nodes[:5]) + (", ..." if len(nodes) > 5 else "")
+            raise ConfigError(
+                f"agent: {agent!r} is not a node of cell {cell!r}, variant {variant!r} "
+                f"(its nodes: {shown})"
+            )
 
 
 def load_study(raw: Mapping[str, Any]) -> Study:
@@ -200,6 +260,7 @@ def load_study(raw: Mapping[str, Any]) -> Study:
     base = spec.base
     variants = _labelled(spec.variants, "variants")
     cells = _labelled(spec.cells, "cells")
+    _per_cell(variants, cells)
     name = spec.study
     summary = spec.summary
     runs: list[tuple[str, str, Experiment]] = []
@@ -227,6 +288,8 @@ def load_study(raw: Mapping[str, Any]) -> Study:
                 if r == 0:
                     runs.append((cell["label"], variant["label"], experiment))
                 replicates.append((cell["label"], variant["label"], r, experiment))
+    if "agent" in spec.model_fields_set:
+        _check_agent(spec.agent, runs)
     return Study(
         name=name,
         description=spec.description,

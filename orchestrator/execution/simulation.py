@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from starling.node.config import NODE_SOURCE
+from starling.node.params import ConfigError
 from starling.orchestrator.core.interrupts import interrupts_remembered, raise_remembered
 from starling.orchestrator.core.progress import Progress
 from starling.orchestrator.planning.plan import RunPlan
@@ -21,6 +23,18 @@ from starling.orchestrator.results.link_books import lost
 from starling.orchestrator.results.write import close_run, run_status
 
 __all__ = ["simulate_experiment"]
+
+
+def check_simulable(plan: RunPlan) -> None:
+    """Refuse, before any folder is made, a run only node processes can carry out: one whose
+    nodes bring their own data (``data.source: node``), which the simulator has not. The
+    line was "unknown source 'node' (use synthetic or file)", of a source the file
+    reference documents."""
+    if plan.evaluation.data.source == NODE_SOURCE:
+        raise ConfigError(
+            "data.source: node leaves the data to node processes, which only starling run "
+            "starts; simulate needs source synthetic or file"
+        )
 
 
 def simulate_experiment(

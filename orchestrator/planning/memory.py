@@ -1,9 +1,11 @@
 """The memory bounds of ``limits``, checked before anything starts.
 
 ``limits.node_memory`` bounds what one node's chains take over its data: chains × dim ×
-rows float64s, for the node holding the most rows. ``limits.samples_memory`` bounds the
-samples the orchestrator gathers: rounds × chains × dim × nodes float64s. A run over
-either is refused in one line naming the bound and the figures, before any node starts.
+rows float64s, for the node holding the most rows; and, for a model whose posterior is
+exactly Gaussian, its dim × dim matrices (:func:`check_matrices`).
+``limits.samples_memory`` bounds the samples the orchestrator gathers: rounds × chains ×
+dim × nodes float64s. A run over either is refused in one line naming the bound and the
+figures, before any node starts.
 
 Synthetic rows are known from the experiment alone (:func:`check_synthetic`, when the run is
 planned). A file's rows are known once it is read: :func:`check_file_data` reads each file
@@ -26,7 +28,14 @@ from starling.node.params import ConfigError
 from starling.orchestrator.config.experiment import Experiment
 from starling.orchestrator.planning.data_plan import data_specs
 
-__all__ = ["check_file_data", "check_samples", "check_synthetic", "size_text"]
+__all__ = [
+    "check_evaluation",
+    "check_file_data",
+    "check_matrices",
+    "check_samples",
+    "check_synthetic",
+    "size_text",
+]
 
 
 def size_text(size: int) -> str:
@@ -62,6 +71,53 @@ def check_synthetic(
     need = chains * dim * rows * 8
     if need > limit:
         raise _over("chains × dim × data.size", f"{chains} × {dim} × {rows}", need, limit)
+
+
+def check_matrices(model: Any, limit: int) -> None:
+    """Refuse a model with an exactly Gaussian posterior (``exact_posterior``: linear
+    regression, the conjugate Gaussian) whose dim × dim matrices would not fit: the node
+    builds its Gram or precision matrix, the evaluation the posterior's covariance. A
+    ``dim: 100000`` passed the bound on chains × dim × rows and ended in numpy's
+    ``_ArrayMemoryError`` traceback, asking for 74.5 GiB."""
+    if not hasattr(model, "exact_posterior"):
+        return
+    dim = int(model.dim)
+    need = dim * dim * 8
+    if need > limit:
+        raise _over(
+            "model.params.dim (a dim × dim matrix: the Gram or precision matrix, the "
+            "posterior's covariance)",
+            f"{dim} × {dim}",
+            need,
+            limit,
+        )
+
+
+def check_evaluation(evaluation: Any, dim: int, limit: int) -> None:
+    """Refuse evaluation settings whose arrays would not fit on the orchestrator (under
+    ``limits.samples_memory``): MALA's reference samples (``reference.size`` × dim), the
+    Sinkhorn cost matrix (``transport.points`` squared), and the sliced W2's directions and
+    projected points (``transport.projections`` × dim, and × points). A size of 10^11
+    ended in numpy's ``_ArrayMemoryError`` traceback after every round had run."""
+    reference, transport = evaluation.reference, evaluation.transport
+    arrays = (
+        ("evaluation.reference.size", "reference samples", (reference.size, dim)),
+        ("evaluation.transport.points", "Sinkhorn costs", (transport.points, transport.points)),
+        ("evaluation.transport.projections", "directions", (transport.projections, dim)),
+        (
+            "evaluation.transport.projections",
+            "projected points",
+            (transport.points, transport.projections),
+        ),
+    )
+    for field, what, (rows, cols) in arrays:
+        need = rows * cols * 8
+        if need > limit:
+            raise ConfigError(
+                f"{field}: {rows} × {cols} float64 {what} would take {size_text(need)}, "
+                f"over limits.samples_memory ({size_text(limit)}); ask for fewer, or raise "
+                "the limit"
+            )
 
 
 def check_samples(rounds: int, chains: int, dim: int, nodes: int, limit: int) -> None:

@@ -28,7 +28,13 @@ from starling.orchestrator.config.study import Study
 from starling.orchestrator.faults.kernel import KernelFault
 from starling.orchestrator.faults.schedule import NodeFault
 from starling.orchestrator.planning.data_plan import data_specs
-from starling.orchestrator.planning.memory import check_file_data, check_samples, check_synthetic
+from starling.orchestrator.planning.memory import (
+    check_evaluation,
+    check_file_data,
+    check_matrices,
+    check_samples,
+    check_synthetic,
+)
 from starling.orchestrator.planning.node_specs import node_specs
 
 __all__ = ["EvaluationPlan", "RunPlan", "StudyPlan", "plan", "plan_run", "plan_study"]
@@ -126,13 +132,16 @@ def plan_run(experiment: Experiment) -> RunPlan:
     dealt out (``data.sizes``, ``nodes[2].data.shard``) or would not fit its ``limits``
     (:mod:`starling.orchestrator.planning.memory`, which reads the data files to size them)."""
     data = data_specs(experiment)
-    dim = build_model(experiment.model).dim
+    model = build_model(experiment.model)
+    dim = model.dim
     limits = experiment.limits
+    check_matrices(model, limits.node_memory)
     check_synthetic(experiment.data.source, experiment.chains, dim, data, limits.node_memory)
     check_samples(
         experiment.rounds, experiment.chains, dim, len(experiment.nodes), limits.samples_memory
     )
     check_file_data(experiment)
+    check_evaluation(experiment.evaluation, dim, limits.samples_memory)
     evaluation = EvaluationPlan(
         name=experiment.name,
         algorithm=experiment.algorithm,

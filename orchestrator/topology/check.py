@@ -65,16 +65,44 @@ def _check_graphs(topology: Topology, info: Any, roles: Mapping[str, str]) -> No
     if all(kind == "none" for kind in topology.kinds) or topology.allow_disconnected:
         return  # the no-edge baseline, or a disconnected graph asked for on purpose
     word = "connected" if need == "undirected" else "strongly connected"
+    _check_connected(topology, topology.graphs, word, "")
+    if need == "undirected" and any(w is not None for w in topology.weights):
+        mixing = tuple(
+            _weighted_links(g, w) if w is not None else g
+            for g, w in zip(topology.graphs, topology.weights, strict=False)
+        )
+        _check_connected(topology, mixing, word, " by its nonzero weights")
+
+
+def _weighted_links(graph: Graph, matrix: Matrix) -> Graph:
+    """The links of ``graph`` a mixing matrix gives a nonzero weight: a zero weight on both
+    of a node's links cuts it off the consensus, however connected the graph."""
+    nodes = graph.nodes
+    kept = frozenset(
+        (nodes[j], nodes[i])
+        for i, row in enumerate(matrix)
+        for j, weight in enumerate(row)
+        if i != j and weight > 0
+    )
+    return Graph(nodes, kept, graph.directed)
+
+
+def _check_connected(
+    topology: Topology, graphs: tuple[Graph, ...], word: str, through: str
+) -> None:
+    """Refuse ``graphs`` (the topology's, or the links its weights use: ``through`` says
+    which) unless connected, or over a schedule B-strongly connected."""
     hint = _hint(topology)
     if not topology.time_varying:
-        gap = topology.graphs[0].connectivity_gap()
+        gap = graphs[0].connectivity_gap()
         if gap is not None:
-            raise ConfigError(f"topology: the graph is not {word}: {gap} ({hint})")
+            where = "topology.weights" if through else "topology"
+            raise ConfigError(f"{where}: the graph is not {word}{through}: {gap} ({hint})")
         return
-    count, b = len(topology.graphs), topology.b
+    count, b = len(graphs), topology.b
     for start in range(count):
         slots = [(start + j) % count for j in range(b)]
-        gap = Graph.union([topology.graphs[s] for s in slots]).connectivity_gap()
+        gap = Graph.union([graphs[s] for s in slots]).connectivity_gap()
         if gap is not None:
             which = (
                 f"graph {slots[0]} is"
@@ -82,7 +110,7 @@ def _check_graphs(topology: Topology, info: Any, roles: Mapping[str, str]) -> No
                 else f"graphs {', '.join(map(str, slots))} together are"
             )
             raise ConfigError(
-                f"topology.schedule: {which} not {word} (the union of every B = {b} "
+                f"topology.schedule: {which} not {word}{through} (the union of every B = {b} "
                 f"consecutive graphs must be): {gap} (raise topology.window, up to the "
                 f"schedule length, or add edges; {hint})"
             )

@@ -144,8 +144,9 @@ def parse_topology(
     window = params.pop("window", None)
     allow = _flag(params.pop("allow_disconnected", False), "topology.allow_disconnected")
     if schedule is None:
-        if window is not None:
-            raise ConfigError("topology.window: only meaningful with a schedule")
+        for key in ("window", "period"):
+            if raw.get(key) is not None:
+                raise ConfigError(f"topology.{key}: only meaningful with a schedule")
         if "kind" not in params:
             raise ConfigError("topology.kind: required field is missing (or give a schedule)")
         graph, weights, name = _graph_entry(params, nodes, "topology", seed, hub)

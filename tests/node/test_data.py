@@ -133,6 +133,15 @@ def test_file_shards_partition_the_rows(tmp_path):
     assert sorted(firsts) == list(range(10)) and shards[0].X.shape[1] == 2
     with pytest.raises(ConfigError, match=r"^data\.path: .*too few for 20 nodes"):
         load_shard(DataSpec("file", shard=15, num_shards=20, path=path), model)
+    # Ten rows are enough for five nodes; a 0.9 held-out split leaves one. The line said
+    # only "has 10 rows, too few for 5 nodes", and the user counted ten.
+    split = DataSpec("file", shard=4, num_shards=5, path=path, test_fraction=0.9)
+    with pytest.raises(
+        ConfigError,
+        match=r"^data\.path: .* has 10 rows, 1 of them left for training by "
+        r"evaluation\.test\.split, too few for 5 nodes$",
+    ):
+        load_shard(split, model)
 
 
 def test_builtin_digits():

@@ -55,7 +55,14 @@ def _error(values: object) -> str:
         ({"rate": 1, "steps": 2.5}, "hyperparameters.steps: expected an integer, got 2.5"),
         ({"rate": 1, "steps": True}, "hyperparameters.steps: expected an integer, got True"),
         ({"rate": 1, "steps": "3"}, "hyperparameters.steps: expected an integer, got '3'"),
-        ({"rate": 1, "steps": 1e30}, "hyperparameters.steps: expected an integer, got 1e+30"),
+        ({"rate": 1, "steps": 1e30}, "hyperparameters.steps: expected an integer of at most 2^53"),
+        # Integers travel to the nodes as doubles: simulate ran what run refused to send.
+        (
+            {"rate": 1, "steps": 2**53 + 1},
+            "hyperparameters.steps: expected an integer of at most 2^53 = 9007199254740992 in "
+            "size, got 9007199254740993",
+        ),
+        ({"rate": 1, "steps": -(2**70)}, "hyperparameters.steps: expected an integer of at most"),
         ({"rate": 1, "steps": -math.inf}, "hyperparameters.steps: expected a finite number"),
         ({"rate": 1, "verbose": 1}, "hyperparameters.verbose: expected true or false, got 1"),
         ({"rate": 1, "verbose": "yes"}, "hyperparameters.verbose: expected true or false"),
@@ -76,6 +83,11 @@ def _error(values: object) -> str:
 def test_a_wrong_type_names_the_field_and_the_value(values, message):
     assert _error(values).startswith(message)
     assert "\n" not in _error(values)
+
+
+def test_the_largest_integer_a_double_holds_is_taken():
+    assert parse_params(Knobs, {"rate": 1, "steps": 2**53}, "h").steps == 2**53
+    assert parse_params(Knobs, {"rate": 1, "steps": -(2**53)}, "h").steps == -(2**53)
 
 
 def test_a_missing_field_and_an_unknown_one_are_named():

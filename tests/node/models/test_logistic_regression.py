@@ -13,7 +13,7 @@ from starling.node.models.base import Dataset
 from starling.node.models.classification import classification_scores
 from starling.node.models.logistic_regression import LogisticRegression
 from starling.node.models.prox import subproblem_residual
-from starling.node.params import ConfigError
+from starling.node.params import ConfigError, parse_params
 
 A9A = Path("/work/shared/data/a9a.gz")
 A9A_TEST = Path("/work/shared/data/a9a.t.gz")
@@ -166,3 +166,25 @@ def test_hessian_of_a_sparse_design_is_the_dense_formula():
     H = potential.hessian(x)
     np.testing.assert_allclose(H, expected, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(H, np.swapaxes(H, 1, 2))
+
+
+@pytest.mark.parametrize(
+    ("params", "field", "reads"),
+    [
+        (
+            {"prior": "gaussian", "prior_scale": 2.0},
+            "prior_scale",
+            "the gaussian prior reads prior_var",
+        ),
+        (
+            {"prior": "laplace", "prior_var": 1.0},
+            "prior_var",
+            "the laplace prior reads prior_scale",
+        ),
+    ],
+)
+def test_the_other_priors_scale_is_refused_not_ignored(params, field, reads):
+    """A laplace prior given ``prior_var: 1.0`` (meant as its scale) ran at the default
+    scale, the variance read by nothing."""
+    with pytest.raises(ConfigError, match=rf"^model\.params\.{field}: {reads}, not {field}"):
+        parse_params(LogisticRegression, params, "model.params")

@@ -442,6 +442,12 @@ def test_real_processes_equal_the_simulator_bit_for_bit(tmp_path):
         ({"hyperparameters": {"rho": 0.01, "gamma": 0.02}}, "hyperparameters.gamma: 0.02 exceeds"),
         ({"hyperparameters": {"local_steps": -2}}, "hyperparameters.local_steps: must be"),
         ({"hyperparameters": {"local_steps": 2.5}}, "hyperparameters.local_steps: expected an"),
+        # Accepted, and the first round never ended.
+        (
+            {"hyperparameters": {"local_steps": 10**15}},
+            "hyperparameters.local_steps: at most 1,000,000 LMC steps a round, got "
+            "1,000,000,000,000,000",
+        ),
         ({"hyperparameters": {"init": "zeros"}}, "hyperparameters.init: must be one of"),
         ({"hyperparameters": {"A": [[1, 0], [0, 1]]}}, "hyperparameters.A: unknown field"),
         ({"topology": {"kind": "ring", "nodes": 4}}, "topology: dg-lmc needs a star"),

@@ -62,6 +62,11 @@ BOMBS: list[tuple[str, str, str]] = [
      "nested more than 100 levels deep"),
     ("nested 150 deep", f"{HEAD}name: x\nrounds: 3\nseed: {'[' * 150}{']' * 150}\n",
      "nested more than 100 levels deep"),
+    # PyYAML builds a list or a mapping as a key, then cannot hash it: a TypeError.
+    ("a list as a key", f"{HEAD}name: x\nrounds: 3\n? [a, b]\n: 1\n",
+     ":5:3: not valid YAML: a key must be a name or a number, not a list"),
+    ("a mapping as a key", f"{HEAD}name: x\nrounds: 3\nhyperparameters: {{{{[a]: 1}}: 2}}\n",
+     ":5:19: not valid YAML: a key must be a name or a number, not a mapping"),
 ]
 # fmt: on
 
@@ -97,6 +102,9 @@ def test_hostile_yaml_in_an_inventory_is_one_line(tmp_path, capsys, starling_hom
         inventory.write_text(text)
         argv = ["run", str(experiment), "--inventory", str(inventory), "--out", str(tmp_path / "o")]
         _one_line(capsys, 2, main(argv), str(inventory), "aliases expand")
+    inventory.write_text("nodes:\n  ? [a, b]\n  : 127.0.0.1:50051\n")
+    argv = ["run", str(experiment), "--inventory", str(inventory), "--out", str(tmp_path / "o")]
+    _one_line(capsys, 2, main(argv), f"{inventory}:2:5", "a key must be a name or a number")
 
 
 def test_hostile_yaml_in_a_node_config_is_refused_before_serving(tmp_path):
@@ -108,6 +116,9 @@ def test_hostile_yaml_in_a_node_config_is_refused_before_serving(tmp_path):
         config.write_text(text)
         with pytest.raises(ConfigError, match="aliases expand to more than"):
             load_settings(config)
+    config.write_text("id: a\n? {listen: x}\n: 1\n")
+    with pytest.raises(ConfigError, match="a key must be a name or a number, not a mapping"):
+        load_settings(config)
 
 
 def test_a_key_given_twice_in_an_inventory_is_named_not_reported_as_a_missing_node(

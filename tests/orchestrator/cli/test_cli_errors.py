@@ -101,6 +101,14 @@ CASES: list[tuple[str, str, Any, int, str]] = [
      "hyperparameters.rhoo: unknown field (known:"),
     ("hyperparameters a list", "simulate", _q(hyperparameters=[1, 2]), 2,
      "hyperparameters: expected a mapping"),
+    # simulate ran it; run refused it on the wire (hyperparameters travel as doubles).
+    ("hyperparameter past 2^53", "simulate",
+     _q(algorithm="d-sgld", hyperparameters={"=": 1, "batch_size": 2**60}), 2,
+     "hyperparameters.batch_size: expected an integer of at most 2^53"),
+    ("model parameter past 2^53", "simulate",
+     _q(model={"=": 1, "name": "logistic_regression", "params": {"truth_seed": 2**60}},
+        algorithm="d-sgld", hyperparameters={"=": 1}), 2,
+     "model.params.truth_seed: expected an integer of at most 2^53"),
     ("hyperparameter a bool", "simulate", _q(hyperparameters={"rho": True}), 2,
      "hyperparameters.rho: expected a number, got True"),
     # --- model and data
@@ -116,6 +124,12 @@ CASES: list[tuple[str, str, Any, int, str]] = [
     ("data size as text", "simulate", _q(data={"size": "big"}), 2, "data.size: expected an int"),
     ("data size zero", "simulate", _q(data={"size": 0}), 2, "data.size: must be at least 1"),
     ("file source without path", "run", _q(data={"source": "file"}), 2, "data.path: required"),
+    # Was "unknown source 'node' (use synthetic or file)", of a documented source.
+    ("node data simulated", "simulate", _q(data={"=": 1, "source": "node"}), 2,
+     "data.source: node leaves the data to node processes, which only starling run starts"),
+    ("node data in a simulated study", "simulate",
+     _s(base={**STUDY["base"], "data": {"source": "node"}}), 2,
+     "data.source: node leaves the data to node processes"),
     # --- bounds
     ("a billion chains", "simulate", _q(chains=1_000_000_000), 2, "would take 745.1 GiB per node"),
     ("a billion chains, run", "run", _q(chains=1_000_000_000), 2, "over limits.node_memory"),
@@ -126,6 +140,26 @@ CASES: list[tuple[str, str, Any, int, str]] = [
      "model: {name: linear_regression}\ndata: {size: 1e9}\n", 2,
      "data.size: expected an integer, got '1e9'"),
     ("a billion chains as a float", "simulate", _q(chains=1e9), 2, "would take 745.1 GiB"),
+    # A Gaussian posterior's dim × dim matrices: numpy's _ArrayMemoryError traceback (74.5 GiB).
+    ("a dim whose Gram matrix cannot fit", "simulate", _q(model={"params": {"dim": 100_000}}), 2,
+     "model.params.dim (a dim × dim matrix: the Gram or precision matrix, the posterior's "
+     "covariance): 100000 × 100000 float64s would take 74.5 GiB per node"),
+    ("a conjugate Gaussian too wide, run", "run",
+     _q(model={"=": 1, "name": "conjugate_gaussian", "params": {"dim": 20_000}}), 2,
+     "20000 × 20000 float64s would take 3.0 GiB per node, over limits.node_memory"),
+    # The evaluation's own arrays and loops: a traceback, or evaluated for ever, after the run.
+    ("a reference past the memory", "simulate",
+     _q(evaluation={"reference": {"method": "mala", "size": 10**11}}), 2,
+     "evaluation.reference.size: 100000000000 × 2 float64 reference samples would take"),
+    ("projections past the memory", "simulate",
+     _q(evaluation={"transport": {"projections": 10**11}}), 2,
+     "evaluation.transport.projections: 100000000000 × 2 float64 directions would take"),
+    ("Sinkhorn past the memory", "run", _q(evaluation={"transport": {"points": 10**5}}), 2,
+     "evaluation.transport.points: 100000 × 100000 float64 Sinkhorn costs would take 74.5 GiB"),
+    ("endless reference chains", "simulate", _q(evaluation={"reference": {"steps": 10**11}}), 2,
+     "evaluation.reference.steps: must be at most 1000000"),
+    ("endless repeats", "simulate", _q(evaluation={"transport": {"repeats": 10**11}}), 2,
+     "evaluation.transport.repeats: must be at most 1000"),
     ("tiny memory limit", "simulate", _q(limits={"node_memory": "1KiB"}), 2, "(1.0 KiB)"),
     ("bad memory limit", "simulate", _q(limits={"node_memory": "lots"}), 2,
      "limits.node_memory: expected a size like 2GiB"),
@@ -148,6 +182,11 @@ CASES: list[tuple[str, str, Any, int, str]] = [
     ("duplicate node ids", "simulate",
      _q(topology={"=": 1, "kind": "ring"}, nodes=[{"id": "a"}, {"id": "a"}, {"id": "b"}]), 2,
      "nodes: node id 'a' appears twice"),
+    ("two nodes at one address", "run",
+     _q(topology={"=": 1, "kind": "ring"},
+        nodes=[{"id": "a", "address": "127.0.0.1:50999"}, {"id": "b"},
+               {"id": "c", "address": "127.0.0.1:50999"}]), 2,
+     "nodes[2].address: '127.0.0.1:50999' is nodes[0]'s address too"),
     ("empty nodes list", "simulate", _q(nodes=[]), 2, "nodes: expected a non-empty list"),
     ("nodes a mapping", "simulate", _q(nodes={"a": 1}), 2, "nodes: expected a list"),
     ("unknown node key", "simulate", _q(nodes=[{"id": "a", "colour": 1}]), 2,
@@ -193,6 +232,25 @@ CASES: list[tuple[str, str, Any, int, str]] = [
      "summary: expected one of average, agent"),
     ("bad experiment in a study", "simulate", _s(variants=[{"label": "a", "rounds": -1}]), 2,
      "cell 'all', variant 'a': rounds: must be at least 1"),
+    # Two labels, one folder: the second run's files replaced the first's.
+    ("labels sharing a folder", "simulate", _s(variants=[{"label": "a/b"}, {"label": "a-b"}]), 2,
+     "variants[1].label: 'a-b' would be written to the folder 'a-b', as 'a/b' is"),
+    ("cell labels sharing a folder", "run", _s(cells=[{"label": "!"}, {"label": "?"}]), 2,
+     "cells[1].label: '?' would be written to the folder 'run', as '!' is"),
+    # Every run went, then the table could not be written where the cell's folder was.
+    ("cell label a study file", "simulate", _s(cells=[{"label": "table.csv"}]), 2,
+     "cells[0].label: 'table.csv' would be the folder 'table.csv', beside the study's own"),
+    # A per_cell entry for no cell was never merged; a list of them was a traceback.
+    ("per_cell for no cell", "simulate",
+     _s(variants=[{"label": "a", "per_cell": {"rign": {"rounds": 3}}}]), 2,
+     "variants[0].per_cell.rign: 'rign' is not a cell's label (all)"),
+    ("per_cell a list", "simulate", _s(variants=[{"label": "a", "per_cell": [1]}]), 2,
+     "variants[0].per_cell: expected a mapping of cell labels to fields, got [1]"),
+    ("per_cell entry a number", "run", _s(variants=[{"label": "a", "per_cell": {"all": 5}}]), 2,
+     "variants[0].per_cell.all: expected a mapping of experiment fields, got 5"),
+    # The tables said "agent 9" over node 0's figures.
+    ("agent not a node", "simulate", _s(agent="9"), 2,
+     "agent: '9' is not a node of cell 'all', variant 'a' (its nodes: 0, 1, 2, 3, 4)"),
 ]
 # fmt: on
 

@@ -326,6 +326,28 @@ def test_undirected_algorithms_need_doubly_stochastic_user_weights():
     check_topology(topo, DIRECTED, roles(3))  # row-stochastic is all a directed need asks
 
 
+def test_user_weights_that_cut_a_node_off_are_refused():
+    """The ring is connected, but node 2 gives its neighbours, and they give it, weight 0:
+    the gossip never reaches it. Accepted without a word before."""
+    S = [[0.5, 0.5, 0], [0.5, 0.5, 0], [0, 0, 1]]
+    topo = parse_topology({"kind": "ring", "weights": S}, ids(3))
+    with pytest.raises(
+        ConfigError,
+        match=r"^topology.weights: the graph is not connected by its nonzero weights: "
+        r"nodes 2 unreachable from 0",
+    ):
+        check_topology(topo, UNDIRECTED, roles(3))
+    raw = {"kind": "ring", "weights": S, "allow_disconnected": True}
+    check_topology(parse_topology(raw, ids(3)), UNDIRECTED, roles(3))
+
+
+def test_a_schedule_whose_weights_cut_a_node_off_in_every_window_is_refused():
+    cut = [[0.5, 0.5, 0], [0.5, 0.5, 0], [0, 0, 1]]
+    raw = {"period": 1, "window": 2, "schedule": [{"kind": "ring", "weights": cut}] * 2}
+    with pytest.raises(ConfigError, match=r"^topology.schedule: graphs 0, 1 together are not "):
+        check_topology(parse_topology(raw, ids(3)), UNDIRECTED, roles(3))
+
+
 # --- validation against what the algorithm needs ----------------------------------------
 
 
@@ -489,6 +511,8 @@ def test_random_schedule_entries_get_distinct_reproducible_seeds():
         ({"schedule": HALVES, "window": 0}, r"topology.window: expected an integer >= 1"),
         ({"schedule": HALVES, "period": 0}, r"topology.period: expected an integer >= 1"),
         ({"kind": "ring", "window": 2}, r"topology.window: only meaningful with a schedule"),
+        # A period of one graph was read and dropped: the graph never changes.
+        ({"kind": "ring", "period": 5}, r"topology.period: only meaningful with a schedule"),
         ({"nodes": 4}, r"topology.kind: required field is missing"),
         ({"kind": "ring", "allow_disconnected": 1}, r"topology.allow_disconnected: expected true"),
     ],
