@@ -17,12 +17,14 @@ import pytest
 from starling.node.logs import TextFormatter, redact_run
 from starling.node.messages import Message
 from starling.node.params import ConfigError
-from starling.node.protocol.starling.v1 import control_pb2_grpc
+from starling.node.protocol import convert
+from starling.node.protocol.starling.v1 import control_pb2_grpc, peer_pb2, peer_pb2_grpc
 from starling.node.runtime.inbox import Inbox
 from starling.node.runtime.run import CHECKPOINT_FILE
 from starling.node.runtime.stats import StatsBook
+from starling.node.runtime.transport import open_channel
 from starling.orchestrator.planning.node_specs import node_specs
-from tests.node.test_runtime_harness import ring_experiment
+from tests.node.test_runtime_harness import exchange_as, ring_experiment
 from tests.waiting import wait_until
 
 NOWHERE = {"0": "127.0.0.1:1", "1": "127.0.0.1:2", "2": "127.0.0.1:3"}
@@ -184,3 +186,30 @@ def test_status_answers_while_a_configure_opens_its_run(tmp_path, monkeypatch):
         assert runtime.status().state == NodeState.CONFIGURED
     finally:
         runtime.shutdown()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("field", ["experiment", "kind", "sender"])
+def test_a_peers_megabyte_name_is_echoed_cut_in_the_log_and_the_status(node, field):
+    """An admitted in-neighbour's iterate whose experiment, kind or claimed sender is a few
+    megabytes long is rejected, and the reason named it whole: 4 MB in the log line and in
+    the link's ``last_error``, which every Status (and the run's books) carried on from then."""
+    proc, client = node
+    spec = node_specs(ring_experiment("long", rounds=5, deadline=1.0), NOWHERE)[0]
+    client.configure(spec)
+    header = {"experiment": "long", "sender": "1", "kind": "x", field: "z" * 3_000_000}
+    iterate = peer_pb2.Iterate(receiver="0", round=1, **header)
+    iterate.tensors.append(convert.tensor_from_array(np.zeros((3, 2)), "x"))
+    log_before = len(proc.log())
+    channel = open_channel(proc.address)
+    try:
+        summary = exchange_as(peer_pb2_grpc.PeerStub(channel), client, "1", [iterate], 30)
+    finally:
+        channel.close()
+    assert (summary.received, summary.rejected) == (0, 1)
+    error = client.status().inbound["1"].last_error
+    assert error.startswith("peer '1'") or error.startswith("stream of '1'"), error
+    assert "(3,000,000 characters)" in error and len(error) < 500, error[:300]
+    logged = proc.log()[log_before:]
+    assert "(3,000,000 characters)" in logged and len(logged) < 5000, logged[:300]
+    assert client.status().state == "configured"
