@@ -18,7 +18,12 @@ from starling.node.logs import TextFormatter, redact_run
 from starling.node.messages import Message
 from starling.node.params import ConfigError
 from starling.node.protocol import convert
-from starling.node.protocol.starling.v1 import control_pb2_grpc, peer_pb2, peer_pb2_grpc
+from starling.node.protocol.starling.v1 import (
+    control_pb2,
+    control_pb2_grpc,
+    peer_pb2,
+    peer_pb2_grpc,
+)
 from starling.node.runtime.inbox import Inbox
 from starling.node.runtime.run import CHECKPOINT_FILE
 from starling.node.runtime.stats import StatsBook
@@ -212,4 +217,43 @@ def test_a_peers_megabyte_name_is_echoed_cut_in_the_log_and_the_status(node, fie
     assert "(3,000,000 characters)" in error and len(error) < 500, error[:300]
     logged = proc.log()[log_before:]
     assert "(3,000,000 characters)" in logged and len(logged) < 5000, logged[:300]
+    assert client.status().state == "configured"
+
+
+@pytest.mark.e2e
+def test_a_call_naming_a_megabyte_run_or_name_is_refused_in_one_readable_line(node):
+    """A call for another run is refused naming both runs; a run id of a megabyte was named
+    whole in the status details, which no gRPC client reads (16 KiB of metadata at most):
+    the caller got RESOURCE_EXHAUSTED, not the reason. So was a stored run asked for by a
+    megabyte name, and a Peer stream's claimed sender was logged whole."""
+    proc, client = node
+    spec = node_specs(ring_experiment("named", rounds=5, deadline=1.0), NOWHERE)[0]
+    config = client.configure_request(spec)
+    config.run_id = "run-1"
+    channel = grpc.insecure_channel(proc.address)
+    try:
+        stub = control_pb2_grpc.ControlStub(channel)
+        stub.Configure(config, timeout=10)
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.Stop(control_pb2.StopRequest(run_id="r" * 1_000_000), timeout=10)
+        with pytest.raises(grpc.RpcError) as missing:
+            request = control_pb2.SamplesRequest(experiment="e" * 1_000_000, node_id="0")
+            list(stub.StreamSamples(request, timeout=10))
+        with pytest.raises(grpc.RpcError) as stranger:  # 7 kB: inside what gRPC reads of metadata
+            peer_pb2_grpc.PeerStub(channel).Exchange(
+                iter([peer_pb2.Iterate()]), timeout=10, metadata=(("starling-sender", "s" * 7000),)
+            )
+    finally:
+        channel.close()
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION, refused.value.details()
+    details = refused.value.details() or ""
+    assert details.startswith("Stop refused: it names run 'rrr"), details[:200]
+    assert "(1,000,000 characters), but this node runs 'run-1'" in details and len(details) < 500
+    assert missing.value.code() == grpc.StatusCode.NOT_FOUND, missing.value.details()
+    details = missing.value.details() or ""
+    assert "(1,000,000 characters) for node '0'" in details and len(details) < 500, details[:200]
+    assert stranger.value.code() == grpc.StatusCode.PERMISSION_DENIED, stranger.value.details()
+    details = stranger.value.details() or ""
+    assert "(7,000 characters) is not an in-neighbour" in details and len(details) < 500
+    assert len(proc.log()) < 20_000
     assert client.status().state == "configured"
