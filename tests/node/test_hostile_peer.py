@@ -257,3 +257,48 @@ def test_a_call_naming_a_megabyte_run_or_name_is_refused_in_one_readable_line(no
     assert "(7,000 characters) is not an in-neighbour" in details and len(details) < 500
     assert len(proc.log()) < 20_000
     assert client.status().state == "configured"
+
+
+@pytest.mark.e2e
+def test_idle_connections_to_the_metrics_endpoint_hold_few_threads_and_not_for_long(tmp_path):
+    """The metrics endpoint has no authentication. prometheus_client's server gave every
+    connection a thread for as long as it stayed open: 300 connections that never finished
+    their request held 300 threads of the node (the systemd unit allows 2048 in all), for
+    ever. Now at most MAX_CONNECTIONS are served at once, each closed after IDLE_SECONDS
+    without a byte; once they are, a scrape answers again."""
+    import os
+    import socket
+    import urllib.request
+
+    from starling.node.exporter import IDLE_SECONDS, MAX_CONNECTIONS
+    from tests.node.test_runtime_harness import Cluster
+
+    with socket.socket() as spare:
+        spare.bind(("127.0.0.1", 0))
+        port = spare.getsockname()[1]
+    with Cluster(tmp_path) as cluster:
+        proc = cluster.ready(cluster.launch("0", extra=["--metrics", str(port)]))
+        client = proc.client()
+        client.wait_ready()
+
+        def threads() -> int:
+            return len(os.listdir(f"/proc/{proc.process.pid}/task"))
+
+        before = threads()
+        idle = []
+        try:
+            for _ in range(300):
+                connection = socket.create_connection(("127.0.0.1", port))
+                connection.sendall(b"GET /metrics HTTP/1.1\r\n")  # never finished
+                idle.append(connection)
+            time.sleep(2.0)
+            assert threads() - before <= MAX_CONNECTIONS + 2, threads() - before
+            assert client.status().state == "idle"  # Control answers meanwhile
+            wait_until(lambda: threads() - before <= 2, IDLE_SECONDS + 20, "idle ones closed")
+        finally:
+            for connection in idle:
+                connection.close()
+        url = f"http://127.0.0.1:{port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            assert b"starling_" in reply.read()
+        assert "Traceback" not in proc.log()
