@@ -19,6 +19,7 @@ from starling.node.runtime.archive import MAX_NAME_LENGTH, safe_name
 from starling.node.runtime.screening import screen
 from starling.node.samplers.base import NodeProgram
 from starling.node.security import ORCHESTRATOR_ID
+from starling.node.shown import shorten
 from starling.node.spec import MAX_SECONDS, DataSpec, NodeSpec
 
 __all__ = [
@@ -56,7 +57,15 @@ def iterate_bound(spec: NodeSpec, program: NodeProgram) -> int:
 
 
 class Rejected(ValueError):
-    """An incoming iterate failed validation; the message says why, naming the sender."""
+    """An incoming iterate failed validation; the message says why, naming the sender.
+
+    What it quotes of the iterate (its experiment, kind, claimed sender) is cut to a readable
+    length (:func:`starling.node.shown.shorten`): the reason goes to the log and stays in the
+    link's ``last_error`` in every Status, and an admitted peer's message may hold megabytes
+    of name, each echoed whole before."""
+
+    def __init__(self, message: object = "", *rest: object):
+        super().__init__(shorten(str(message)), *rest)
 
 
 class Unusable(Rejected):

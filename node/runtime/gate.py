@@ -21,6 +21,7 @@ from starling.node.runtime.doors import LOG_EVERY, LOG_FIRST
 from starling.node.runtime.link_proof import CHALLENGE_KEY, new_challenge
 from starling.node.runtime.runtime import NodeRuntime, PeerTerms
 from starling.node.security import ORCHESTRATOR_ID, SENDER_KEY, identities, metadata, token_given
+from starling.node.shown import shorten
 from starling.node.tokens import NodeTokens
 
 __all__ = ["Gate", "PeerAdmission"]
@@ -182,6 +183,7 @@ class Gate:
     def _deny(
         self, context: grpc.ServicerContext, channel: str, code: grpc.StatusCode, message: str
     ) -> None:
+        message = shorten(message)  # a claimed sender may be 16 KiB of metadata
         with self._lock:
             self.denied[channel] += 1
             count = self.denied[channel]

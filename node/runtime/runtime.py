@@ -53,6 +53,10 @@ __all__ = [
 
 log = logging.getLogger("starling.node")
 
+STOPPED_LOOP_WAIT = 60.0
+"""How long a Configure waits for the round loop of a stopped run to end (a round it was
+computing when Stop came, which Stop waits for only 10 s) before refusing."""
+
 
 class PeerTerms(NamedTuple):
     """What a Peer stream is admitted against: the configured run's in-peers, its secrets,
@@ -159,6 +163,8 @@ class NodeRuntime:
     def _configure(self, spec: NodeSpec, fresh: bool, secrets: PeerSecrets, run_id: str) -> Run:
         with self._lock:
             self._refuse_while_running()
+            stopped = self._thread
+        self._await_stopped_loop(stopped)
         program, rng = build(spec)  # loading a large shard takes seconds
         with self._lock:
             self._refuse_while_running()
@@ -188,6 +194,23 @@ class NodeRuntime:
             set_context(node=spec.node_id, experiment=spec.experiment)
             announce(run)
             return run
+
+    def _await_stopped_loop(self, thread: threading.Thread | None) -> None:
+        """Wait for a stopped run's round loop to end before its run is replaced. Stop waits
+        for it a while, but a round's computation is not interrupted: a loop still computing
+        went on after a Configure (which clears the stop) into its closed run and marked
+        the new run failed. PreconditionError if it has not ended in
+        :data:`STOPPED_LOOP_WAIT` seconds (nothing is changed then)."""
+        if thread is None or not thread.is_alive():
+            return
+        thread.join(STOPPED_LOOP_WAIT)
+        if thread.is_alive():
+            run = self._run
+            where = f"round {run.round} of run {run.spec.experiment!r}" if run else "a round"
+            raise PreconditionError(
+                f"node is still computing {where}, which it was stopped in; configure it "
+                "again once that round has ended"
+            )
 
     def _refuse_while_running(self) -> None:
         if self._state == NodeState.RUNNING and self._run is not None:

@@ -37,6 +37,7 @@ from starling.node.runtime.run import SAMPLES_FILE
 from starling.node.runtime.runtime import NodeRuntime, PreconditionError
 from starling.node.runtime.store import StoreError
 from starling.node.runtime.streaming import Batch
+from starling.node.shown import shorten, shown
 
 __all__ = ["ControlServicer", "PeerServicer"]
 
@@ -81,7 +82,7 @@ def _mapped(method: _Method[_Request, _Reply]) -> _Method[_Request, _Reply]:
             )
         except Exception as exc:  # noqa: BLE001 - reported to the caller, node keeps serving
             log.exception("%s failed", method.__name__)
-            context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+            context.abort(grpc.StatusCode.INTERNAL, shorten(f"{type(exc).__name__}: {exc}"))
         raise AssertionError("context.abort raises")  # pragma: no cover
 
     return wrapper
@@ -197,7 +198,8 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
                     )
                 path = run_directory(self.runtime.state_dir, request.experiment, request.node_id)
                 batches = read_batches(path / SAMPLES_FILE, request.offset, context.is_active)
-        which = f"experiment {request.experiment!r} for node {request.node_id!r}"
+        # Named as shown(): a megabyte name, echoed whole, made details no client can read.
+        which = f"experiment {shown(request.experiment)} for node {shown(request.node_id)}"
         try:
             yield from self._sample_batches(batches)
         except NoStoredRun:
@@ -313,7 +315,8 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
             self.runtime.note_refused_stream()
             context.abort(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"peer {sender!r} holds its limit of {STREAMS_PER_SENDER} streams to this node",
+                f"peer {shown(sender)} holds its limit of {STREAMS_PER_SENDER} streams to this "
+                "node",
             )
         try:
             hello = next(request_iterator, None)

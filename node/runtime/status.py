@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from starling.node.protocol.contract import NodeState, NodeStatus
+from starling.node.shown import shorten
 
 if TYPE_CHECKING:
     from starling.node.runtime.run import Run
@@ -16,7 +17,15 @@ __all__ = ["PreconditionError", "run_status"]
 
 
 class PreconditionError(RuntimeError):
-    """The call does not fit the node's current state (e.g. Configure while running)."""
+    """The call does not fit the node's current state (e.g. Configure while running).
+
+    What it echoes of the call (the run a call names) is cut to a readable length
+    (:func:`starling.node.shown.shorten`): a megabyte run id came back whole as the call's
+    status details, beyond what gRPC lets a client read, so the caller saw only
+    RESOURCE_EXHAUSTED and never why."""
+
+    def __init__(self, message: object = "", *rest: object):
+        super().__init__(shorten(str(message)), *rest)
 
 
 def run_status(

@@ -50,10 +50,14 @@ simulation bit for bit.
 arrive, the master reuses the last ``z_i`` it received (counted in ``stale_inputs``); a
 worker never heard from yet is left out of eq. 5 for that round (``missing_inputs``): Q and
 μ run over the workers heard so far. A report that cannot be right (ρ_i ≤ 0 ...) counts as
-not received (``rejected_inputs``). When θ does not arrive, the worker runs its LMC steps
-against the last θ it received (``stale_inputs``); if it never received one it keeps
-``z_i`` as is (``missing_inputs``), since eq. 4 has no θ to condition on. The counts are the
-program's :meth:`metrics`, kept since the process (re)started — not sampler state.
+not received (``rejected_inputs``): that includes a report no worker's own settings could
+give (a §3.2.2 term or ``local_steps`` beyond what a worker accepts, a step time below
+:data:`MIN_STEP_TIME`), which would hand every worker a plan of more steps than any round
+can end in. A worker likewise refuses a θ whose plan exceeds what the master can plan
+(``rejected_inputs``, then as if θ did not arrive). When θ does not arrive, the worker runs
+its LMC steps against the last θ it received (``stale_inputs``); if it never received one it
+keeps ``z_i`` as is (``missing_inputs``), since eq. 4 has no θ to condition on. The counts
+are the program's :meth:`metrics`, kept since the process (re)started — not sampler state.
 
 **N and the invariant law.** [003] remarks after Prop. 2 that with equal ``N_i = N`` the
 invariant law does not depend on N. As γ → 0 every N gives Π_ρ, but at a fixed γ the exact
@@ -130,8 +134,12 @@ class DGLMCParams:
             raise ValueError("local_steps: must be a positive integer (or 0 for the default)")
         if self.local_steps > MAX_LOCAL_STEPS:
             raise ValueError(
-                f"local_steps: at most {MAX_LOCAL_STEPS:,} LMC steps a round, got "
-                f"{self.local_steps:,}"
+                f"local_steps: at most {MAX_LOCAL_STEPS:,} LMC steps a round, "
+                f"got {self.local_steps:,}"
+            )
+        if 0 < self.step_time < MIN_STEP_TIME:
+            raise ValueError(
+                f"step_time: at least {MIN_STEP_TIME:g} s (or 0: not given), got {self.step_time:g}"
             )
         if self.init not in INITS:
             raise ValueError(f"init: must be one of {', '.join(INITS)}, got {self.init!r}")
@@ -146,9 +154,16 @@ MAX_DEFAULT_STEPS = 100_000
 (4 with the default γ_i): a γ_i given far below its bound makes that millions of steps a
 round, a run that looks hung. Beyond it the worker refuses and asks for ``local_steps``."""
 
-MAX_LOCAL_STEPS = 10 * MAX_DEFAULT_STEPS
-"""The most LMC steps a round may take when ``local_steps`` is given: 10^23 was accepted,
-and the first round never ended."""
+MAX_LOCAL_STEPS = 1_000_000
+"""The most LMC steps a round may take by a worker's own ``local_steps``. A master's plan
+redistributes the workers' steps by speed and may give one worker up to every worker's
+share, so a worker takes a plan of up to this many times the number of workers; a report
+or a plan beyond it is refused: a hostile peer's 1e300, received as a count, hung every
+worker it reached for ever."""
+
+MIN_STEP_TIME = 1e-9
+"""The shortest ``step_time`` (seconds) a worker may report: the straggler rule divides by
+it, and a report of 5e-324 made the speeds overflow and the master's round loop fail."""
 
 # Columns of the report a worker sends with z_i (the ``profile`` tensor).
 RHO, LOCAL_STEPS, GUIDELINE, STEP_TIME = range(4)
@@ -368,8 +383,17 @@ class Master(Program[MasterState]):
 
 def _sound(profile: np.ndarray) -> bool:
     """A worker's report can be used: ρ_i > 0, a positive §3.2.2 term, the rest ≥ 0 (the
-    transport already checked its shape and that it is finite)."""
-    return bool(profile[RHO] > 0 and profile[GUIDELINE] > 0 and np.all(profile >= 0))
+    transport already checked its shape and that it is finite), and figures a worker's own
+    settings could give (:class:`DGLMCParams`, :func:`worker_constants`): ``local_steps`` up
+    to :data:`MAX_LOCAL_STEPS`, a §3.2.2 term it would use up to :data:`MAX_DEFAULT_STEPS`,
+    a step time of 0 or at least :data:`MIN_STEP_TIME`."""
+    if not (profile[RHO] > 0 and profile[GUIDELINE] > 0 and np.all(profile >= 0)):
+        return False
+    if profile[LOCAL_STEPS] > MAX_LOCAL_STEPS:
+        return False
+    if profile[LOCAL_STEPS] <= 0 and profile[GUIDELINE] > MAX_DEFAULT_STEPS:
+        return False
+    return bool(profile[STEP_TIME] == 0 or profile[STEP_TIME] >= MIN_STEP_TIME)
 
 
 class Worker(Program[WorkerState]):
@@ -407,6 +431,9 @@ class Worker(Program[WorkerState]):
         self.current = WorkerState(z, np.zeros(shape), np.zeros(()), steps)
         self.stale_inputs = 0
         self.missing_inputs = 0
+        self.rejected_inputs = 0
+        self.most_steps = MAX_LOCAL_STEPS * max(ctx.spec.num_nodes - 1, 1)
+        """The largest plan a master of this run can send (one worker's share of all)."""
 
     def message_shapes(self, kind: str) -> dict[str, tuple[int, ...]]:
         if kind != "theta":
@@ -433,6 +460,9 @@ class Worker(Program[WorkerState]):
             return
         z, theta, has_theta, steps = self.current
         message = inbox.get(self.master)
+        if message is not None and message["steps"][0] > self.most_steps:
+            self.rejected_inputs += 1  # a plan no master can make: as if θ did not come
+            message = None
         if message is not None:
             theta, has_theta = message["theta"], np.ones(())
             if message["steps"][0] >= 1:
@@ -449,6 +479,7 @@ class Worker(Program[WorkerState]):
         return {
             "stale_inputs": float(self.stale_inputs),
             "missing_inputs": float(self.missing_inputs),
+            "rejected_inputs": float(self.rejected_inputs),
             "local_steps": float(self.current.steps),
         }
 

@@ -17,12 +17,19 @@ import pytest
 from starling.node.logs import TextFormatter, redact_run
 from starling.node.messages import Message
 from starling.node.params import ConfigError
-from starling.node.protocol.starling.v1 import control_pb2_grpc
+from starling.node.protocol import convert
+from starling.node.protocol.starling.v1 import (
+    control_pb2,
+    control_pb2_grpc,
+    peer_pb2,
+    peer_pb2_grpc,
+)
 from starling.node.runtime.inbox import Inbox
 from starling.node.runtime.run import CHECKPOINT_FILE
 from starling.node.runtime.stats import StatsBook
+from starling.node.runtime.transport import open_channel
 from starling.orchestrator.planning.node_specs import node_specs
-from tests.node.test_runtime_harness import ring_experiment
+from tests.node.test_runtime_harness import exchange_as, ring_experiment
 from tests.waiting import wait_until
 
 NOWHERE = {"0": "127.0.0.1:1", "1": "127.0.0.1:2", "2": "127.0.0.1:3"}
@@ -184,3 +191,114 @@ def test_status_answers_while_a_configure_opens_its_run(tmp_path, monkeypatch):
         assert runtime.status().state == NodeState.CONFIGURED
     finally:
         runtime.shutdown()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("field", ["experiment", "kind", "sender"])
+def test_a_peers_megabyte_name_is_echoed_cut_in_the_log_and_the_status(node, field):
+    """An admitted in-neighbour's iterate whose experiment, kind or claimed sender is a few
+    megabytes long is rejected, and the reason named it whole: 4 MB in the log line and in
+    the link's ``last_error``, which every Status (and the run's books) carried on from then."""
+    proc, client = node
+    spec = node_specs(ring_experiment("long", rounds=5, deadline=1.0), NOWHERE)[0]
+    client.configure(spec)
+    header = {"experiment": "long", "sender": "1", "kind": "x", field: "z" * 3_000_000}
+    iterate = peer_pb2.Iterate(receiver="0", round=1, **header)
+    iterate.tensors.append(convert.tensor_from_array(np.zeros((3, 2)), "x"))
+    log_before = len(proc.log())
+    channel = open_channel(proc.address)
+    try:
+        summary = exchange_as(peer_pb2_grpc.PeerStub(channel), client, "1", [iterate], 30)
+    finally:
+        channel.close()
+    assert (summary.received, summary.rejected) == (0, 1)
+    error = client.status().inbound["1"].last_error
+    assert error.startswith("peer '1'") or error.startswith("stream of '1'"), error
+    assert "(3,000,000 characters)" in error and len(error) < 500, error[:300]
+    logged = proc.log()[log_before:]
+    assert "(3,000,000 characters)" in logged and len(logged) < 5000, logged[:300]
+    assert client.status().state == "configured"
+
+
+@pytest.mark.e2e
+def test_a_call_naming_a_megabyte_run_or_name_is_refused_in_one_readable_line(node):
+    """A call for another run is refused naming both runs; a run id of a megabyte was named
+    whole in the status details, which no gRPC client reads (16 KiB of metadata at most):
+    the caller got RESOURCE_EXHAUSTED, not the reason. So was a stored run asked for by a
+    megabyte name, and a Peer stream's claimed sender was logged whole."""
+    proc, client = node
+    spec = node_specs(ring_experiment("named", rounds=5, deadline=1.0), NOWHERE)[0]
+    config = client.configure_request(spec)
+    config.run_id = "run-1"
+    channel = grpc.insecure_channel(proc.address)
+    try:
+        stub = control_pb2_grpc.ControlStub(channel)
+        stub.Configure(config, timeout=10)
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.Stop(control_pb2.StopRequest(run_id="r" * 1_000_000), timeout=10)
+        with pytest.raises(grpc.RpcError) as missing:
+            request = control_pb2.SamplesRequest(experiment="e" * 1_000_000, node_id="0")
+            list(stub.StreamSamples(request, timeout=10))
+        with pytest.raises(grpc.RpcError) as stranger:  # 7 kB: inside what gRPC reads of metadata
+            peer_pb2_grpc.PeerStub(channel).Exchange(
+                iter([peer_pb2.Iterate()]), timeout=10, metadata=(("starling-sender", "s" * 7000),)
+            )
+    finally:
+        channel.close()
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION, refused.value.details()
+    details = refused.value.details() or ""
+    assert details.startswith("Stop refused: it names run 'rrr"), details[:200]
+    assert "(1,000,000 characters), but this node runs 'run-1'" in details and len(details) < 500
+    assert missing.value.code() == grpc.StatusCode.NOT_FOUND, missing.value.details()
+    details = missing.value.details() or ""
+    assert "(1,000,000 characters) for node '0'" in details and len(details) < 500, details[:200]
+    assert stranger.value.code() == grpc.StatusCode.PERMISSION_DENIED, stranger.value.details()
+    details = stranger.value.details() or ""
+    assert "(7,000 characters) is not an in-neighbour" in details and len(details) < 500
+    assert len(proc.log()) < 20_000
+    assert client.status().state == "configured"
+
+
+@pytest.mark.e2e
+def test_idle_connections_to_the_metrics_endpoint_hold_few_threads_and_not_for_long(tmp_path):
+    """The metrics endpoint has no authentication. prometheus_client's server gave every
+    connection a thread for as long as it stayed open: 300 connections that never finished
+    their request held 300 threads of the node (the systemd unit allows 2048 in all), for
+    ever. Now at most MAX_CONNECTIONS are served at once, each closed after IDLE_SECONDS
+    without a byte; once they are, a scrape answers again."""
+    import os
+    import socket
+    import urllib.request
+
+    from starling.node.exporter import IDLE_SECONDS, MAX_CONNECTIONS
+    from tests.node.test_runtime_harness import Cluster
+
+    with socket.socket() as spare:
+        spare.bind(("127.0.0.1", 0))
+        port = spare.getsockname()[1]
+    with Cluster(tmp_path) as cluster:
+        proc = cluster.ready(cluster.launch("0", extra=["--metrics", str(port)]))
+        client = proc.client()
+        client.wait_ready()
+
+        def threads() -> int:
+            return len(os.listdir(f"/proc/{proc.process.pid}/task"))
+
+        before = threads()
+        idle = []
+        try:
+            for _ in range(300):
+                connection = socket.create_connection(("127.0.0.1", port))
+                connection.sendall(b"GET /metrics HTTP/1.1\r\n")  # never finished
+                idle.append(connection)
+            time.sleep(2.0)
+            assert threads() - before <= MAX_CONNECTIONS + 2, threads() - before
+            assert client.status().state == "idle"  # Control answers meanwhile
+            wait_until(lambda: threads() - before <= 2, IDLE_SECONDS + 20, "idle ones closed")
+        finally:
+            for connection in idle:
+                connection.close()
+        url = f"http://127.0.0.1:{port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            assert b"starling_" in reply.read()
+        assert "Traceback" not in proc.log()

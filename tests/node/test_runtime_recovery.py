@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import time
@@ -244,3 +245,74 @@ def test_state_of_other_specs_moved_aside_in_one_second_each_keeps_a_folder(clus
     assert len(held) == 4 and "0" in held.values()
     assert set(held.values()) - {"0"} <= {f"{w.name}-{k}" for w in taken for k in (2, 3, 4)}
     assert "moved to" in proc.log() and "Configure failed" not in proc.log()
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The CPU time process ``pid`` has used (user and system), from /proc."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_round_still_computing_after_stop_never_touches_the_next_run(cluster):
+    """Stop interrupts a round's waits, not its computation, and waits 10 s for the round
+    loop. A DG-LMC worker's round of 1,000,000 LMC steps on 300 chains computes longer: the
+    node reported stopped while its loop ran on, a Configure then cleared the stop, and the
+    old loop, its round done, went on into its closed run and marked the next run failed
+    ("round 1: OSError: Bad file descriptor"). A Configure now waits for it to end first."""
+    experiment = parse_experiment(
+        {
+            "name": "long-round",
+            "algorithm": "dg-lmc",
+            "model": {"name": "conjugate_gaussian", "params": {"dim": 2}},
+            "data": {"source": "synthetic", "size": 50, "seed": 1},
+            "topology": {"kind": "star"},
+            "nodes": [
+                {"id": "m", "role": "master"},
+                {"id": "w", "hyperparameters": {"local_steps": 1_000_000}},
+            ],
+            "rounds": 3,
+            "chains": 300,
+            "seed": 3,
+            "round_deadline": 120.0,
+        }
+    )
+    procs = cluster.start_nodes(["m", "w"])
+    specs = {s.node_id: s for s in node_specs(experiment, {k: p.address for k, p in procs.items()})}
+    clients = {k: procs[k].client(timeout=90) for k in procs}
+    for node in ("m", "w"):
+        clients[node].wait_ready()
+        clients[node].configure(specs[node])
+    for client in clients.values():
+        client.start()
+    # Round 0's θ has gone to the worker: it is computing its LMC steps.
+    wait_until(lambda: clients["m"].status().outbound["w"].sent >= 1, 60, "θ sent")
+    time.sleep(1.0)
+    worker = clients["w"]
+    started = time.monotonic()
+    worker.stop()
+    assert time.monotonic() - started >= 9, "the round ended within Stop's wait: no test"
+    assert worker.status().state == "stopped"
+    # The same process, configured for another run: three nodes' ring, its peers nowhere.
+    nowhere = _nowhere()
+    ring = node_specs(
+        ring_experiment("after-long-round", rounds=5, deadline=0.05),
+        {"0": procs["w"].address, "1": nowhere, "2": nowhere},
+    )[0]
+    worker.configure(ring)
+    worker.start()
+    wait_until(lambda: worker.status().state == "done", 60, "the new run done")
+    pid = procs["w"].process.pid
+    # Whatever the old loop still does, it is over once the process computes no more.
+    wait_until(lambda: _idle(pid), 120, "the worker to be idle")
+    status = worker.status()
+    assert (status.experiment, status.state, status.error) == ("after-long-round", "done", "")
+    assert [r for r, _ in worker.samples()] == list(range(5))
+    assert "round loop failed" not in procs["w"].log()
+
+
+def _idle(pid: int) -> bool:
+    """Whether process ``pid`` used under 0.2 s of CPU in the last second."""
+    before = _cpu_seconds(pid)
+    time.sleep(1.0)
+    return _cpu_seconds(pid) - before < 0.2

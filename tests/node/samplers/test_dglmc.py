@@ -427,6 +427,80 @@ def test_real_processes_equal_the_simulator_bit_for_bit(tmp_path):
     assert (metrics["w1"]["local_steps"], metrics["w2"]["local_steps"]) == (6, 2)
 
 
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    "report",
+    [
+        # rho, local_steps, §3.2.2 term, step time: each finite, none a worker could send.
+        pytest.param([0.1, 0.0, 1e300, 0.0], id="a-default-term-of-1e300"),
+        pytest.param([0.1, 1e300, 4.0, 1.0], id="local-steps-of-1e300"),
+        pytest.param([0.1, 0.0, 4.0, 5e-324], id="a-step-time-of-5e-324"),
+    ],
+)
+def test_a_hostile_workers_report_neither_hangs_the_other_workers_nor_fails_the_master(
+    tmp_path, report
+):
+    """A worker's report is counts and timings, which no screening bound holds. A hostile
+    worker reporting a §3.2.2 term or local_steps of 1e300 made the master plan 1e300 LMC
+    steps for every worker, which then never finished its round; a step time of 5e-324
+    overflowed the speeds and failed the master's round loop. Real master and worker
+    processes; the hostile worker "w2" speaks on its own link, its secret proved."""
+    from starling.node.protocol import convert
+    from starling.node.protocol.starling.v1 import peer_pb2, peer_pb2_grpc
+    from starling.node.runtime.transport import open_channel
+    from tests.node.test_runtime_harness import exchange_as
+
+    rounds = 6
+    experiment = parse_experiment(
+        {
+            "name": "dglmc-hostile",
+            "algorithm": "dg-lmc",
+            "model": {"name": "conjugate_gaussian", "params": {"dim": 2}},
+            "data": {"source": "synthetic", "size": 50, "seed": 5},
+            "topology": {"kind": "star", "nodes": 3},
+            "nodes": [
+                {"id": "m", "role": "master"},
+                {"id": "w1", "hyperparameters": {"step_time": 1.0}},
+                {"id": "w2"},
+            ],
+            "rounds": rounds,
+            "chains": 2,
+            "seed": 13,
+            "round_deadline": 5.0,
+        }
+    )
+    hostile = []
+    for round_index in range(rounds):
+        iterate = peer_pb2.Iterate(
+            experiment="dglmc-hostile", sender="w2", receiver="m", round=round_index, kind="z"
+        )
+        iterate.tensors.append(convert.tensor_from_array(np.zeros((2, 2)), "z"))
+        iterate.tensors.append(convert.tensor_from_array(np.array(report), "profile"))
+        hostile.append(iterate)
+    with Cluster(tmp_path) as cluster:
+        procs = cluster.start_nodes(["m", "w1"])
+        addresses = {"m": procs["m"].address, "w1": procs["w1"].address, "w2": "127.0.0.1:1"}
+        specs = [s for s in node_specs(experiment, addresses) if s.node_id != "w2"]
+        clients = {s.node_id: procs[s.node_id].client() for s in specs}
+        for spec in specs:
+            clients[spec.node_id].wait_ready()
+            clients[spec.node_id].configure(spec)
+        channel = open_channel(procs["m"].address)
+        try:
+            summary = exchange_as(peer_pb2_grpc.PeerStub(channel), clients["m"], "w2", hostile)
+            assert (summary.received, summary.rejected) == (rounds, 0)  # well-formed, filed
+            for client in clients.values():
+                client.start()
+            wait_done(clients, 60)
+        finally:
+            channel.close()
+        status = {node: client.status() for node, client in clients.items()}
+    assert all(s.error == "" and s.round == rounds for s in status.values()), status
+    assert status["m"].program_metrics["rejected_inputs"] == rounds
+    # w2 never heard: the plan is w1's alone, the §3.2.2 default N = 4.
+    assert status["w1"].program_metrics["local_steps"] == 4
+
+
 # ----------------------------------------------------------------------------------------
 # Bad input.
 
@@ -459,6 +533,11 @@ def test_real_processes_equal_the_simulator_bit_for_bit(tmp_path):
             {"nodes": [{"id": "m"}, {"id": "w", "hyperparameters": {"step_time": -1}}]},
             "nodes[1].hyperparameters.step_time: must be a positive",
         ),
+        (
+            {"hyperparameters": {"local_steps": 2_000_000}},
+            "hyperparameters.local_steps: at most 1,000,000 LMC steps a round",
+        ),
+        ({"hyperparameters": {"step_time": 1e-12}}, "hyperparameters.step_time: at least 1e-09"),
     ],
 )
 def test_bad_hyperparameters_are_refused_naming_the_field(change, needle):
