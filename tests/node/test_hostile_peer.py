@@ -270,7 +270,7 @@ def test_idle_connections_to_the_metrics_endpoint_hold_few_threads_and_not_for_l
     import socket
     import urllib.request
 
-    from starling.node.exporter import IDLE_SECONDS, MAX_CONNECTIONS
+    from starling.node.metrics_http import IDLE_SECONDS, MAX_CONNECTIONS
     from tests.node.test_runtime_harness import Cluster
 
     with socket.socket() as spare:
