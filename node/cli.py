@@ -60,6 +60,12 @@ class OneLineParser(argparse.ArgumentParser):
     root = "starling"
     """The top parser's ``prog``: the line names the subcommand after it."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # An option is given by its whole name: argparse would take ``--ou`` for ``--out``,
+        # and a later option that shares the prefix would then change what a script meant.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         where = self.prog.removeprefix(self.root).strip()
         message = message.removeprefix("argument ")

@@ -26,6 +26,8 @@ __all__ = ["add_commands", "join_option_values", "parse_delay"]
 
 VALUE_OPTIONS = ("--delay", "--drop")
 """Options whose value may start with ``-``: argparse would take ``-3ms`` for an option."""
+WATCH_WAIT_SECONDS = 60.0
+"""How long ``status --watch`` waits for a run about to start, unless ``--wait`` says."""
 
 
 def join_option_values(argv: list[str]) -> list[str]:
@@ -258,7 +260,9 @@ def cmd_status(args) -> int:
             raise ConfigError("--watch: a live view for people; --format json gives one status")
         from starling.orchestrator.cli.watch import watch
 
-        return watch(args.run, wait=args.wait)
+        return watch(args.run, wait=WATCH_WAIT_SECONDS if args.wait is None else args.wait)
+    if args.wait is not None:
+        raise ConfigError("--wait: only with --watch (a one-off status does not wait for a run)")
     record = live.find_run(args.run)
     report = status_report(record)
     if args.format == "json":
@@ -359,7 +363,7 @@ def add_commands(sub) -> None:
     status.add_argument(
         "--wait",
         type=float,
-        default=60.0,
+        default=None,
         metavar="SECONDS",
         help="with --watch: how long to wait for a run that is about to start (default 60)",
     )

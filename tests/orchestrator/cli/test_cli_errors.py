@@ -400,6 +400,11 @@ COMMAND_CASES: list[tuple[str, list[str], Any, int, str]] = [
     ("jitter with a kernel drop", ["links", "set", "A", "B", "--kernel", "--drop", "0.2",
                                    "--jitter", "2ms"], None, 2,
      "--jitter: only with links set --delay ... --kernel"),
+    # An option by its whole name only: argparse took --ou for --out.
+    ("an option cut short", ["simulate", "{exp}", "--ou", "{tmp}/p"], None, 2,
+     "unrecognized arguments: --ou"),
+    ("status --wait without --watch", ["status", "--wait", "5"], None, 2,
+     "--wait: only with --watch"),
 ]
 # fmt: on
 
