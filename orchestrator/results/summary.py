@@ -172,10 +172,9 @@ def _verdict_lines(metrics: Mapping) -> list[str]:
         window = criteria.get("window") or ["?", "?"]
         critical = (criteria.get("stationarity") or {}).get("critical_t")
         scale = (metrics.get("w2") or {}).get("scale")
-        checks = [
-            f"R-hat ≤ {criteria.get('rhat_max', 0):.3f}",
-            f"bulk and tail ESS ≥ {criteria.get('ess_min', 0):.0f}",
-        ]
+        checks = [f"bulk and tail ESS ≥ {criteria.get('ess_min', 0):.0f}"]
+        if (metrics.get("chains") or 0) > 1:  # one chain has no R-hat to check
+            checks.insert(0, f"R-hat ≤ {criteria.get('rhat_max', 0):.3f}")
         if criteria.get("distinct_chains"):
             checks.append("no chain a copy of another")
         if critical is not None:
@@ -184,6 +183,28 @@ def _verdict_lines(metrics: Mapping) -> list[str]:
             checks.append(f"W2 < sqrt(tr Σ) = {scale:.4f}")
         lines.append(f"  (judged on rounds {window[0]}..{window[1]}: {', '.join(checks)})")
     return lines
+
+
+LISTED_STDS = 10
+"""Up to this many coordinates the summary lists the posterior's std of each; beyond, their
+range (every one is in ``metrics.json``)."""
+
+
+def _posterior_std_line(std: list) -> str:
+    """The posterior's std per coordinate, or their range when there are more than
+    :data:`LISTED_STDS`. A coordinate whose std left the floats (data near 1e308) is stored
+    as None: "not finite"."""
+    if len(std) <= LISTED_STDS:
+        shown = ("not finite" if s is None else f"{s:.4f}" for s in std)
+        return "posterior std per coordinate: " + ", ".join(shown)
+    finite = [s for s in std if s is not None]
+    spread = f"from {min(finite):.4f} to {max(finite):.4f}" if finite else "none finite"
+    missing = len(std) - len(finite)
+    return (
+        f"posterior std over {len(std)} coordinates: {spread}"
+        + (f", {missing} not finite" if finite and missing else "")
+        + " (each in metrics.json, posterior.std)"
+    )
 
 
 def summary_table(metrics: Mapping) -> str:
@@ -201,9 +222,7 @@ def summary_table(metrics: Mapping) -> str:
         posterior = metrics.get("posterior", {})
         std = posterior.get("std")
         if std:
-            # A coordinate whose std left the floats (data near 1e308) is stored as None.
-            shown = ("not finite" if s is None else f"{s:.4f}" for s in std)
-            lines.append("posterior std per coordinate: " + ", ".join(shown))
+            lines.append(_posterior_std_line(std))
         lines.append(f"{'node':>10}  {'W2 ± se':>17}  samples  verdict")
         counts = metrics.get("samples_per_node", {})
         errors = w2.get("se") or {}

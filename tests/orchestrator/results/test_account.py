@@ -257,3 +257,26 @@ def test_simulate_writes_the_same_keys_as_run(tmp_path):
     assert "scheduled: link 0<->1 down, rounds 2..5" in written["account"]
     assert metrics["links"] == written["links"]
     assert any("what happened:" in line for line in said)
+
+
+def test_many_coordinates_show_their_std_as_a_range():
+    # dim 200 printed 200 figures on one line of summary.txt; past 10 the range is shown.
+    many = [0.1 + k / 1000 for k in range(200)]
+    table = summary_table({"w2": {"per_node": {}}, "posterior": {"std": many}})
+    assert "posterior std over 200 coordinates: from 0.1000 to 0.2990" in table
+    assert "0.1010" not in table
+    with_gaps = summary_table({"w2": {"per_node": {}}, "posterior": {"std": [None, *many]}})
+    assert "201 coordinates: from 0.1000 to 0.2990, 1 not finite" in with_gaps
+    ten = summary_table({"w2": {"per_node": {}}, "posterior": {"std": many[:10]}})
+    assert "posterior std per coordinate: 0.1000, 0.1010" in ten
+
+
+def test_one_chain_is_not_judged_on_r_hat():
+    verdict = {
+        "run": "converged",
+        "criteria": {"window": [5, 9], "rhat_max": 1.01, "ess_min": 100},
+    }
+    one = summary_table({"chains": 1, "verdict": verdict})
+    many = summary_table({"chains": 4, "verdict": verdict})
+    assert "R-hat" not in one and "bulk and tail ESS ≥ 100" in one
+    assert "R-hat ≤ 1.010, bulk and tail ESS ≥ 100" in many
