@@ -86,6 +86,17 @@ def _number(text: str | None) -> float:
         return np.nan
 
 
+def _cell(text: str | None) -> str | float | None:
+    """A table.csv cell as the page shows it: a fraction as a float (the table prints it to
+    4 significant figures, not the file's 16 digits), anything else as written."""
+    if text is None or not any(mark in text for mark in ".eE") or text.strip() in ("", "None"):
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        return text  # a label with a dot in it
+
+
 def _label(column: str, study: dict) -> str:
     return NAMES.get(column, column.replace("_", " ")).format(agent=study.get("agent", "0"))
 
@@ -253,7 +264,11 @@ def write_study_report(folder: Path) -> Path:
     no_plots = '<p class="note">Figures need matplotlib (starling-mcmc[plots]).</p>'
     curves = figure_html(_curves_figure(curve_rows, study), "curves") if plots else no_plots
     final = (
-        table(list(table_rows[0]), [list(r.values()) for r in table_rows], "numbers")
+        table(
+            [_label(column, study) for column in table_rows[0]],
+            [[_cell(value) for value in r.values()] for r in table_rows],
+            "numbers",
+        )
         if table_rows
         else ""
     )

@@ -149,6 +149,13 @@ def test_a_study_gets_one_page_comparing_its_cells(tmp_path, starling_home):
     # The banner counts the runs' verdicts; the paired differences have their own table.
     assert re.search(r'class="verdict verdict-[a-z-]+"><h2>Verdict: \d+ of 8 runs converged', page)
     assert "Paired by seed" in page and "<th>difference</th>" in page
+    # The final figures' table: table.csv's numbers to 4 significant figures (the file keeps
+    # 16 digits).
+    final = page.split("Final figures</h2>", 1)[1].split("</table>", 1)[0]
+    cells = re.findall(r"<td>([^<]*)</td>", final)
+    decimals = [c for c in cells if re.fullmatch(r"-?\d*\.\d+(e[-+]?\d+)?", c)]
+    digits = [c.lstrip("-").split("e")[0].replace(".", "").lstrip("0") for c in decimals]
+    assert decimals and all(len(d) <= 4 for d in digits), decimals
 
 
 def test_report_refuses_a_folder_without_results(tmp_path, capsys):
