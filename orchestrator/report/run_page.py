@@ -65,9 +65,19 @@ def write_run_report(folder: Path) -> Path:
         ),
     ]
     name = m.get("experiment") or data.experiment.get("name") or Path(folder).name
+    # A run that failed before it was evaluated has no such figures in its metrics; the
+    # experiment file it ran says them.
+    planned = data.experiment
+
+    def said(key: str) -> object:
+        return m.get(key, planned.get(key, "?"))
+
+    topology = planned.get("topology")
+    sized = topology.get("nodes") if isinstance(topology, dict) else None
+    nodes = m.get("nodes", len(data.nodes) or (sized if isinstance(sized, int) else "?"))
     meta = html.escape(
-        f"{m.get('algorithm', '?')} · {m.get('nodes', len(data.nodes))} nodes · "
-        f"{m.get('rounds', '?')} rounds · {m.get('chains', '?')} chains · "
+        f"{said('algorithm')} · {nodes} nodes · "
+        f"{said('rounds')} rounds · {said('chains')} chains · "
         f"{m.get('backend', '')} · {Path(folder).resolve()}"
     )
     out = Path(folder) / "report.html"

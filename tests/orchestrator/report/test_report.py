@@ -19,6 +19,7 @@ import yaml
 
 from starling.orchestrator.cli.main import main
 from starling.orchestrator.report import write_report
+from tests.conftest import ROOT
 
 pytest.importorskip("matplotlib")
 
@@ -254,3 +255,18 @@ def test_a_run_of_one_round_draws_its_points_on_whole_rounds(tmp_path, starling_
         assert "<use" in group, name  # a marker drawn at the point
     ticks = re.findall(r'<g id="xtick_\d+">.*?<text[^>]*>([^<]+)</text>', svg, re.S)
     assert ticks and all(t.replace("−", "-").lstrip("-").isdigit() for t in ticks), ticks
+
+
+def test_a_run_that_failed_before_its_evaluation_is_described_from_its_experiment(tmp_path):
+    # metrics.json of a run that failed early holds its status and error, not the
+    # algorithm, rounds or chains: the header takes them from the experiment file it ran
+    # (it showed "? · 0 nodes · ? rounds · ? chains").
+    raw = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())
+    (tmp_path / "experiment.yaml").write_text(yaml.safe_dump(raw))
+    (tmp_path / "metrics.json").write_text(
+        json.dumps({"status": "failed", "experiment": raw["name"], "error": "node 1 failed"})
+    )
+    page = write_report(tmp_path).read_text()
+    nodes = raw["topology"]["nodes"]
+    meta = f"{raw['algorithm']} · {nodes} nodes · {raw['rounds']} rounds · {raw['chains']} chains"
+    assert html.escape(meta) in page, re.findall(r"[^>]*chains[^<]*", page)[:3]
