@@ -38,11 +38,19 @@ def test_an_interrupted_local_run_keeps_every_sample_its_nodes_stored(tmp_path, 
     with LiveRun(tmp_path, starling_home, raw) as run:
         _interrupted(run)
     start = json.loads((run.out / "start.json").read_text())
-    for node, (rounds, values) in _stored(run.out, start).items():
+    stored = _stored(run.out, start)
+    for node, (rounds, values) in stored.items():
         with np.load(run.out / "samples" / f"node-{node}.npz") as got:
             assert len(got["rounds"]) == len(rounds), f"node {node}: stored samples left out"
             np.testing.assert_array_equal(got["rounds"], rounds)
             np.testing.assert_array_equal(got["samples"], values)
+    # Stopped at once, the nodes end a round or so apart: all of them are evaluated, over
+    # the rounds every one of them recorded.
+    metrics = run.metrics()
+    lengths = {len(rounds) for rounds, _ in stored.values()}
+    assert "averaged_nodes" not in metrics
+    assert metrics.get("rounds_evaluated") == (min(lengths) if len(lengths) > 1 else None)
+    assert metrics["consensus_error"] is not None
 
 
 def test_an_interrupted_run_stops_the_rounds_of_inventory_nodes(tmp_path, starling_home):

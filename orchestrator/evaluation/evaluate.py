@@ -31,7 +31,7 @@ while sampling the posterior, however slowly it mixes, so the run is reported ``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,6 +57,7 @@ __all__ = [
     "Evaluation",
     "consensus_error",
     "divergence_bound",
+    "common_rounds",
     "diverged_rounds",
     "evaluate",
     "ground_truth",
@@ -150,6 +151,29 @@ def recorded_rounds(plan: EvaluationPlan, samples: Mapping[str, np.ndarray]) -> 
     return max((int(s.shape[0]) for s in samples.values()), default=plan.rounds)
 
 
+def common_rounds(
+    samples: Mapping[str, np.ndarray], together: Collection[str]
+) -> tuple[dict[str, np.ndarray], int | None]:
+    """``samples`` with the nodes of ``together`` cut to the rounds every one of them
+    recorded, and that count (None when nothing was cut).
+
+    Nodes whose rounds the orchestrator stopped at once (Ctrl-C during ``run``) end a round
+    or two apart, as neighbours of a lockstep graph may be: evaluated as they are, only
+    the nodes a round ahead would make the network average and the consensus
+    (:func:`recorded_rounds`). Cut to their common rounds, every one of them does, as in
+    ``simulate``, whose lockstep rounds end together. A node not among them (one that
+    failed earlier) keeps its own rounds. Only what is evaluated is cut: the samples are
+    written whole."""
+    lengths = [samples[node].shape[0] for node in together if node in samples]
+    if len(lengths) < 2 or min(lengths) == max(lengths):
+        return dict(samples), None
+    common = min(lengths)
+    cut = {
+        node: (values[:common] if node in together else values) for node, values in samples.items()
+    }
+    return cut, common
+
+
 def _sane(values: np.ndarray, bound: float = _HUGE) -> np.ndarray:
     """Per leading index, whether every value is finite and under ``bound`` in magnitude
     (:func:`divergence_bound`)."""
@@ -235,10 +259,13 @@ def evaluate(
     plan: EvaluationPlan,
     samples: Mapping[str, np.ndarray],
     node_data: Mapping[str, DataSpec] | None = None,
+    stopped_together: Collection[str] = (),
 ) -> Evaluation:
     """W2 and consensus of ``samples``; ``node_data``: what nodes holding their own data
     reported (``data.source: node``), the only way such a run gets a ground truth. A node
-    whose array holds no round counts as one that recorded nothing."""
+    whose array holds no round counts as one that recorded nothing. ``stopped_together``:
+    the nodes whose rounds were stopped at once (an interrupted run), evaluated over the
+    rounds all of them recorded (:func:`common_rounds`)."""
     samples = {node: values for node, values in samples.items() if values.shape[0] > 0}
     metrics: dict = {
         "experiment": plan.name,
@@ -248,6 +275,9 @@ def evaluate(
         "nodes": len(plan.node_ids),
         "samples_per_node": samples_per_node(plan, samples),
     }
+    samples, common = common_rounds(samples, stopped_together)
+    if common is not None:
+        metrics["rounds_evaluated"] = common
     curves: dict[str, np.ndarray] = {}
     curve_rounds: np.ndarray | None = None
     model = build_model(plan.model)

@@ -92,6 +92,10 @@ class RunOutcome:
     interrupted: bool = False
     interrupted_during: str | None = None
     """The phase of the first Ctrl-C or SIGTERM."""
+    stopped_together: list[str] = field(default_factory=list)
+    """The nodes whose rounds the interrupt stopped at once: the evaluation takes them over
+    the rounds they all recorded
+    (:func:`~starling.orchestrator.evaluation.evaluate.common_rounds`)."""
     not_collected: dict = field(default_factory=dict)
     """Nodes whose samples could not be collected, and the line that says so."""
     down_at_end: dict = field(default_factory=dict)
@@ -156,6 +160,7 @@ def run_experiment(
             outcome.extra(plan.backend.kind),
             say,
             outcome.node_data,
+            outcome.stopped_together,
         )
     if plan.backend.capabilities.local_stores and metrics.get("status") == "complete":
         samples, rounds = outcome.samples, outcome.rounds
@@ -295,9 +300,11 @@ class _Execution:
                 self.kernel.finish(self.supervisor)  # a paused node must answer the collection
             alive = {n: c for n, c in clients.items() if backend.alive(n) is not False}
             halt_rounds(alive, account)  # see starling.orchestrator.execution.halt
+            outcome.stopped_together = sorted(alive)
             late = self.supervisor.finish(within=_left(began))
         else:
             halt_rounds(clients, account)
+            outcome.stopped_together = sorted(clients)
             late = _collect_all(clients, self.collector, account, _left(began))
         outcome.not_collected = _not_collected(
             late, time.monotonic() - began, self.out_dir, account

@@ -219,6 +219,7 @@ METRICS = Obj(
         "interrupted": FLAG,
         "consensus_error": NUMBER,
         "averaged_nodes": Items(_NAME),
+        "rounds_evaluated": INTEGER,
         "account": Items(_NAME),
         "samples_per_node": Each(INTEGER),
         "diverged": Each(INTEGER),

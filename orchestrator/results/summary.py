@@ -217,6 +217,11 @@ def summary_table(metrics: Mapping) -> str:
         f"{metrics.get('nodes')} nodes, {metrics.get('rounds')} rounds, "
         f"{metrics.get('chains')} chains",
     ]
+    if metrics.get("rounds_evaluated") is not None:
+        lines.append(
+            f"evaluated over the first {metrics['rounds_evaluated']} rounds, which every node "
+            "the interrupt stopped recorded (samples/ holds every round)"
+        )
     w2 = metrics.get("w2")
     if w2:
         posterior = metrics.get("posterior", {})

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -194,18 +194,20 @@ def close_run(
     extra: dict,
     say: Callable[[str], None] | None,
     node_data: Mapping[str, DataSpec] | None = None,
+    stopped_together: Collection[str] = (),
 ) -> dict:
     """Evaluate, close the account (links, divergence, timing), write the results folder
     and print the summary (unless ``say`` is None); returns the metrics written. ``run`` and
     ``simulate`` both end here, so their folders have the same keys. ``node_data``: what
-    nodes holding their own data reported (see
+    nodes holding their own data reported; ``stopped_together``: the nodes an interrupt
+    stopped at once (both: see
     :func:`starling.orchestrator.evaluation.evaluate.evaluate`)."""
     # In the experiment's node order, whatever order the nodes were collected in: means over
     # nodes are float sums, and ``run`` must score to the last bit what ``simulate`` scores.
     samples = in_node_order(samples, plan.node_ids)
     rounds = in_node_order(rounds, plan.node_ids)
     phases.enter("evaluating")
-    evaluation = evaluate(plan, samples, node_data)
+    evaluation = evaluate(plan, samples, node_data, stopped_together)
     for line in link_account(links):
         account.plain(line)
     account_divergence(evaluation.metrics, account)

@@ -188,3 +188,30 @@ def test_an_average_over_some_nodes_names_them_in_the_metrics_and_the_summary():
     everyone = evaluate(plan, _exact_draws(plan, rounds=60, chains=20)).metrics
     assert "averaged_nodes" not in everyone
     assert " only" not in summary_table(everyone)
+
+
+def test_nodes_stopped_together_are_evaluated_over_their_common_rounds():
+    # An interrupted run: nodes 0..2 were stopped at once and ended a round apart (59, 60,
+    # 61 rounds); node 3 had failed at round 20. The three are evaluated over their 59
+    # common rounds, so all of them make the network average and the consensus; node 3
+    # keeps its own 20. The counts of samples stay those recorded.
+    plan = _plan(rounds=100, chains=20, nodes=4)
+    samples = _exact_draws(plan, rounds=61, chains=20)
+    samples["0"], samples["1"], samples["3"] = (
+        samples["0"][:59],
+        samples["1"][:60],
+        samples["3"][:20],
+    )
+    metrics = evaluate(plan, samples, stopped_together=["0", "1", "2"]).metrics
+    assert metrics["rounds_evaluated"] == 59
+    assert metrics["averaged_nodes"] == ["0", "1", "2"]
+    assert metrics["samples_per_node"] == {"0": 59, "1": 60, "2": 61, "3": 20}
+    assert "evaluated over the first 59 rounds" in summary_table(metrics)
+    cut = {n: (s[:59] if n != "3" else s) for n, s in samples.items()}
+    assert metrics["w2"] == evaluate(plan, cut).metrics["w2"]
+    assert metrics["consensus_error"] == evaluate(plan, cut).metrics["consensus_error"]
+    # Without the interrupt's list the longest node alone made the average.
+    assert evaluate(plan, samples).metrics["averaged_nodes"] == ["2"]
+    # Nodes that ended on one round are left as they are.
+    level = evaluate(plan, cut, stopped_together=["0", "1", "2"]).metrics
+    assert "rounds_evaluated" not in level
