@@ -54,10 +54,17 @@ def _over(what: str, figures: str, need: int, limit: int, note: str = "") -> Con
 
 
 def check_synthetic(
-    source: str, chains: int, dim: int, plan: Mapping[str, Any], limit: int
+    source: str,
+    chains: int,
+    dim: int,
+    plan: Mapping[str, Any],
+    limit: int,
+    rows_from: str = "data.size",
 ) -> None:
     """Refuse a run whose per-node arrays would not fit: chains × dim × rows float64s,
-    for the node holding the most synthetic rows (file data: :func:`check_file_data`)."""
+    for the node holding the most synthetic rows (file data: :func:`check_file_data`);
+    ``rows_from``: the field that set the rows, for the message (``data.sizes`` when it
+    was given)."""
     if source != "synthetic":
         return
     sizes = [
@@ -70,7 +77,7 @@ def check_synthetic(
     rows = max(sizes)
     need = chains * dim * rows * 8
     if need > limit:
-        raise _over("chains × dim × data.size", f"{chains} × {dim} × {rows}", need, limit)
+        raise _over(f"chains × dim × {rows_from}", f"{chains} × {dim} × {rows}", need, limit)
 
 
 def check_matrices(model: Any, limit: int) -> None:

@@ -136,7 +136,14 @@ def plan_run(experiment: Experiment) -> RunPlan:
     dim = model.dim
     limits = experiment.limits
     check_matrices(model, limits.node_memory)
-    check_synthetic(experiment.data.source, experiment.chains, dim, data, limits.node_memory)
+    check_synthetic(
+        experiment.data.source,
+        experiment.chains,
+        dim,
+        data,
+        limits.node_memory,
+        "data.sizes" if experiment.data.sizes is not None else "data.size",
+    )
     check_samples(
         experiment.rounds, experiment.chains, dim, len(experiment.nodes), limits.samples_memory
     )

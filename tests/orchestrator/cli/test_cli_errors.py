@@ -136,6 +136,9 @@ CASES: list[tuple[str, str, Any, int, str]] = [
     ("a billion points", "simulate", _q(data={"size": 10**9}), 2,
      "100 × 2 × 1000000000 float64s would"),
     ("a billion points, run", "run", _q(data={"size": 10**9}), 2, "over limits.node_memory"),
+    ("a billion points in one shard", "simulate",
+     _q(data={"=": 1, "source": "synthetic", "sizes": [10, 10, 10**9, 10, 10], "seed": 1}), 2,
+     "chains × dim × data.sizes: 100 × 2 × 1000000000 float64s would"),
     ("size 1e9 as YAML writes it", "run", "name: q\nalgorithm: d-sgld\nrounds: 3\n"
      "model: {name: linear_regression}\ndata: {size: 1e9}\n", 2,
      "data.size: expected an integer, got '1e9'"),
