@@ -12,11 +12,12 @@ A new kind is a settings model in :data:`BACKENDS` and a module in ``execution/b
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
 from starling.node.params import ConfigError
 from starling.orchestrator.config.schema import Address, NodeId
@@ -78,11 +79,25 @@ class BackendSettings(BaseModel):
         """Refuse, naming the field, settings that cannot serve ``count`` nodes."""
 
 
+def _local_host(value: str) -> str:
+    """``backend.host``: a host name, or an address that is one. Digits and dots are read as
+    an IPv4 address: ``999.1.1.1`` was handed to the nodes, which refused it as "a
+    non-loopback address without TLS"."""
+    if not value.strip() or any(c.isspace() for c in value):
+        raise ValueError(f"expected a host name or address, got {value!r}")
+    if value.replace(".", "").isdigit():
+        try:
+            ipaddress.IPv4Address(value)
+        except ValueError:
+            raise ValueError(f"not an IPv4 address: {value!r}") from None
+    return value
+
+
 class LocalSettings(BackendSettings):
     """``kind: local``: every node a child process of the orchestrator, on loopback."""
 
     kind: Literal["local"] = "local"
-    host: Str = "127.0.0.1"
+    host: Annotated[Str, AfterValidator(_local_host)] = "127.0.0.1"
     base_port: Annotated[Int, Field(ge=0, le=65535)] = 0
     """0: each node picks a free port itself; otherwise node k listens on base_port + k."""
 
