@@ -139,6 +139,7 @@ def edge_list(
     if not isinstance(edges, (list, tuple)):
         raise ConfigError(f"{where}.edges: expected a list of [sender, receiver], got {edges!r}")
     pairs = []
+    seen: dict[tuple[str, ...], int] = {}
     for k, edge in enumerate(edges):
         if not isinstance(edge, (list, tuple)) or len(edge) != 2:
             raise ConfigError(f"{where}.edges[{k}]: expected [sender, receiver], got {edge!r}")
@@ -148,6 +149,13 @@ def edge_list(
                 raise ConfigError(f"{where}.edges[{k}]: peer {end!r} is not a node")
         if a == b:
             raise ConfigError(f"{where}.edges[{k}]: a self-loop {a}→{a} is not a link")
+        # The same link twice was kept once without a word: a typo for another link, or a
+        # weight the file meant to give, would go unnoticed.
+        link = (a, b) if directed else tuple(sorted((a, b)))
+        if link in seen:
+            both_ways = "" if directed else " (an undirected link runs both ways)"
+            raise ConfigError(f"{where}.edges[{k}]: {a}→{b} repeats edges[{seen[link]}]{both_ways}")
+        seen[link] = k
         pairs.append((a, b))
     if directed:
         return Graph(tuple(nodes), frozenset(pairs), directed=True)

@@ -192,6 +192,15 @@ def test_edge_list_directed_or_not():
     [
         ({"edges": [["0", "9"]]}, r"topology.edges\[0\]: peer '9' is not a node"),
         ({"edges": [["0", "0"]]}, r"topology.edges\[0\]: a self-loop"),
+        ({"edges": [[0, 1], [1, 2], [0, 1]]}, r"topology.edges\[2\]: 0→1 repeats edges\[0\]"),
+        (
+            {"edges": [[0, 1], [1, 0]]},
+            r"topology.edges\[1\]: 1→0 repeats edges\[0\] \(an undirected link runs both ways",
+        ),
+        (
+            {"edges": [[0, 1], [1, 0], [0, 1]], "directed": True},
+            r"topology.edges\[2\]: 0→1 repeats edges\[0\]$",
+        ),
         ({"edges": [["0"]]}, r"topology.edges\[0\]: expected \[sender, receiver\]"),
         ({"edges": "0-1"}, r"topology.edges: expected a list"),
         ({}, r"topology.edges: required for kind edges"),
