@@ -24,6 +24,9 @@ Optional, only where it makes sense (evaluation code tests with ``hasattr``):
   Gaussian (linear regression, conjugate Gaussian);
 * ``reference_posterior(shards) -> GridPosterior`` — a normalised density on a grid for a
   low-dimensional non-Gaussian posterior (the Gaussian mixture);
+* ``prox_by_newton = True`` — the potential keeps the default prox, a damped Newton solve
+  that holds every chain's ``d × d`` Hessian (the orchestrator sizes it for a proximal
+  sampler);
 * for classifiers (see :mod:`starling.node.models.classification`): ``num_classes``,
   ``class_labels(y) -> int array`` and ``predict_proba(samples, X) -> (S, n, K)``.
 

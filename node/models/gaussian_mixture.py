@@ -47,6 +47,8 @@ class GaussianMixture:
     dim = 2
     num_features = 1
     supervised = False
+    prox_by_newton = True
+    """The default prox is a damped Newton solve (see :class:`LogisticRegression`)."""
 
     def validate(self) -> None:
         check_scales(self, "obs_var", "prior_var1", "prior_var2")

@@ -54,6 +54,10 @@ class LogisticRegression:
 
     supervised = True
     num_classes = 2
+    prox_by_newton = True
+    """The default prox is a damped Newton solve: every chain's dim × dim Hessian at once
+    (:mod:`starling.node.models.prox`), which the orchestrator bounds by
+    ``limits.node_memory`` for a proximal sampler."""
 
     @property
     def dim(self) -> int:

@@ -188,6 +188,7 @@ ALGORITHMS = (
         graph="undirected",
         params=ADMMSParams,
         programs={"peer": DADMMS},
+        proximal=True,
     ),
     AlgorithmInfo(
         name="admm",
@@ -196,5 +197,6 @@ ALGORITHMS = (
         graph="undirected",
         params=ADMMSParams,
         programs={"peer": ADMM},
+        proximal=True,
     ),
 )

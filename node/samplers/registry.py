@@ -40,6 +40,9 @@ class AlgorithmInfo:
     batching: bool = False
     """True: the gradient may be a mini-batch estimate, of ``params.batch_size`` rows
     (0: the full local data); the node builds its potential with that batch size."""
+    proximal: bool = False
+    """True: every round solves each chain's proximal sub-problem (``LocalPotential.prox``),
+    which for a model with ``prox_by_newton`` holds every chain's ``d × d`` Hessian."""
     graph_check: Callable[[Sequence[Any], np.ndarray], str | None] | None = None
     """Given every node's hyperparameters (in node order) and one graph's unweighted
     Laplacian (rows in the same order), why the algorithm cannot run on that graph, or

@@ -32,6 +32,7 @@ __all__ = [
     "check_evaluation",
     "check_file_data",
     "check_matrices",
+    "check_newton_prox",
     "check_samples",
     "check_synthetic",
     "size_text",
@@ -95,6 +96,24 @@ def check_matrices(model: Any, limit: int) -> None:
             "model.params.dim (a dim × dim matrix: the Gram or precision matrix, the "
             "posterior's covariance)",
             f"{dim} × {dim}",
+            need,
+            limit,
+        )
+
+
+def check_newton_prox(model: Any, proximal: bool, chains: int, limit: int) -> None:
+    """Refuse a proximal sampler (ADMM, D-ADMMS) on a model whose prox is a damped Newton
+    solve (``prox_by_newton``: logistic regression) when the solve's arrays would not fit:
+    every chain's dim × dim Hessian and its Cholesky factor, two chains × dim × dim arrays
+    at least. The bound on chains × dim × rows counts none of them."""
+    if not proximal or not getattr(model, "prox_by_newton", False):
+        return
+    dim = int(model.dim)
+    need = 2 * chains * dim * dim * 8
+    if need > limit:
+        raise _over(
+            "chains × dim × dim (the proximal step's Newton Hessians and their factors)",
+            f"2 × {chains} × {dim} × {dim}",
             need,
             limit,
         )

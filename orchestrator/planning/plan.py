@@ -20,6 +20,7 @@ from typing import Any
 
 from starling.node.models import build_model
 from starling.node.params import ConfigError
+from starling.node.samplers import algorithm_info
 from starling.node.spec import DataSpec, LinkFault, ModelSpec, NodeSpec
 from starling.orchestrator.config.backends import BackendSettings
 from starling.orchestrator.config.experiment import Experiment
@@ -32,6 +33,7 @@ from starling.orchestrator.planning.memory import (
     check_evaluation,
     check_file_data,
     check_matrices,
+    check_newton_prox,
     check_samples,
     check_synthetic,
 )
@@ -136,6 +138,9 @@ def plan_run(experiment: Experiment) -> RunPlan:
     dim = model.dim
     limits = experiment.limits
     check_matrices(model, limits.node_memory)
+    check_newton_prox(
+        model, algorithm_info(experiment.algorithm).proximal, experiment.chains, limits.node_memory
+    )
     check_synthetic(
         experiment.data.source,
         experiment.chains,
