@@ -48,7 +48,16 @@ def _quick() -> dict:
         if cell["faults"] and "node" in cell["faults"][0]:
             cell["faults"] = [{**cell["faults"][0], "kill_at_round": 100}]
         cells.append(cell)
-    return {**raw, "seeds": 2, "cells": cells}
+    kept = {cell["label"] for cell in cells}
+    # A variant's per_cell settings for the cells left out go too: a study refuses settings
+    # for a cell it does not have.
+    variants = [
+        {**v, "per_cell": {c: s for c, s in v["per_cell"].items() if c in kept}}
+        if "per_cell" in v
+        else v
+        for v in raw["variants"]
+    ]
+    return {**raw, "seeds": 2, "cells": cells, "variants": variants}
 
 
 @pytest.fixture(scope="module")
