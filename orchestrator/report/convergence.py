@@ -98,30 +98,18 @@ def curve_figure(curve: Curve, summary: SampleSummary | None, truth: Truth | Non
 def _each_node(ax, curve: Curve, nodes: list[str], bands: dict) -> None:
     """Every node's curve (grey and unlabelled past :data:`MAX_NODE_LINES` nodes)."""
     many = len(nodes) > MAX_NODE_LINES
+    marker = _marker(curve)
     for k, node in enumerate(nodes):
         values = curve.series[node]
-        if many:
-            ax.plot(
-                curve.rounds,
-                values,
-                color="0.6",
-                lw=0.7,
-                marker=_marker(curve),
-                label=f"each of {len(nodes)} nodes" if k == 0 else None,
-                gid=f"curve-node-{node}",
-            )
-            continue
-        ax.plot(
-            curve.rounds,
-            values,
-            color=colour(k),
-            ls=dashes(k),
-            lw=1.5,
-            marker=_marker(curve),
-            label=f"node {node}",
-            gid=f"curve-node-{node}",
-        )
-        _band(ax, curve, values, bands.get(node), colour(k), f"sd-band-node-{node}")
+        if many:  # one grey line each, one legend entry for all
+            style = {"color": "0.6", "lw": 0.7}
+            label = f"each of {len(nodes)} nodes" if k == 0 else None
+        else:
+            style = {"color": colour(k), "ls": dashes(k), "lw": 1.5}
+            label = f"node {node}"
+        ax.plot(curve.rounds, values, marker=marker, label=label, gid=f"curve-node-{node}", **style)
+        if not many:
+            _band(ax, curve, values, bands.get(node), colour(k), f"sd-band-node-{node}")
     over = "chains" if curve.name == "w2" else "samples"
     ax.set_title("each node" + (f" (±1 sd over {over}, shaded)" if bands and not many else ""))
 
