@@ -45,6 +45,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from starling.node.params import ConfigError
+from starling.node.shown import shown
 from starling.orchestrator.config.experiment import Experiment, parse_experiment
 from starling.orchestrator.config.schema import Name, validate
 from starling.orchestrator.core.validation import STRICT, Float, Str
@@ -229,7 +230,7 @@ def _per_cell(
         where = f"variants[{k}].per_cell"
         if not isinstance(entries, Mapping):
             raise ConfigError(
-                f"{where}: expected a mapping of cell labels to fields, got {entries!r}"
+                f"{where}: expected a mapping of cell labels to fields, got {shown(entries)}"
             )
         for label, fields in entries.items():
             if label not in labels:
@@ -238,7 +239,7 @@ def _per_cell(
                 )
             if not isinstance(fields, Mapping):
                 raise ConfigError(
-                    f"{where}.{label}: expected a mapping of experiment fields, got {fields!r}"
+                    f"{where}.{label}: expected a mapping of experiment fields, got {shown(fields)}"
                 )
 
 
@@ -248,10 +249,10 @@ def _check_agent(agent: str, runs: list[tuple[str, str, Experiment]]) -> None:
     for cell, variant, experiment in runs:
         if agent not in experiment.node_ids:
             nodes = experiment.node_ids
-            shown = ", ".join(nodes[:5]) + (", ..." if len(nodes) > 5 else "")
+            listed = ", ".join(nodes[:5]) + (", ..." if len(nodes) > 5 else "")
             raise ConfigError(
                 f"agent: {agent!r} is not a node of cell {cell!r}, variant {variant!r} "
-                f"(its nodes: {shown})"
+                f"(its nodes: {listed})"
             )
 
 
