@@ -6,6 +6,11 @@ unreachable) are retried with exponential backoff and full jitter, a few times
 way is opened again where it stopped, under the same policy. Any other
 failure becomes one readable line naming the node's address: :class:`ConfigError` when the
 node refused its configuration (INVALID_ARGUMENT), :class:`NodeUnavailable` otherwise.
+
+Every call into gRPC (a unary call's attempt, a stream's next message, its cancel, the
+channel's close) defers a Ctrl-C to its end
+(:func:`~starling.orchestrator.core.interrupts.interrupts_deferred`): raised inside gRPC's
+code, it could leave the channel's lock taken, and the Stop and collection after it hung.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from starling.node.protocol.contract import (
 from starling.node.protocol.starling.v1 import control_pb2, control_pb2_grpc
 from starling.node.spec import NodeSpec
 from starling.orchestrator.core.errors import NodeRejected, NodeUnavailable
+from starling.orchestrator.core.interrupts import interrupts_deferred
 from starling.orchestrator.core.retry import Attempts, RetryPolicy, exponential_jitter, retry
 from starling.orchestrator.execution.access import Access
 
@@ -88,7 +94,8 @@ class NodeClient:
         self.timeout = timeout
         self._retry = dataclasses.replace(RETRY, sleep=sleep)
         self.access = access or _DEFAULT_ACCESS
-        self._channel = self.access.channel(address, node_id)
+        with interrupts_deferred():
+            self._channel = self.access.channel(address, node_id)
         self._control = control_pb2_grpc.ControlStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
 
@@ -111,11 +118,12 @@ class NodeClient:
                     f"node at {self.address} did not become ready within {timeout:g} s ({last})"
                 )
             try:
-                reply = self._health.Check(
-                    health_pb2.HealthCheckRequest(service=""),
-                    timeout=min(remaining, 2.0),
-                    wait_for_ready=True,
-                )
+                with interrupts_deferred():
+                    reply = self._health.Check(
+                        health_pb2.HealthCheckRequest(service=""),
+                        timeout=min(remaining, 2.0),
+                        wait_for_ready=True,
+                    )
                 if reply.status == health_pb2.HealthCheckResponse.SERVING:
                     return
                 last = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
@@ -200,9 +208,10 @@ class NodeClient:
                 node_id=node_id,
                 run_id=self.run_id,
             )
-            stream = self._control.StreamSamples(request, timeout=timeout)
+            with interrupts_deferred():
+                stream = self._control.StreamSamples(request, timeout=timeout)
             try:
-                for batch in stream:
+                while (batch := _next_deferred(stream)) is not None:
                     attempts.succeeded()
                     for sample in batch.samples:
                         index = sample.index + 1
@@ -214,7 +223,8 @@ class NodeClient:
                 except grpc.RpcError:
                     raise self._error("samples", exc) from None
             finally:
-                stream.cancel()
+                with interrupts_deferred():
+                    stream.cancel()
 
     def set_link(
         self,
@@ -254,7 +264,8 @@ class NodeClient:
         )
 
     def close(self) -> None:
-        self._channel.close()
+        with interrupts_deferred():
+            self._channel.close()
 
     # ------------------------------------------------------------ plumbing
 
@@ -267,7 +278,7 @@ class NodeClient:
     ) -> T:
         timeout = self.timeout if timeout is None else timeout
         try:
-            return retry(lambda: call(timeout), self._retry.tries(attempts))
+            return retry(lambda: _deferred_call(call, timeout), self._retry.tries(attempts))
         except grpc.RpcError as exc:
             raise self._error(what, exc) from None
 
@@ -282,3 +293,16 @@ class NodeClient:
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             return NodeUnavailable(f"node at {self.address} is unreachable ({what}: {details})")
         return NodeUnavailable(f"node at {self.address}: {what} failed: {code.name}: {details}")
+
+
+def _deferred_call(call: Callable[[float], T], timeout: float) -> T:
+    """One attempt of a unary call; a Ctrl-C during it is raised once it has returned."""
+    with interrupts_deferred():
+        return call(timeout)
+
+
+def _next_deferred(stream: Iterator[T]) -> T | None:
+    """The stream's next message, or None at its end; a Ctrl-C while waiting for it is raised
+    once it is here (a call's deadline bounds the wait)."""
+    with interrupts_deferred():
+        return next(stream, None)

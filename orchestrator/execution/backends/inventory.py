@@ -140,11 +140,13 @@ def wait_serving(addresses: Mapping[str, str], timeout: float, access: Any = Non
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     from starling.node.unreachable import is_tls_reason, tls_hint, unreachable_reason
+    from starling.orchestrator.core.interrupts import interrupts_deferred
     from starling.orchestrator.execution.access import Access
 
     access = access or Access()
     tls = access.tls is not None
-    channels = {node: access.channel(address, node) for node, address in addresses.items()}
+    with interrupts_deferred():
+        channels = {node: access.channel(address, node) for node, address in addresses.items()}
     last = dict.fromkeys(addresses, "no answer")
     waiting = set(addresses)
     deadline = time.monotonic() + timeout
@@ -154,10 +156,11 @@ def wait_serving(addresses: Mapping[str, str], timeout: float, access: Any = Non
                 stub = health_pb2_grpc.HealthStub(channels[node])
                 remaining = deadline - time.monotonic()
                 try:
-                    reply = stub.Check(
-                        health_pb2.HealthCheckRequest(service=""),
-                        timeout=max(min(_CHECK_SECONDS, remaining), 0.05),
-                    )
+                    with interrupts_deferred():  # see starling.orchestrator.core.interrupts
+                        reply = stub.Check(
+                            health_pb2.HealthCheckRequest(service=""),
+                            timeout=max(min(_CHECK_SECONDS, remaining), 0.05),
+                        )
                 except grpc.RpcError as exc:
                     last[node] = unreachable_reason(exc, tls, node)
                     continue
@@ -181,5 +184,6 @@ def wait_serving(addresses: Mapping[str, str], timeout: float, access: Any = Non
                 )
             time.sleep(_PAUSE_SECONDS)
     finally:
-        for channel in channels.values():
-            channel.close()
+        with interrupts_deferred():
+            for channel in channels.values():
+                channel.close()

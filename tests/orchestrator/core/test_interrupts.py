@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import signal
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ import yaml
 from starling.orchestrator.config.load import load
 from starling.orchestrator.core.interrupts import (
     Terminated,
+    interrupts_deferred,
     interrupts_remembered,
     raise_remembered,
 )
@@ -88,6 +90,51 @@ def test_an_ignored_ctrl_c_stays_ignored():
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_signal_inside_a_deferring_block_is_raised_as_it_ends():
+    reached = []
+    with interrupts_remembered():
+        with pytest.raises(Terminated):
+            with interrupts_deferred():
+                with interrupts_deferred():  # nested: the outermost end raises
+                    signal.raise_signal(signal.SIGTERM)
+                    reached.append("inner")
+                reached.append("outer")
+        raise_remembered()  # raised once: nothing is left for the loop to raise again
+    assert reached == ["inner", "outer"]
+
+
+def test_a_deferred_signal_behind_an_error_is_raised_by_the_loop():
+    with interrupts_remembered():
+        with pytest.raises(ValueError):  # the block's own failure goes on first
+            with interrupts_deferred():
+                signal.raise_signal(signal.SIGINT)
+                raise ValueError("the call failed")
+        with pytest.raises(KeyboardInterrupt):
+            raise_remembered()
+        with interrupts_deferred():
+            pass  # raised already: not again here
+
+
+def test_a_block_on_another_thread_defers_nothing_on_the_main_one():
+    inside, leave = threading.Event(), threading.Event()
+
+    def worker() -> None:
+        with interrupts_deferred():  # a collection thread inside its gRPC call
+            inside.set()
+            leave.wait(10)
+
+    thread = threading.Thread(target=worker)
+    with interrupts_remembered():
+        thread.start()
+        try:
+            assert inside.wait(10)
+            with pytest.raises(KeyboardInterrupt):  # at once, not when the worker's call ends
+                signal.raise_signal(signal.SIGINT)
+        finally:
+            leave.set()
+            thread.join()
 
 
 class _CtrlCLostAt(Progress):
