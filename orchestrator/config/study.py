@@ -103,6 +103,13 @@ class _Bars(BaseModel):
     columns: Annotated[int, Field(ge=1, strict=True)] = 3
 
 
+MAX_SEEDS = 1000
+"""The most seeds a (cell, variant) runs over: 10^9 was accepted, and the study then spent
+hours parsing its runs before the first began."""
+MAX_RUNS = 10_000
+"""The most runs a study holds, cells × variants × seeds."""
+
+
 class StudyFile(BaseModel):
     """A study file: the schema of its own fields (the experiment fields it merges are
     checked by the experiment schema, run by run)."""
@@ -116,7 +123,7 @@ class StudyFile(BaseModel):
     agent: Annotated[str, BeforeValidator(str)] = "0"
     x_label: Str = ""
     summary: Annotated[Any, AfterValidator(_summary)] = "average"
-    seeds: Annotated[int, Field(ge=1, strict=True)] = 1
+    seeds: Annotated[int, Field(ge=1, le=MAX_SEEDS, strict=True)] = 1
     vary_data: bool = False
     threshold: Annotated[Float, Field(gt=0)] | None = None
     report_at: list[Annotated[int, Field(ge=1, strict=True)]] = Field(default_factory=list)
@@ -262,6 +269,12 @@ def load_study(raw: Mapping[str, Any]) -> Study:
     variants = _labelled(spec.variants, "variants")
     cells = _labelled(spec.cells, "cells")
     _per_cell(variants, cells)
+    total = len(cells) * len(variants) * spec.seeds
+    if total > MAX_RUNS:
+        raise ConfigError(
+            f"seeds: {len(cells)} cells × {len(variants)} variants × {spec.seeds} seeds make "
+            f"{total} runs, more than a study holds ({MAX_RUNS}); split it into studies"
+        )
     name = spec.study
     summary = spec.summary
     runs: list[tuple[str, str, Experiment]] = []

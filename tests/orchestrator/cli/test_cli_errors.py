@@ -258,6 +258,11 @@ CASES: list[tuple[str, str, Any, int, str]] = [
      "variants[0].per_cell: expected a mapping of cell labels to fields, got [1]"),
     ("per_cell entry a number", "run", _s(variants=[{"label": "a", "per_cell": {"all": 5}}]), 2,
      "variants[0].per_cell.all: expected a mapping of experiment fields, got 5"),
+    # 10^9 seeds parsed run after run for hours before the first began.
+    ("seeds unbounded", "simulate", _s(seeds=10**9), 2, "seeds: must be at most 1000"),
+    ("runs past the study's bound", "simulate",
+     _s(cells=[{"label": f"c{k}"} for k in range(11)], seeds=1000), 2,
+     "seeds: 11 cells × 1 variants × 1000 seeds make 11000 runs, more than a study holds"),
     # The tables said "agent 9" over node 0's figures.
     ("agent not a node", "simulate", _s(agent="9"), 2,
      "agent: '9' is not a node of cell 'all', variant 'a' (its nodes: 0, 1, 2, 3, 4)"),
