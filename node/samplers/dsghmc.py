@@ -97,5 +97,6 @@ ALGORITHMS = (
         params=DSGHMCParams,
         programs={"peer": DSGHMC},
         batching=True,
+        mixing_weights=True,
     ),
 )

@@ -73,5 +73,6 @@ ALGORITHMS = (
         params=DSGLDParams,
         programs={"peer": DSGLD},
         batching=True,
+        mixing_weights=True,
     ),
 )

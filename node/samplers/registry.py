@@ -43,6 +43,10 @@ class AlgorithmInfo:
     proximal: bool = False
     """True: every round solves each chain's proximal sub-problem (``LocalPotential.prox``),
     which for a model with ``prox_by_newton`` holds every chain's ``d × d`` Hessian."""
+    mixing_weights: bool = False
+    """True: the nodes average their in-peers' iterates with the topology's mixing weights
+    (``topology.weights``, Metropolis by default); the orchestrator refuses a weight matrix
+    given to an algorithm that has none to use."""
     graph_check: Callable[[Sequence[Any], np.ndarray], str | None] | None = None
     """Given every node's hyperparameters (in node order) and one graph's unweighted
     Laplacian (rows in the same order), why the algorithm cannot run on that graph, or

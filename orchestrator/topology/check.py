@@ -43,6 +43,7 @@ def check_topology(
 
 
 def _check_graphs(topology: Topology, info: Any, roles: Mapping[str, str]) -> None:
+    _check_weights_used(topology, info)
     need = info.graph
     if need == "none":
         return
@@ -72,6 +73,21 @@ def _check_graphs(topology: Topology, info: Any, roles: Mapping[str, str]) -> No
             for g, w in zip(topology.graphs, topology.weights, strict=False)
         )
         _check_connected(topology, mixing, word, " by its nonzero weights")
+
+
+def _check_weights_used(topology: Topology, info: Any) -> None:
+    """Refuse a weight matrix given to an algorithm that mixes with no weights (push-sum
+    divides by out-degrees, D-ULA and D-ADMMS use the graph's Laplacian, the star
+    algorithms a hub): it was ignored without a word."""
+    if info.mixing_weights:
+        return
+    for k, matrix in enumerate(topology.weights):
+        if matrix is not None:
+            where = f"topology.schedule[{k}]" if topology.time_varying else "topology"
+            raise ConfigError(
+                f"{where}.weights: {info.name} does not average with mixing weights and "
+                "would ignore them; remove them"
+            )
 
 
 def _weighted_links(graph: Graph, matrix: Matrix) -> Graph:

@@ -176,6 +176,11 @@ CASES: list[tuple[str, str, Any, int, str]] = [
     ("unknown limit", "simulate", _q(limits={"cpu": 1}), 2, "limits.cpu: unknown field"),
     # --- topology and nodes
     ("unknown topology", "simulate", _q(topology={"kind": "moebius"}), 2, "topology.kind"),
+    # D-ADMMS uses the graph's Laplacian: a weight matrix given to it was ignored.
+    ("weights no sampler uses", "simulate",
+     _q(topology={"=": 1, "kind": "ring", "nodes": 3,
+                  "weights": [[0.5, 0.25, 0.25], [0.25, 0.5, 0.25], [0.25, 0.25, 0.5]]}), 2,
+     "topology.weights: d-admms does not average with mixing weights and would ignore them"),
     ("odd topology key", "simulate", _q(topology={"my-key": 1}), 2,
      "topology.my-key: unknown field"),
     ("unknown topology key", "simulate", _q(topology={"colour": 1}), 2,

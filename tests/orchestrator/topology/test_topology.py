@@ -28,6 +28,7 @@ DIRECTED = AlgorithmInfo(
     graph="directed",
     params=DSGLDParams,
     programs={"peer": DSGLD},
+    mixing_weights=True,  # its program is D-SGLD's, which mixes with them
 )
 STAR = AlgorithmInfo(
     name="toy-star",
@@ -333,6 +334,26 @@ def test_undirected_algorithms_need_doubly_stochastic_user_weights():
     with pytest.raises(ConfigError, match=r"topology.weights: d-sgld needs a doubly stochastic"):
         check_topology(topo, UNDIRECTED, roles(3))
     check_topology(topo, DIRECTED, roles(3))  # row-stochastic is all a directed need asks
+
+
+@pytest.mark.parametrize("algorithm", ["push-sum", "d-ula", "d-admms"])
+def test_weights_given_to_an_algorithm_that_does_not_mix_with_them_are_refused(algorithm):
+    """Push-sum divides by out-degrees, D-ULA and D-ADMMS use the Laplacian: a weight
+    matrix given to any of them was ignored without a word."""
+    info = algorithm_info(algorithm)
+    n = 3
+    S = [[0.5, 0.25, 0.25], [0.25, 0.5, 0.25], [0.25, 0.25, 0.5]]
+    kind = "full"
+    topo = parse_topology({"kind": kind, "weights": S}, ids(n))
+    with pytest.raises(ConfigError, match=rf"^topology.weights: {algorithm} does not average"):
+        check_topology(topo, info, roles(n))
+    scheduled = parse_topology(
+        {"period": 1, "window": 2, "schedule": [{"kind": kind}, {"kind": kind, "weights": S}]},
+        ids(n),
+    )
+    with pytest.raises(ConfigError, match=r"^topology.schedule\[1\].weights: "):
+        check_topology(scheduled, info, roles(n))
+    check_topology(parse_topology({"kind": kind}, ids(n)), info, roles(n))  # Metropolis: fine
 
 
 def test_user_weights_that_cut_a_node_off_are_refused():
