@@ -7,8 +7,11 @@ so the orchestrator can show one clear line.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
 
 from starling.node.config import NODE_SOURCE, HomeData, check_data_path, home_data
 from starling.node.messages import Message, check_message
@@ -244,10 +247,34 @@ def check_iterate(
         check_message(message, expected, sender)
     except ValueError as exc:
         raise Unusable(str(exc)) from None
-    reason = screen(message, program.screened_tensors(iterate.kind), screen_bound)
+    scales = program.screened_tensors(iterate.kind)
+    _check_values(message, scales, program.positive_tensors(iterate.kind), sender)
+    reason = screen(message, scales, screen_bound)
     if reason is not None:
         raise Screened(f"peer {sender!r}: screened, round {iterate.round}: {reason}")
     return message
+
+
+def _check_values(
+    message: Message, iterates: Iterable[str], positive: Iterable[str], sender: str
+) -> None:
+    """Unusable if an iterate's tensor (one the program screens: a position, a share, a
+    gradient) is not float64, as every sampler computes and sends it, or if a tensor the
+    program holds positive (push-sum's weights) is not. Before, an admitted peer's float32
+    or integer iterate entered the sums (``run`` then no longer computed what ``simulate``
+    does), and a push-sum weight of 0 or below made the receiver's samples inf or NaN.
+    Counters (a round number, a step count) may be integers."""
+    for name in iterates:
+        value = message.tensors.get(name)
+        if value is not None and value.dtype != np.float64:
+            raise Unusable(f"peer {sender!r}: tensor {name!r} is {value.dtype}, expected float64")
+    for name in positive:
+        value = message.tensors.get(name)
+        if value is not None and value.size and not float(value.min()) > 0.0:
+            raise Unusable(
+                f"peer {sender!r}: tensor {name!r} holds {float(value.min()):.3g}; "
+                "expected every value above 0"
+            )
 
 
 def _check_envelope(

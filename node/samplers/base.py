@@ -133,6 +133,12 @@ class NodeProgram(ABC):
         grows, says so here."""
         return dict.fromkeys(self.message_shapes(kind), 1.0)
 
+    def positive_tensors(self, kind: str) -> tuple[str, ...]:
+        """The tensors of an incoming message of ``kind`` whose every value must be above
+        zero (push-sum's weights); a message with one that is not is refused on arrival
+        (:mod:`starling.node.runtime.checks`). None by default."""
+        return ()
+
     def sample(self) -> np.ndarray | None:
         """This round's sample, shape (chains, d), or None for a role that records none."""
         return None

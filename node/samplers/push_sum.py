@@ -192,6 +192,11 @@ class PushSum(_PushSumBase[PushSumState]):
         scale = float(max(self.ctx.spec.num_nodes, 1))
         return dict.fromkeys(self.message_shapes(kind), scale)
 
+    def positive_tensors(self, kind: str) -> tuple[str, ...]:
+        """A share of a weight y_j/d_j: positive, as every y_i is ([002] §3, y_i(0) = 1)."""
+        self.message_shapes(kind)
+        return ("y",)
+
     def outgoing(self, round_index: int, phase: int) -> dict[str, Message]:
         share_x, share_y = self._kept(round_index)
         share = Message("share", {"x": share_x, "y": share_y})
@@ -232,6 +237,14 @@ class PushSumRunningSums(_PushSumBase[RunningSumsState]):
         """Running sums: at most one share (up to the whole mass) added a round."""
         scale = float(max(self.ctx.spec.num_nodes, 1) * (self.ctx.spec.rounds + 1))
         return dict.fromkeys(self.message_shapes(kind), scale)
+
+    def positive_tensors(self, kind: str) -> tuple[str, ...]:
+        """τ, a running sum of positive weight shares, the one sent this round among them.
+        (A hostile sender's τ below the last one heard is positive and still lowers the
+        receiver's weight: screening bounds values, it does not make push-sum Byzantine
+        robust.)"""
+        self.message_shapes(kind)
+        return ("tau",)
 
     def _sums(self, round_index: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Out-peer -> (σ, τ) including this round's share: what is sent this round."""

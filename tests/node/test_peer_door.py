@@ -114,6 +114,80 @@ def test_push_sum_refuses_the_other_variants_kind():
                 check_iterate(iterate, spec, program, frozenset({sender}))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int64", "int32"])
+def test_an_iterate_that_is_not_float64_is_refused_naming_the_tensor(dtype):
+    """Every sampler computes and sends float64; a float32 or integer iterate of the right
+    shape used to enter the receiver's sums (and ``run`` then differed from ``simulate``)."""
+    spec = _spec()
+    program, _ = build(spec)
+    iterate = _iterate({"x": np.ones((3, 2), dtype=dtype)})
+    with pytest.raises(Rejected, match=f"peer '1': tensor 'x' is {dtype}, expected float64"):
+        check_iterate(iterate, spec, program, frozenset({"1", "2"}))
+
+
+def _push_sum_spec(algorithm: str):
+    raw = {
+        "name": "door-ps",
+        "algorithm": algorithm,
+        "model": {"name": "linear_regression", "params": {"dim": 2}},
+        "data": {"source": "synthetic", "size": 20, "seed": 5},
+        "topology": {"kind": "directed_ring", "nodes": 3},
+        "rounds": 5,
+        "chains": 3,
+    }
+    return node_specs(parse_experiment(raw), NOWHERE)[0]
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "kind", "iterate", "weight"),
+    [("push-sum", "share", "x", "y"), ("push-sum-rs", "sums", "sigma", "tau")],
+)
+@pytest.mark.parametrize("bad", [0.0, -0.5, -1e-300])
+def test_a_push_sum_weight_at_or_below_zero_is_refused(algorithm, kind, iterate, weight, bad):
+    """An admitted peer's weight share of 0 or less made the receiver's Z = W / y inf or
+    NaN from that round on; a positive one is taken, whatever its size within the bound."""
+    spec = _push_sum_spec(algorithm)
+    program, _ = build(spec)
+    (sender,) = spec.schedule[0].in_peers
+    weights = np.full((3, 1), 0.4)
+    taken = _iterate(
+        {iterate: np.zeros((3, 2)), weight: weights}, kind=kind, experiment="door-ps", sender=sender
+    )
+    assert check_iterate(taken, spec, program, frozenset({sender})) is not None
+    weights[1, 0] = bad
+    refused = _iterate(
+        {iterate: np.zeros((3, 2)), weight: weights}, kind=kind, experiment="door-ps", sender=sender
+    )
+    with pytest.raises(Rejected, match=f"tensor '{weight}' holds .*expected every value above 0"):
+        check_iterate(refused, spec, program, frozenset({sender}))
+
+
+def test_a_counter_may_be_an_integer():
+    """async SGHMC's workers send the round of their gradient as an integer: still taken."""
+    raw = {
+        "name": "door-async",
+        "algorithm": "async-sghmc",
+        "model": {"name": "linear_regression", "params": {"dim": 2}},
+        "data": {"source": "synthetic", "size": 20, "seed": 5},
+        "topology": {"kind": "star", "nodes": 3},
+        "rounds": 5,
+        "chains": 3,
+    }
+    specs = node_specs(parse_experiment(raw), NOWHERE)
+    spec = next(s for s in specs if s.in_peers())
+    program, _ = build(spec)
+    sender = sorted(spec.in_peers())[0]
+    message = _iterate(
+        {"grad": np.zeros((3, 2)), "at_round": np.array([0])},
+        kind="grad",
+        experiment="door-async",
+        sender=sender,
+        receiver=spec.node_id,
+        phase=1,
+    )
+    assert check_iterate(message, spec, program, frozenset({sender})) is not None
+
+
 @pytest.mark.parametrize(
     ("weights", "reason"),
     [
