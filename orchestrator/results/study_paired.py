@@ -21,6 +21,7 @@ from typing import Any
 
 from starling.orchestrator.config.study import FIRST_BELOW, Study
 from starling.orchestrator.evaluation.replicates import Difference, paired_difference
+from starling.orchestrator.results.write import csv_cell
 
 __all__ = ["paired_lines", "paired_rows", "write_paired"]
 
@@ -121,7 +122,7 @@ def write_paired(out: Path, study: Study, rows: Sequence[Mapping], keys: Sequenc
         writer = csv.DictWriter(handle, fieldnames=list(found[0]))
         writer.writeheader()
         for row in found:
-            writer.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in row.items()})
+            writer.writerow({k: csv_cell(v) for k, v in row.items()})
 
 
 def paired_lines(

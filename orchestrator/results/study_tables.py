@@ -46,6 +46,7 @@ from starling.orchestrator.evaluation.replicates import (
 )
 from starling.orchestrator.planning.plan import EvaluationPlan
 from starling.orchestrator.results.study_paired import paired_lines, write_paired
+from starling.orchestrator.results.write import csv_cell
 
 __all__ = [
     "HEADER",
@@ -99,7 +100,7 @@ def write_tables(out: Path, study: Study, rows: list[dict], curves: list[Curve])
             assert c.average is not None and c.agent is not None
             for k in range(len(c.average)):
                 writer.writerow(
-                    [c.cell, c.variant, c.seed, k + 1, f"{c.average[k]:.6g}", f"{c.agent[k]:.6g}"]
+                    [c.cell, c.variant, c.seed, k + 1, csv_cell(c.average[k]), csv_cell(c.agent[k])]
                 )
     keys = figure_keys(study)
     shown = [  # a figure no run has (W2 of a model without an exact posterior) is left out
@@ -182,7 +183,7 @@ def _csv(path: Path, rows: list[dict]) -> None:
     with open(path, "w", newline="") as handle:
         table = csv.DictWriter(handle, fieldnames=fields)
         table.writeheader()
-        table.writerows(rows)
+        table.writerows({k: csv_cell(v, "") for k, v in row.items()} for row in rows)
 
 
 _TITLES = {
@@ -507,4 +508,4 @@ def write_hpd_curves(out: Path, rows: Sequence[dict]) -> None:
         writer = csv.DictWriter(handle, fieldnames=HEADER)
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in row.items()})
+            writer.writerow({k: csv_cell(v) for k, v in row.items()})

@@ -127,7 +127,7 @@ def write_results(
         scored = evaluation.curve_rounds  # the rows: the rounds scored (every one if None)
         for k in range(length) if scored is None else (int(t) for t in scored):
             cells = [
-                f"{evaluation.curves[n][k]:.6g}" if k < len(evaluation.curves[n]) else ""
+                csv_cell(evaluation.curves[n][k]) if k < len(evaluation.curves[n]) else ""
                 for n in names
             ]
             lines.append(f"{k}," + ",".join(cells))
@@ -138,20 +138,28 @@ def write_results(
     return out
 
 
+def csv_cell(value: Any, spec: str = ".6g") -> str:
+    """One cell of any CSV file Starling writes: a number in ``spec`` (six significant
+    digits unless told); a figure that does not exist (None, NaN or an infinity: a round a
+    node had diverged at or had not recorded, an AUC with one class present) empty. Before,
+    a diverged round read ``nan`` in two files and empty in the others."""
+    if value is None:
+        return ""
+    if isinstance(value, float | np.floating):
+        return format(float(value), spec) if math.isfinite(value) else ""
+    return str(value)
+
+
 def table_csv(rows: Sequence[Mapping]) -> str:
-    """Rows of one curve as CSV: a header of every key in first-seen order; numbers to six
-    significant digits, a missing figure (an AUC with one class present) empty."""
+    """Rows of one curve as CSV: a header of every key in first-seen order; each cell
+    :func:`csv_cell`."""
     keys: list[str] = []
     for row in rows:
         keys.extend(k for k in row if k not in keys)
     lines = [",".join(keys)]
     for row in rows:
         cells = [row.get(k) for k in keys]
-        lines.append(
-            ",".join(
-                "" if v is None else f"{v:.6g}" if isinstance(v, float) else str(v) for v in cells
-            )
-        )
+        lines.append(",".join(csv_cell(v) for v in cells))
     return "\n".join(lines) + "\n"
 
 

@@ -23,6 +23,7 @@ from starling.orchestrator.planning.node_specs import node_specs
 from starling.orchestrator.planning.plan import plan_run
 from starling.orchestrator.results.link_books import link_account, link_summary
 from starling.orchestrator.results.summary import summary_table
+from starling.orchestrator.results.write import write_results
 
 
 def _raw(**fields):
@@ -227,6 +228,28 @@ def test_a_diverged_node_is_reported_not_turned_into_nan():
     table = summary_table(metrics)
     assert "diverged: node 2 from round 6, node 3 from round 8" in table
     json.dumps(metrics, allow_nan=False)  # strict JSON: no NaN or Infinity anywhere
+
+
+def test_a_diverged_round_is_an_empty_cell_in_every_csv(tmp_path):
+    """w2_curve.csv wrote a diverged round as ``nan`` where the other tables left the cell
+    empty; now every file leaves it empty, and a figure that exists is still written."""
+    raw = _raw(rounds=10, evaluation={"window": 3})
+    experiment = parse_experiment(raw)
+    rng = np.random.default_rng(0)
+    samples = {n: rng.standard_normal((10, 3, 2)) for n in "0123"}
+    samples["2"][6:] = np.nan
+    evaluation = evaluate(plan_run(experiment).evaluation, samples)
+    rounds = {n: np.arange(10) for n in samples}
+    write_results(tmp_path, raw, samples, rounds, evaluation)
+    written = sorted(tmp_path.glob("*.csv"))
+    assert "w2_curve.csv" in {p.name for p in written}
+    for path in written:
+        text = path.read_text().lower()
+        assert "nan" not in text and "inf" not in text, path.name
+    curve = [line.split(",") for line in (tmp_path / "w2_curve.csv").read_text().splitlines()]
+    column = curve[0].index("node-2")
+    by_round = {int(row[0]): row[column] for row in curve[1:]}
+    assert by_round[9] == "" and by_round[5] != ""  # diverged from round 6, scored before
 
 
 def test_a_posterior_std_that_left_the_floats_is_shown_not_crashed_on():
