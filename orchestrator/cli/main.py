@@ -13,6 +13,7 @@ one line and exit 130. Only the standard library is imported before that guard i
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import signal
@@ -108,7 +109,19 @@ def _main(argv: list[str]) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return EXIT_USAGE
-    return _guard(lambda: args.handler(args))
+    return _guard(lambda: _handled(args))
+
+
+def _handled(args: argparse.Namespace) -> int:
+    """The command, its Ctrl-C and SIGTERM raised as interrupts that wait for the end of
+    any gRPC call it is in on this thread
+    (:mod:`starling.orchestrator.core.interrupts`): raised inside gRPC's code, an interrupt
+    could leave the node's channel hung, and the command's own closing of that channel
+    (``starling collect``'s, ``starling links``') then waited for ever."""
+    from starling.orchestrator.core.interrupts import interrupts_remembered
+
+    with interrupts_remembered():
+        return args.handler(args)
 
 
 UMASK_VARIABLE = "STARLING_UMASK"
