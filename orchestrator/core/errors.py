@@ -4,7 +4,7 @@ network stack. :mod:`starling.orchestrator.execution.client` and the backends ra
 
 from __future__ import annotations
 
-__all__ = ["BackendError", "NodeRejected", "NodeUnavailable"]
+__all__ = ["BackendError", "MalformedSamples", "NodeRejected", "NodeUnavailable"]
 
 
 class NodeUnavailable(RuntimeError):
@@ -13,6 +13,12 @@ class NodeUnavailable(RuntimeError):
 
 class NodeRejected(NodeUnavailable):
     """The node is up but the call does not fit its state (FAILED_PRECONDITION)."""
+
+
+class MalformedSamples(NodeUnavailable):
+    """A node's stream of samples broke what every sample of its run is: its shape
+    (chains, d), rounds that go forward, within the run's. Names the node's address and the
+    sample; what came before it is kept."""
 
 
 class BackendError(RuntimeError):

@@ -6,6 +6,14 @@ that point (a SIGKILL between a sample and its checkpoint), :meth:`Collector.tru
 lets them go and the node re-computes them, so the collected chain is always the node's
 durable one: every round exactly once, with no gap.
 
+Every sample a node streams is held to what its run's samples are
+(:class:`SampleRule`): an array (chains, d) with the run's chains and the d of the node's
+earlier samples, for a round after the last one held and before the run's last. A node that
+breaks it (a bug, or a node that is not what it claims) raises :class:`MalformedSamples`
+naming it and the sample; what came before is kept. Before, one sample of another shape
+made the evaluation fail with a traceback after the run, and a node could stream samples
+without end into the orchestrator's memory.
+
 At the end of a run every node is collected at once, a thread each (:func:`pull_all`): one
 slow or unreachable node no longer holds up the others, one after another, and a run that
 was interrupted gives the collection one overall deadline. Each thread streams into a buffer
@@ -23,9 +31,42 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from starling.orchestrator.core.errors import MalformedSamples
 from starling.orchestrator.execution.client import NodeClient
 
-__all__ = ["Collector", "Outcome", "Pull", "StoredRun", "pull_all"]
+__all__ = ["Collector", "Outcome", "Pull", "SampleRule", "StoredRun", "pull_all"]
+
+
+@dataclass(frozen=True)
+class SampleRule:
+    """What the next samples of one node must be (see module): ``chains`` and ``dim``
+    (None: not known yet, any), a round after ``after`` and before ``rounds`` (None: no
+    bound)."""
+
+    chains: int | None = None
+    dim: int | None = None
+    after: int = -1
+    rounds: int | None = None
+
+    def check(self, round_index: int, value: np.ndarray, address: str, index: int) -> None:
+        """MalformedSamples naming the node at ``address`` and its sample ``index`` unless
+        (``round_index``, ``value``) is such a sample."""
+        where = f"node at {address}: sample {index} (round {round_index})"
+        shape = tuple(value.shape)
+        if value.ndim != 2:
+            raise MalformedSamples(f"{where} has shape {shape}, not (chains, d)")
+        if self.chains is not None and shape[0] != self.chains:
+            raise MalformedSamples(f"{where} holds {shape[0]} chains, the run {self.chains}")
+        if self.dim is not None and shape[1] != self.dim:
+            raise MalformedSamples(f"{where} has d = {shape[1]}, its earlier samples {self.dim}")
+        if round_index <= self.after:
+            raise MalformedSamples(f"{where} comes after round {self.after}: rounds go forward")
+        if self.rounds is not None and round_index >= self.rounds:
+            raise MalformedSamples(f"{where} is past the run's {self.rounds} rounds")
+
+    def after_sample(self, round_index: int, value: np.ndarray) -> SampleRule:
+        """The rule for the sample after this one."""
+        return SampleRule(self.chains, int(value.shape[1]), round_index, self.rounds)
 
 
 @dataclass
@@ -34,15 +75,30 @@ class Collector:
 
     rounds: dict[str, list[int]] = field(default_factory=dict)
     values: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    chains: int | None = None
+    """Chains every sample holds (None: not checked)."""
+    run_rounds: int | None = None
+    """The run's rounds: a sample's round is below it (None: not checked)."""
 
     def offset(self, node: str) -> int:
         return len(self.rounds.get(node, []))
+
+    def new_pull(self, node: str) -> Pull:
+        """A buffer for ``node``'s samples past those held, with the rule they must keep."""
+        held, values = self.rounds.get(node, []), self.values.get(node, [])
+        rule = SampleRule(
+            self.chains,
+            int(values[-1].shape[-1]) if values else None,
+            held[-1] if held else -1,
+            self.run_rounds,
+        )
+        return Pull(len(held), rule=rule)
 
     def pull(self, node: str, client: NodeClient, stored_run: tuple[str, str] | None = None) -> int:
         """Stream what ``node`` stored past our offset; returns how many samples came.
         ``stored_run`` (experiment, node id) asks an idle process for a run's stored
         samples (:meth:`NodeClient.samples`)."""
-        pull = Pull(self.offset(node))
+        pull = self.new_pull(node)
         try:
             return pull.take(client, stored_run)
         finally:  # what came before a broken stream is kept, as a prefix of the store
@@ -82,19 +138,24 @@ class Pull:
     values: list[np.ndarray] = field(default_factory=list)
     dropped: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    rule: SampleRule = field(default_factory=SampleRule)
+    """What the next sample must be (:class:`SampleRule`)."""
 
     def take(self, client: NodeClient, stored_run: tuple[str, str] | None = None) -> int:
         """Stream what the node stored past what this pull holds (as :meth:`Collector.pull`);
-        returns how many samples came."""
+        returns how many samples came. MalformedSamples at the first sample that breaks the
+        rule, those before it kept."""
         got = 0
         for round_index, value in client.samples(
             self.offset + len(self.rounds), stored_run=stored_run
         ):
+            self.rule.check(round_index, value, client.address, self.offset + len(self.rounds))
             with self.lock:
                 if self.dropped:
                     break
                 self.rounds.append(round_index)
                 self.values.append(value)
+                self.rule = self.rule.after_sample(round_index, value)
             got += 1
         return got
 
@@ -120,7 +181,7 @@ def pull_all(
     ``collector`` (also what a late node streamed so far: a prefix of its store, which it
     still holds). Node -> its :class:`Outcome`. A late thread is left to end on its own
     (closing its client ends its call); it no longer keeps anything."""
-    pulls = {node: Pull(collector.offset(node)) for node in work}
+    pulls = {node: collector.new_pull(node) for node in work}
     ended: dict[str, Outcome] = {}
 
     def one(node: str) -> None:

@@ -86,7 +86,8 @@ def collect_run(out: Path, say: Callable[[str], None] = print) -> dict:
     account_schedule(account, plan.link_faults, plan.node_faults, plan.rounds)
     Journal(str(out.resolve()), account).read()
     started = time.monotonic()
-    samples, rounds = _gather(out, start, account, plan.backend)
+    collector = Collector(chains=plan.evaluation.chains, run_rounds=plan.rounds)
+    samples, rounds = _gather(out, start, account, plan.backend, collector)
     try:
         metrics = close_run(
             plan.evaluation,
@@ -124,11 +125,13 @@ def _same_experiment(out: Path, name: str, start: Mapping) -> None:
             )
 
 
-def _gather(out: Path, start: dict, account: Account, settings: BackendSettings):
-    """Every node's stored samples, over gRPC from a process started again on its state dir
-    (a backend that keeps the stores on this machine) or from the node where it runs."""
+def _gather(
+    out: Path, start: dict, account: Account, settings: BackendSettings, collector: Collector
+):
+    """Every node's stored samples into ``collector``, over gRPC from a process started again
+    on its state dir (a backend that keeps the stores on this machine) or from the node
+    where it runs."""
     nodes: dict = start["nodes"]
-    collector = Collector()
     access = access_from_section(settings, "backend")  # the run's tls / token_file
     backend = None
     if settings.capabilities.local_stores:

@@ -189,7 +189,7 @@ class _Execution:
         self.say = say
         self.progress = progress
         self.outcome = RunOutcome(Account(say))
-        self.collector = Collector()
+        self.collector = Collector(chains=plan.evaluation.chains, run_rounds=plan.rounds)
         self.supervisor: Supervisor | None = None
         self.kernel: KernelFaultPlan | None = None
         self.record: live.RunRecord | None = None

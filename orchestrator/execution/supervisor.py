@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from starling.node.params import ConfigError
 from starling.node.protocol.contract import NodeState as Lifecycle
 from starling.node.spec import NodeSpec
-from starling.orchestrator.core.errors import BackendError
+from starling.orchestrator.core.errors import BackendError, MalformedSamples
 from starling.orchestrator.execution import live
 from starling.orchestrator.execution.backends.base import Backend
 from starling.orchestrator.execution.client import NodeClient, NodeStatus, NodeUnavailable
@@ -66,6 +66,8 @@ class NodeState:
     given_up: bool = False
     awaiting_restart: bool = False
     failed_reported: bool = False
+    samples_refused: bool = False
+    """A sample it streamed broke its rule (:class:`MalformedSamples`): not collected since."""
 
 
 @dataclass(frozen=True)
@@ -255,11 +257,19 @@ class Supervisor:
                 state.finished = True
             elif status.state == Lifecycle.DONE:
                 state.finished = True
-            if pull or state.finished:
+            if (pull or state.finished) and not state.samples_refused:
                 try:
                     self.collector.pull(node, client)
+                except MalformedSamples as exc:
+                    self._refuse_samples(node, exc)
                 except NodeUnavailable:
                     self._went_down(node)
+
+    def _refuse_samples(self, node: str, exc: MalformedSamples) -> None:
+        """Stop collecting a node whose samples broke their rule (what came before is
+        kept); said once in the account, which names the sample."""
+        self.nodes[node].samples_refused = True
+        self.account.node(node, "samples_refused", f"samples refused from here on: {exc}")
 
     def _went_down(self, node: str) -> None:
         state = self.nodes[node]
@@ -523,7 +533,8 @@ class Supervisor:
                 return self._collect_stored_run(node, pull)
             client = self.clients[node]
             try:
-                pull.take(client)
+                if not self.nodes[node].samples_refused:
+                    pull.take(client)
             except NodeUnavailable as exc:
                 return f"node {node}: samples could not be collected ({exc})"
             try:

@@ -21,6 +21,7 @@ _MARKS = {
     "down": ("v", "#D55E00", "went down unasked"),
     "given_up": ("s", "black", "given up"),
     "stopped": ("s", "#CC79A7", "stopped from outside"),
+    "samples_refused": ("D", "#D55E00", "samples refused"),
 }
 
 
