@@ -60,6 +60,21 @@ def test_an_interrupted_run_is_judged_on_the_rounds_every_node_recorded():
     assert metrics["samples_per_node"] == {"0": 300, "1": 300, "2": 300}
 
 
+def test_the_consensus_error_is_the_mean_squared_distance_from_the_nodes_average():
+    """Against the definition computed the plain way (every node's window stacked): a node
+    that recorded fewer rounds is left out of both, as is every round before the window."""
+    plan = _plan(rounds=40, chains=7, nodes=4)
+    samples = _exact_draws(plan, rounds=40, chains=7, seed=3)
+    samples["0"] = samples["0"] * 3.0 + 1.0  # far from the others: a large spread
+    samples["2"] = samples["2"][:30]  # short: not in the average, not in the consensus
+    window = plan.evaluation.window
+    kept = np.stack([samples[n][-window:] for n in ("0", "1", "3")])
+    expected = np.mean(np.sum((kept - kept.mean(axis=0)) ** 2, axis=-1))
+    metrics = evaluate(plan, samples).metrics
+    assert metrics["averaged_nodes"] == ["0", "1", "3"]
+    assert abs(metrics["consensus_error"] - expected) <= 1e-12 * expected
+
+
 def _with_model(model: dict, data: dict, evaluation: dict, rounds: int, chains: int):
     raw = {
         "name": "edges",
