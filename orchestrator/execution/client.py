@@ -200,6 +200,8 @@ class NodeClient:
         # A bounded read must not hang on a node that stopped answering; a followed stream
         # lasts as long as the run (keepalive notices a dead connection).
         timeout = None if follow else max(self.timeout, 60.0)
+        # A Ctrl-C waits for the next message only where a deadline bounds that wait.
+        next_batch = _next_deferred if timeout is not None else _next_now
         while True:
             request = control_pb2.SamplesRequest(
                 offset=index,
@@ -211,7 +213,7 @@ class NodeClient:
             with interrupts_deferred():
                 stream = self._control.StreamSamples(request, timeout=timeout)
             try:
-                while (batch := _next_deferred(stream)) is not None:
+                while (batch := next_batch(stream)) is not None:
                     attempts.succeeded()
                     for sample in batch.samples:
                         index = sample.index + 1
@@ -306,3 +308,9 @@ def _next_deferred(stream: Iterator[T]) -> T | None:
     once it is here (a call's deadline bounds the wait)."""
     with interrupts_deferred():
         return next(stream, None)
+
+
+def _next_now(stream: Iterator[T]) -> T | None:
+    """The stream's next message, or None at its end; a Ctrl-C is raised where it lands (a
+    followed stream has no deadline to wait for)."""
+    return next(stream, None)
