@@ -55,6 +55,20 @@ def _iterate(tensors: dict[str, np.ndarray], kind: str = "x", **fields) -> peer_
     return iterate
 
 
+def _small_specs(algorithm: str, topology: str, name: str) -> list:
+    """The node specs of a 3-node, 3-chain, dim-2 linear regression run of ``algorithm``."""
+    raw = {
+        "name": name,
+        "algorithm": algorithm,
+        "model": {"name": "linear_regression", "params": {"dim": 2}},
+        "data": {"source": "synthetic", "size": 20, "seed": 5},
+        "topology": {"kind": topology, "nodes": 3},
+        "rounds": 5,
+        "chains": 3,
+    }
+    return node_specs(parse_experiment(raw), NOWHERE)
+
+
 # ----------------------------------------------------------------- checks, no process
 
 
@@ -92,16 +106,7 @@ def test_a_tensor_whose_size_is_wrong_is_refused_whatever_it_declares(shape, dat
 
 
 def test_push_sum_refuses_the_other_variants_kind():
-    raw = {
-        "name": "door-ps",
-        "algorithm": "push-sum-rs",
-        "model": {"name": "linear_regression", "params": {"dim": 2}},
-        "data": {"source": "synthetic", "size": 20, "seed": 5},
-        "topology": {"kind": "directed_ring", "nodes": 3},
-        "rounds": 5,
-        "chains": 3,
-    }
-    spec = node_specs(parse_experiment(raw), NOWHERE)[0]
+    spec = _small_specs("push-sum-rs", "directed_ring", "door-ps")[0]
     program, _ = build(spec)
     (sender,) = spec.schedule[0].in_peers
     sums = {"sigma": np.zeros((3, 2)), "tau": np.ones((3, 1))}
@@ -125,19 +130,6 @@ def test_an_iterate_that_is_not_float64_is_refused_naming_the_tensor(dtype):
         check_iterate(iterate, spec, program, frozenset({"1", "2"}))
 
 
-def _push_sum_spec(algorithm: str):
-    raw = {
-        "name": "door-ps",
-        "algorithm": algorithm,
-        "model": {"name": "linear_regression", "params": {"dim": 2}},
-        "data": {"source": "synthetic", "size": 20, "seed": 5},
-        "topology": {"kind": "directed_ring", "nodes": 3},
-        "rounds": 5,
-        "chains": 3,
-    }
-    return node_specs(parse_experiment(raw), NOWHERE)[0]
-
-
 @pytest.mark.parametrize(
     ("algorithm", "kind", "iterate", "weight"),
     [("push-sum", "share", "x", "y"), ("push-sum-rs", "sums", "sigma", "tau")],
@@ -146,7 +138,7 @@ def _push_sum_spec(algorithm: str):
 def test_a_push_sum_weight_at_or_below_zero_is_refused(algorithm, kind, iterate, weight, bad):
     """An admitted peer's weight share of 0 or less made the receiver's Z = W / y inf or
     NaN from that round on; a positive one is taken, whatever its size within the bound."""
-    spec = _push_sum_spec(algorithm)
+    spec = _small_specs(algorithm, "directed_ring", "door-ps")[0]
     program, _ = build(spec)
     (sender,) = spec.schedule[0].in_peers
     weights = np.full((3, 1), 0.4)
@@ -164,16 +156,7 @@ def test_a_push_sum_weight_at_or_below_zero_is_refused(algorithm, kind, iterate,
 
 def test_a_counter_may_be_an_integer():
     """async SGHMC's workers send the round of their gradient as an integer: still taken."""
-    raw = {
-        "name": "door-async",
-        "algorithm": "async-sghmc",
-        "model": {"name": "linear_regression", "params": {"dim": 2}},
-        "data": {"source": "synthetic", "size": 20, "seed": 5},
-        "topology": {"kind": "star", "nodes": 3},
-        "rounds": 5,
-        "chains": 3,
-    }
-    specs = node_specs(parse_experiment(raw), NOWHERE)
+    specs = _small_specs("async-sghmc", "star", "door-async")
     spec = next(s for s in specs if s.in_peers())
     program, _ = build(spec)
     sender = sorted(spec.in_peers())[0]
