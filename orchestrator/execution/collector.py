@@ -85,14 +85,14 @@ class Collector:
 
     def new_pull(self, node: str) -> Pull:
         """A buffer for ``node``'s samples past those held, with the rule they must keep."""
-        held, values = self.rounds.get(node, []), self.values.get(node, [])
+        held, values = self.rounds.get(node), self.values.get(node)
         rule = SampleRule(
             self.chains,
             int(values[-1].shape[-1]) if values else None,
             held[-1] if held else -1,
             self.run_rounds,
         )
-        return Pull(len(held), rule=rule)
+        return Pull(self.offset(node), rule=rule)
 
     def pull(self, node: str, client: NodeClient, stored_run: tuple[str, str] | None = None) -> int:
         """Stream what ``node`` stored past our offset; returns how many samples came.
