@@ -18,15 +18,20 @@ convergence of MCMC", Bayesian Analysis 16(2), doi:10.1214/20-BA1221:
 
 ArviZ computes the same figures; it was what Starling called until the verdict asked for
 them on every run, and then its import (about 4 s) and its per-coordinate xarray calls
-became most of a study's evaluation. Here every coordinate's autocovariances come from
-one FFT, and ``tests/orchestrator/evaluation/test_chain_stats.py`` holds the figures to
+became most of a study's evaluation. Here every coordinate is handled at once: one sort
+of each coordinate's split draws gives its ranks, normal scores, median and tail
+quantiles, and the folded draws' order follows from it by a merge; the autocovariances are
+summed by lag for short chains and by FFT for long ones. It needs numpy and the standard
+library only. ``tests/orchestrator/evaluation/test_chain_stats.py`` holds the figures to
 ArviZ's own to 1e-10 on chains that mix, drift, stick and tie.
 """
 
 from __future__ import annotations
 
+import statistics
+from functools import lru_cache
+
 import numpy as np
-from scipy import fft, special
 
 __all__ = [
     "average_ranks",
@@ -52,36 +57,111 @@ def split_chains(draws: np.ndarray) -> np.ndarray:
     return np.concatenate([draws[:, :half], draws[:, draws.shape[1] - half :]], axis=0)
 
 
+class _Columns:
+    """The values of every column of a (size, params) array in ascending order. They are
+    held as rows, one contiguous row per column (sorting and gathering along a column of
+    the draws' own layout strides across memory and took twice as long): ``order`` is each
+    row's ``np.argsort``, ``ordered`` its values so ordered. One sort serves a column's
+    ranks, normal scores, median and quantiles; NaN sorts last."""
+
+    def __init__(self, rows: np.ndarray, order: np.ndarray | None = None) -> None:
+        self.rows = rows
+        self.order = np.argsort(rows, axis=1) if order is None else order
+        self.ordered = np.take_along_axis(rows, self.order, axis=1)
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> _Columns:
+        """The columns of ``values`` (size, params)."""
+        return cls(np.ascontiguousarray(values.T))
+
+    def doubled_ranks(self) -> np.ndarray | None:
+        """Twice each ordered value's rank (1..size, tied values sharing the mean of their
+        ranks: an integer when doubled), in sorted order; None when no two values of a
+        column tie, where the rank is the position."""
+        ordered = self.ordered
+        size = ordered.shape[1]
+        starts = np.ones(ordered.shape, dtype=bool)  # a value unlike the one before it
+        starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+        if starts.all():
+            return None
+        ends = np.ones(ordered.shape, dtype=bool)  # a value unlike the one after it
+        ends[:, :-1] = starts[:, 1:]
+        position = np.arange(1, size + 1, dtype=np.int64)
+        first = np.maximum.accumulate(np.where(starts, position, 0), axis=1)
+        last = np.minimum.accumulate(np.where(ends, position, size + 1)[:, ::-1], axis=1)
+        return first + last[:, ::-1]
+
+    def in_place(self, sorted_values: np.ndarray) -> np.ndarray:
+        """Values given in each column's sorted order, put back at their draws' places:
+        (size, params), as the values came, in C order (the autocovariances' sums run
+        three times slower over a transposed view)."""
+        out = np.empty(self.rows.shape)
+        np.put_along_axis(out, self.order, sorted_values, axis=1)
+        return np.ascontiguousarray(out.T)
+
+    def median(self) -> np.ndarray:
+        """Each column's median, ``np.median``'s floats (NaN where a column holds one)."""
+        size = self.ordered.shape[1]
+        middle = (self.ordered[:, (size - 1) // 2] + self.ordered[:, size // 2]) / 2.0
+        return np.where(np.isnan(self.ordered[:, -1]), np.nan, middle)
+
+    def quantile(self, probability: float) -> np.ndarray:
+        """Each column's ``probability`` quantile by linear interpolation between the order
+        statistics (Hyndman & Fan's 7th, ``np.quantile``'s default), with numpy's own
+        interpolation formula (the same floats; tested against it)."""
+        size = self.ordered.shape[1]
+        virtual = (size - 1) * probability
+        below = min(max(int(np.floor(virtual)), 0), size - 1)
+        above = min(below + 1, size - 1)
+        gamma = virtual - below
+        a, b = self.ordered[:, below], self.ordered[:, above]
+        span = b - a
+        found = b - span * (1.0 - gamma) if gamma >= 0.5 else a + span * gamma
+        return np.where(np.isnan(self.ordered[:, -1]), np.nan, found)
+
+
+@lru_cache(maxsize=8)
+def _blom_scores(size: int) -> np.ndarray:
+    """``Φ⁻¹((k/2 − 3/8) / (size + 1/4))`` at index ``k`` = twice a rank (2..2·size; the
+    first two entries unused): every normal score a column of ``size`` values can have,
+    since an averaged rank is a multiple of 1/2. Φ⁻¹ is the standard library's (Wichura's
+    AS241 algorithm, about 1e-16 relative), so the diagnostics import no scipy: its import
+    was a quarter of a second of every run's evaluation."""
+    quantile = statistics.NormalDist().inv_cdf
+    denominator = size - 2.0 * BLOM + 1.0
+    found = [quantile((k / 2.0 - BLOM) / denominator) for k in range(2, 2 * size + 1)]
+    return np.concatenate([[np.nan, np.nan], found])
+
+
+def _normal_scores(columns: _Columns) -> np.ndarray:
+    """``Φ⁻¹((r − 3/8) / (S + 1/4))`` of every value's averaged rank ``r`` among the ``S``
+    of its column, at the value's place."""
+    size = columns.ordered.shape[1]
+    table = _blom_scores(size)
+    doubled = columns.doubled_ranks()
+    if doubled is None:  # no ties: the score of the k-th smallest is the k-th score
+        in_order = np.broadcast_to(table[2::2], columns.ordered.shape)
+    else:
+        in_order = table[doubled]
+    return columns.in_place(in_order)
+
+
 def average_ranks(values: np.ndarray) -> np.ndarray:
     """The ranks 1..N of each column's values, tied values sharing the mean of their ranks
     (``scipy.stats.rankdata(method="average", axis=0)``'s figures, without importing
     ``scipy.stats``: a second a process, which every run's evaluation paid only for this)."""
-    size = values.shape[0]
-    # Any sort will do: tied values share their ranks' mean, whatever their order.
-    order = np.argsort(values, axis=0)
-    ordered = np.take_along_axis(values, order, axis=0)
-    starts = np.ones(values.shape, dtype=bool)  # a value unlike the one before it
-    starts[1:] = ordered[1:] != ordered[:-1]
-    ranks = np.empty(values.shape)
-    if starts.all():  # no ties (continuous draws): each value's position in the order
-        position = np.broadcast_to(np.arange(1.0, size + 1.0)[:, None], values.shape)
-        np.put_along_axis(ranks, order, position, axis=0)
-        return ranks
-    ends = np.ones(values.shape, dtype=bool)  # a value unlike the one after it
-    ends[:-1] = starts[1:]
-    position = np.arange(1, size + 1, dtype=float)[:, None]
-    first = np.maximum.accumulate(np.where(starts, position, 0.0), axis=0)
-    last = np.minimum.accumulate(np.where(ends, position, size + 1.0)[::-1], axis=0)[::-1]
-    np.put_along_axis(ranks, order, (first + last) / 2.0, axis=0)
-    return ranks
+    columns = _Columns.of(values)
+    doubled = columns.doubled_ranks()
+    if doubled is None:
+        size = values.shape[0]
+        return columns.in_place(np.broadcast_to(np.arange(1.0, size + 1.0), columns.rows.shape))
+    return columns.in_place(doubled / 2.0)
 
 
 def rank_normalised(draws: np.ndarray) -> np.ndarray:
     """Each coordinate's draws (all chains pooled) replaced by their normal scores."""
     chains, n, params = draws.shape
-    size = chains * n
-    ranks = average_ranks(draws.reshape(size, params))
-    return special.ndtri((ranks - BLOM) / (size - 2.0 * BLOM + 1.0)).reshape(draws.shape)
+    return _normal_scores(_Columns.of(draws.reshape(chains * n, params))).reshape(draws.shape)
 
 
 def _classic_rhat(draws: np.ndarray) -> np.ndarray:
@@ -101,15 +181,24 @@ def rhat(draws: np.ndarray) -> np.ndarray:
     if chains < 2 or n < 4:
         return np.full(params, np.nan)
     split = split_chains(draws)
-    return _split_rhat(split, rank_normalised(split))
+    columns = _Columns.of(split.reshape(-1, params))
+    return _split_rhat(split, columns, _normal_scores(columns).reshape(split.shape))
 
 
-def _split_rhat(split: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """R-hat from the split chains and their normal scores (``rank_normalised(split)``)."""
-    params = split.shape[2]
+def _split_rhat(split: np.ndarray, columns: _Columns, scores: np.ndarray) -> np.ndarray:
+    """R-hat from the split chains, their values sorted by column (``columns``) and their
+    normal scores.
+
+    The folded draws ``|x − median|`` are sorted from the draws' own order: taken in that
+    order they fall and then rise, two runs that a stable sort (timsort) merges in one
+    pass instead of sorting afresh."""
+    median = columns.median()[:, None]
+    merged = np.argsort(np.abs(columns.ordered - median), axis=1, kind="stable")
+    folded = _Columns(
+        np.abs(columns.rows - median), order=np.take_along_axis(columns.order, merged, axis=1)
+    )
     bulk = _classic_rhat(scores)
-    folded = np.abs(split - np.median(split.reshape(-1, params), axis=0))
-    tail = _classic_rhat(rank_normalised(folded))
+    tail = _classic_rhat(_normal_scores(folded).reshape(split.shape))
     # The larger of the two; no value where the bulk has none (constant chains), the bulk's
     # where only the tails have none.
     return np.where(np.isnan(bulk), np.nan, np.fmax(bulk, tail))
@@ -138,7 +227,7 @@ def _autocovariances(draws: np.ndarray) -> np.ndarray:
         for lag in range(n):
             np.einsum("cip,cip->cp", centred[:, : n - lag], centred[:, lag:], out=sums[:, lag])
         return sums / n
-    padded = fft.next_fast_len(2 * n)
+    padded = 1 << (2 * n - 1).bit_length()  # a power of two, at least 2n
     spectrum = np.fft.rfft(centred, n=padded, axis=1)
     return np.fft.irfft(spectrum * np.conjugate(spectrum), n=padded, axis=1)[:, :n] / n
 
@@ -202,29 +291,36 @@ def ess_bulk(draws: np.ndarray) -> np.ndarray:
 def ess_tail(draws: np.ndarray) -> np.ndarray:
     """Tail ESS per coordinate of (chains, n, params): the smaller ESS of the indicators of
     the 5 % and 95 % quantiles; NaN below 4 draws."""
-    params = draws.shape[2]
     if draws.shape[1] < 4:
-        return np.full(params, np.nan)
-    pooled = draws.reshape(-1, params)
+        return np.full(draws.shape[2], np.nan)
+    return _tail_ess(draws, _Columns.of(draws.reshape(-1, draws.shape[2])))
+
+
+def _tail_ess(draws: np.ndarray, pooled: _Columns) -> np.ndarray:
+    """:func:`ess_tail` with the pooled draws already sorted by column (``pooled``: any
+    arrangement of the same values has the same quantiles)."""
     found = []
     for probability in TAIL_PROBABILITIES:
-        below = (draws <= np.quantile(pooled, probability, axis=0)).astype(float)
+        below = (draws <= pooled.quantile(probability)).astype(float)
         found.append(effective_sample_size(split_chains(below)))
     return np.minimum(*found)
 
 
 def diagnose(draws: np.ndarray) -> dict[str, np.ndarray]:
     """``ess_bulk``, ``ess_tail`` and ``rhat`` of (chains, n, params), the figures of
-    :func:`ess_bulk`, :func:`ess_tail` and :func:`rhat`, with the split chains' normal
-    scores (a sort of every coordinate) computed once for the bulk ESS and R-hat."""
+    :func:`ess_bulk`, :func:`ess_tail` and :func:`rhat`, from one sort of the split chains'
+    values: their normal scores serve the bulk ESS and R-hat, and when ``n`` is even (the
+    split chains then hold every draw) their order gives the tail quantiles too."""
     chains, n, params = draws.shape
     if n < 4:
         missing = np.full(params, np.nan)
         return {"ess_bulk": missing, "ess_tail": missing.copy(), "rhat": missing.copy()}
     split = split_chains(draws)
-    scores = rank_normalised(split)
+    columns = _Columns.of(split.reshape(-1, params))
+    scores = _normal_scores(columns).reshape(split.shape)
+    pooled = columns if n % 2 == 0 else _Columns.of(draws.reshape(-1, params))
     return {
         "ess_bulk": effective_sample_size(scores),
-        "ess_tail": ess_tail(draws),
-        "rhat": _split_rhat(split, scores) if chains > 1 else np.full(params, np.nan),
+        "ess_tail": _tail_ess(draws, pooled),
+        "rhat": _split_rhat(split, columns, scores) if chains > 1 else np.full(params, np.nan),
     }

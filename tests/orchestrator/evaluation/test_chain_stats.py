@@ -128,3 +128,61 @@ def test_average_ranks_are_scipys(name):
 
     values = CASES[name].reshape(-1, CASES[name].shape[-1])
     np.testing.assert_array_equal(average_ranks(values), rankdata(values, axis=0))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_one_sort_gives_numpys_median_and_quantiles(name):
+    """The diagnostics read the median and the tail quantiles off the one sort of each
+    coordinate (``_Columns``): the same floats as ``np.median`` and ``np.quantile``,
+    whatever the count (odd, even, tiny) and with ties. A NaN makes the figure NaN, as in
+    numpy."""
+    from starling.orchestrator.evaluation.chain_stats import _Columns
+
+    values = CASES[name].reshape(-1, CASES[name].shape[-1])
+    for chosen in (values, values[:1], values[:2], values[:7]):
+        columns = _Columns.of(chosen)
+        np.testing.assert_array_equal(columns.median(), np.median(chosen, axis=0))
+        for probability in (0.0, 0.05, 0.5, 0.95, 1.0, 1 / 3):
+            np.testing.assert_array_equal(
+                columns.quantile(probability), np.quantile(chosen, probability, axis=0)
+            )
+    holed = values.copy()
+    holed[3, 0] = np.nan
+    columns = _Columns.of(holed)
+    assert np.isnan(columns.median()[0]) and np.isnan(columns.quantile(0.05)[0])
+    np.testing.assert_array_equal(columns.median()[1:], np.median(holed[:, 1:], axis=0))
+
+
+def test_normal_scores_are_the_normal_quantiles_of_the_ranks():
+    """The normal scores come from a table of Φ⁻¹ at every half rank (the standard
+    library's inverse normal CDF, no scipy): they are ``scipy.special.ndtri`` of the Blom
+    fractions to 1e-14, tied ranks included."""
+    from scipy import special
+    from scipy.stats import rankdata
+
+    from starling.orchestrator.evaluation.chain_stats import rank_normalised
+
+    for name in ("mixing", "tied", "constant", "many_short"):
+        draws = CASES[name]
+        size = draws.shape[0] * draws.shape[1]
+        ranks = rankdata(draws.reshape(size, -1), axis=0)
+        expected = special.ndtri((ranks - 0.375) / (size + 0.25)).reshape(draws.shape)
+        np.testing.assert_allclose(rank_normalised(draws), expected, rtol=1e-14, atol=1e-14)
+
+
+@pytest.mark.e2e
+def test_the_evaluation_imports_no_scipy_for_the_diagnostics():
+    """A quarter of a second of every run's evaluation was importing scipy for Φ⁻¹ and an
+    FFT length: the diagnostics now need numpy and the standard library only."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np\n"
+        "from starling.orchestrator.evaluation.chain_stats import diagnose\n"
+        "diagnose(np.random.default_rng(0).standard_normal((4, 80, 3)))\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))\n"
+    )
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.strip() == "[]"
