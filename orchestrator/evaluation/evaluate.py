@@ -42,6 +42,7 @@ from starling.node.models import build_model
 from starling.node.models.base import Dataset, GaussianPosterior
 from starling.node.spec import DataSpec
 from starling.orchestrator.evaluation.metrics import GaussianTarget
+from starling.orchestrator.evaluation.network_average import NetworkAverage
 from starling.orchestrator.evaluation.schedule import resolve_schedule, scored_rounds
 from starling.orchestrator.evaluation.scoring import score_beyond_w2
 from starling.orchestrator.evaluation.w2_error import (
@@ -50,7 +51,7 @@ from starling.orchestrator.evaluation.w2_error import (
     bootstrap_se,
     w2_floor,
 )
-from starling.orchestrator.evaluation.w2_scores import w2_scores
+from starling.orchestrator.evaluation.w2_scores import AVERAGE, w2_scores
 from starling.orchestrator.planning.plan import EvaluationPlan
 
 __all__ = [
@@ -200,14 +201,14 @@ def diverged_rounds(
 
 def consensus_error(
     complete: Mapping[str, np.ndarray],
-    average: np.ndarray | None,
+    average: NetworkAverage | None,
     window: int,
     sane: Mapping[str, np.ndarray],
 ) -> float | None:
     """Mean squared distance of the nodes' iterates from their average, ``E‖x_i − x̄‖²``.
 
     Averaged over nodes, chains and the last ``window`` rounds of ``complete`` (the nodes
-    that recorded every round), from ``average`` (their :func:`_average`); needs two or more
+    that recorded every round), from ``average`` (their :class:`NetworkAverage`); needs two or more
     nodes, and None if any of them diverged in the window (``sane``: each node's
     :func:`_sane`). One node at a time against the average, in one buffer: stacking every
     node's window and its spread cost three copies of it (1.2 GB at 250 chains × d 1000 ×
@@ -217,7 +218,7 @@ def consensus_error(
         return None
     if not all(sane[name][-window:].all() for name in complete):
         return None
-    tail = average[-window:]
+    tail = average.tail(window)
     spread = np.empty_like(tail)
     total = 0.0
     with np.errstate(over="ignore", invalid="ignore"):
@@ -249,21 +250,6 @@ def _diverged_as_nan(
 
 def _finite(value: float) -> float | None:
     return value if np.isfinite(value) else None
-
-
-def _average(complete: Mapping[str, np.ndarray]) -> np.ndarray | None:
-    """The network-average iterate ``Σ_i x_i / N`` over the nodes in sorted order, summed
-    one node at a time (the same floats as ``np.mean`` of them stacked, without the copy
-    of every node's samples that stacking makes)."""
-    if not complete:
-        return None
-    names = sorted(complete)
-    with np.errstate(over="ignore", invalid="ignore"):  # a diverged node: see _sane
-        total = np.array(complete[names[0]], dtype=float)
-        for name in names[1:]:
-            total += complete[name]
-        total /= len(names)
-    return total
 
 
 def evaluate(
@@ -308,24 +294,33 @@ def evaluate(
     window = plan.evaluation.window
     recorded = recorded_rounds(plan, samples)
     complete = {n: s for n, s in samples.items() if s.shape[0] == recorded}
-    average = _average(complete)
+    average = NetworkAverage(complete, lambda block: _sane(block, bound)) if complete else None
     consensus = consensus_error(complete, average, window, sane)
     if consensus is not None or diverged:
         metrics["consensus_error"] = consensus
     if len(complete) < len(samples):  # the average and the consensus leave some nodes out
         metrics["averaged_nodes"] = list(complete)
-    series = {**({"average": average} if average is not None else {}), **samples}
-    if average is not None:
-        sane["average"] = _sane(average, bound)
     # What the figures beyond W2 see: a diverged round is NaN there, finite or not.
-    judged = _diverged_as_nan(series, sane)
+    judged_nodes = _diverged_as_nan(samples, sane)
+    known_series: list[dict[str, np.ndarray]] = []
+
+    def judged() -> dict[str, np.ndarray]:
+        """The average (first) and every node, as the figures beyond W2 see them: built
+        when one of them asks, since only they read every round of the average."""
+        if not known_series:
+            series = judged_nodes
+            if average is not None:
+                whole = average.whole()
+                flags = {AVERAGE: _sane(whole, bound)}
+                series = {**_diverged_as_nan({AVERAGE: whole}, flags), **judged_nodes}
+            known_series.append(series)
+        return known_series[0]
+
     tables: dict[str, list[dict]] = {}
     if samples:
-        score_beyond_w2(plan, judged, metrics, tables, data)
+        score_beyond_w2(plan, judged_nodes, judged, metrics, tables, data)
     if posterior is not None and samples:
-        curves, curve_rounds = _score_w2(
-            plan, posterior, series, sane, sorted(complete), metrics, bound
-        )
+        curves, curve_rounds = _score_w2(plan, posterior, samples, average, sane, metrics)
         if plan.evaluation.hpd is not None:
             from starling.orchestrator.evaluation.hpd import hpd_section
 
@@ -333,7 +328,7 @@ def evaluate(
                 model,
                 data(),
                 posterior,
-                judged,
+                judged(),
                 window,
                 plan.evaluation.hpd,
                 curve_points=plan.evaluation.curve_points,
@@ -353,33 +348,35 @@ ESTIMATOR = (
 def _score_w2(
     plan: EvaluationPlan,
     posterior: GaussianPosterior,
-    series: Mapping[str, np.ndarray],
-    sane: dict[str, np.ndarray],
-    together: list[str],
+    samples: Mapping[str, np.ndarray],
+    average: NetworkAverage | None,
+    sane: Mapping[str, np.ndarray],
     metrics: dict,
-    bound: float,
 ) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
     """``metrics.json``'s ``w2`` (with each figure's standard error and the estimator's
-    floor, :mod:`starling.orchestrator.evaluation.w2_error`) and ``posterior``; returns the
-    W2 curves and the rounds they hold (None: every round)."""
+    floor, :mod:`starling.orchestrator.evaluation.w2_error`) and ``posterior``, for every
+    node of ``samples`` and their ``average``; returns the W2 curves (the average's first)
+    and the rounds they hold (None: every round)."""
     window = plan.evaluation.window
     truth = GaussianTarget(posterior.mean, posterior.cov)  # its square root: once
-    average = series.get("average")
-    samples = {n: s for n, s in series.items() if n != "average"}
     settings = plan.evaluation
     schedule = resolve_schedule(settings.w2_schedule, plan.chains, truth.mean.shape[0])
 
     def rounds_of(length: int) -> np.ndarray:
         return scored_rounds(length, window, schedule, settings.w2_per_doubling)
 
-    final, scored = w2_scores(truth, samples, sane, together, average, window, rounds_of)
-    lengths = sorted({values.shape[0] for values in series.values()})
+    final, scored = w2_scores(truth, samples, sane, average, window, rounds_of)
+    lengths = sorted({values.shape[0] for values in samples.values()})
     curve_rounds = np.unique(np.concatenate([rounds_of(n) for n in lengths]))
     per_node = {n: final[n] for n in samples}
     known = [v for v in per_node.values() if v is not None]
     floor = w2_floor(truth, plan.chains * window, plan.seed)
     errors = {
-        name: bootstrap_se(truth, series[name][-window:], plan.seed)
+        name: bootstrap_se(
+            truth,
+            average.tail(window) if name == AVERAGE and average else samples[name][-window:],
+            plan.seed,
+        )
         for name, value in final.items()
         if value is not None
     }
@@ -402,7 +399,8 @@ def _score_w2(
         "mean": truth.mean.tolist(),
         "std": np.sqrt(np.diag(truth.cov)).tolist(),
     }
-    curves = {name: scored[name] for name in series}
+    names = [*([AVERAGE] if average is not None else []), *samples]
+    curves = {name: scored[name] for name in names}
     return curves, (None if schedule == "every" else curve_rounds)
 
 

@@ -2,13 +2,13 @@
 :mod:`starling.orchestrator.evaluation.predictive`), transport distances to reference samples
 (posteriors with no closed form, :mod:`starling.orchestrator.evaluation.optimal_transport`), [003]
 §5.2's HPD error with its level
-``η_α`` taken from those reference samples (:mod:`starling.orchestrator.evaluation.hpd`) and ArviZ's
-ESS and R-hat per node (:mod:`starling.orchestrator.evaluation.diagnostics`).
+``η_α`` taken from those reference samples (:mod:`starling.orchestrator.evaluation.hpd`) and
+the ESS and R-hat per node (:mod:`starling.orchestrator.evaluation.diagnostics`, ArviZ's
+figures computed by Starling).
 
-Each is computed once per evaluation on the samples already in memory; the heavy libraries
-(POT, ArviZ) are imported only when their figure is asked for, so ``starling run`` starts as
-fast as before.
-"""
+Each is computed once per evaluation on the samples already in memory; the heavy library
+(POT) is imported only when its figure is asked for, so ``starling run`` starts as fast as
+before, and the network average's every round is built only for a figure that reads them."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ __all__ = ["score_beyond_w2"]
 
 def score_beyond_w2(
     plan: EvaluationPlan,
-    series: Mapping[str, np.ndarray],
+    nodes: Mapping[str, np.ndarray],
+    series: Callable[[], Mapping[str, np.ndarray]],
     metrics: dict,
     tables: dict[str, list[dict]],
     shards: Callable[[], list[Dataset]],
@@ -34,9 +35,10 @@ def score_beyond_w2(
     """Add ``predictive``, ``distances`` and ``diagnostics`` to ``metrics`` (and the curves
     to ``tables``) where they apply.
 
-    ``series``: ``"average"`` (the network-average iterate, when every node finished) and
-    every node id -> samples (rounds, chains, d); ``shards``: the data the nodes hold
-    together, as the evaluation knows it (asked only when a reference is needed).
+    ``nodes``: every node id -> samples (rounds, chains, d); ``series``: returns those and
+    ``"average"`` (the network-average iterate, when a node finished), asked only by the
+    figures that score the average; ``shards``: the data the nodes hold together, as the
+    evaluation knows it (asked only when a reference is needed).
     """
     model = build_model(plan.model)
     evaluation = plan.evaluation
@@ -45,7 +47,7 @@ def score_beyond_w2(
         from starling.orchestrator.evaluation.predictive import predictive_section
 
         section, rows = predictive_section(
-            model, test, series, evaluation.window, evaluation.curve_points
+            model, test, series(), evaluation.window, evaluation.curve_points
         )
         metrics["predictive"] = section
         tables["predictive_curve"] = rows
@@ -57,7 +59,7 @@ def score_beyond_w2(
             from starling.orchestrator.evaluation.distances import distance_section
 
             section, rows = distance_section(
-                series, reference, evaluation.window, evaluation.transport, plan.seed
+                series(), reference, evaluation.window, evaluation.transport, plan.seed
             )
             metrics["distances"] = section
             tables["distance_curve"] = rows
@@ -68,7 +70,7 @@ def score_beyond_w2(
                     model,
                     shards(),
                     None,
-                    series,
+                    series(),
                     evaluation.window,
                     evaluation.hpd,
                     reference,
@@ -77,7 +79,6 @@ def score_beyond_w2(
     if evaluation.diagnostics:
         from starling.orchestrator.evaluation.diagnostics import diagnostics_section
 
-        nodes = {n: v for n, v in series.items() if n != "average"}
         found = diagnostics_section(nodes, evaluation.burn_in)
         if found is not None:
             metrics["diagnostics"] = found

@@ -27,8 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from starling.orchestrator.evaluation.metrics import GaussianTarget
+from starling.orchestrator.evaluation.network_average import NetworkAverage
 
-__all__ = ["WORKERS", "w2_scores"]
+__all__ = ["AVERAGE", "WORKERS", "w2_scores"]
 
 AVERAGE = "average"
 _BLOCK_BYTES = 16 * 1024 * 1024
@@ -84,8 +85,7 @@ def w2_scores(
     target: GaussianTarget,
     samples: Mapping[str, np.ndarray],
     sane: Mapping[str, np.ndarray],
-    together: list[str],
-    average: np.ndarray | None,
+    average: NetworkAverage | None,
     window: int,
     schedule: Callable[[int], np.ndarray] | None = None,
 ) -> tuple[dict[str, float | None], dict[str, np.ndarray]]:
@@ -93,15 +93,17 @@ def w2_scores(
     at a round not scored), for every node of ``samples`` and ``"average"`` when
     ``average`` is given.
 
-    ``sane``: node (and ``"average"``) -> per-round flags (finite, not beyond 1e150,
-    :func:`starling.orchestrator.evaluation.evaluate.diverged_rounds`); ``together``: the nodes,
-    in the average's order, that recorded every round (``average`` is their mean); the
-    others (a node that failed) are scored alone, on the rounds they have. ``schedule``:
-    a series' length -> the sorted rounds to score, the last ``window`` among them
-    (:func:`~starling.orchestrator.evaluation.schedule.scored_rounds`); every round if None.
+    ``sane``: node -> per-round flags (finite, not beyond 1e150,
+    :func:`starling.orchestrator.evaluation.evaluate.diverged_rounds`); ``average``: the
+    mean of the nodes that recorded every round (its ``nodes``), computed at the rounds
+    scored only; the others (a node that failed) are scored alone, on the rounds they have.
+    ``schedule``: a series' length -> the sorted rounds to score, the last ``window`` among
+    them (:func:`~starling.orchestrator.evaluation.schedule.scored_rounds`); every round if
+    None.
     """
     final: dict[str, float | None] = {}
     curves: dict[str, np.ndarray] = {}
+    together = average.nodes if average is not None else []
     groups = [together] + [[n] for n in samples if n not in together]
     for group in groups:
         if not group:
@@ -131,7 +133,7 @@ def w2_scores(
                         total = z.copy() if total is None else np.add(total, z, out=total)
             if with_average:
                 assert average is not None
-                x, ok = average[chosen], sane[AVERAGE][chosen]
+                x, ok = average.block(chosen)
                 mean_z = total / len(group) if whole and total is not None else None
                 values, z = _scored(target, x, ok, mean_z)
                 curves[AVERAGE][chosen] = values
