@@ -149,6 +149,32 @@ def test_start_up_imports_neither_pot_nor_arviz():
     assert result.returncode == 0, result.stderr
 
 
+def test_a_gaussian_runs_evaluation_imports_no_scipy():
+    """Importing scipy's special functions took about 0.2 s, which every run's evaluation
+    paid for a normal quantile table, an FFT length and one Student t quantile (the
+    verdict's): the evaluation of a model with an exact posterior, its diagnostics and
+    verdict included, now needs numpy and the standard library only."""
+    script = (
+        "import sys\n"
+        "import numpy as np\n"
+        "from starling.orchestrator.config.experiment import load_experiment\n"
+        "from starling.orchestrator.planning.plan import plan_run\n"
+        "from starling.orchestrator.evaluation.evaluate import evaluate\n"
+        "plan = plan_run(load_experiment('examples/quickstart.yaml')).evaluation\n"
+        "rng = np.random.default_rng(0)\n"
+        "samples = {n: rng.standard_normal((plan.rounds, plan.chains, 2))\n"
+        "           for n in plan.sampling_nodes}\n"
+        "metrics = evaluate(plan, samples).metrics\n"
+        "assert metrics['verdict']['run'] and metrics['diagnostics'], metrics.keys()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
 def test_a_file_split_holds_out_the_same_rows_over_grpc_as_in_process(tmp_path, starling_home):
     """``run`` (real node processes, the split travelling in each node's DataSpec) and
     ``simulate`` train on the same rows and score the same held-out rows: their samples

@@ -38,7 +38,8 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
+
+from starling.orchestrator.evaluation.student_t import t_quantile
 
 __all__ = [
     "LEVEL",
@@ -51,7 +52,6 @@ __all__ = [
     "iteration_value",
     "kaplan_meier",
     "paired_difference",
-    "t_quantile",
 ]
 
 LEVEL = 0.95
@@ -72,13 +72,6 @@ class Interval:
         fmt = (lambda v: f"{v:.1f}") if integer else (lambda v: _number(v, digits))
         body = fmt(self.mean) if self.half is None else f"{fmt(self.mean)} ± {fmt(self.half)}"
         return body if self.n == self.of else f"{body} ({self.n}/{self.of} seeds)"
-
-
-def t_quantile(probability: float, dof: float) -> float:
-    """Student's t quantile: ``scipy.special.stdtrit``, the function ``scipy.stats.t.ppf``
-    calls (the same floats), without importing ``scipy.stats`` (about a second, which a
-    run's evaluation would pay only for this)."""
-    return float(special.stdtrit(dof, probability))
 
 
 def _number(value: float, digits: int) -> str:

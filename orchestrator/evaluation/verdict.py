@@ -60,7 +60,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from starling.orchestrator.evaluation.diagnostics import MIN_DRAWS
-from starling.orchestrator.evaluation.replicates import t_quantile
+from starling.orchestrator.evaluation.student_t import t_quantile
 
 __all__ = [
     "ALPHA",
