@@ -143,10 +143,17 @@ def test_start_up_imports_neither_pot_nor_arviz():
         "heavy = {'ot', 'arviz', 'xarray', 'h5netcdf'} & set(sys.modules)\n"
         "assert not heavy, heavy\n"
     )
+    _in_a_fresh_interpreter(script)
+
+
+def _in_a_fresh_interpreter(script: str) -> str:
+    """Run ``script`` in a new Python (nothing imported yet) from the repository's root;
+    its standard output, once it has succeeded."""
     result = subprocess.run(
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
+    return result.stdout
 
 
 def test_a_gaussian_runs_evaluation_imports_no_scipy():
@@ -168,11 +175,7 @@ def test_a_gaussian_runs_evaluation_imports_no_scipy():
         "assert metrics['verdict']['run'] and metrics['diagnostics'], metrics.keys()\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"
+    assert _in_a_fresh_interpreter(script).strip() == "[]"
 
 
 def test_a_file_split_holds_out_the_same_rows_over_grpc_as_in_process(tmp_path, starling_home):
