@@ -130,7 +130,9 @@ def _blom_scores(size: int) -> np.ndarray:
     quantile = statistics.NormalDist().inv_cdf
     denominator = size - 2.0 * BLOM + 1.0
     found = [quantile((k / 2.0 - BLOM) / denominator) for k in range(2, 2 * size + 1)]
-    return np.concatenate([[np.nan, np.nan], found])
+    table = np.concatenate([[np.nan, np.nan], found])
+    table.flags.writeable = False  # kept by the cache and shared by every caller
+    return table
 
 
 def _normal_scores(columns: _Columns) -> np.ndarray:
