@@ -1,10 +1,10 @@
 """What the evaluation reports beside W2: predictive metrics on held-out data (classifiers,
 :mod:`starling.orchestrator.evaluation.predictive`), transport distances to reference samples
-(posteriors with no closed form, :mod:`starling.orchestrator.evaluation.optimal_transport`), [003]
-§5.2's HPD error with its level
-``η_α`` taken from those reference samples (:mod:`starling.orchestrator.evaluation.hpd`) and
-the ESS and R-hat per node (:mod:`starling.orchestrator.evaluation.diagnostics`, ArviZ's
-figures computed by Starling).
+(posteriors with no closed form, :mod:`starling.orchestrator.evaluation.optimal_transport`), and
+[003] §5.2's HPD error with its level ``η_α`` taken from those reference samples
+(:mod:`starling.orchestrator.evaluation.hpd`). The ESS and R-hat per node are computed
+beside them and the W2 figures, on a thread of their own
+(:func:`starling.orchestrator.evaluation.evaluate.evaluate`).
 
 Each is computed once per evaluation on the samples already in memory; the heavy library
 (POT) is imported only when its figure is asked for, so ``starling run`` starts as fast as
@@ -26,16 +26,15 @@ __all__ = ["score_beyond_w2"]
 
 def score_beyond_w2(
     plan: EvaluationPlan,
-    nodes: Mapping[str, np.ndarray],
     series: Callable[[], Mapping[str, np.ndarray]],
     metrics: dict,
     tables: dict[str, list[dict]],
     shards: Callable[[], list[Dataset]],
 ) -> None:
-    """Add ``predictive``, ``distances`` and ``diagnostics`` to ``metrics`` (and the curves
-    to ``tables``) where they apply.
+    """Add ``predictive``, ``distances`` and ``hpd`` to ``metrics`` (and the curves to
+    ``tables``) where they apply.
 
-    ``nodes``: every node id -> samples (rounds, chains, d); ``series``: returns those and
+    ``series``: returns every node id -> samples (rounds, chains, d) and
     ``"average"`` (the network-average iterate, when a node finished), asked only by the
     figures that score the average; ``shards``: the data the nodes hold together, as the
     evaluation knows it (asked only when a reference is needed).
@@ -76,9 +75,3 @@ def score_beyond_w2(
                     reference,
                     evaluation.curve_points,
                 )
-    if evaluation.diagnostics:
-        from starling.orchestrator.evaluation.diagnostics import diagnostics_section
-
-        found = diagnostics_section(nodes, evaluation.burn_in)
-        if found is not None:
-            metrics["diagnostics"] = found

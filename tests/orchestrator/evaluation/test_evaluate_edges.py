@@ -5,9 +5,14 @@ figure is known to be defined."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
+import pytest
 
 from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.evaluation import evaluate as evaluate_module
+from starling.orchestrator.evaluation.diagnostics import diagnostics_section
 from starling.orchestrator.evaluation.distances import FIGURES
 from starling.orchestrator.evaluation.evaluate import evaluate, ground_truth
 from starling.orchestrator.evaluation.verdict import CONVERGED
@@ -230,3 +235,49 @@ def test_nodes_stopped_together_are_evaluated_over_their_common_rounds():
     # Nodes that ended on one round are left as they are.
     level = evaluate(plan, cut, stopped_together=["0", "1", "2"]).metrics
     assert "rounds_evaluated" not in level
+
+
+def test_the_diagnostics_computed_beside_the_w2_figures_are_those_of_the_samples_alone():
+    """ESS and R-hat run on a second thread while the W2 figures are scored: the figures are
+    the floats :func:`diagnostics_section` gives on its own, and they are written after
+    ``w2``, before the verdict that reads them."""
+    plan = _plan(rounds=40, chains=20)
+    samples = _exact_draws(plan, rounds=40, chains=20, seed=5)
+    metrics = evaluate(plan, samples).metrics
+    assert metrics["diagnostics"] == diagnostics_section(samples, plan.evaluation.burn_in)
+    keys = list(metrics)
+    assert keys.index("w2") < keys.index("diagnostics") < keys.index("verdict")
+
+
+def test_an_error_in_the_diagnostics_reaches_the_caller(monkeypatch):
+    def broken(*_args):
+        raise RuntimeError("diagnostics broke")
+
+    monkeypatch.setattr(evaluate_module, "diagnostics_section", broken)
+    plan = _plan(rounds=20, chains=5)
+    with pytest.raises(RuntimeError, match="diagnostics broke"):
+        evaluate(plan, _exact_draws(plan, rounds=20, chains=5))
+
+
+def test_an_interrupt_while_scoring_does_not_wait_for_the_diagnostics(monkeypatch):
+    """Ctrl-C during the W2 figures reaches the caller while the diagnostics are still
+    running: they hold it up no longer than the scoring itself would."""
+    release, finished = threading.Event(), threading.Event()
+
+    def slow_diagnostics(*_args):
+        release.wait(timeout=60)
+        finished.set()
+
+    def interrupted(*_args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(evaluate_module, "diagnostics_section", slow_diagnostics)
+    monkeypatch.setattr(evaluate_module, "_score_w2", interrupted)
+    plan = _plan(rounds=20, chains=5)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            evaluate(plan, _exact_draws(plan, rounds=20, chains=5))
+        assert not finished.is_set()
+    finally:
+        release.set()
+    assert finished.wait(timeout=60)
