@@ -319,7 +319,7 @@ def _evaluation_rows(li: dict) -> list[tuple]:
     """Each evaluated run at dim 1000: its evaluation against its loop, the parts, and
     one scored set alone against the sampler's own node-round (the curve's unit of cost,
     :mod:`benchmarks.evaluation_parts`)."""
-    from benchmarks.evaluation_parts import PARTS
+    from benchmarks.evaluation_parts import BESIDE, PARTS
 
     rows = []
     for run in li["evaluated"]:
@@ -334,7 +334,7 @@ def _evaluation_rows(li: dict) -> list[tuple]:
             )
         )
         parts = run["evaluate_parts"]
-        for key, what in [*PARTS.items(), ("rest", "the rest")]:
+        for key, what in [*PARTS.items(), ("rest", "the rest"), *BESIDE.items()]:
             rows.append((f"  of which {what}", f"{parts[key]:.2f} s", "-", "-", "-"))
     first = li["evaluated"][0]
     if first["chains"] == li["chains"]:
