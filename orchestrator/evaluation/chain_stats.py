@@ -20,8 +20,9 @@ ArviZ computes the same figures; it was what Starling called until the verdict a
 them on every run, and then its import (about 4 s) and its per-coordinate xarray calls
 became most of a study's evaluation. Here every coordinate is handled at once: one sort
 of each coordinate's split draws gives its ranks, normal scores, median and tail
-quantiles, and the folded draws' order follows from it by a merge; the autocovariances are
-summed by lag for short chains and by FFT for long ones. It needs numpy and the standard
+quantiles, and the folded draws' order follows from it by a merge; the autocovariances,
+averaged over the chains, come from each coordinate's Gram matrix for short chains and
+from an FFT for long ones. It needs numpy and the standard
 library only. ``tests/orchestrator/evaluation/test_chain_stats.py`` holds the figures to
 ArviZ's own to 1e-10 on chains that mix, drift, stick and tie.
 """
@@ -206,34 +207,47 @@ def _split_rhat(split: np.ndarray, columns: _Columns, scores: np.ndarray) -> np.
     return np.where(np.isnan(bulk), np.nan, np.fmax(bulk, tail))
 
 
-DIRECT_LAGS = 32
-"""Chains of at most this many draws have their autocovariances summed lag by lag
-(:func:`_autocovariances`)."""
+GRAM_DRAWS = 200
+"""Chains of at most this many draws have their autocovariances taken from Gram matrices,
+longer ones by FFT (:func:`_mean_autocovariances`). Where the two cost the same on this
+project's machine (500 chains × 160 coordinates: 200 draws, 0.21 s against 0.25 s; 256,
+0.35 s against 0.27 s)."""
+_GRAM_BYTES = 32 * 1024 * 1024
+"""The Gram matrices of :func:`_mean_autocovariances` are built for as many coordinates at
+a time as fit in this many bytes."""
 
 
-def _autocovariances(draws: np.ndarray) -> np.ndarray:
-    """Biased autocovariances of every chain and coordinate at every lag, (chains, n,
-    params): ``Σ_i c_i c_{i+t} / n`` of the centred draws ``c``.
+def _mean_autocovariances(draws: np.ndarray) -> np.ndarray:
+    """The biased autocovariances of every coordinate at every lag, averaged over the
+    chains, (n, params): ``Σ_c Σ_i x_ci x_c(i+t) / (n C)`` of the draws ``x`` centred on
+    each chain's mean. That average over chains is all that eq. 10's combined
+    autocorrelations need, so no chain's own autocovariances are kept.
 
-    Up to :data:`DIRECT_LAGS` draws the sums are taken lag by lag (``n`` products of the
-    whole array); longer chains go through an FFT with zero padding to at least twice the
-    length. Short chains are what an evaluation's window after burn-in usually holds, and
-    there the FFT's cost is its per-series overhead: measured here on the split chains of
-    5 nodes' 100 chains × 50 draws (10 coordinates) and 250 chains × 40 draws (160), the
-    direct sums took a third of the FFT's time, and at 50 draws more than it. Both give
-    the same figures to rounding (about 1e-15)."""
-    n = draws.shape[1]
-    # In C order whatever the draws' layout: the sums by lag ran four times slower over the
-    # transposed arrays the diagnostics assemble.
-    centred = np.ascontiguousarray(draws - draws.mean(axis=1, keepdims=True))
-    if n <= DIRECT_LAGS:
-        sums = np.empty(draws.shape)
+    Up to :data:`GRAM_DRAWS` draws, each coordinate's Gram matrix over the chains,
+    ``G_ij = Σ_c x_ci x_cj`` (one batched matrix product, which BLAS computes at full
+    speed), gives the sum at lag ``t`` as its ``t``-th diagonal. That is twice the
+    arithmetic of summing lag by lag and still several times faster: on 5 nodes' 250 chains
+    split in two × 40 draws × 32 coordinates, 30 ms against 99 ms lag by lag (the code
+    before) and 60 ms by FFT. Longer chains go through an FFT, their power spectra summed
+    over the chains before the one inverse transform per coordinate. Every way gives the
+    same figures to rounding (about 1e-15, tested)."""
+    chains, n, params = draws.shape
+    centred = draws - draws.mean(axis=1, keepdims=True)
+    if n > GRAM_DRAWS:
+        padded = 1 << (2 * n - 1).bit_length()  # a power of two, at least 2n: no wrap-around
+        spectrum = np.fft.rfft(centred, n=padded, axis=1)
+        power = (spectrum.real**2 + spectrum.imag**2).sum(axis=0)
+        return np.fft.irfft(power, n=padded, axis=0)[:n] / (n * chains)
+    sums = np.empty((n, params))
+    step = max(1, _GRAM_BYTES // (8 * n * n))
+    for start in range(0, params, step):
+        stop = min(params, start + step)
+        # (coordinates, draws, chains), contiguous: each coordinate's matrix is one BLAS call.
+        series = np.ascontiguousarray(centred[:, :, start:stop].transpose(2, 1, 0))
+        gram = series @ series.transpose(0, 2, 1)
         for lag in range(n):
-            np.einsum("cip,cip->cp", centred[:, : n - lag], centred[:, lag:], out=sums[:, lag])
-        return sums / n
-    padded = 1 << (2 * n - 1).bit_length()  # a power of two, at least 2n
-    spectrum = np.fft.rfft(centred, n=padded, axis=1)
-    return np.fft.irfft(spectrum * np.conjugate(spectrum), n=padded, axis=1)[:, :n] / n
+            sums[lag, start:stop] = np.trace(gram, offset=lag, axis1=1, axis2=2)
+    return sums / (n * chains)
 
 
 def _tau(rho: np.ndarray, size: int) -> float:
@@ -266,15 +280,15 @@ def effective_sample_size(draws: np.ndarray) -> np.ndarray:
     constant coordinate counts every draw."""
     chains, n, params = draws.shape
     size = chains * n
-    acov = _autocovariances(draws)
-    mean_var = acov[:, 0].mean(axis=0) * n / (n - 1.0)
+    acov = _mean_autocovariances(draws)  # (n, params)
+    mean_var = acov[0] * n / (n - 1.0)
     var_plus = mean_var * (n - 1.0) / n
     if chains > 1:
         var_plus = var_plus + np.var(draws.mean(axis=1), axis=0, ddof=1)
     spread = draws.max(axis=(0, 1)) - draws.min(axis=(0, 1))
     out = np.empty(params)
     with np.errstate(divide="ignore", invalid="ignore"):
-        rho = 1.0 - (mean_var - acov.mean(axis=0)) / var_plus  # (n, params)
+        rho = 1.0 - (mean_var - acov) / var_plus  # (n, params)
     for k in range(params):
         if spread[k] < np.finfo(float).resolution:
             out[k] = size

@@ -2,8 +2,8 @@
 ArviZ's, the reference implementation of Vehtari et al. (2021), on chains of every kind a
 run produces: mixing, autocorrelated, drifting apart, stuck on a constant, with tied values
 (a sampler whose chains repeat), a single chain, an odd number of draws, the fewest draws
-the diagnostics take, and short chains on both sides of where the autocovariances switch
-from sums by lag to an FFT. Both compute the same floating-point formulas, so they agree
+the diagnostics take, and chains on both sides of where the autocovariances switch from
+Gram matrices to an FFT. Both compute the same floating-point formulas, so they agree
 to rounding: 1e-10 relative leaves room for the FFT's and the sums' order and nothing
 else."""
 
@@ -14,8 +14,9 @@ import warnings
 import numpy as np
 import pytest
 
+from starling.orchestrator.evaluation import chain_stats
 from starling.orchestrator.evaluation.chain_stats import (
-    DIRECT_LAGS,
+    GRAM_DRAWS,
     average_ranks,
     diagnose,
     ess_bulk,
@@ -47,14 +48,14 @@ def _cases():
     odd = _autoregressive(rng, 3, 101, 2, 0.3)
     fewest = rng.standard_normal((2, 4, 2))
     many_short = rng.standard_normal((100, 8, 2))  # the papers' design: chains ≫ draws
-    # Split chains of at most DIRECT_LAGS draws have their autocovariances summed lag by
-    # lag, longer ones by FFT: short sticky and constant chains, and both sides of the
-    # boundary (64 draws split into 32, 66 into 33).
+    # Split chains of at most GRAM_DRAWS draws have their autocovariances from Gram
+    # matrices, longer ones by FFT: short sticky and constant chains, and both sides of the
+    # boundary (400 draws split into 200, 402 into 201).
     short_sticky = _autoregressive(rng, 50, 40, 3, 0.9)
     short_constant = short_sticky.copy()
     short_constant[..., 0] = -1.0
-    at_direct_limit = _autoregressive(rng, 6, 2 * DIRECT_LAGS, 2, 0.7)
-    past_direct_limit = _autoregressive(rng, 6, 2 * DIRECT_LAGS + 2, 2, 0.7)
+    at_gram_limit = _autoregressive(rng, 6, 2 * GRAM_DRAWS, 2, 0.7)
+    past_gram_limit = _autoregressive(rng, 6, 2 * GRAM_DRAWS + 2, 2, 0.7)
     return {
         "mixing": mixing,
         "sticky": sticky,
@@ -68,8 +69,8 @@ def _cases():
         "many_short": many_short,
         "short_sticky": short_sticky,
         "short_constant": short_constant,
-        "at_direct_limit": at_direct_limit,
-        "past_direct_limit": past_direct_limit,
+        "at_gram_limit": at_gram_limit,
+        "past_gram_limit": past_gram_limit,
     }
 
 
@@ -168,3 +169,31 @@ def test_normal_scores_are_the_normal_quantiles_of_the_ranks():
         ranks = rankdata(draws.reshape(size, -1), axis=0)
         expected = special.ndtri((ranks - 0.375) / (size + 0.25)).reshape(draws.shape)
         np.testing.assert_allclose(rank_normalised(draws), expected, rtol=1e-14, atol=1e-14)
+
+
+@pytest.mark.parametrize("draws_per_chain", [2, 5, 40, 73])
+def test_the_gram_and_fft_autocovariances_are_the_definitions(monkeypatch, draws_per_chain):
+    """Both ways of :func:`_mean_autocovariances`, the Gram matrices taken a few coordinates
+    at a time (chunks of 4 and a remainder of 3 here), against the sums by lag written out
+    plainly: equal to 1e-12 of the lag-0 autocovariance, rounding's room over at most 73
+    products a chain and 7 chains."""
+    rng = np.random.default_rng(draws_per_chain)
+    chains, params = 7, 11
+    draws = _autoregressive(rng, chains, draws_per_chain, params, 0.8)
+    draws = draws * np.linspace(0.1, 30.0, params) + np.arange(params)  # scales and offsets
+    centred = draws - draws.mean(axis=1, keepdims=True)
+    n = draws_per_chain
+    plain = np.array(
+        [
+            [np.sum(centred[:, : n - t, p] * centred[:, t:, p]) for p in range(params)]
+            for t in range(n)
+        ]
+    ) / (n * chains)
+    monkeypatch.setattr(chain_stats, "_GRAM_BYTES", 8 * n * n * 4)
+    monkeypatch.setattr(chain_stats, "GRAM_DRAWS", n)
+    by_gram = chain_stats._mean_autocovariances(draws)
+    monkeypatch.setattr(chain_stats, "GRAM_DRAWS", n - 1)
+    by_fft = chain_stats._mean_autocovariances(draws)
+    tolerance = 1e-12 * plain[0]
+    assert np.all(np.abs(by_gram - plain) <= tolerance)
+    assert np.all(np.abs(by_fft - plain) <= tolerance)
