@@ -22,9 +22,9 @@ became most of a study's evaluation. Here every coordinate is handled at once: o
 of each coordinate's split draws gives its ranks, normal scores, median and tail
 quantiles, and the folded draws' order follows from it by a merge; the autocovariances,
 averaged over the chains, come from each coordinate's Gram matrix for short chains and
-from an FFT for long ones. It needs numpy and the standard
-library only. ``tests/orchestrator/evaluation/test_chain_stats.py`` holds the figures to
-ArviZ's own to 1e-10 on chains that mix, drift, stick and tie.
+from an FFT for long ones. It needs numpy and the standard library only.
+``tests/orchestrator/evaluation/test_chain_stats.py`` holds the figures to ArviZ's own to
+1e-10 on chains that mix, drift, stick and tie.
 """
 
 from __future__ import annotations
