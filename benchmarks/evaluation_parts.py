@@ -3,12 +3,13 @@
 :func:`timed_evaluation` runs the orchestrator's evaluation of collected samples
 (:func:`starling.orchestrator.evaluation.evaluate.evaluate`) with its parts timed: the same
 functions, wrapped by :func:`timed_calls` for the duration of the call and put back after.
-The parts are the exact posterior, the W2 curve with its final figures, the floor of the
-W2 estimator, the figures' standard errors, and the scores beyond W2 (held-out, transport;
-none for a Gaussian model). What is left is the rest (divergence checks, consensus error,
-the network average, the verdict, and waiting for the diagnostics if they end last). The
-diagnostics (ESS and R-hat) run on a second thread beside all of these, so their seconds
-are timed too but overlap the others' (:data:`BESIDE`).
+The parts timed one after another are the exact posterior, the W2 curve with its final
+figures, and the scores beyond W2 (held-out, transport; none for a Gaussian model). What
+is left is the rest (divergence checks, consensus error, the network average, the verdict,
+and waiting for the parts beside if they end last). Beside them, on threads of their own,
+run the floor of the W2 estimator and the figures' standard errors (beside the curve) and
+the diagnostics (ESS and R-hat, beside everything after the posterior): their seconds are
+timed too but overlap the others' (:data:`BESIDE`).
 
 :func:`one_set_ms` times one W2 of one node's round alone, on one thread: the unit the
 curve is made of. Beside the sampler's own CPU for that node-round
@@ -28,14 +29,14 @@ __all__ = ["BESIDE", "PARTS", "one_set_ms", "timed_calls", "timed_evaluation"]
 PARTS = {
     "ground_truth": "the exact posterior",
     "w2_scores": "the W2 curve and final figures",
-    "w2_floor": "the W2 estimator's floor",
-    "bootstrap_se": "the figures' standard errors",
     "score_beyond_w2": "held-out and transport scores",
 }
 """The parts :func:`timed_evaluation` times one after another: a function of the evaluate
 module -> what it computes."""
 BESIDE = {
-    "diagnostics_section": "diagnostics (ESS, R-hat), on a second thread beside the above",
+    "w2_floor": "the W2 estimator's floor, on a thread beside the curve",
+    "bootstrap_se": "the figures' standard errors, after the floor on that thread",
+    "diagnostics_section": "diagnostics (ESS, R-hat), on a thread of their own beside all",
 }
 """The parts computed on another thread while the others run: timed, but not taken from
 the rest."""

@@ -28,11 +28,15 @@ plus 1 for the N(0, I) start) counts as diverged too: no chain started there get
 while sampling the posterior, however slowly it mixes, so the run is reported ``diverged``
 (exit 3) instead of ``complete`` with a W2 of 1e80.
 
-The diagnostics (ESS and R-hat, :mod:`starling.orchestrator.evaluation.diagnostics`) need
-the samples alone, so they are computed on a second thread while the rest is scored: on
-two cores at dim 1000 they were a third of an evaluation's time, most of it in numpy calls
-that let the other thread run. Every figure is the same float either way; only the order of
-``metrics.json``'s keys shows it (``diagnostics`` comes after ``w2``).
+Parts that need no other part's result are computed on a thread beside the one that scores
+the rest, since at dim 1000 they are most of an evaluation's time and spend it in numpy
+calls that let the other thread run: the exact posterior (while this thread reads every
+round's extremes for the divergence checks), then the diagnostics (ESS and R-hat,
+:mod:`starling.orchestrator.evaluation.diagnostics`, which need the samples alone) while
+this thread scores W2; and beside the W2 curve, the estimator's floor and the figures'
+standard errors (:func:`_score_w2`). Every figure is the same float either way; only the
+order of ``metrics.json``'s keys shows it (``diagnostics`` comes after ``w2``). An
+interrupt does not wait for a part still running beside.
 """
 
 from __future__ import annotations
@@ -183,15 +187,27 @@ def common_rounds(
     return cut, common
 
 
+def _extremes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per leading index, the largest and the smallest value (NaN where any value is NaN):
+    with a bound they say which rounds left the floats (:func:`_within`)."""
+    flat = np.asarray(values, dtype=float).reshape(values.shape[0], -1)
+    if flat.shape[1] == 0:  # nothing that could leave the floats
+        return np.full(flat.shape[0], -np.inf), np.full(flat.shape[0], np.inf)
+    # The largest and smallest value of each round, not |values|: no copy of the samples.
+    return flat.max(axis=1), flat.min(axis=1)
+
+
+def _within(extremes: tuple[np.ndarray, np.ndarray], bound: float) -> np.ndarray:
+    """Whether each round of :func:`_extremes` is finite and under ``bound`` in magnitude."""
+    largest, smallest = extremes
+    with np.errstate(invalid="ignore"):
+        return (largest < bound) & (smallest > -bound)  # NaN compares False
+
+
 def _sane(values: np.ndarray, bound: float = _HUGE) -> np.ndarray:
     """Per leading index, whether every value is finite and under ``bound`` in magnitude
     (:func:`divergence_bound`)."""
-    flat = np.asarray(values, dtype=float).reshape(values.shape[0], -1)
-    if flat.shape[1] == 0:
-        return np.ones(flat.shape[0], dtype=bool)
-    # The largest and smallest value of each round, not |values|: no copy of the samples.
-    with np.errstate(invalid="ignore"):
-        return (flat.max(axis=1) < bound) & (flat.min(axis=1) > -bound)  # NaN compares False
+    return _within(_extremes(values), bound)
 
 
 def diverged_rounds(
@@ -295,42 +311,42 @@ def evaluate(
             known_data.append(reference_data(plan, model, node_data))
         return known_data[0]
 
-    posterior = ground_truth(plan, node_data, data)
-    bound = divergence_bound(posterior)
-    sane = {node: _sane(values, bound) for node, values in samples.items()}
-    diverged = diverged_rounds(samples, sane)
-    if diverged:
-        metrics["diverged"] = diverged
-    window = plan.evaluation.window
-    recorded = recorded_rounds(plan, samples)
-    complete = {n: s for n, s in samples.items() if s.shape[0] == recorded}
-    average = NetworkAverage(complete, lambda block: _sane(block, bound)) if complete else None
-    consensus = consensus_error(complete, average, window, sane)
-    if consensus is not None or diverged:
-        metrics["consensus_error"] = consensus
-    if len(complete) < len(samples):  # the average and the consensus leave some nodes out
-        metrics["averaged_nodes"] = list(complete)
-    # What the figures beyond W2 see: a diverged round is NaN there, finite or not.
-    judged_nodes = _diverged_as_nan(samples, sane)
-    known_series: list[dict[str, np.ndarray]] = []
-
-    def judged() -> dict[str, np.ndarray]:
-        """The average (first) and every node, as the figures beyond W2 see them: built
-        when one of them asks, since only they read every round of the average."""
-        if not known_series:
-            series = judged_nodes
-            if average is not None:
-                whole = average.whole()
-                flags = {AVERAGE: _sane(whole, bound)}
-                series = {**_diverged_as_nan({AVERAGE: whole}, flags), **judged_nodes}
-            known_series.append(series)
-        return known_series[0]
-
-    tables: dict[str, list[dict]] = {}
-    # ESS and R-hat read the samples alone (no posterior, no average): they are computed on
-    # a second thread, a second core, while this one takes the W2 figures (module docstring).
-    beside = ThreadPoolExecutor(1, thread_name_prefix="diagnostics")
+    # Two threads: this one and one beside it, which takes the exact posterior and then the
+    # diagnostics while this one scores the rest (module docstring).
+    beside = ThreadPoolExecutor(1, thread_name_prefix="beside-scoring")
     try:
+        posterior, bound, sane = _truth_and_sanity(beside, plan, node_data, data, samples)
+        diverged = diverged_rounds(samples, sane)
+        if diverged:
+            metrics["diverged"] = diverged
+        window = plan.evaluation.window
+        recorded = recorded_rounds(plan, samples)
+        complete = {n: s for n, s in samples.items() if s.shape[0] == recorded}
+        average = NetworkAverage(complete, lambda block: _sane(block, bound)) if complete else None
+        consensus = consensus_error(complete, average, window, sane)
+        if consensus is not None or diverged:
+            metrics["consensus_error"] = consensus
+        if len(complete) < len(samples):  # the average and the consensus leave some nodes out
+            metrics["averaged_nodes"] = list(complete)
+        # What the figures beyond W2 see: a diverged round is NaN there, finite or not.
+        judged_nodes = _diverged_as_nan(samples, sane)
+        known_series: list[dict[str, np.ndarray]] = []
+
+        def judged() -> dict[str, np.ndarray]:
+            """The average (first) and every node, as the figures beyond W2 see them: built
+            when one of them asks, since only they read every round of the average."""
+            if not known_series:
+                series = judged_nodes
+                if average is not None:
+                    whole = average.whole()
+                    flags = {AVERAGE: _sane(whole, bound)}
+                    series = {**_diverged_as_nan({AVERAGE: whole}, flags), **judged_nodes}
+                known_series.append(series)
+            return known_series[0]
+
+        tables: dict[str, list[dict]] = {}
+        # ESS and R-hat read the samples alone (no posterior, no average): they are computed
+        # beside, while this thread takes the W2 figures.
         diagnosing = (
             beside.submit(diagnostics_section, judged_nodes, plan.evaluation.burn_in)
             if plan.evaluation.diagnostics
@@ -353,12 +369,31 @@ def evaluate(
                 )
         found = diagnosing.result() if diagnosing is not None else None
     finally:
-        # An interrupt (Ctrl-C is KeyboardInterrupt here) does not wait for the diagnostics.
-        beside.shutdown(wait=False)
+        # An interrupt (Ctrl-C is KeyboardInterrupt here) does not wait for the thread beside.
+        beside.shutdown(wait=False, cancel_futures=True)
     if found is not None:
         metrics["diagnostics"] = found
     metrics["verdict"] = _verdict(plan, samples, recorded, metrics, posterior is not None)
     return Evaluation(metrics, curves, tables, curve_rounds)
+
+
+def _truth_and_sanity(
+    beside: ThreadPoolExecutor,
+    plan: EvaluationPlan,
+    node_data: Mapping[str, DataSpec] | None,
+    data: Callable[[], list[Dataset]],
+    samples: Mapping[str, np.ndarray],
+) -> tuple[GaussianPosterior | None, float, dict[str, np.ndarray]]:
+    """``(posterior, bound, sane)``: the exact posterior (:func:`ground_truth`), the
+    divergence bound its scale gives (:func:`divergence_bound`) and each node's rounds
+    within it. The posterior (a d³ factorisation at dim 1000) is computed on the thread
+    ``beside`` while this one reads every round's extremes, the one pass over the samples
+    the bound then needs."""
+    solving = beside.submit(ground_truth, plan, node_data, data)
+    extremes = {node: _extremes(values) for node, values in samples.items()}
+    posterior = solving.result()
+    bound = divergence_bound(posterior)
+    return posterior, bound, {node: _within(ends, bound) for node, ends in extremes.items()}
 
 
 ESTIMATOR = (
@@ -388,21 +423,34 @@ def _score_w2(
     def rounds_of(length: int) -> np.ndarray:
         return scored_rounds(length, window, schedule, settings.w2_per_doubling)
 
-    final, scored = w2_scores(truth, samples, sane, average, window, rounds_of)
+    # The estimator's floor and the standard errors need the target and the final windows
+    # alone: a thread beside the curve's takes them, and fills the core the curve leaves
+    # idle between its nodes. The same floats as computed in line.
+    beside = ThreadPoolExecutor(1, thread_name_prefix="w2-error")
+    try:
+        flooring = beside.submit(w2_floor, truth, plan.chains * window, plan.seed)
+        round_flooring = (
+            flooring if window == 1 else beside.submit(w2_floor, truth, plan.chains, plan.seed)
+        )
+        erring = {
+            name: beside.submit(bootstrap_se, truth, samples[name][-window:], plan.seed)
+            for name in samples
+            if sane[name][-window:].all()
+        }
+        final, scored = w2_scores(truth, samples, sane, average, window, rounds_of)
+        if average is not None and final.get(AVERAGE) is not None:
+            erring[AVERAGE] = beside.submit(bootstrap_se, truth, average.tail(window), plan.seed)
+        floor, round_floor = flooring.result(), round_flooring.result()
+        # A figure that is None (a window that left the floats) has no standard error.
+        errors = {
+            name: future.result() for name, future in erring.items() if final[name] is not None
+        }
+    finally:
+        beside.shutdown(wait=False, cancel_futures=True)  # an interrupt does not wait
     lengths = sorted({values.shape[0] for values in samples.values()})
     curve_rounds = np.unique(np.concatenate([rounds_of(n) for n in lengths]))
     per_node = {n: final[n] for n in samples}
     known = [v for v in per_node.values() if v is not None]
-    floor = w2_floor(truth, plan.chains * window, plan.seed)
-    errors = {
-        name: bootstrap_se(
-            truth,
-            average.tail(window) if name == AVERAGE and average else samples[name][-window:],
-            plan.seed,
-        )
-        for name, value in final.items()
-        if value is not None
-    }
     metrics["w2"] = {
         "average": final.get("average"),
         "per_node": per_node,
@@ -413,7 +461,7 @@ def _score_w2(
         "average_se": errors.get("average"),
         "se_sets": affordable_sets(BOOTSTRAP, plan.chains * window, truth.mean.shape[0]),
         "floor": floor,
-        "floor_round": floor if window == 1 else w2_floor(truth, plan.chains, plan.seed),
+        "floor_round": round_floor,
         "scale": float(np.sqrt(max(truth.trace, 0.0))),
         "schedule": schedule,
         "rounds_scored": int(curve_rounds.size),

@@ -21,8 +21,10 @@ computed from the average itself rather than from the nodes'.
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import islice
 
 import numpy as np
 
@@ -152,22 +154,30 @@ def _each_scored(
     chosen: slice | np.ndarray,
 ) -> Iterator[tuple[str, tuple[np.ndarray, np.ndarray | None]]]:
     """(node, :func:`_scored` of its rounds ``chosen``) for the nodes of ``group``, in
-    order, :data:`WORKERS` nodes at a time on as many threads: BLAS and LAPACK release the
-    interpreter lock, and each set is still computed whole by one thread, so the figures
-    are the same floats as one at a time. Memory holds ``WORKERS`` nodes' blocks."""
+    order, on :data:`WORKERS` threads: BLAS and LAPACK release the interpreter lock, and
+    each set is still computed whole by one thread, so the figures are the same floats as
+    one at a time. A node is started as soon as one before it is handed back, not in
+    batches of ``WORKERS``: five nodes on two threads would otherwise leave one thread
+    idle while the fifth is scored. Memory holds ``WORKERS + 1`` nodes' blocks: those
+    being scored and the one handed back."""
     if WORKERS < 2 or len(group) < 2:
         for node in group:
             yield node, _scored(target, samples[node][chosen], sane[node][chosen])
         return
     with ThreadPoolExecutor(WORKERS, thread_name_prefix="w2") as pool:
-        for start in range(0, len(group), WORKERS):
-            batch = group[start : start + WORKERS]
-            found = [
-                pool.submit(_scored, target, samples[node][chosen], sane[node][chosen])
-                for node in batch
-            ]
-            for node, future in zip(batch, found, strict=True):
-                yield node, future.result()
+
+        def start(node: str) -> tuple[str, Future]:
+            return node, pool.submit(_scored, target, samples[node][chosen], sane[node][chosen])
+
+        waiting = iter(group)
+        running = deque(start(node) for node in islice(waiting, WORKERS))
+        while running:
+            node, future = running.popleft()
+            found = future.result()
+            following = next(waiting, None)
+            if following is not None:
+                running.append(start(following))
+            yield node, found
 
 
 def _rows(indices: np.ndarray) -> slice | np.ndarray:

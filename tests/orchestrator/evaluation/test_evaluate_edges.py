@@ -12,10 +12,13 @@ import pytest
 
 from starling.orchestrator.config.experiment import parse_experiment
 from starling.orchestrator.evaluation import evaluate as evaluate_module
+from starling.orchestrator.evaluation import w2_scores as w2_scores_module
 from starling.orchestrator.evaluation.diagnostics import diagnostics_section
 from starling.orchestrator.evaluation.distances import FIGURES
 from starling.orchestrator.evaluation.evaluate import evaluate, ground_truth
+from starling.orchestrator.evaluation.metrics import GaussianTarget
 from starling.orchestrator.evaluation.verdict import CONVERGED
+from starling.orchestrator.evaluation.w2_error import bootstrap_se, w2_floor
 from starling.orchestrator.planning.plan import plan_run
 from starling.orchestrator.results.summary import summary_table
 
@@ -262,17 +265,106 @@ def test_an_error_in_the_diagnostics_reaches_the_caller(monkeypatch):
 def test_an_interrupt_while_scoring_does_not_wait_for_the_diagnostics(monkeypatch):
     """Ctrl-C during the W2 figures reaches the caller while the diagnostics are still
     running: they hold it up no longer than the scoring itself would."""
-    release, finished = threading.Event(), threading.Event()
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
 
     def slow_diagnostics(*_args):
+        started.set()
         release.wait(timeout=60)
         finished.set()
 
     def interrupted(*_args):
+        assert started.wait(timeout=60)  # interrupted while the diagnostics run
         raise KeyboardInterrupt
 
     monkeypatch.setattr(evaluate_module, "diagnostics_section", slow_diagnostics)
     monkeypatch.setattr(evaluate_module, "_score_w2", interrupted)
+    plan = _plan(rounds=20, chains=5)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            evaluate(plan, _exact_draws(plan, rounds=20, chains=5))
+        assert not finished.is_set()
+    finally:
+        release.set()
+    assert finished.wait(timeout=60)
+
+
+def _windowed_plan(nodes: int, window: int):
+    raw = {
+        "name": "beside",
+        "algorithm": "d-sgld",
+        "hyperparameters": {"eta": 1e-3},
+        "model": {"name": "linear_regression", "params": {"dim": 6, "prior_var": 10.0}},
+        "data": {"source": "synthetic", "size": 60, "seed": 3},
+        "topology": {"kind": "ring", "nodes": nodes},
+        "rounds": 12,
+        "chains": 4,
+        "evaluation": {"window": window, "diagnostics": False},
+    }
+    return plan_run(parse_experiment(raw)).evaluation
+
+
+def test_the_w2_figures_are_the_same_floats_on_one_thread_or_several(monkeypatch):
+    """Five nodes on two threads (a node started as soon as one is handed back, the floor
+    and the standard errors beside the curve) give every W2 figure, standard error and
+    floor that one thread gives, and those are the ones their functions give alone."""
+    plan = _windowed_plan(nodes=5, window=3)
+    samples = _exact_draws(plan, rounds=12, chains=4, seed=9)
+    several = evaluate(plan, samples)
+    monkeypatch.setattr(w2_scores_module, "WORKERS", 1)
+    alone = evaluate(plan, samples)
+    assert several.metrics["w2"] == alone.metrics["w2"]
+    for name, curve in alone.curves.items():
+        np.testing.assert_array_equal(several.curves[name], curve)
+    w2 = several.metrics["w2"]
+    posterior = ground_truth(plan)
+    assert posterior is not None
+    truth = GaussianTarget(posterior.mean, posterior.cov)
+    assert w2["floor"] == w2_floor(truth, 4 * 3, plan.seed)
+    assert w2["floor_round"] == w2_floor(truth, 4, plan.seed)
+    for node, values in samples.items():
+        assert w2["se"][node] == bootstrap_se(truth, values[-3:], plan.seed)
+    average = sum(samples[node] for node in sorted(samples)) / len(samples)
+    assert w2["average_se"] == pytest.approx(bootstrap_se(truth, average[-3:], plan.seed))
+
+
+def test_a_node_whose_window_left_the_floats_has_no_standard_error():
+    plan = _windowed_plan(nodes=3, window=2)
+    samples = _exact_draws(plan, rounds=12, chains=4, seed=2)
+    samples["1"][-1, 0, 0] = np.nan
+    w2 = evaluate(plan, samples).metrics["w2"]
+    assert w2["per_node"]["1"] is None and w2["se"]["1"] is None
+    assert w2["average"] is None and w2["average_se"] is None
+    assert w2["se"]["0"] is not None and w2["floor"] is not None
+
+
+@pytest.mark.parametrize("part", ["ground_truth", "w2_floor", "bootstrap_se"])
+def test_an_error_in_a_part_computed_beside_reaches_the_caller(monkeypatch, part):
+    def broken(*_args):
+        raise RuntimeError(f"{part} broke")
+
+    monkeypatch.setattr(evaluate_module, part, broken)
+    plan = _plan(rounds=20, chains=5)
+    with pytest.raises(RuntimeError, match=f"{part} broke"):
+        evaluate(plan, _exact_draws(plan, rounds=20, chains=5))
+
+
+def test_an_interrupt_while_scoring_the_curve_does_not_wait_for_the_floor(monkeypatch):
+    """The floor and the standard errors are computed beside the W2 curve: Ctrl-C during
+    the curve reaches the caller while they still run."""
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def slow_floor(*_args):
+        started.set()
+        release.wait(timeout=60)
+        finished.set()
+        return 0.0
+
+    def interrupted(*_args):
+        assert started.wait(timeout=60)  # interrupted while the floor is computed
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(evaluate_module, "w2_floor", slow_floor)
+    monkeypatch.setattr(evaluate_module, "w2_scores", interrupted)
     plan = _plan(rounds=20, chains=5)
     try:
         with pytest.raises(KeyboardInterrupt):
