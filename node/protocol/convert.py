@@ -10,7 +10,7 @@ declared, and an int too large for a double to hold exactly is refused here.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -92,12 +92,18 @@ def _fill_tensor(tensor: tensor_pb2.Tensor, array: np.ndarray, name: str) -> Non
     tensor.data = wire.tobytes()
 
 
-def array_from_tensor(tensor: tensor_pb2.Tensor, writable: bool = True) -> np.ndarray:
+def array_from_tensor(
+    tensor: tensor_pb2.Tensor, writable: bool = True, payload: memoryview | None = None
+) -> np.ndarray:
     """A native-order array of the tensor; raises TensorError if the bytes do not fit.
 
     Writable (a fresh copy) by default; with ``writable=False`` a read-only view of the bytes
     read out of the message when they are already in native order, one copy of the payload
     fewer (what a received iterate gets: samplers never write into their inputs).
+    ``payload``: the tensor's bytes when they were read out of the received message by hand
+    (:func:`~starling.node.protocol.wire.stripped_iterate`; ``tensor.data`` is then empty),
+    viewed without a copy when they are aligned for the dtype, as a Starling sender places
+    them (:data:`~starling.node.protocol.wire.PAYLOAD_ALIGNMENT`), copied once when not.
     """
     dtype = DTYPES.get(tensor.dtype)
     if dtype is None:
@@ -113,7 +119,8 @@ def array_from_tensor(tensor: tensor_pb2.Tensor, writable: bool = True) -> np.nd
     if shape and min(shape) < 0:
         raise TensorError(f"tensor {tensor.name!r}: negative dimension in shape {shape}")
     expected = math.prod(shape) * dtype.itemsize
-    data = tensor.data  # each access copies the field out of protobuf: read it once
+    # Each access to tensor.data copies the field out of protobuf: read it once.
+    data = tensor.data if payload is None else payload
     if len(data) != expected:
         raise TensorError(
             f"tensor {tensor.name!r}: {len(data)} bytes for shape {shape} "
@@ -125,6 +132,9 @@ def array_from_tensor(tensor: tensor_pb2.Tensor, writable: bool = True) -> np.nd
         raise TensorError(f"tensor {tensor.name!r}: shape {shape}: {exc}") from None
     if writable or not dtype.isnative:
         return array.astype(dtype.newbyteorder("="))
+    if not array.flags.aligned:  # a payload read in place from a sender that did not align it
+        array = array.copy()
+        array.flags.writeable = False
     return array
 
 
@@ -162,13 +172,20 @@ def withheld_iterate(
     )
 
 
-def iterate_to_message(iterate: peer_pb2.Iterate) -> Message:
-    """The sampler-level message (read-only arrays), stamped with the round it was sent in."""
+def iterate_to_message(
+    iterate: peer_pb2.Iterate, payloads: Sequence[memoryview] | None = None
+) -> Message:
+    """The sampler-level message (read-only arrays), stamped with the round it was sent in;
+    ``payloads``: its tensors' bytes, in order, when they were read out of the received
+    message by hand (:class:`~starling.node.protocol.wire.Arrived`)."""
+    if payloads is not None and len(payloads) != len(iterate.tensors):
+        raise TensorError(f"{len(payloads)} payloads for {len(iterate.tensors)} tensors")
     tensors: dict[str, np.ndarray] = {}
-    for tensor in iterate.tensors:
+    for index, tensor in enumerate(iterate.tensors):
         if tensor.name in tensors:
             raise TensorError(f"tensor {tensor.name!r} appears twice")
-        tensors[tensor.name] = array_from_tensor(tensor, writable=False)
+        payload = None if payloads is None else payloads[index]
+        tensors[tensor.name] = array_from_tensor(tensor, writable=False, payload=payload)
     return Message(kind=iterate.kind, tensors=tensors, round=int(iterate.round))
 
 

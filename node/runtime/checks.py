@@ -7,7 +7,7 @@ so the orchestrator can show one clear line.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -203,9 +203,12 @@ def check_iterate(
     senders: frozenset[str],
     newest_round: int | None = None,
     screen_bound: float = 0.0,
+    payloads: Sequence[memoryview] | None = None,
 ) -> Message | None:
     """The decoded message (None for a withheld notice), or Rejected saying why
-    (:class:`Screened` for a value beyond ``screen_bound``, 0: not screened).
+    (:class:`Screened` for a value beyond ``screen_bound``, 0: not screened). ``payloads``:
+    the tensors' bytes when they were read out of the received message by hand
+    (:class:`~starling.node.protocol.wire.Arrived`).
 
     ``newest_round``: the latest round a message may be for (the receiver's round plus its
     window); a message beyond it is refused, never trusted — a peer cannot claim a round so
@@ -240,7 +243,7 @@ def check_iterate(
             f"(its shapes declare {size} bytes, at most {limit} expected)"
         )
     try:
-        message = convert.iterate_to_message(iterate)
+        message = convert.iterate_to_message(iterate, payloads)
     except convert.TensorError as exc:
         raise Unusable(f"peer {sender!r}: {exc}") from None
     try:

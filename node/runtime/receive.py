@@ -12,6 +12,7 @@ book rejections on an innocent one, nor add links to the node's status by invent
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from starling.node.protocol.starling.v1 import peer_pb2
 from starling.node.runtime.checks import Rejected, Screened, Unusable, check_iterate
@@ -47,17 +48,19 @@ def receive_at(
     stream_sender: str | None = None,
     generation: int = -1,
     screen_bound: float = 0.0,
+    payloads: Sequence[memoryview] | None = None,
 ) -> str:
     """File ``iterate`` in the run behind ``door`` — (run, generation), read as one object
     without a lock, so a message is never held up by the round loop, a checkpoint's fsync or
     a status snapshot, and never filed in a run its stream was not admitted for:
-    :class:`Reconfigured` if ``generation`` (the stream's, −1: any) is not the door's."""
+    :class:`Reconfigured` if ``generation`` (the stream's, −1: any) is not the door's.
+    ``payloads``: as :func:`file_iterate` takes them."""
     run, current = door
     if generation >= 0 and current != generation:
         raise Reconfigured(current)
     if run is None:
         raise PreconditionError("node is not configured; it takes no iterates yet")
-    return file_iterate(run, iterate, window, stream_sender, screen_bound)
+    return file_iterate(run, iterate, window, stream_sender, screen_bound, payloads)
 
 
 def count_rejected(run: Run, sender: str, reason: str, round_index: int | None = None) -> None:
@@ -80,19 +83,28 @@ def file_iterate(
     window: int,
     stream_sender: str | None = None,
     screen_bound: float = 0.0,
+    payloads: Sequence[memoryview] | None = None,
 ) -> str:
     """File ``iterate`` in ``run``; returns the outcome (``received``, ``late``, ``rejected``
     ...). ``window``: how many rounds past its own a message may be (``ROUND_WINDOW``).
     ``stream_sender``: who the stream was admitted for; it speaks for no one else.
     ``screen_bound``: the node's screening bound (:mod:`~starling.node.runtime.screening`;
-    a message beyond it is counted ``screened`` and ``rejected``)."""
+    a message beyond it is counted ``screened`` and ``rejected``). ``payloads``: its
+    tensors' bytes when they were read out of the received message by hand
+    (:class:`~starling.node.protocol.wire.Arrived`)."""
     claimed = iterate.sender or "<anonymous>"
     sender = claimed if stream_sender is None else stream_sender
     try:
         if stream_sender is not None and iterate.sender != stream_sender:
             raise Rejected(f"stream of {stream_sender!r}: a message claims {claimed!r}")
         message = check_iterate(
-            iterate, run.spec, run.program, run.senders, run.round + window, screen_bound
+            iterate,
+            run.spec,
+            run.program,
+            run.senders,
+            run.round + window,
+            screen_bound,
+            payloads,
         )
     except Exception as exc:  # noqa: BLE001 - no message may end the stream it came on
         if isinstance(exc, Screened):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -385,12 +385,23 @@ class NodeRuntime:
     # ------------------------------------------------------------------ peers
 
     def receive(
-        self, iterate: peer_pb2.Iterate, stream_sender: str | None = None, generation: int = -1
+        self,
+        iterate: peer_pb2.Iterate,
+        stream_sender: str | None = None,
+        generation: int = -1,
+        payloads: Sequence[memoryview] | None = None,
     ) -> str:
         """File one iterate of a stream admitted under configuration ``generation``
-        (:func:`~starling.node.runtime.receive.receive_at`: no lock is taken)."""
+        (:func:`~starling.node.runtime.receive.receive_at`: no lock is taken); ``payloads``:
+        its tensors' bytes if read out by hand (:class:`~starling.node.protocol.wire.Arrived`)."""
         return receive_at(
-            self._door, iterate, self.round_window, stream_sender, generation, self.screen_bound
+            self._door,
+            iterate,
+            self.round_window,
+            stream_sender,
+            generation,
+            self.screen_bound,
+            payloads,
         )
 
     def reject(self, sender: str, reason: str) -> None:

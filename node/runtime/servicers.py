@@ -356,16 +356,19 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
         try:
             for message in request_iterator:
                 try:
-                    iterate = parts.add_bytes(message, self._bound())
+                    arrived = parts.add_bytes(message, self._bound())
                 except PartsRefused as exc:
                     self.runtime.reject(sender, f"peer {sender!r}: {exc}")
                     rejected += 1
                     continue
-                if iterate is None:
+                if arrived is None:
                     continue  # more parts to come
+                iterate = arrived.iterate
                 while True:
                     try:
-                        outcome = self.runtime.receive(iterate, sender, generation)
+                        outcome = self.runtime.receive(
+                            iterate, sender, generation, arrived.payloads
+                        )
                         break
                     except Reconfigured as change:
                         # Configured again since the stream was admitted: a new run, perhaps
