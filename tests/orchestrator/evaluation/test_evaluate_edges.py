@@ -23,16 +23,17 @@ from starling.orchestrator.planning.plan import plan_run
 from starling.orchestrator.results.summary import summary_table
 
 
-def _plan(rounds: int, chains: int, nodes: int = 3):
+def _plan(rounds: int, chains: int, nodes: int = 3, dim: int = 2, evaluation: dict | None = None):
     raw = {
         "name": "edges",
         "algorithm": "d-sgld",
         "hyperparameters": {"eta": 1e-3},
-        "model": {"name": "linear_regression", "params": {"dim": 2, "prior_var": 10.0}},
+        "model": {"name": "linear_regression", "params": {"dim": dim, "prior_var": 10.0}},
         "data": {"source": "synthetic", "size": 60, "seed": 3},
         "topology": {"kind": "ring", "nodes": nodes},
         "rounds": rounds,
         "chains": chains,
+        **({"evaluation": evaluation} if evaluation else {}),
     }
     return plan_run(parse_experiment(raw)).evaluation
 
@@ -262,45 +263,8 @@ def test_an_error_in_the_diagnostics_reaches_the_caller(monkeypatch):
         evaluate(plan, _exact_draws(plan, rounds=20, chains=5))
 
 
-def test_an_interrupt_while_scoring_does_not_wait_for_the_diagnostics(monkeypatch):
-    """Ctrl-C during the W2 figures reaches the caller while the diagnostics are still
-    running: they hold it up no longer than the scoring itself would."""
-    started, release, finished = threading.Event(), threading.Event(), threading.Event()
-
-    def slow_diagnostics(*_args):
-        started.set()
-        release.wait(timeout=60)
-        finished.set()
-
-    def interrupted(*_args):
-        assert started.wait(timeout=60)  # interrupted while the diagnostics run
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(evaluate_module, "diagnostics_section", slow_diagnostics)
-    monkeypatch.setattr(evaluate_module, "_score_w2", interrupted)
-    plan = _plan(rounds=20, chains=5)
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            evaluate(plan, _exact_draws(plan, rounds=20, chains=5))
-        assert not finished.is_set()
-    finally:
-        release.set()
-    assert finished.wait(timeout=60)
-
-
 def _windowed_plan(nodes: int, window: int):
-    raw = {
-        "name": "beside",
-        "algorithm": "d-sgld",
-        "hyperparameters": {"eta": 1e-3},
-        "model": {"name": "linear_regression", "params": {"dim": 6, "prior_var": 10.0}},
-        "data": {"source": "synthetic", "size": 60, "seed": 3},
-        "topology": {"kind": "ring", "nodes": nodes},
-        "rounds": 12,
-        "chains": 4,
-        "evaluation": {"window": window, "diagnostics": False},
-    }
-    return plan_run(parse_experiment(raw)).evaluation
+    return _plan(12, 4, nodes, dim=6, evaluation={"window": window, "diagnostics": False})
 
 
 def test_the_w2_figures_are_the_same_floats_on_one_thread_or_several(monkeypatch):
@@ -348,23 +312,28 @@ def test_an_error_in_a_part_computed_beside_reaches_the_caller(monkeypatch, part
         evaluate(plan, _exact_draws(plan, rounds=20, chains=5))
 
 
-def test_an_interrupt_while_scoring_the_curve_does_not_wait_for_the_floor(monkeypatch):
-    """The floor and the standard errors are computed beside the W2 curve: Ctrl-C during
-    the curve reaches the caller while they still run."""
+@pytest.mark.parametrize(
+    ("beside", "interrupted_in"),
+    [("diagnostics_section", "_score_w2"), ("w2_floor", "w2_scores")],
+    ids=["diagnostics while W2 is scored", "floor while the curve is scored"],
+)
+def test_an_interrupt_does_not_wait_for_a_part_computed_beside(monkeypatch, beside, interrupted_in):
+    """Ctrl-C reaches the caller while a part computed on the thread beside still runs: it
+    holds the interrupt up no longer than the scoring itself would."""
     started, release, finished = threading.Event(), threading.Event(), threading.Event()
 
-    def slow_floor(*_args):
+    def slow(*_args):
         started.set()
         release.wait(timeout=60)
         finished.set()
         return 0.0
 
     def interrupted(*_args):
-        assert started.wait(timeout=60)  # interrupted while the floor is computed
+        assert started.wait(timeout=60)  # interrupted while the part beside runs
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(evaluate_module, "w2_floor", slow_floor)
-    monkeypatch.setattr(evaluate_module, "w2_scores", interrupted)
+    monkeypatch.setattr(evaluate_module, beside, slow)
+    monkeypatch.setattr(evaluate_module, interrupted_in, interrupted)
     plan = _plan(rounds=20, chains=5)
     try:
         with pytest.raises(KeyboardInterrupt):
