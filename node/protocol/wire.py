@@ -418,10 +418,10 @@ class PartJoiner:
         return self._add_message(_parsed(data), limit)
 
     def add(self, iterate: peer_pb2.Iterate, limit: int) -> Arrived | None:
-        """``iterate`` itself when it is whole; None while an iterate's parts are coming;
-        the joined iterate with its last part. :class:`PartsRefused` once the parts exceed
-        ``limit`` bytes (the rest of that iterate's parts are then skipped) or cannot be
-        read as an Iterate."""
+        """``iterate`` itself (as :class:`Arrived`) when it is whole; None while an
+        iterate's parts are coming; the joined iterate with its last part.
+        :class:`PartsRefused` once the parts exceed ``limit`` bytes (the rest of that
+        iterate's parts are then skipped) or cannot be read as an Iterate."""
         return self._add_message(Arrived(iterate), limit)
 
     def _add_message(self, arrived: Arrived, limit: int) -> Arrived | None:
