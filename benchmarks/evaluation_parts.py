@@ -3,10 +3,12 @@
 :func:`timed_evaluation` runs the orchestrator's evaluation of collected samples
 (:func:`starling.orchestrator.evaluation.evaluate.evaluate`) with its parts timed: the same
 functions, wrapped by :func:`timed_calls` for the duration of the call and put back after.
-The parts timed one after another are the exact posterior, the W2 curve with its final
-figures, and the scores beyond W2 (held-out, transport; none for a Gaussian model). What
-is left is the rest (divergence checks, consensus error, the network average, the verdict,
-and waiting for the parts beside if they end last). Beside them, on threads of their own,
+The parts timed one after another are the exact posterior (computed on a second thread
+while the first reads each round's extremes for the divergence checks, which its seconds
+therefore include), the W2 curve with its final figures, and the scores beyond W2
+(held-out, transport; none for a Gaussian model). What is left is the rest (the rest of
+the divergence checks, consensus error, the network average, the verdict, and waiting for
+the parts beside if they end last). Beside them, on threads of their own,
 run the floor of the W2 estimator and the figures' standard errors (beside the curve) and
 the diagnostics (ESS and R-hat, beside everything after the posterior): their seconds are
 timed too but overlap the others' (:data:`BESIDE`).
