@@ -482,16 +482,10 @@ def _part_frame(data: bytes) -> tuple[memoryview, bool] | None:
     (protobuf reads it then). Such bytes mean to protobuf exactly this chunk and flag."""
     if len(data) < 3 or data[0] != _CHUNK_TAG_BYTE:
         return None
-    length, shift, position = 0, 0, 1
-    while True:
-        if position >= len(data) or shift > 63:
-            return None
-        byte = data[position]
-        position += 1
-        length |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            break
+    read = _read_varint(data, 1, len(data))
+    if read is None:
+        return None
+    length, position = read
     end = position + length
     if length == 0 or end > len(data):
         return None

@@ -213,8 +213,7 @@ def test_bytes_that_are_not_an_iterate_are_refused_with_a_reason():
 
 def _padded(value: int) -> bytes:
     """``value`` as a varint one byte longer than it needs (protobuf reads it the same)."""
-    plain = _varint(value)
-    return plain[:-1] + bytes([plain[-1] | 0x80, 0])
+    return wire._padded_varint(value, 1)
 
 
 def _tensor(fields: bytes) -> bytes:
