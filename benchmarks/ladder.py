@@ -8,9 +8,7 @@ ladder between the raw grpcio ring and a full Starling node, all alternated in o
   (:mod:`benchmarks.raw_aio_ring`), and ``raw, event-loop thread beside a round loop`` —
   its streams on an event-loop thread, its round loop on another (the ``hybrid`` design of
   :mod:`benchmarks.designs`, the shape the ``grpc.aio`` node prototype took): the
-  event-loop designs' floors. A rung for an event-loop Starling node is not here: that
-  node was built on a branch and measured slower than the threaded one
-  (docs/performance.md), and is not part of the node;
+  event-loop designs' floors;
 * ``raw + Starling's wire`` — the same ring carrying Starling's own ``peer.Iterate``
   messages: each built from a :class:`~starling.node.messages.Message` with the node's
   :func:`~starling.node.protocol.convert.message_to_iterate` in gRPC's sending thread,
@@ -21,7 +19,12 @@ ladder between the raw grpcio ring and a full Starling node, all alternated in o
   (:mod:`benchmarks.ablation_site.sitecustomize`): storage, then the books, then the
   message checks, then the sampler's step. What is left at the top of the ladder is the
   node's structure alone: round loop, inbox, links, streams, protobuf, servicer;
-* ``Starling`` — the node as it ships.
+* ``Starling`` — the node as it ships;
+* ``Starling's round on one grpc.aio loop`` — :mod:`benchmarks.loop_node`, the prototype of
+  a node whose round loop, streams and message handling share one event loop: the node's
+  own round engine, program, encoding and checks, first without and then with what a node
+  stores each round. It is not the node (no Control, faults or resends), so it measures
+  what that design would save, not what a port of the node would reach.
 
 Each rung gives rounds per second (``rounds`` rounds, the loop alone), its ratio to the
 raw grpcio ring's and to the raw ``grpc.aio`` ring's rate of the same pass, and the CPU
@@ -44,6 +47,7 @@ from pathlib import Path
 
 import starling.node  # noqa: F401 - one BLAS thread per process, before numpy (node/__init__.py)
 from benchmarks.designs import _hybrid_node
+from benchmarks.loop_node import loop_node
 from benchmarks.raw_aio_ring import _node as _aio_node
 from benchmarks.raw_ring import _HEADER, BYTES, Codec, _node, ring_stats
 from starling.node.messages import Message
@@ -67,8 +71,11 @@ LADDER: list[tuple[str, tuple[str, ...] | None]] = [
     ("Starling, storage and books out", ("storage", "books")),
     ("Starling, storage out", ("storage",)),
     ("Starling", ()),
+    ("Starling's round on one grpc.aio loop, storage out", None),
+    ("Starling's round on one grpc.aio loop", None),
 ]
-"""Each rung: its name and, for Starling's, the parts taken out (None: a raw ring)."""
+"""Each rung: its name and, for the threaded Starling node's, the parts taken out (None:
+a ring run by :func:`benchmarks.raw_ring.ring_stats`)."""
 
 
 @functools.cache
@@ -139,6 +146,10 @@ def rung_stats(name: str, parts: tuple[str, ...] | None, rounds: int, nodes: int
             RAW_AIO: _aio_node,
             "raw, event-loop thread beside a round loop": _hybrid_node,
             "raw + Starling's wire": functools.partial(_node, codec=STARLING_WIRE),
+            "Starling's round on one grpc.aio loop, storage out": functools.partial(
+                loop_node, storage=False
+            ),
+            "Starling's round on one grpc.aio loop": loop_node,
         }
         stats = ring_stats(nodes, rounds, 16, node=raw_nodes[name])
         seconds, cpu = stats["seconds"], stats["cpu_s"]

@@ -228,6 +228,13 @@ class Inbox:
             if s not in box and s not in self._down and self._last_seen.get(s, (-1, -1)) <= key
         ]
 
+    def answered(self, round_index: int, phase: int, expected: Iterable[str]) -> bool:
+        """Whether :meth:`wait` for (round, phase) would return at once: every expected
+        sender answered (or is down), or the inbox was interrupted. Nothing is closed; a
+        driver that cannot block on the inbox (an event loop) asks this before it gathers."""
+        with self._cond:
+            return self._interrupted or not self._missing((round_index, phase), tuple(expected))
+
     def wait(
         self, round_index: int, phase: int, expected: Iterable[str], deadline: float
     ) -> dict[str, Message]:

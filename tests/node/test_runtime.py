@@ -171,6 +171,43 @@ def test_inbox_waits_for_answers_then_the_deadline_and_no_longer():
     assert clock.now() == deadline and inbox.deliver("c", 5, 0, _msg(5)) == "late"
 
 
+@pytest.mark.parametrize(
+    ("arrivals", "answered"),
+    [
+        ([], False),
+        ([("a", 0, _msg(0))], False),  # b has not answered
+        ([("a", 0, _msg(0)), ("b", 0, WITHHELD)], True),  # a notice answers too
+        ([("a", 0, _msg(0)), ("b", 1, _msg(1))], True),  # b is past round 0: lost
+        ([("a", 0, _msg(0)), "b down"], True),
+        (["interrupted"], True),
+    ],
+)
+def test_answered_says_whether_a_gather_would_wait_and_closes_nothing(arrivals, answered):
+    """An event-loop driver asks ``answered`` instead of blocking in ``wait``: it must say
+    exactly when ``wait`` returns without waiting, and leave the round open."""
+    clock = FakeClock()
+    inbox = Inbox(StatsBook(), next_round=0, clock=clock)
+    for arrival in arrivals:
+        if arrival == "b down":
+            inbox.set_down("b", True)
+        elif arrival == "interrupted":
+            inbox.interrupt()
+        else:
+            inbox.deliver(*arrival[:2], 0, arrival[2])
+    assert inbox.answered(0, 0, ["a", "b"]) is answered
+    assert inbox.answered(0, 0, ["a", "b"]) is answered  # asking changes nothing
+    inbox.wait(0, 0, ["a", "b"], clock.now() + 30)
+    assert (clock.waits == []) is answered
+
+
+def test_answered_leaves_the_round_open_for_a_late_sender():
+    inbox = Inbox(StatsBook(), next_round=0, clock=FakeClock())
+    inbox.deliver("a", 0, 0, _msg(0))
+    assert inbox.answered(0, 0, ["a"])
+    assert inbox.deliver("b", 0, 0, _msg(0)) == "received"  # not "late": nothing closed
+    assert sorted(inbox.wait(0, 0, ["a", "b"], 0.0)) == ["a", "b"]
+
+
 def test_a_gather_is_woken_by_another_thread_not_by_its_deadline():
     """The real clock and real threads (the test above runs on a fake clock in one thread):
     a delivery (a gRPC server thread), a down mark or a stop (Control) wakes a waiting
