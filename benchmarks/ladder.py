@@ -23,8 +23,10 @@ ladder between the raw grpcio ring and a full Starling node, all alternated in o
 * ``Starling's round on one grpc.aio loop`` — :mod:`benchmarks.loop_node`, the prototype of
   a node whose round loop, streams and message handling share one event loop: the node's
   own round engine, program, encoding and checks, first without and then with what a node
-  stores each round. It is not the node (no Control, faults or resends), so it measures
-  what that design would save, not what a port of the node would reach.
+  stores each round; then with its incoming streams served by grpcio's threaded server, as
+  a port that kept the node's server would have them. It is not the node (no Control,
+  faults or resends), so it measures what that design would save, not what a port of the
+  node would reach.
 
 Each rung gives rounds per second (``rounds`` rounds, the loop alone), its ratio to the
 raw grpcio ring's and to the raw ``grpc.aio`` ring's rate of the same pass, and the CPU
@@ -73,6 +75,7 @@ LADDER: list[tuple[str, tuple[str, ...] | None]] = [
     ("Starling", ()),
     ("Starling's round on one grpc.aio loop, storage out", None),
     ("Starling's round on one grpc.aio loop", None),
+    ("Starling's round on one grpc.aio loop, receiving on grpcio's threads", None),
 ]
 """Each rung: its name and, for the threaded Starling node's, the parts taken out (None:
 a ring run by :func:`benchmarks.raw_ring.ring_stats`)."""
@@ -150,6 +153,9 @@ def rung_stats(name: str, parts: tuple[str, ...] | None, rounds: int, nodes: int
                 loop_node, storage=False
             ),
             "Starling's round on one grpc.aio loop": loop_node,
+            "Starling's round on one grpc.aio loop, receiving on grpcio's threads": (
+                functools.partial(loop_node, threaded_receive=True)
+            ),
         }
         stats = ring_stats(nodes, rounds, 16, node=raw_nodes[name])
         seconds, cpu = stats["seconds"], stats["cpu_s"]

@@ -38,6 +38,7 @@ import contextlib
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -71,15 +72,21 @@ def loop_node(
     storage: bool = True,
     experiment: dict | None = None,
     folder: str | None = None,
+    threaded_receive: bool = False,
 ) -> None:
     """One process of the ring (:func:`benchmarks.raw_ring.ring_stats`'s ``node``, bound
     with :func:`functools.partial`): ``payload`` is unused, the program's own messages are
     sent. ``storage``: keep what a node keeps each round; ``experiment``: keyword arguments
     for :func:`benchmarks.starling_ring.ring_experiment` beyond the ring's size and length
     (default: the first row's one chain at dim 2, D-ADMMS); ``folder``: where node ``i``
-    keeps its run, in ``folder/i`` (default: a temporary folder, removed at the end)."""
+    keeps its run, in ``folder/i`` (default: a temporary folder, removed at the end);
+    ``threaded_receive``: serve the incoming streams with grpcio's threaded server instead,
+    each message filed on its stream's thread and the loop woken (a port that kept the
+    node's server as it is)."""
     settings = experiment if experiment is not None else {"chains": 1, "dim": 2}
-    asyncio.run(_serve_and_run(index, nodes, rounds, pipe, storage, settings, folder))
+    asyncio.run(
+        _serve_and_run(index, nodes, rounds, pipe, storage, settings, folder, threaded_receive)
+    )
 
 
 class _LoopTransport:
@@ -153,7 +160,14 @@ def _opened_run(folder: Path, spec, storage: bool) -> Run:
 
 
 async def _serve_and_run(
-    index: int, nodes: int, rounds: int, pipe, storage: bool, settings: dict, kept: str | None
+    index: int,
+    nodes: int,
+    rounds: int,
+    pipe,
+    storage: bool,
+    settings: dict,
+    kept: str | None,
+    threaded_receive: bool,
 ) -> None:
     from benchmarks.starling_ring import ring_experiment
     from starling.orchestrator.planning.node_specs import node_specs
@@ -166,22 +180,16 @@ async def _serve_and_run(
         run = _opened_run(folder, spec, storage)
         arrived = asyncio.Event()
 
-        async def exchange(request_iterator, context):
-            parts = PartJoiner()
-            async for data in request_iterator:
-                joined = parts.add_bytes(data, MAX_MESSAGE_BYTES)
-                if joined is not None:
-                    file_iterate(run, joined.iterate, ROUND_WINDOW, None, 0.0, joined.payloads)
+        def file(data: bytes, parts: PartJoiner) -> None:
+            joined = parts.add_bytes(data, MAX_MESSAGE_BYTES)
+            if joined is not None:
+                file_iterate(run, joined.iterate, ROUND_WINDOW, None, 0.0, joined.payloads)
+                if threaded_receive:
+                    loop.call_soon_threadsafe(arrived.set)
+                else:
                     arrived.set()
-            return b""
 
-        handler = grpc.method_handlers_generic_handler(
-            "bench.Ring", {"Push": grpc.stream_unary_rpc_method_handler(exchange)}
-        )
-        server = grpc.aio.server(options=_OPTIONS)
-        server.add_generic_rpc_handlers((handler,))
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
+        server, port = await _started_server(file, threaded_receive)
         pipe.send(port)
         ports = await loop.run_in_executor(None, pipe.recv)
         calls, channels = {}, []
@@ -207,7 +215,42 @@ async def _serve_and_run(
         await channel.close()
     pipe.send(node_report(measured))
     await loop.run_in_executor(None, pipe.recv)  # everyone finished: safe to stop serving
-    await server.stop(0)
+    stopped = server.stop(0)
+    if not threaded_receive:
+        await stopped
+
+
+async def _started_server(file, threaded_receive: bool):
+    """The ring's server, started on a free port: (server, port). Each stream's messages
+    go to ``file(data, joiner)``, on the loop, or on grpcio's threads if
+    ``threaded_receive``."""
+
+    async def exchange(request_iterator, context):
+        parts = PartJoiner()
+        async for data in request_iterator:
+            file(data, parts)
+        return b""
+
+    def exchange_on_a_thread(request_iterator, context):
+        parts = PartJoiner()
+        for data in request_iterator:
+            file(data, parts)
+        return b""
+
+    method = exchange_on_a_thread if threaded_receive else exchange
+    handler = grpc.method_handlers_generic_handler(
+        "bench.Ring", {"Push": grpc.stream_unary_rpc_method_handler(method)}
+    )
+    if threaded_receive:
+        server = grpc.server(ThreadPoolExecutor(max_workers=8), options=_OPTIONS)
+    else:
+        server = grpc.aio.server(options=_OPTIONS)
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    started = server.start()
+    if not threaded_receive:
+        await started
+    return server, port
 
 
 @contextlib.contextmanager

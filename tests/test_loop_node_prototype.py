@@ -22,20 +22,19 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.parametrize(
-    "experiment",
+    ("experiment", "threaded_receive"),
     [
-        {"chains": 2, "dim": 3},  # D-ADMMS, the ladder's sampler
-        {"chains": 4, "dim": 5, "algorithm": "d-sgld", "hyperparameters": {"eta": 1e-3}},
+        ({"chains": 2, "dim": 3}, False),  # D-ADMMS, the ladder's sampler
+        ({"chains": 4, "dim": 5, "algorithm": "d-sgld", "hyperparameters": {"eta": 1e-3}}, False),
+        ({"chains": 2, "dim": 3}, True),  # its incoming streams on grpcio's threads
     ],
 )
-def test_the_prototype_stores_the_simulators_samples(tmp_path, experiment):
+def test_the_prototype_stores_the_simulators_samples(tmp_path, experiment, threaded_receive):
     nodes, rounds = 3, 25
-    ring_stats(
-        nodes,
-        rounds,
-        16,
-        node=functools.partial(loop_node, experiment=experiment, folder=str(tmp_path)),
+    node = functools.partial(
+        loop_node, experiment=experiment, folder=str(tmp_path), threaded_receive=threaded_receive
     )
+    ring_stats(nodes, rounds, 16, node=node)
     specs = node_specs(ring_experiment(nodes, rounds, **experiment))
     expected = simulate(specs)
     for spec in specs:
