@@ -280,7 +280,7 @@ def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
         default="",
         metavar="NAME",
         help="one service's health, e.g. starling.v1.Peer: NOT_SERVING while the node is "
-        "stopped or failed (default: the whole server)",
+        "stopping, stopped or failed (default: the whole server)",
     )
     check.add_argument(
         "--config", metavar="FILE", help="a node config whose tls section (if any) the check uses"

@@ -48,7 +48,9 @@ class NodeState(str, Enum):
     """A node's lifecycle state, one enum for the runtime, its servicers and the orchestrator.
 
     The values are the strings the rest of the system reads (status output, metrics, the
-    orchestrator's client): ``idle → configured → running → done | failed | stopped``.
+    orchestrator's client): ``idle → configured → running → done | failed | stopped``, with
+    ``stopping`` between ``running`` and ``stopped`` when a Stop finds a round computing
+    that does not return within the Stop's wait: the store may still grow until ``stopped``.
     """
 
     IDLE = "idle"
@@ -57,6 +59,7 @@ class NodeState(str, Enum):
     DONE = "done"
     FAILED = "failed"
     STOPPED = "stopped"
+    STOPPING = "stopping"
 
     @property
     def finished(self) -> bool:
@@ -113,6 +116,7 @@ _WIRE_STATES: dict[NodeState, control_pb2.NodeState] = {
     NodeState.DONE: control_pb2.NODE_STATE_DONE,
     NodeState.FAILED: control_pb2.NODE_STATE_FAILED,
     NodeState.STOPPED: control_pb2.NODE_STATE_STOPPED,
+    NodeState.STOPPING: control_pb2.NODE_STATE_STOPPING,
 }
 _STATES_BY_WIRE: dict[int, NodeState] = {wire: state for state, wire in _WIRE_STATES.items()}
 

@@ -106,6 +106,8 @@ class NodeRuntime:
         self._run: Run | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._loop_over = threading.Event()
+        """Set by the round loop, under the lock, as the last thing it does."""
         self._checkpoint_wanted = threading.Event()
         self._checkpoint_done = threading.Condition(self._lock)
         self._hold_at: int | None = None
@@ -227,13 +229,17 @@ class NodeRuntime:
                 )
             self._state = NodeState.RUNNING
             self._stop.clear()
+            self._loop_over.clear()
             self._thread = threading.Thread(
                 target=run_loop, args=(self._rounds, self._run), name="round-loop", daemon=True
             )
             self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop the round loop at once; its last checkpoint stands."""
+        """Stop the round loop at once; its last checkpoint stands. A round's computation is
+        not interrupted: if the loop has not ended within ``timeout`` seconds, the node is
+        ``stopping`` until it has (its store may still take that round's sample), then
+        ``stopped`` (the loop's last step, :meth:`_rounds`)."""
         with self._lock:
             thread, run = self._thread, self._run
             self._stop.set()
@@ -243,8 +249,15 @@ class NodeRuntime:
         if thread is not None:
             thread.join(timeout)
         with self._lock:
-            if self._state in (NodeState.RUNNING, NodeState.CONFIGURED):
-                self._state = NodeState.STOPPED
+            if self._state in (NodeState.RUNNING, NodeState.CONFIGURED, NodeState.STOPPING):
+                computing = thread is not None and not self._loop_over.is_set()
+                self._state = NodeState.STOPPING if computing else NodeState.STOPPED
+                if computing and run is not None:
+                    log.info(
+                        "stopping: round %d is still computing; stopped once it returns",
+                        run.round,
+                        extra={"event": "stopping", "round": run.round},
+                    )
             if run is not None:
                 run.store.sync()
                 run.store.wake()
@@ -479,12 +492,22 @@ class NodeRuntime:
                 extra={"event": "round_loop_failed", "round": round_index},
             )
         finally:
-            with self._lock:
-                try:
-                    run.persist_finished()  # the last finished round, whatever happened after
-                except Exception:  # noqa: BLE001 - reported, and the node keeps serving
-                    log.exception("could not store the last finished round")
-                self._checkpoint_wanted.clear()
-                self._checkpoint_done.notify_all()
-            store.sync()
-            store.wake()
+            try:
+                with self._lock:
+                    try:
+                        run.persist_finished()  # the last finished round, whatever came after
+                    except Exception:  # noqa: BLE001 - reported, and the node keeps serving
+                        log.exception("could not store the last finished round")
+                    self._checkpoint_wanted.clear()
+                    self._checkpoint_done.notify_all()
+                store.sync()
+                store.wake()
+            finally:
+                with self._lock:
+                    if self._state == NodeState.STOPPING:
+                        self._state = NodeState.STOPPED  # the round Stop found is over
+                        log.info(
+                            "stopped: the round a Stop found computing is over",
+                            extra={"event": "stopped_after_round", "round": run.round},
+                        )
+                    self._loop_over.set()

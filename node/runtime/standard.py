@@ -7,7 +7,7 @@
   node, and a stopped or failed node must still be configurable, so they do not follow the
   run.
 * ``starling.v1.Peer``: follows the node's run — SERVING while idle, configured, running or
-  done; NOT_SERVING while stopped or failed (its iterates would go nowhere).
+  done; NOT_SERVING while stopping, stopped or failed (its iterates would go nowhere).
 
 At shutdown every service turns NOT_SERVING first (graceful shutdown).
 
@@ -39,7 +39,7 @@ HEALTH = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 
 _SERVING = health_pb2.HealthCheckResponse.SERVING
 _NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
-_PEER_DOWN = frozenset({NodeState.STOPPED, NodeState.FAILED})
+_PEER_DOWN = frozenset({NodeState.STOPPED, NodeState.STOPPING, NodeState.FAILED})
 
 
 class NodeHealth:

@@ -29,6 +29,7 @@ from starling.node.protocol import convert
 from starling.node.protocol.contract import (
     Configured,
     LinkCounters,
+    NodeState,
     NodeStatus,
     configured_from_proto,
     status_from_proto,
@@ -58,6 +59,14 @@ RETRY_CAP = 2.0
 
 def _unavailable(exc: BaseException) -> bool:
     return isinstance(exc, grpc.RpcError) and exc.code() == grpc.StatusCode.UNAVAILABLE
+
+
+STOPPING_WAIT = 60.0
+"""Seconds :meth:`NodeClient.stop` waits, after the Stop call, for a node that says
+``stopping`` (a round computing when Stop came) to say ``stopped``."""
+
+STOPPING_POLL = 0.2
+"""Seconds between its Status calls meanwhile."""
 
 
 RETRY = RetryPolicy(RETRY_ATTEMPTS, _unavailable, exponential_jitter(RETRY_BASE, RETRY_CAP))
@@ -166,12 +175,25 @@ class NodeClient:
             lambda t: self._control.Start(control_pb2.StartRequest(run_id=self.run_id), timeout=t),
         )
 
-    def stop(self) -> None:
+    def stop(self, stopping_wait: float = STOPPING_WAIT) -> None:
+        """Stop the node's round loop. A node that says ``stopping`` (Stop found a round
+        computing) is asked again every :data:`STOPPING_POLL` seconds until it says
+        anything else, for up to ``stopping_wait`` seconds: its store may take that round's
+        sample until then, so samples are collected after this returns. A node still
+        stopping after that is a :class:`NodeUnavailable` naming its round."""
         self._call(
             "stop",
             lambda t: self._control.Stop(control_pb2.StopRequest(run_id=self.run_id), timeout=t),
             timeout=max(self.timeout, 15.0),
         )
+        deadline = time.monotonic() + stopping_wait
+        while (status := self.status()).state == NodeState.STOPPING:
+            if time.monotonic() >= deadline:
+                raise NodeUnavailable(
+                    f"node at {self.address} is still computing round {status.round} "
+                    f"{stopping_wait:g} s after Stop; its store may take that round's sample"
+                )
+            time.sleep(STOPPING_POLL)
 
     def status(self, attempts: int = RETRY_ATTEMPTS) -> NodeStatus:
         """The node's state, round and counters; ``attempts=1`` fails fast on a dead node."""

@@ -24,9 +24,12 @@ from starling.node.protocol.contract import (
     configured_to_proto,
     link_counters_from_proto,
     link_counters_to_proto,
+    state_from_proto,
+    state_to_proto,
     status_from_proto,
     status_to_proto,
 )
+from starling.node.protocol.starling.v1 import control_pb2
 from starling.node.spec import DataSpec
 
 
@@ -140,3 +143,19 @@ def test_a_files_path_never_crosses():
 def test_a_reply_without_data_reads_as_none():
     bare = dataclasses.replace(CONFIGURED, data=None)
     assert configured_from_proto(configured_to_proto(bare)) == bare
+
+
+def test_every_state_crosses_the_wire_and_every_wire_state_is_one():
+    """Each lifecycle state has its own value of the .proto's NodeState and reads back as
+    itself; a value added to the .proto (``stopping`` was) must be added to the contract."""
+    wire = {state_to_proto(state) for state in NodeState}
+    assert len(wire) == len(NodeState)
+    assert all(state_from_proto(state_to_proto(state)) is state for state in NodeState)
+    named = set(control_pb2.NodeState.values()) - {control_pb2.NODE_STATE_UNSPECIFIED}
+    assert wire == named
+
+
+def test_stopping_is_not_finished():
+    """A stopping node's store may still grow: a sample stream following it, and the
+    orchestrator, wait for ``stopped``."""
+    assert not NodeState.STOPPING.finished and NodeState.STOPPED.finished

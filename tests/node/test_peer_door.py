@@ -298,6 +298,28 @@ def test_a_follow_stream_ends_when_the_node_is_configured_for_another_run(tmp_pa
         second.close()
 
 
+def test_a_follow_stream_waits_through_stopping_for_the_last_sample(tmp_path):
+    """A node that says stopping may still store the round Stop found computing: a
+    follower ends only once it says stopped and it has read everything."""
+    store = SampleStore(tmp_path / "s.bin")
+    store.append(0, np.zeros((1, 2)))
+    now = {"state": NodeState.STOPPING}
+    batches = stream_samples(lambda: (store, now["state"]), 0, True, lambda: True)
+    try:
+        assert [index for index, _, _ in next(batches)] == [0]
+
+        def round_returns() -> None:
+            time.sleep(0.3)  # the follower is waiting on the store by then
+            store.append(1, np.ones((1, 2)))
+            now["state"] = NodeState.STOPPED
+            store.wake()
+
+        threading.Thread(target=round_returns).start()
+        assert [index for batch in batches for index, _, _ in batch] == [1]
+    finally:
+        store.close()
+
+
 # ----------------------------------------------------------------- the runtime, in process
 
 

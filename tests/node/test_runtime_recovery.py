@@ -13,6 +13,7 @@ import pytest
 from starling.node.runtime.checkpoint import load_checkpoint
 from starling.node.runtime.run import CHECKPOINT_FILE
 from starling.orchestrator.config.experiment import parse_experiment
+from starling.orchestrator.core.errors import NodeUnavailable
 from starling.orchestrator.planning.node_specs import node_specs
 from tests.node.test_runtime_harness import Cluster, ring_experiment
 from tests.waiting import holds_for, wait_until
@@ -254,12 +255,10 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def test_a_round_still_computing_after_stop_never_touches_the_next_run(cluster):
-    """Stop interrupts a round's waits, not its computation, and waits 10 s for the round
-    loop. A DG-LMC worker's round of 1,000,000 LMC steps on 300 chains computes longer: the
-    node reported stopped while its loop ran on, a Configure then cleared the stop, and the
-    old loop, its round done, went on into its closed run and marked the next run failed
-    ("round 1: OSError: Bad file descriptor"). A Configure now waits for it to end first."""
+def _long_round(cluster):
+    """A DG-LMC master and a worker whose rounds of 1,000,000 LMC steps on 300 chains
+    compute for longer than Stop waits (10 s), started, the worker computing round 0:
+    (processes, clients)."""
     experiment = parse_experiment(
         {
             "name": "long-round",
@@ -288,11 +287,23 @@ def test_a_round_still_computing_after_stop_never_touches_the_next_run(cluster):
     # Round 0's θ has gone to the worker: it is computing its LMC steps.
     wait_until(lambda: clients["m"].status().outbound["w"].sent >= 1, 60, "θ sent")
     time.sleep(1.0)
+    return procs, clients
+
+
+def test_a_round_still_computing_after_stop_never_touches_the_next_run(cluster):
+    """Stop interrupts a round's waits, not its computation, and waits 10 s for the round
+    loop. Before, a node whose round computed longer reported stopped while its loop ran
+    on; a Configure then cleared the stop, and the old loop, its round done, went on into
+    its closed run and marked the next run failed ("round 1: OSError: Bad file
+    descriptor"). The node now says stopping until the loop has ended, and a Configure
+    waits for it."""
+    procs, clients = _long_round(cluster)
     worker = clients["w"]
     started = time.monotonic()
-    worker.stop()
+    with pytest.raises(NodeUnavailable, match="still computing round 0 0 s after Stop"):
+        worker.stop(stopping_wait=0)  # a client that does not wait for the loop
     assert time.monotonic() - started >= 9, "the round ended within Stop's wait: no test"
-    assert worker.status().state == "stopped"
+    assert worker.status().state == "stopping"
     # The same process, configured for another run: three nodes' ring, its peers nowhere.
     nowhere = _nowhere()
     ring = node_specs(
@@ -309,6 +320,22 @@ def test_a_round_still_computing_after_stop_never_touches_the_next_run(cluster):
     assert (status.experiment, status.state, status.error) == ("after-long-round", "done", "")
     assert [r for r, _ in worker.samples()] == list(range(5))
     assert "round loop failed" not in procs["w"].log()
+
+
+def test_a_client_stop_returns_once_the_round_stop_found_computing_is_over(cluster):
+    """What the orchestrator collects after Stop is final: the node says stopping while
+    the round computes, and the client's stop returns once it says stopped."""
+    procs, clients = _long_round(cluster)
+    worker = clients["w"]
+    started = time.monotonic()
+    worker.stop()
+    assert time.monotonic() - started >= 9, "the round ended within Stop's wait: no test"
+    status = worker.status()
+    assert (status.state, status.error) == ("stopped", "")
+    log = procs["w"].log()
+    assert "stopping: round 0 is still computing" in log
+    assert "stopped: the round a Stop found computing is over" in log
+    assert "round loop failed" not in log
 
 
 def _idle(pid: int) -> bool:

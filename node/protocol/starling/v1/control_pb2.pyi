@@ -18,6 +18,7 @@ class NodeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NODE_STATE_DONE: _ClassVar[NodeState]
     NODE_STATE_FAILED: _ClassVar[NodeState]
     NODE_STATE_STOPPED: _ClassVar[NodeState]
+    NODE_STATE_STOPPING: _ClassVar[NodeState]
 NODE_STATE_UNSPECIFIED: NodeState
 NODE_STATE_IDLE: NodeState
 NODE_STATE_CONFIGURED: NodeState
@@ -25,6 +26,7 @@ NODE_STATE_RUNNING: NodeState
 NODE_STATE_DONE: NodeState
 NODE_STATE_FAILED: NodeState
 NODE_STATE_STOPPED: NodeState
+NODE_STATE_STOPPING: NodeState
 
 class NodeConfig(_message.Message):
     __slots__ = ("experiment", "node_id", "node_index", "role", "algorithm", "hyperparameters", "model", "data", "seed", "rounds", "chains", "num_nodes", "prior_share", "schedule", "schedule_period", "peers", "round_deadline", "link_faults", "checkpoint_every", "inbound_faults", "fresh", "peer_secret", "send_secrets", "accept_secrets", "run_id")
