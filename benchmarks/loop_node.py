@@ -21,14 +21,15 @@ of the ring runs one asyncio loop, and on it the node's own pieces, unchanged:
 * unless ``storage`` is False, what :meth:`Run.finish_round
   <starling.node.runtime.run.Run.finish_round>` and :meth:`Run.persist_finished
   <starling.node.runtime.run.Run.persist_finished>` keep each round, once the next round's
-  first messages are on their way, and the durable checkpoint (fsync) at least once a
-  second, written on the loop.
+  first messages are on their way; and, as the ladder's threaded node keeps it with its
+  storage out too, the durable checkpoint (fsync) at least once a second, written on the
+  loop.
 
 What it leaves out, being a benchmark and not a node: Control, faults, resends and
 reconnection, the peer door's secrets and limits, metrics, and asynchronous programs (it
 waits for a phase as a synchronous gather does). Its nodes store the simulator's samples
 bit for bit (``tests/test_loop_node_prototype.py``).
-:mod:`benchmarks.ladder` runs it as two rungs beside the threaded node's.
+:mod:`benchmarks.ladder` runs it as three rungs beside the threaded node's.
 """
 
 from __future__ import annotations
@@ -303,8 +304,8 @@ async def _rounds(run: Run, calls: dict, arrived: asyncio.Event, storage: bool) 
         run.next_round = round_index + 1
         if storage:
             run.finish_round(round_index, program.sample())
-            if run.durable_due():
-                run.write_checkpoint()
+        if run.durable_due():
+            run.write_checkpoint()
     if storage:
         run.persist_finished()
 
