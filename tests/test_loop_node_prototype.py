@@ -31,10 +31,10 @@ pytestmark = pytest.mark.e2e
 )
 def test_the_prototype_stores_the_simulators_samples(tmp_path, experiment, threaded_receive):
     nodes, rounds = 3, 25
-    node = functools.partial(
+    prototype = functools.partial(
         loop_node, experiment=experiment, folder=str(tmp_path), threaded_receive=threaded_receive
     )
-    ring_stats(nodes, rounds, 16, node=node)
+    ring_stats(nodes, rounds, 16, node=prototype)
     specs = node_specs(ring_experiment(nodes, rounds, **experiment))
     expected = simulate(specs)
     for spec in specs:
