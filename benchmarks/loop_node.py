@@ -105,7 +105,7 @@ class _LoopTransport:
         if self.sending is not None:
             self.sending.mark(round_index)
         shared = self._shared
-        if shared is None or shared.message is not message or shared.round != round_index:
+        if shared is None or not shared.serves(message, round_index, phase):
             shared = self._shared = SharedIterate(
                 message,
                 experiment=self.spec.experiment,

@@ -70,6 +70,11 @@ class SharedIterate:
         self._finite: bool | None = None
         self._body: IterateBody | None = None
 
+    def serves(self, message: Message, round_index: int, phase: int) -> bool:
+        """Whether this is ``message``'s, sent in (``round_index``, ``phase``): a sender
+        hands the same one to each receiver of a broadcast instead of making another."""
+        return self.message is message and (self.round, self.phase) == (round_index, phase)
+
     def finite(self) -> bool:
         """Whether every tensor is finite (checked once)."""
         with self._lock:

@@ -108,11 +108,7 @@ class Links:
             self._mark_sending(round_index)
         link = self._link(receiver)
         last = self._last
-        if (
-            last is None
-            or last.message is not message
-            or (last.round, last.phase) != (round_index, phase)
-        ):
+        if last is None or not last.serves(message, round_index, phase):
             last = self._last = link.shared(round_index, phase, message)
         link.send(round_index, phase, message, last, round_index < self.replay_before)
 

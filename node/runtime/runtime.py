@@ -106,8 +106,8 @@ class NodeRuntime:
         self._run: Run | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self._loop_over = threading.Event()
-        """Set by the round loop, under the lock, as the last thing it does."""
+        self._looping = False
+        """From Start until the round loop's last step (both under the lock)."""
         self._checkpoint_wanted = threading.Event()
         self._checkpoint_done = threading.Condition(self._lock)
         self._hold_at: int | None = None
@@ -229,7 +229,7 @@ class NodeRuntime:
                 )
             self._state = NodeState.RUNNING
             self._stop.clear()
-            self._loop_over.clear()
+            self._looping = True
             self._thread = threading.Thread(
                 target=run_loop, args=(self._rounds, self._run), name="round-loop", daemon=True
             )
@@ -250,7 +250,7 @@ class NodeRuntime:
             thread.join(timeout)
         with self._lock:
             if self._state in (NodeState.RUNNING, NodeState.CONFIGURED, NodeState.STOPPING):
-                computing = thread is not None and not self._loop_over.is_set()
+                computing = self._looping
                 self._state = NodeState.STOPPING if computing else NodeState.STOPPED
                 if computing and run is not None:
                     log.info(
@@ -510,4 +510,4 @@ class NodeRuntime:
                             "stopped: the round a Stop found computing is over",
                             extra={"event": "stopped_after_round", "round": run.round},
                         )
-                    self._loop_over.set()
+                    self._looping = False
