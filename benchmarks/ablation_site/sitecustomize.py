@@ -35,7 +35,7 @@ def _ablate(parts: set[str]) -> None:
         Run.finish_round = finish_round
         Run.persist_finished = persist_finished
     if "books" in parts:
-        from starling.node.runtime.feed import StreamFeed
+        from starling.node.runtime.feed import ResendMemory
         from starling.node.runtime.stats import StatsBook
         from starling.node.runtime.timing import Tally
 
@@ -44,7 +44,7 @@ def _ablate(parts: set[str]) -> None:
         StatsBook.settle = lambda self, *args, **kwargs: None
         StatsBook.note_staleness = lambda self, *args, **kwargs: None
         Tally.observe = lambda self, seconds: None
-        StreamFeed.remember = lambda self, item, payload: None
+        ResendMemory.remember = lambda self, item, payload: None
     if "checks" in parts:
         from starling.node.protocol import convert
         from starling.node.runtime import receive

@@ -62,7 +62,7 @@ from starling.node.engine.transport import Gather, Transport
 from starling.node.faults import ScheduledFaults
 from starling.node.samplers.base import NodeProgram, ordered_inbox
 
-__all__ = ["round_steps", "run_round"]
+__all__ = ["phase_gather", "round_steps", "run_round"]
 
 
 def round_steps(
@@ -89,18 +89,32 @@ def round_steps(
             else:
                 transport.send(round_index, phase, receiver, message)
         yield phase
-        expected = tuple(program.expected_senders(round_index, phase))
-        if program.synchronous:
-            expected = tuple(s for s in expected if not faults.silences(s, round_index))
-            wait = Gather(True, deadline=_deadline(round_deadline))
-        else:
-            bound = program.max_staleness(round_index, phase)
-            wait = Gather(False, bound, None if bound is None else _deadline(round_deadline))
+        expected, wait = phase_gather(program, round_index, phase, faults, round_deadline)
         inbox = transport.gather(round_index, phase, expected, wait)
         if stopped is not None and stopped():
             return False
         program.incoming(round_index, phase, ordered_inbox(inbox), rng)
     return True
+
+
+def phase_gather(
+    program: NodeProgram,
+    round_index: int,
+    phase: int,
+    faults: ScheduledFaults,
+    round_deadline: float | None = None,
+) -> tuple[tuple[str, ...], Gather]:
+    """What the gather of (``round_index``, ``phase``) waits for, as :func:`round_steps`
+    asks it, its deadline ``round_deadline`` seconds from now: the expected senders (a
+    synchronous program's without those the schedule silences) and the :class:`Gather`.
+    A driver that awaits the inbox before it lets the round gather (the gRPC node's event
+    loop) asks it too."""
+    expected = tuple(program.expected_senders(round_index, phase))
+    if program.synchronous:
+        expected = tuple(s for s in expected if not faults.silences(s, round_index))
+        return expected, Gather(True, deadline=_deadline(round_deadline))
+    bound = program.max_staleness(round_index, phase)
+    return expected, Gather(False, bound, None if bound is None else _deadline(round_deadline))
 
 
 def run_round(

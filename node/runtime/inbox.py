@@ -46,8 +46,9 @@ from __future__ import annotations
 
 import heapq
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
+from starling.node.engine.transport import Gather
 from starling.node.messages import Message
 from starling.node.runtime.clock import MONOTONIC, Clock
 from starling.node.runtime.stats import StatsBook
@@ -103,6 +104,10 @@ class Inbox:
         self._latest: dict[str, Message] = {}
         self._down: set[str] = set()
         self._interrupted = False
+        self.on_answer: Callable[[], None] | None = None
+        """Called (from the delivering thread) whenever a waiting gather would be woken:
+        how the node's event loop learns that the phase it awaits may be answered
+        (:meth:`ready`)."""
         # What a synchronous gather waits for, if one does: (round, phase), senders. A
         # delivery wakes it only once that set has answered, not at every arrival.
         self._awaited: tuple[Key, tuple[str, ...]] | None = None
@@ -189,7 +194,7 @@ class Inbox:
                 # never shows a filed message uncounted or a closed one still pending.
                 self._stats.file(sender, outcome, size)
             if self._awaited is None or not self._missing(*self._awaited):
-                self._cond.notify_all()
+                self._wake()
         return outcome
 
     def _holds(self, key: Key, sender: str) -> bool:
@@ -204,8 +209,14 @@ class Inbox:
         if self._synchronous and key > self._closed:
             self._pending.setdefault(key, {}).setdefault(sender, REFUSED)
         if self._awaited is None or not self._missing(*self._awaited):
-            self._cond.notify_all()
+            self._wake()
         return "refused"
+
+    def _wake(self) -> None:
+        """Wake a waiting gather, and the event loop's (lock held)."""
+        self._cond.notify_all()
+        if self.on_answer is not None:
+            self.on_answer()
 
     def _unload(self, box: dict[str, Message | _Withheld]) -> None:
         """Take a closed (round, phase)'s messages off their senders' loads and out of
@@ -230,10 +241,30 @@ class Inbox:
 
     def answered(self, round_index: int, phase: int, expected: Iterable[str]) -> bool:
         """Whether :meth:`wait` for (round, phase) would return at once: every expected
-        sender answered (or is down), or the inbox was interrupted. Nothing is closed; a
-        driver that cannot block on the inbox (an event loop) asks this before it gathers."""
+        sender answered (or is down), or the inbox was interrupted. Nothing is closed."""
         with self._cond:
             return self._interrupted or not self._missing((round_index, phase), tuple(expected))
+
+    def ready(self, round_index: int, phase: int, expected: Iterable[str], wait: Gather) -> bool:
+        """Whether the gather ``wait`` describes (:class:`~starling.node.engine.transport.Gather`,
+        its deadline aside) would return at once: a synchronous one once every expected
+        sender answered (:meth:`answered`), a bounded-staleness one once none is too far
+        behind (:meth:`wait_latest`), an unbounded one always; and any once interrupted.
+        Nothing is closed. The node's event loop asks it before it gathers, and awaits
+        :attr:`on_answer` while it is False: a synchronous gather's senders then call it
+        only once all of them answered."""
+        if not wait.synchronous and wait.max_staleness is None:
+            return True
+        expected = tuple(expected)
+        with self._cond:
+            if self._interrupted:
+                return True
+            if not wait.synchronous:
+                return not self._short(expected, round_index - (wait.max_staleness or 0))
+            key = (round_index, phase)
+            missing = self._missing(key, expected)
+            self._awaited = (key, expected) if missing else None
+            return not missing
 
     def wait(
         self, round_index: int, phase: int, expected: Iterable[str], deadline: float
@@ -300,13 +331,7 @@ class Inbox:
         needed = round_index - max_staleness
         with self._cond:
             while True:
-                short = [
-                    s
-                    for s in expected
-                    if needed >= 0
-                    and s not in self._down
-                    and self._last_seen.get(s, (-1, -1))[0] < needed
-                ]
+                short = self._short(expected, needed)
                 if not short or self._interrupted:
                     break
                 remaining = deadline - self._clock.now()
@@ -318,6 +343,17 @@ class Inbox:
                 self._stats.add(sender, "overruns")
         return self.latest(expected, round_index)
 
+    def _short(self, expected: tuple[str, ...], needed: int) -> list[str]:
+        """The expected senders, not down, that have answered for no round from ``needed``
+        on (lock held); none while ``needed`` is below 0."""
+        if needed < 0:
+            return []
+        return [
+            s
+            for s in expected
+            if s not in self._down and self._last_seen.get(s, (-1, -1))[0] < needed
+        ]
+
     def set_down(self, sender: str, down: bool) -> None:
         """Stop (``down``) or resume waiting for ``sender``; a waiting gather re-checks."""
         with self._cond:
@@ -325,7 +361,7 @@ class Inbox:
                 self._down.add(sender)
             else:
                 self._down.discard(sender)
-            self._cond.notify_all()
+            self._wake()
 
     def down(self) -> tuple[str, ...]:
         """The senders not waited for, sorted."""
@@ -336,4 +372,4 @@ class Inbox:
         """Wake a waiting round loop for good (stop or shutdown)."""
         with self._cond:
             self._interrupted = True
-            self._cond.notify_all()
+            self._wake()

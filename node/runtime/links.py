@@ -1,49 +1,51 @@
 """Outbound links: one persistent ``Peer.Exchange`` stream per receiver.
 
-The round loop never blocks on the network. It hands each message to its link's queue and
-moves on; gRPC's sending thread of the link's one open client stream takes it from there
-(:mod:`starling.node.runtime.feed`), applies the live delay, serialises it
-(:mod:`starling.node.protocol.wire`) and sends it — one thread hand-off, as in a plain
-grpcio client. A message that goes to several receivers is checked and serialised once,
-by the first of their links to need it (:class:`~starling.node.runtime.feed.SharedIterate`);
-each link adds only its receiver's fields. The link's own thread only
-supervises: a receiver that is down costs the round loop nothing, the link thread keeps
-reconnecting with bounded backoff (gRPC's channel backoff, see
-:mod:`starling.node.runtime.transport`) and *holds* what the round loop queued meanwhile, in
-order, for up to one round deadline — the longest any receiver waits for a message — then
-discards it, counted ``dropped``. Messages handed to a stream that then breaks may have died
-with it (a peer killed mid-stream is noticed only after the next few sends), so the stream
-keeps what it sent during the last deadline (at most 64 MiB of payload) and the link sends
-it again, marked ``resent``, on the next stream; the receiver ignores a resend it
-already has or no longer needs. A peer that restarts within a deadline (a crashed node
-resuming from its checkpoint) thus gets every message sent to it while it was down, and
-rejoins as if it had only been slow; one that stays away costs its senders at most a
-deadline's worth of messages in memory.
+The round loop never blocks on the network. It hands each message to its link and moves
+on; the link's task, on the same event loop (:mod:`starling.node.runtime.event_loop`),
+writes it to its ``grpc.aio`` stream as soon as the round loop awaits something, after the
+live delay if one is set: no thread hand-off on the way. A message that goes to several
+receivers is checked and serialised once, by the first of their links to write it
+(:class:`~starling.node.runtime.feed.SharedIterate`); each link adds only its receiver's
+fields. A receiver that is down costs the round loop nothing: its link keeps reconnecting
+with bounded backoff (gRPC's channel backoff, see :mod:`starling.node.runtime.transport`)
+and *holds* what the round loop handed it meanwhile, in order, for up to one round
+deadline — the longest any receiver waits for a message — then discards it, counted
+``dropped``. Messages written to a stream that then breaks may have died with it (a peer
+killed mid-stream is noticed only after the next few writes), so the stream keeps what it
+wrote during the last deadline (at most 64 MiB of payload,
+:class:`~starling.node.runtime.feed.ResendMemory`) and the link sends it again, marked
+``resent``, on the next stream; the receiver ignores a resend it already has or no longer
+needs. A peer that restarts within a deadline (a crashed node resuming from its
+checkpoint) thus gets every message sent to it while it was down, and rejoins as if it had
+only been slow; one that stays away costs its senders at most a deadline's worth of
+messages in memory.
 
 Link state lives here, at the sender ([DESIGN] principle 4): up/down, a drop probability
 (decided with the link's own generator, never the sampler's) and a delay. A message an
 emulated fault takes out — scheduled (decided by the round engine,
-:mod:`starling.node.engine.rounds`, which calls :meth:`Links.withhold`) or live — is replaced by a
-*withheld notice* (an Iterate with ``withheld=true`` and no tensors), so the receiver knows at once
-that nothing is coming for that round instead of waiting for its deadline. A real fault (the peer or
-the network dies) sends no notice, of course. Neither does a diverged sampler put NaN or Inf on the
-wire, which every receiver rejects: its message goes out as a withheld notice too, counted
-``withheld`` and, saying why, as a ``send_errors``.
+:mod:`starling.node.engine.rounds`, which calls :meth:`Links.withhold
+<starling.node.runtime.network.Links.withhold>`) or live — is replaced by a *withheld
+notice* (an Iterate with ``withheld=true`` and no tensors), so the receiver knows at once
+that nothing is coming for that round instead of waiting for its deadline. A real fault
+(the peer or the network dies) sends no notice, of course. Neither does a diverged sampler
+put NaN or Inf on the wire, which every receiver rejects: its message goes out as a
+withheld notice too, counted ``withheld`` and, saying why, as a ``send_errors``.
 
 A link reads message ages (due times, the hold time, the live delay) on its clock
-(:mod:`starling.node.runtime.clock`; real time in a node). Its thread's pauses between
-connection attempts and gRPC's own timeouts are real time whatever the clock.
+(:mod:`starling.node.runtime.clock`; real time in a node). Its pauses (between connection
+attempts, during a delay) and gRPC's own timeouts are the event loop's, real time whatever
+the clock.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import concurrent.futures
 import dataclasses
 import enum
 import logging
-import queue
-import threading
-from collections.abc import Callable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import grpc
@@ -56,20 +58,14 @@ from starling.node.protocol.contract import NOT_CONFIGURED
 from starling.node.protocol.starling.v1 import peer_pb2
 from starling.node.protocol.wire import withheld_notice
 from starling.node.runtime.clock import MONOTONIC, Clock
-from starling.node.runtime.feed import (
-    CLOSED,
-    Closed,
-    Outgoing,
-    Request,
-    SharedIterate,
-    StreamFeed,
-)
+from starling.node.runtime.event_loop import NodeLoop
+from starling.node.runtime.feed import Outgoing, ResendMemory, SharedIterate
 from starling.node.runtime.link_proof import challenge_of
 from starling.node.runtime.stats import StatsBook
 from starling.node.runtime.transport import ChannelSettings
 from starling.node.spec import NodeSpec
 
-__all__ = ["LinkState", "OutboundLink"]
+__all__ = ["LinkState", "OutboundLink", "close_links"]
 
 log = logging.getLogger("starling.node.links")
 
@@ -83,12 +79,16 @@ restarted node not yet configured) is not hammered."""
 CLOSE_WAIT = 1.5
 """At shutdown, how long a link may take to deliver what is still queued."""
 
+ABORT_WAIT = 1.0
+"""At shutdown, how long a link may take to end once its stream is cancelled."""
+
+DELAY_STEP = 0.1
+"""A live delay is slept in steps this long (seconds), so a stream that ends meanwhile is
+noticed."""
+
 _PEER = peer_pb2.DESCRIPTOR.services_by_name["Peer"]
 EXCHANGE = f"/{_PEER.full_name}/{_PEER.methods_by_name['Exchange'].name}"
 """The method path of ``Peer.Exchange``, called with requests serialised already."""
-
-Exchange = Callable[..., grpc.Future]
-"""Opens one ``Peer.Exchange`` stream: ``(requests, metadata=...)`` -> its call."""
 
 
 class _Close(enum.Enum):
@@ -108,7 +108,10 @@ class LinkState:
 
 
 class OutboundLink:
-    """The sender's end of the link ``sender → receiver``."""
+    """The sender's end of the link ``sender → receiver``: a task on the node's event loop.
+
+    ``loop``: the node's loop (:class:`~starling.node.runtime.event_loop.NodeLoop`); a link
+    made without one runs on a loop of its own, closed with it."""
 
     def __init__(
         self,
@@ -118,6 +121,7 @@ class OutboundLink:
         stats: StatsBook,
         channel: ChannelSettings | None = None,
         clock: Clock = MONOTONIC,
+        loop: NodeLoop | None = None,
     ):
         self.spec = spec
         self.receiver = receiver
@@ -126,23 +130,25 @@ class OutboundLink:
         self._stats = stats
         self._clock = clock
         self._channel = channel or ChannelSettings()
+        self._own_loop = loop is None
+        self._loop = loop if loop is not None else NodeLoop(f"link-{spec.node_id}->{receiver}")
         # Live drops use the link's own stream, seeded per link, so they never disturb
         # the sampler's generator (and replay for a given seed and call sequence).
         self._drop_rng = np.random.default_rng(
             [spec.seed, stable_id(spec.node_id), stable_id(receiver), 0x11FE]
         )
-        # Messages to send; None wakes a waiting feed (its stream ended), _CLOSE ends the link.
-        self._queue: queue.Queue[Outgoing | _Close | None] = queue.Queue()
+        # Messages to send, then the close request; appended from any thread, taken on the
+        # loop. ``_wake`` (an event of the loop) is set after each append and when a
+        # stream ends or the link closes.
+        self._queue: collections.deque[Outgoing | _Close] = collections.deque()
+        self._wake = asyncio.Event()
         # Taken from the queue while the peer was unreachable; sent first once it is back.
         self._held: collections.deque[Outgoing] = collections.deque()
         self._hold_seconds = max(spec.round_deadline, CONNECT_WAIT)
-        self._closing = threading.Event()
-        self._call: grpc.Future | None = None  # the current stream's call
-        self._thread = threading.Thread(
-            target=self._run, name=f"link-{spec.node_id}->{receiver}", daemon=True
-        )
+        self._closing = False
+        self._call: grpc.aio.StreamUnaryCall | None = None  # the current stream's call
         stats.ensure(receiver)
-        self._thread.start()
+        self._task = self._loop.submit(self._run())
 
     # ------------------------------------------------------------ round-loop side
 
@@ -154,7 +160,7 @@ class OutboundLink:
         shared: SharedIterate | None = None,
         replay: bool = False,
     ) -> None:
-        """Queue ``message`` (or a withheld notice if a live fault takes it out). Never
+        """Hand ``message`` over (or a withheld notice if a live fault takes it out). Never
         blocks. ``shared``: its checks and encoding, shared with the other links it goes to
         (:meth:`shared`). ``replay``: a round the process this one resumes from may have
         sent already (:class:`starling.node.runtime.network.Links`): marked ``resent``,
@@ -164,7 +170,7 @@ class OutboundLink:
             self.withhold(round_index, phase, replay)
             return
         due = self._clock.now() + max(state.delay_ms, 0.0) / 1000.0
-        self._queue.put(Outgoing(due, round_index, phase, message, resent=replay, shared=shared))
+        self._put(Outgoing(due, round_index, phase, message, resent=replay, shared=shared))
 
     def shared(self, round_index: int, phase: int, message: Message) -> SharedIterate:
         """A :class:`SharedIterate` of ``message`` from this link's node, for every link it
@@ -178,72 +184,80 @@ class OutboundLink:
         )
 
     def withhold(self, round_index: int, phase: int, replay: bool = False) -> None:
-        """Queue a withheld notice: a fault took this round's message out (counted
+        """Hand over a withheld notice: a fault took this round's message out (counted
         ``withheld`` unless ``replay``: the earlier process may have counted it)."""
         if not replay:
             self._stats.add(self.receiver, "withheld")
-        self._queue.put(Outgoing(self._clock.now(), round_index, phase, None, resent=replay))
+        self._put(Outgoing(self._clock.now(), round_index, phase, None, resent=replay))
+
+    def _put(self, item: Outgoing | _Close) -> None:
+        self._queue.append(item)
+        self._loop.call(self._wake.set)
 
     def close(self, wait: float = CLOSE_WAIT) -> None:
-        """Deliver what is queued (for up to ``wait`` seconds), then end the stream."""
-        self._queue.put(_CLOSE)
-        self._thread.join(wait)
-        self._closing.set()
-        call = self._call
-        if call is not None:
-            call.cancel()
-        self._queue.put(None)  # wake a feed still waiting for a message
-        self._thread.join(1.0)
+        """Deliver what is queued (for up to ``wait`` seconds), then end the stream. Not
+        to be called on the loop (it waits for the link's task)."""
+        close_links([self], wait)
 
-    # ------------------------------------------------------------ the link's thread and its streams
+    # ------------------------------------------------------------ the link's task and its streams
 
-    def _run(self) -> None:
-        """The link's supervisor: connects, opens one stream at a time and waits for it to end.
-        It wakes only when a stream starts or ends; messages never pass through it."""
+    async def _run(self) -> None:
+        """The link: connects, opens one stream at a time and writes to it until it ends."""
         channel = self._channel.open(self.address, self.receiver)
         # Peer.Exchange taking its requests already serialised (IterateBody.addressed).
-        stub = channel.stream_unary(
+        exchange = channel.stream_unary(
             EXCHANGE, response_deserializer=peer_pb2.ExchangeSummary.FromString
-        ).future
+        )
         try:
-            while not self._closing.is_set():
+            while not self._closing:
                 try:
-                    if self._connect_and_stream(channel, stub):
+                    if await self._connect_and_stream(channel, exchange):
                         return
+                except asyncio.CancelledError:
+                    raise
                 except Exception as exc:  # noqa: BLE001 - a link must outlive any surprise
                     log.exception("link to %s: unexpected error", self.receiver)
                     self._stats.add(self.receiver, "send_errors", error=f"internal: {exc}")
-                    self._closing.wait(CONNECT_WAIT)
+                    await self._pause(CONNECT_WAIT)
         finally:
-            channel.close()
+            await channel.close()
 
-    def _connect_and_stream(self, channel: grpc.Channel, stub: Exchange) -> bool:
+    async def _connect_and_stream(
+        self, channel: grpc.aio.Channel, exchange: grpc.aio.StreamUnaryMultiCallable
+    ) -> bool:
         """One connection attempt and, if it succeeds, one stream; True once closed."""
-        ready = grpc.channel_ready_future(channel)
         try:
-            ready.result(timeout=CONNECT_WAIT)
-        except grpc.FutureTimeoutError:
-            ready.cancel()
+            await asyncio.wait_for(channel.channel_ready(), CONNECT_WAIT)
+        except asyncio.TimeoutError:
             return self._hold_while_unreachable()
-        if self._stream(stub):
+        if await self._stream(exchange):
             return True
-        self._closing.wait(RETRY_WAIT)
+        await self._pause(RETRY_WAIT)
         return self._hold_while_unreachable()
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less if the link closes meanwhile."""
+        deadline = self._loop.loop.time() + seconds
+        while not self._closing:
+            remaining = deadline - self._loop.loop.time()
+            if remaining <= 0:
+                return
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), remaining)
+            except asyncio.TimeoutError:
+                return
 
     def _hold_while_unreachable(self) -> bool:
         """Move what is queued to the held messages and drop those held longer than the
         hold time; True if a close request came (everything held is then dropped)."""
         closing = False
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
+        while self._queue:
+            item = self._queue.popleft()
             if item is _CLOSE:
                 closing = True
                 break
-            if item is not None:  # None: a stale wake-up
-                self._held.append(item)
+            self._held.append(item)
         expired = self._clock.now() - self._hold_seconds
         while self._held and (closing or self._held[0].due < expired):
             item = self._held.popleft()
@@ -255,89 +269,101 @@ class OutboundLink:
                 )
         return closing
 
-    def _stream(self, stub: Exchange) -> bool:
+    async def _stream(self, exchange: grpc.aio.StreamUnaryMultiCallable) -> bool:
         """One Exchange stream, from opening to its end: False if it broke, True if the
-        link closed.
-
-        The stream's requests are generated by a :class:`StreamFeed` calling
-        :meth:`_next_request` in gRPC's own sending thread, straight from the link's queue:
-        a message goes from the round loop to the wire with one thread hand-off, as in a
-        plain grpcio client stream. This thread only waits for the stream to end, then puts
-        what may have died with it back in front of the queue, marked ``resent``.
-        """
-        opened: list[grpc.Future] = []
-        started = threading.Event()
-
-        def hello() -> bytes | None:
-            """The stream's proof, once the receiver sent its challenge (in gRPC's sending
-            thread: the link's thread never waits for it)."""
-            started.wait()
-            if not opened:
-                return None
-            challenge = challenge_of(opened[0].initial_metadata())
-            if challenge is None:
-                return None
-            answer = self._channel.proof(self.receiver, challenge)
-            return peer_pb2.Iterate(proof=answer).SerializeToString()
-
-        feed = StreamFeed(self._next_request, self._hold_seconds, self._clock.now, hello)
-        try:
-            call = stub(feed.requests(), metadata=self._channel.stream_metadata())
-            opened.append(call)
-        finally:
-            started.set()
+        link closed. First the stream's proof, once the receiver sent its challenge
+        (:mod:`starling.node.runtime.link_proof`), then every message in turn; when it
+        breaks, what may have died with it goes back in front of the held messages,
+        marked ``resent``."""
+        call = exchange(metadata=self._channel.stream_metadata())
         self._call = call
-
-        def on_done(_call: grpc.Future) -> None:
-            feed.ended.set()
-            self._queue.put(None)  # wake the feed if it is waiting for a message
-
-        call.add_done_callback(on_done)
-        feed.ended.wait()
-        if feed.closed:
+        call.add_done_callback(lambda _call: self._wake.set())
+        memory = ResendMemory(self._hold_seconds, self._clock.now)
+        closed = False
+        failure: Exception | None = None
+        try:
+            challenge = challenge_of(await call.initial_metadata())
+            if challenge is not None:
+                answer = self._channel.proof(self.receiver, challenge)
+                await call.write(peer_pb2.Iterate(proof=answer).SerializeToString())
+                closed = await self._write_messages(call, memory)
+            else:  # the receiver refused the stream, or it ended first
+                await call.done_writing()
+        except asyncio.CancelledError:
+            call.cancel()
+            raise
+        except Exception as exc:  # noqa: BLE001 - a broken stream, reported below
+            failure = exc
+        if closed:
             try:
-                call.result(timeout=CLOSE_WAIT)  # the receiver answers with its summary
-            except (grpc.RpcError, grpc.FutureTimeoutError, grpc.FutureCancelledError):
+                await asyncio.wait_for(call, CLOSE_WAIT)  # the receiver answers its summary
+            except (grpc.RpcError, asyncio.TimeoutError):
                 call.cancel()
             return True
-        if self._closing.is_set():
+        if self._closing:
+            call.cancel()
             return True
-        self._note_broken(call)
+        await self._note_broken(call, failure)
         self._held.extendleft(
-            dataclasses.replace(item, resent=True) for item in reversed(feed.take_recent())
+            dataclasses.replace(item, resent=True) for item in reversed(memory.take_recent())
         )
         return False
 
-    def _next(self) -> Outgoing | _Close | None:
-        """The next item to send: a held one first, else the next queued (blocking)."""
-        return self._held.popleft() if self._held else self._queue.get()
-
-    def _next_request(self, ended: threading.Event) -> Request | Closed | None:
-        """For the stream's feed, in gRPC's sending thread: the next message, waited for,
-        delayed and encoded; :data:`CLOSED` at the link's close request; None once the call
-        has ended (``ended``) or the link is closing."""
+    async def _write_messages(self, call: grpc.aio.StreamUnaryCall, memory: ResendMemory) -> bool:
+        """Write each message to ``call`` as it comes; True at the link's close request
+        (the stream is half-closed), False once the call has ended or the link closes."""
         while True:
-            if ended.is_set() or self._closing.is_set():
-                return None
-            item = self._next()
-            if item is None:  # a wake-up: the call ended (or an old stream's did)
-                continue
+            item = await self._next(call)
+            if item is None:
+                return False
             if item is _CLOSE:
-                return CLOSED
-            if not self._wait_until(item.due, ended):
+                await call.done_writing()
+                return True
+            if not await self._wait_until(item.due, call):
                 self._held.appendleft(item)  # the stream ended during the delay: keep it
+                return False
+            await self._write(call, memory, item)
+
+    async def _write(
+        self, call: grpc.aio.StreamUnaryCall, memory: ResendMemory, item: Outgoing
+    ) -> None:
+        """Write ``item`` to ``call``, counted and kept for a resend."""
+        prepared = self._prepared(item)
+        if prepared is None:
+            return
+        parts, payload = prepared
+        if item.message is not None and not item.resent:
+            self._stats.add(self.receiver, "sent", nbytes=payload)
+        elif item.message is not None:  # a resend: its own counter, never a new send
+            self._stats.add(self.receiver, "resent", nbytes=payload)
+        # Kept for a resend without its shared encoding: that is freed once every link
+        # has written it, and a resend (rare) encodes again.
+        memory.remember(dataclasses.replace(item, shared=None), payload)
+        for part in parts:
+            await call.write(part)
+
+    async def _next(self, call: grpc.aio.StreamUnaryCall) -> Outgoing | _Close | None:
+        """The next item to write: a held one first, else the next queued, waited for;
+        None once the call has ended or the link closes."""
+        while True:
+            if call.done() or self._closing:
                 return None
-            prepared = self._prepared(item)
-            if prepared is None:
-                continue
-            parts, payload = prepared
-            if item.message is not None and not item.resent:
-                self._stats.add(self.receiver, "sent", nbytes=payload)
-            elif item.message is not None:  # a resend: its own counter, never a new send
-                self._stats.add(self.receiver, "resent", nbytes=payload)
-            # Kept for a resend without its shared encoding: that is freed once every link
-            # has sent it, and a resend (rare) encodes again.
-            return Request(dataclasses.replace(item, shared=None), parts, payload)
+            if self._held:
+                return self._held.popleft()
+            if self._queue:
+                return self._queue.popleft()
+            self._wake.clear()
+            await self._wake.wait()
+
+    async def _wait_until(self, due: float, call: grpc.aio.StreamUnaryCall) -> bool:
+        """Sleep until ``due`` (the live delay); False if the stream ended meanwhile."""
+        while True:
+            if call.done() or self._closing:
+                return False
+            remaining = due - self._clock.now()
+            if remaining <= 0:
+                return True
+            await asyncio.sleep(min(remaining, DELAY_STEP))
 
     def _prepared(self, item: Outgoing) -> tuple[list[bytes], int] | None:
         """The wire form of ``item`` (its serialised Iterate, in parts if large) and its
@@ -386,29 +412,20 @@ class OutboundLink:
             return None
         return parts, payload
 
-    def _wait_until(self, due: float, broken: threading.Event) -> bool:
-        """Sleep until ``due`` (the live delay); False if the stream broke meanwhile."""
-        while True:
-            remaining = due - self._clock.now()
-            if broken.is_set() or self._closing.is_set():
-                return False
-            if remaining <= 0:
-                return True
-            self._clock.wait(broken, min(remaining, 0.1))
-
-    def _note_broken(self, call: grpc.Future) -> None:
-        try:
-            call.result(timeout=0)
+    async def _note_broken(self, call: grpc.aio.StreamUnaryCall, failure: Exception | None) -> None:
+        call.cancel()  # if the failure was ours, not the call's, it is still open
+        code, details = await call.code(), await call.details()
+        if code == grpc.StatusCode.OK:
             detail = "stream ended"
-        except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.UNAVAILABLE and exc.details() == NOT_CONFIGURED:
-                # The receiver is up but not configured yet: what was sent is held and
-                # sent again, so nothing is lost and nothing is counted.
-                log.debug("link to %s: receiver not configured yet; retrying", self.receiver)
-                return
-            detail = f"{exc.code().name}: {exc.details()}"
-        except Exception as exc:  # noqa: BLE001 - only for the message
-            detail = str(exc) or type(exc).__name__
+        elif code == grpc.StatusCode.UNAVAILABLE and details == NOT_CONFIGURED:
+            # The receiver is up but not configured yet: what was sent is held and sent
+            # again, so nothing is lost and nothing is counted.
+            log.debug("link to %s: receiver not configured yet; retrying", self.receiver)
+            return
+        elif code == grpc.StatusCode.CANCELLED and failure is not None:
+            detail = str(failure) or type(failure).__name__
+        else:
+            detail = f"{code.name}: {details}"
         self._stats.add(self.receiver, "send_errors", error=f"{self.address}: {detail}")
         log.info(
             "link to %s (%s) broke: %s; reconnecting",
@@ -417,3 +434,33 @@ class OutboundLink:
             detail,
             extra={"event": "link_broken", "peer": self.receiver},
         )
+
+    # ------------------------------------------------------------ closing, from another thread
+
+    def _abort(self) -> None:
+        """On the loop: end the link now (its stream cancelled, its waits woken)."""
+        self._closing = True
+        if self._call is not None:
+            self._call.cancel()
+        self._wake.set()
+
+
+def close_links(links: Iterable[OutboundLink], wait: float = CLOSE_WAIT) -> None:
+    """Close ``links`` together: each delivers what is queued, for up to ``wait`` seconds
+    in all, then its stream ends (cancelled if it has not by then). Not to be called on
+    the node's loop, whose tasks it waits for."""
+    links = list(links)
+    for link in links:
+        if link._loop.in_loop():
+            raise RuntimeError("links are closed from outside the node's event loop")
+        link._put(_CLOSE)
+    concurrent.futures.wait([link._task for link in links], wait)
+    for link in links:
+        if not link._task.done():
+            link._loop.call(link._abort)
+    concurrent.futures.wait([link._task for link in links], ABORT_WAIT)
+    for link in links:
+        link._closing = True
+        link._task.cancel()
+        if link._own_loop:
+            link._loop.close()

@@ -2,9 +2,12 @@
 
 :class:`NetworkTransport` implements :class:`starling.node.engine.transport.Transport` for a gRPC
 node: ``send``/``withhold`` go to the receiver's outbound link (:mod:`starling.node.runtime.links`,
-which never blocks the round loop), ``gather`` waits on the inbox
-(:mod:`starling.node.runtime.inbox`) with real clocks. The round itself, and every decision a
-fault schedule makes, is the engine's (:mod:`starling.node.engine.rounds`).
+which never blocks the round loop), ``gather`` takes from the inbox
+(:mod:`starling.node.runtime.inbox`) with real clocks. On the node's event loop the round
+loop awaits the inbox's answer before it gathers (:meth:`Inbox.ready
+<starling.node.runtime.inbox.Inbox.ready>`), so a gather then returns at once. The round
+itself, and every decision a fault schedule makes, is the engine's
+(:mod:`starling.node.engine.rounds`).
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ from collections.abc import Callable, Sequence
 
 from starling.node.engine.transport import Gather
 from starling.node.messages import Message
+from starling.node.runtime.event_loop import NodeLoop
 from starling.node.runtime.feed import SharedIterate
 from starling.node.runtime.inbox import Inbox
-from starling.node.runtime.links import LinkState, OutboundLink
+from starling.node.runtime.links import LinkState, OutboundLink, close_links
 from starling.node.runtime.stats import StatsBook
 from starling.node.runtime.transport import ChannelSettings
 from starling.node.spec import NodeSpec
@@ -60,7 +64,9 @@ class Links:
     it) and are counted ``resent``, not ``sent``, so the run's books, which add up every
     process's, count each such message once. Were one never sent before, the receiver's
     count says so (:func:`starling.orchestrator.results.link_books.link_summary`).
-    ``mark_sending``: called with a round before its first message is handed to a link."""
+    ``mark_sending``: called with a round before its first message is handed to a link.
+    ``loop``: the node's event loop, where the links run (None: one of their own, closed
+    with them)."""
 
     def __init__(
         self,
@@ -70,8 +76,11 @@ class Links:
         link_factory: Callable[..., OutboundLink] = OutboundLink,
         replay_before: int = 0,
         mark_sending: Callable[[int], None] | None = None,
+        loop: NodeLoop | None = None,
     ):
         self.spec = spec
+        self._own_loop = loop is None
+        self._loop = loop if loop is not None else NodeLoop(f"links-{spec.node_id}")
         self.replay_before = replay_before
         self._mark_sending = mark_sending
         self._stats = stats
@@ -95,7 +104,9 @@ class Links:
                         f"node {self.spec.node_id!r} sends to {receiver!r}, "
                         "which has no address in peers"
                     )
-                link = self._factory(self.spec, receiver, address, self._stats, self._channel)
+                link = self._factory(
+                    self.spec, receiver, address, self._stats, self._channel, loop=self._loop
+                )
                 link.state = LinkState(**vars(self._default))
                 self._links[receiver] = link
             return link
@@ -144,14 +155,12 @@ class Links:
             return receiver in self._links
 
     def close(self) -> None:
+        """Close every link together (each may wait a little for its queue to drain)."""
         with self._lock:
             links = list(self._links.values())
-        # Close in parallel: each may wait a little for its queue to drain.
-        threads = [threading.Thread(target=link.close) for link in links]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        close_links(links)
+        if self._own_loop:
+            self._loop.close()
 
 
 def _updated(

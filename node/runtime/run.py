@@ -25,6 +25,7 @@ from starling.node.faults import ScheduledFaults
 from starling.node.params import ConfigError
 from starling.node.runtime.archive import run_directory
 from starling.node.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from starling.node.runtime.event_loop import NodeLoop
 from starling.node.runtime.inbox import Inbox
 from starling.node.runtime.network import Links, NetworkTransport
 from starling.node.runtime.resume import (
@@ -220,12 +221,14 @@ def open_run(
     state_dir: Path,
     channel: ChannelSettings,
     fresh: bool = False,
+    loop: NodeLoop | None = None,
 ) -> Run:
     """The run of ``spec`` under ``state_dir``, resumed from its checkpoint if that was
     written for the same spec (one for another spec is moved aside, never deleted) —
     unless ``fresh``: then the run starts at 0, and an earlier run's state is set aside
     as ``<folder>.earlier`` (replacing an older one there), so a repeated start never
-    deletes samples of the run before it that were perhaps not collected."""
+    deletes samples of the run before it that were perhaps not collected. ``loop``: the
+    node's event loop, where its links run (None: a loop of their own)."""
     directory = run_directory(state_dir, spec.experiment, spec.node_id)
     fingerprint = spec_fingerprint(spec)
     found = resume_points(directory)
@@ -268,7 +271,9 @@ def open_run(
     began = read_sending(directory) if checkpoint is not None else None
     replay_before = began + 1 if began is not None else 0
     sending = SendingMark(directory)
-    links = Links(spec, outbound, channel, replay_before=replay_before, mark_sending=sending.mark)
+    links = Links(
+        spec, outbound, channel, replay_before=replay_before, mark_sending=sending.mark, loop=loop
+    )
     slots = ResumeSlots(directory)
     return Run(
         spec=spec,

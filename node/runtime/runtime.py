@@ -3,9 +3,13 @@
 The servicers (:mod:`starling.node.runtime.servicers`) translate protobuf to the plain calls here;
 nothing in this module touches protobuf except the incoming iterates it validates.
 ``configure`` builds one :class:`~starling.node.runtime.run.Run` (program, store, links, inbox ...);
-``start`` runs its rounds on a thread, each round by the round engine
-(:func:`starling.node.engine.rounds.run_round`) over the network transport
-(:mod:`starling.node.runtime.network`) — the same round the simulator runs in memory.
+``start`` runs its rounds on the node's event loop (:mod:`starling.node.runtime.event_loop`),
+beside its outbound links, each round by the round engine
+(:func:`starling.node.engine.rounds.round_steps`) over the network transport
+(:mod:`starling.node.runtime.network`) — the same round the simulator runs in memory. The
+loop awaits each phase's answer from the inbox (:meth:`Inbox.ready
+<starling.node.runtime.inbox.Inbox.ready>`, woken by the threads that file the messages
+coming in) before the round gathers it, so it never blocks on the network.
 
 After each round its sample and resume point (program and RNG states, next round) are
 taken, and written while the next round's messages fly (:meth:`Run.finish_round
@@ -18,6 +22,9 @@ Against a power loss, samples are fsynced and a durable checkpoint written every
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
@@ -26,12 +33,15 @@ from pathlib import Path
 from typing import NamedTuple
 
 from starling.node.config import DEFAULT_SCREEN_BOUND, HomeData
-from starling.node.engine.rounds import run_round
+from starling.node.engine.rounds import phase_gather, round_steps
+from starling.node.engine.transport import Gather
 from starling.node.logs import set_context
 from starling.node.params import ConfigError
 from starling.node.protocol.contract import Configured, NodeState, NodeStatus
 from starling.node.protocol.starling.v1 import peer_pb2
 from starling.node.runtime.checks import ROUND_WINDOW, admit_spec, check_link_setting
+from starling.node.runtime.event_loop import NodeLoop
+from starling.node.runtime.inbox import Inbox
 from starling.node.runtime.peer_secrets import PeerSecrets
 from starling.node.runtime.profiling import run_loop
 from starling.node.runtime.receive import count_rejected, receive_at
@@ -104,15 +114,20 @@ class NodeRuntime:
         self._state = NodeState.IDLE
         self._error = ""
         self._run: Run | None = None
-        self._thread: threading.Thread | None = None
+        self._loop = NodeLoop()
+        """Where the round loop and the outbound links run."""
+        self._round_loop: concurrent.futures.Future[None] | None = None
+        """The round loop of the last Start, as other threads see it (done once it ended)."""
         self._stop = threading.Event()
         self._looping = False
         """From Start until the round loop's last step (both under the lock)."""
+        self._wake = asyncio.Event()
+        """The round loop's (an event of the node's loop): set when the phase it awaits may
+        be answered, and when Control holds, releases or stops it."""
         self._checkpoint_wanted = threading.Event()
         self._checkpoint_done = threading.Condition(self._lock)
         self._hold_at: int | None = None
         self._holding = False
-        self._hold_changed = threading.Condition(self._lock)
         self.faults_applied = FaultTally()
         self._door: tuple[Run | None, int] = (None, 0)
         """(run, generation), replaced whole under the lock, read without it (:meth:`receive`)."""
@@ -165,7 +180,7 @@ class NodeRuntime:
     def _configure(self, spec: NodeSpec, fresh: bool, secrets: PeerSecrets, run_id: str) -> Run:
         with self._lock:
             self._refuse_while_running()
-            stopped = self._thread
+            stopped = self._round_loop
         self._await_stopped_loop(stopped)
         program, rng = build(spec)  # loading a large shard takes seconds
         with self._lock:
@@ -179,11 +194,12 @@ class NodeRuntime:
             old.close()
         channel = self._channel.speaking_as(spec.node_id, spec.experiment, secrets)
         try:
-            run = open_run(spec, program, rng, self.state_dir, channel, fresh)
+            run = open_run(spec, program, rng, self.state_dir, channel, fresh, self._loop)
         except Exception as exc:
             with self._lock:
                 self._error = f"configure failed: {type(exc).__name__}: {exc}"
             raise
+        run.inbox.on_answer = self._loop.waker(self._wake)
         with self._lock:
             self._run = run
             self._door = (run, self.generation + 1)
@@ -197,16 +213,16 @@ class NodeRuntime:
             announce(run)
             return run
 
-    def _await_stopped_loop(self, thread: threading.Thread | None) -> None:
+    def _await_stopped_loop(self, rounds: concurrent.futures.Future[None] | None) -> None:
         """Wait for a stopped run's round loop to end before its run is replaced. Stop waits
         for it a while, but a round's computation is not interrupted: a loop still computing
         went on after a Configure (which clears the stop) into its closed run and marked
         the new run failed. PreconditionError if it has not ended in
         :data:`STOPPED_LOOP_WAIT` seconds (nothing is changed then)."""
-        if thread is None or not thread.is_alive():
+        if rounds is None or rounds.done():
             return
-        thread.join(STOPPED_LOOP_WAIT)
-        if thread.is_alive():
+        concurrent.futures.wait([rounds], STOPPED_LOOP_WAIT)
+        if not rounds.done():
             run = self._run
             where = f"round {run.round} of run {run.spec.experiment!r}" if run else "a round"
             raise PreconditionError(
@@ -222,7 +238,8 @@ class NodeRuntime:
 
     def start(self) -> None:
         with self._lock:
-            if self._state != NodeState.CONFIGURED:
+            run = self._run
+            if self._state != NodeState.CONFIGURED or run is None:
                 raise PreconditionError(
                     f"node cannot start while {self._state}"
                     + (" (configure it again)" if self._state.finished else "")
@@ -230,10 +247,7 @@ class NodeRuntime:
             self._state = NodeState.RUNNING
             self._stop.clear()
             self._looping = True
-            self._thread = threading.Thread(
-                target=run_loop, args=(self._rounds, self._run), name="round-loop", daemon=True
-            )
-            self._thread.start()
+            self._round_loop = self._loop.submit(run_loop(self._rounds, run))
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the round loop at once; its last checkpoint stands. A round's computation is
@@ -241,13 +255,13 @@ class NodeRuntime:
         ``stopping`` until it has (its store may still take that round's sample), then
         ``stopped`` (the loop's last step, :meth:`_rounds`)."""
         with self._lock:
-            thread, run = self._thread, self._run
+            rounds, run = self._round_loop, self._run
             self._stop.set()
-            self._hold_changed.notify_all()
             if run is not None:
                 run.inbox.interrupt()
-        if thread is not None:
-            thread.join(timeout)
+        self._loop.call(self._wake.set)
+        if rounds is not None:
+            concurrent.futures.wait([rounds], timeout)
         with self._lock:
             if self._state in (NodeState.RUNNING, NodeState.CONFIGURED, NodeState.STOPPING):
                 computing = self._looping
@@ -267,6 +281,7 @@ class NodeRuntime:
         self.stop()
         with self._lock:
             self._release()
+        self._loop.close()
 
     def _release(self) -> None:
         if self._run is not None:
@@ -349,7 +364,7 @@ class NodeRuntime:
             if self._run is None:
                 raise PreconditionError("node is not configured; there is no round to hold at")
             self._hold_at = round_index
-            self._hold_changed.notify_all()
+        self._loop.call(self._wake.set)
         if round_index is not None:
             self.faults_applied.add("hold")
         log.info(
@@ -358,18 +373,20 @@ class NodeRuntime:
             extra={"event": "hold", "round": round_index},
         )
 
-    def _wait_while_held(self, run: Run, round_index: int) -> None:
-        with self._lock:
-            while (
-                self._hold_at is not None
-                and round_index >= self._hold_at
-                and not self._stop.is_set()
-            ):
+    async def _wait_while_held(self, run: Run, round_index: int) -> None:
+        """Before ``round_index``: wait while Control holds the run there (until released
+        or stopped), every round before it stored."""
+        while True:
+            self._wake.clear()
+            with self._lock:
+                if self._hold_at is None or round_index < self._hold_at or self._stop.is_set():
+                    self._holding = False
+                    return
                 if not self._holding:
                     run.persist_finished()  # a held node has stored every round before it
                 self._holding = True
-                self._hold_changed.wait(0.5)
-            self._holding = False
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), 0.5)
 
     def checkpoint(self, timeout: float | None = None) -> int:
         """Write a checkpoint now (at the next round boundary if running); its next round."""
@@ -394,6 +411,11 @@ class NodeRuntime:
         run.write_checkpoint()
         self._checkpoint_wanted.clear()
         self._checkpoint_done.notify_all()
+
+    def _write_checkpoint_locked(self, run: Run) -> None:
+        """:meth:`_write_checkpoint`, taking the lock (on the node loop's disk executor)."""
+        with self._lock:
+            self._write_checkpoint(run)
 
     # ------------------------------------------------------------------ peers
 
@@ -438,27 +460,65 @@ class NodeRuntime:
 
     # ------------------------------------------------------------------ round loop
 
-    def _rounds(self, run: Run) -> None:
+    async def _round(self, run: Run, round_index: int) -> bool:
+        """One round by the round engine (:func:`~starling.node.engine.rounds.round_steps`):
+        after each phase's sends, await the inbox's answer for the phase (or its deadline),
+        then let the round gather it; False if stopped half way. The gathers' own deadline
+        is "now" (``round_deadline`` 0), so they take what is there and never block."""
+        program, spec = run.program, run.spec
+        steps = round_steps(
+            program, round_index, run.transport, run.rng, run.faults, 0.0, self._stop.is_set
+        )
+        first = True
+        while True:
+            try:
+                phase = next(steps)
+            except StopIteration as done:
+                return bool(done.value)
+            if first:  # the links write the first messages while the disk takes the last round
+                first = False
+                await asyncio.sleep(0)
+                run.persist_finished()
+            expected, wait = phase_gather(
+                program, round_index, phase, run.faults, spec.round_deadline
+            )
+            await self._answered(run.inbox, round_index, phase, expected, wait)
+
+    async def _answered(
+        self, inbox: Inbox, round_index: int, phase: int, expected: Sequence[str], wait: Gather
+    ) -> None:
+        """Until the inbox can answer ``wait`` for the phase (:meth:`Inbox.ready
+        <starling.node.runtime.inbox.Inbox.ready>`), its deadline passes or Stop came."""
+        if wait.deadline is None:
+            return
+        loop = asyncio.get_running_loop()
+        while True:
+            self._wake.clear()  # before asking: an answer filed after it sets it again
+            if self._stop.is_set() or inbox.ready(round_index, phase, expected, wait):
+                return
+            remaining = wait.deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            timer = loop.call_later(remaining, self._wake.set)
+            try:
+                await self._wake.wait()
+            finally:
+                timer.cancel()
+
+    async def _rounds(self, run: Run) -> None:
+        """The round loop, on the node's event loop, from Start until the run is done,
+        stopped or failed."""
         spec, program, store = run.spec, run.program, run.store
         round_index = run.next_round
         try:
             while round_index < spec.rounds:
                 run.round = round_index
-                self._wait_while_held(run, round_index)
+                await self._wait_while_held(run, round_index)
                 if self._stop.is_set():
                     break
                 run.consistent = False
                 started = time.perf_counter()
-                if not run_round(
-                    program,
-                    round_index,
-                    run.transport,
-                    run.rng,
-                    run.faults,
-                    spec.round_deadline,
-                    self._stop.is_set,
-                    run.persist_finished,
-                ):
+                if not await self._round(run, round_index):
                     break  # stopped half way through the round
                 run.consistent = True
                 run.round_times.observe(time.perf_counter() - started)
@@ -467,8 +527,9 @@ class NodeRuntime:
                     run.finish_round(round_index, program.sample())
                     round_index += 1
                     due = round_index % spec.checkpoint_every == 0 or round_index == spec.rounds
-                    if due or run.durable_due() or self._checkpoint_wanted.is_set():
-                        self._write_checkpoint(run)
+                    durable = due or run.durable_due() or self._checkpoint_wanted.is_set()
+                if durable:  # fsyncs off the loop: the links write meanwhile
+                    await self._loop.on_disk(self._write_checkpoint_locked, run)
             with self._lock:
                 run.persist_finished()
                 run.round = round_index

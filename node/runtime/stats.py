@@ -1,4 +1,4 @@
-"""Per-link counters, updated by the links' sending threads and the servicers, read by
+"""Per-link counters, updated by the links (on the node's event loop) and the servicers, read by
 ``Status``."""
 
 from __future__ import annotations

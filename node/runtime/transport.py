@@ -28,6 +28,7 @@ __all__ = [
     "MAX_MESSAGE_BYTES",
     "channel_options",
     "create_server",
+    "open_aio_channel",
     "open_channel",
     "server_options",
 ]
@@ -117,6 +118,21 @@ def open_channel(
     return grpc.secure_channel(address, credentials, options=options)
 
 
+def open_aio_channel(
+    address: str,
+    credentials: grpc.ChannelCredentials | None = None,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+    server_id: str = "",
+) -> grpc.aio.Channel:
+    """:func:`open_channel` on ``grpc.aio``, for an event loop (the node's outbound links,
+    :mod:`starling.node.runtime.links`); to be called on that loop."""
+    options: list[tuple[str, int | str]] = list(channel_options(max_message_bytes))
+    if credentials is None:
+        return grpc.aio.insecure_channel(address, options=options)
+    options += target_override(server_id)
+    return grpc.aio.secure_channel(address, credentials, options=options)
+
+
 @dataclass(frozen=True)
 class ChannelSettings:
     """How a node opens channels to its peers (its outbound links), and how its streams
@@ -140,9 +156,11 @@ class ChannelSettings:
         """Whether the channels are TLS (certificates carry identities)."""
         return self.tls is not None or self.credentials is not None
 
-    def open(self, address: str, receiver: str = "") -> grpc.Channel:
+    def open(self, address: str, receiver: str = "") -> grpc.aio.Channel:
+        """A link's channel to ``receiver`` at ``address``, on ``grpc.aio``: to be opened
+        on the node's event loop (:mod:`starling.node.runtime.event_loop`)."""
         credentials = channel_credentials(self.tls) if self.tls is not None else self.credentials
-        return open_channel(address, credentials, self.max_message_bytes, receiver)
+        return open_aio_channel(address, credentials, self.max_message_bytes, receiver)
 
     def stream_metadata(self) -> tuple[tuple[str, str], ...]:
         """Metadata of a Peer.Exchange stream: who sends it."""

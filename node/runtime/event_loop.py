@@ -1,0 +1,85 @@
+"""The node's event loop: one ``asyncio`` loop on a thread of its own, where the round loop
+and the outbound links run (issue 32's port, measured in docs/performance.md).
+
+Everything on a message's way out runs on this one thread: the round loop
+(:meth:`NodeRuntime._rounds <starling.node.runtime.runtime.NodeRuntime._rounds>`) hands a
+message to its link (:mod:`starling.node.runtime.links`), whose task writes it to its
+``grpc.aio`` stream as soon as the round loop awaits something. No thread hand-off is left
+between the two, and none between the links; the operating system switches threads only
+when a message comes in (on the gRPC server's threads, which wake the loop,
+:meth:`NodeLoop.waker`) and when Control calls in.
+
+Other threads reach the loop through :meth:`NodeLoop.submit` and :meth:`NodeLoop.call`;
+the durable checkpoint's ``fsync`` leaves it through :meth:`NodeLoop.on_disk`, one bounded
+executor, so a slow disk holds up the round that waits for it and never the links.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+__all__ = ["NodeLoop"]
+
+T = TypeVar("T")
+
+
+class NodeLoop:
+    """An ``asyncio`` loop running on its own daemon thread until :meth:`close`."""
+
+    def __init__(self, name: str = "node-loop"):
+        self.loop = asyncio.new_event_loop()
+        self._disk = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"{name}-disk")
+        started = threading.Event()
+        self._thread = threading.Thread(target=self._serve, args=(started,), name=name, daemon=True)
+        self._thread.start()
+        started.wait()
+
+    def _serve(self, started: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(started.set)
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.close()
+
+    def in_loop(self) -> bool:
+        """Whether the caller runs on the loop's thread."""
+        return threading.current_thread() is self._thread
+
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Run ``coroutine`` on the loop (from any thread); its future, for other threads."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    def call(self, function: Callable[..., object], *args: object) -> None:
+        """Call ``function(*args)`` on the loop: at once if the caller is on it, else soon;
+        not at all once the loop is closed (the node is shutting down)."""
+        if self.in_loop():
+            function(*args)
+            return
+        with contextlib.suppress(RuntimeError):  # closed meanwhile
+            self.loop.call_soon_threadsafe(function, *args)
+
+    def waker(self, event: asyncio.Event) -> Callable[[], None]:
+        """A function any thread may call to set ``event`` (an event of this loop)."""
+        return lambda: self.call(event.set)
+
+    async def on_disk(self, function: Callable[..., T], *args: object) -> T:
+        """``function(*args)`` on the disk executor (one thread), awaited on the loop."""
+        return await self.loop.run_in_executor(self._disk, function, *args)
+
+    def close(self) -> None:
+        """Stop the loop (tasks still on it are dropped) and the disk executor."""
+        if self.loop.is_closed():
+            return
+        try:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        except RuntimeError:  # closed meanwhile
+            pass
+        if not self.in_loop():
+            self._thread.join(5.0)
+        self._disk.shutdown(wait=False)
