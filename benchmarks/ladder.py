@@ -19,14 +19,15 @@ ladder between the raw grpcio ring and a full Starling node, all alternated in o
   (:mod:`benchmarks.ablation_site.sitecustomize`): storage, then the books, then the
   message checks, then the sampler's step. What is left at the top of the ladder is the
   node's structure alone: round loop, inbox, links, streams, protobuf, servicer;
-* ``Starling`` — the node as it ships;
+* ``Starling`` — the node as it ships: its round loop and outbound links on one
+  ``grpc.aio`` event loop, its server (doors, Peer, Control) grpcio's threaded one;
 * ``Starling's round on one grpc.aio loop`` — :mod:`benchmarks.loop_node`, the prototype of
   a node whose round loop, streams and message handling share one event loop: the node's
   own round engine, program, encoding and checks, first without and then with what a node
   stores each round; then with its incoming streams served by grpcio's threaded server, as
-  a port that kept the node's server would have them. It is not the node (no Control,
-  faults or resends), so it measures what that design would save, not what a port of the
-  node would reach.
+  the node has them. It is not the node (no Control, doors, faults or resends), so it
+  measures what that design would save, not what the node reaches (docs/performance.md,
+  "The port's first half, in the node").
 
 Each rung gives rounds per second (``rounds`` rounds, the loop alone), its ratio to the
 raw grpcio ring's and to the raw ``grpc.aio`` ring's rate of the same pass, and the CPU
@@ -77,7 +78,7 @@ LADDER: list[tuple[str, tuple[str, ...] | None]] = [
     ("Starling's round on one grpc.aio loop", None),
     ("Starling's round on one grpc.aio loop, receiving on grpcio's threads", None),
 ]
-"""Each rung: its name and, for the threaded Starling node's, the parts taken out (None:
+"""Each rung: its name and, for the Starling node's, the parts taken out (None:
 a ring run by :func:`benchmarks.raw_ring.ring_stats`)."""
 
 
