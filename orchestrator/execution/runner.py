@@ -302,6 +302,10 @@ class _Execution:
             halt_rounds(alive, account)  # see starling.orchestrator.execution.halt
             outcome.stopped_together = sorted(alive)
             late = self.supervisor.finish(within=_left(began))
+            # A node whose calls failed at once (its connection given up on: a node frozen
+            # long enough for the keepalive to end it, a cut network) did not answer either.
+            unanswered = set(late) | set(self.supervisor.uncollected)
+            late = [node for node in clients if node in unanswered]
         else:
             halt_rounds(clients, account)
             outcome.stopped_together = sorted(clients)
@@ -415,7 +419,8 @@ def _left(began: float) -> float:
 def _collect_all(
     clients: Mapping[str, NodeClient], collector: Collector, account: Account, within: float
 ) -> list[str]:
-    """Every node's samples at once, within ``within`` s; returns the nodes that were late."""
+    """Every node's samples at once, within ``within`` s; returns the nodes that did not
+    answer: late, or unreachable (each of those named in the account with why)."""
     work = {node: _client_pull(client) for node, client in clients.items()}
     outcomes = pull_all(collector, work, within)
     late = []
@@ -424,6 +429,7 @@ def _collect_all(
             late.append(node)
         elif isinstance(outcome.error, NodeUnavailable):
             account.plain(f"node {node}: samples could not be collected ({outcome.error})")
+            late.append(node)
         elif outcome.error is not None:
             raise outcome.error
     return late
