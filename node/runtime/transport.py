@@ -111,10 +111,9 @@ def open_channel(
 ) -> grpc.Channel:
     """A channel to ``address``; with ``credentials`` (TLS) the server's certificate must
     name ``server_id`` (a node id, or the orchestrator's) when one is given."""
-    options: list[tuple[str, int | str]] = list(channel_options(max_message_bytes))
+    options = _options(max_message_bytes, credentials, server_id)
     if credentials is None:
         return grpc.insecure_channel(address, options=options)
-    options += target_override(server_id)
     return grpc.secure_channel(address, credentials, options=options)
 
 
@@ -126,11 +125,20 @@ def open_aio_channel(
 ) -> grpc.aio.Channel:
     """:func:`open_channel` on ``grpc.aio``, for an event loop (the node's outbound links,
     :mod:`starling.node.runtime.links`); to be called on that loop."""
-    options: list[tuple[str, int | str]] = list(channel_options(max_message_bytes))
+    options = _options(max_message_bytes, credentials, server_id)
     if credentials is None:
         return grpc.aio.insecure_channel(address, options=options)
-    options += target_override(server_id)
     return grpc.aio.secure_channel(address, credentials, options=options)
+
+
+def _options(
+    max_message_bytes: int, credentials: grpc.ChannelCredentials | None, server_id: str
+) -> list[tuple[str, int | str]]:
+    """A channel's options; with TLS, the name the server's certificate must carry."""
+    options: list[tuple[str, int | str]] = list(channel_options(max_message_bytes))
+    if credentials is not None:
+        options += target_override(server_id)
+    return options
 
 
 @dataclass(frozen=True)
