@@ -10,7 +10,7 @@ nothing in this package imports grpc.
 """
 
 from starling.node.engine.memory import LockstepNetwork, MemoryTransport
-from starling.node.engine.rounds import round_steps, run_round
+from starling.node.engine.rounds import round_steps
 from starling.node.engine.simulate import NodeFailed, simulate
 from starling.node.engine.transport import Gather, Transport
 
@@ -21,6 +21,5 @@ __all__ = [
     "NodeFailed",
     "Transport",
     "round_steps",
-    "run_round",
     "simulate",
 ]

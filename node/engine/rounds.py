@@ -11,10 +11,12 @@ Round ``r`` ([DESIGN] principle 2), for each phase of the program:
    only to respect the program's ``max_staleness(r, phase)`` (semantics below);
 3. ``program.incoming(r, phase, ordered_inbox(inbox), rng)``.
 
-The driver records the sample after the last phase. The gRPC runtime runs one node's round
-straight through (:func:`run_round`); the simulator (:mod:`starling.node.engine.simulate`) advances
-every node's :func:`round_steps` together, one phase at a time, so every node has sent
-before any gathers — lockstep.
+The driver records the sample after the last phase. The gRPC runtime
+(:mod:`starling.node.runtime.runtime`) steps one node's :func:`round_steps` on its event
+loop and, at each phase's pause, awaits the inbox's answer before it lets the round
+gather; the simulator (:mod:`starling.node.engine.simulate`) advances every node's
+:func:`round_steps` together, one phase at a time, so every node has sent before any
+gathers — lockstep.
 
 Asynchronous mode
 -----------------
@@ -62,7 +64,7 @@ from starling.node.engine.transport import Gather, Transport
 from starling.node.faults import ScheduledFaults
 from starling.node.samplers.base import NodeProgram, ordered_inbox
 
-__all__ = ["phase_gather", "round_steps", "run_round"]
+__all__ = ["phase_gather", "round_steps"]
 
 
 def round_steps(
@@ -76,8 +78,8 @@ def round_steps(
 ) -> Generator[int, None, bool]:
     """One round of ``program``, paused after each phase's sends (it yields the phase).
 
-    A lockstep driver advances every node to the pause before letting any gather; a
-    single node's driver just runs it through (:func:`run_round`). Returns True once the
+    A lockstep driver advances every node to the pause before letting any gather; the
+    gRPC node's driver awaits the inbox's answer there. Returns True once the
     round is complete, False if ``stopped()`` turned true during a gather (the round is
     then abandoned half way). ``round_deadline`` is in seconds from the start of each
     gather; None means the transport never waits on a clock.
@@ -115,34 +117,6 @@ def phase_gather(
         return expected, Gather(True, deadline=_deadline(round_deadline))
     bound = program.max_staleness(round_index, phase)
     return expected, Gather(False, bound, None if bound is None else _deadline(round_deadline))
-
-
-def run_round(
-    program: NodeProgram,
-    round_index: int,
-    transport: Transport,
-    rng: np.random.Generator,
-    faults: ScheduledFaults,
-    round_deadline: float | None = None,
-    stopped: Callable[[], bool] | None = None,
-    after_first_sends: Callable[[], None] | None = None,
-) -> bool:
-    """One node's round straight through (:func:`round_steps` without pauses).
-
-    ``after_first_sends`` runs once, when the first phase's messages are handed to the
-    transport and before anything is gathered: work that needs no message (the gRPC
-    runtime stores the previous round there) overlaps with the messages' flight.
-    """
-    steps = round_steps(program, round_index, transport, rng, faults, round_deadline, stopped)
-    first = True
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return bool(done.value)
-        if first and after_first_sends is not None:
-            after_first_sends()
-        first = False
 
 
 def _deadline(seconds: float | None) -> float | None:

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import pytest
 
-from starling.node.engine import LockstepNetwork, round_steps, run_round
+from starling.node.engine import LockstepNetwork, round_steps
 from starling.node.faults import ScheduledFaults
 from starling.node.messages import Message
 from starling.node.samplers.base import NodeProgram
@@ -101,9 +101,12 @@ def test_a_scheduled_fault_withholds_and_the_async_receiver_keeps_the_older_mess
 
 
 def test_a_message_to_an_unknown_peer_names_both_nodes():
+    """The first phase's sends raise before the round's first pause."""
     network = LockstepNetwork({"a": True})
+    rng = np.random.default_rng(0)
+    steps = round_steps(Stamp("b", True), 0, network.endpoint("a"), rng, ScheduledFaults("a"))
     with pytest.raises(ValueError, match="node 'a' sent to unknown peer 'b'"):
-        run_round(Stamp("b", True), 0, network.endpoint("a"), None, ScheduledFaults("a"))
+        next(steps)
 
 
 def _imported_by(module: str) -> list[str]:
