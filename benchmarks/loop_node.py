@@ -279,14 +279,13 @@ async def _rounds(run: Run, calls: dict, arrived: asyncio.Event, storage: bool) 
         # The gather's own deadline is now: the driver runs the step only once the phase
         # is answered or its deadline (below) passed, so the inbox's wait never blocks.
         steps = round_steps(program, round_index, transport, run.rng, run.faults, 0.0)
-        phase = next(steps)
+        gather = next(steps)
         await _write(transport, calls)
         if storage:
             run.persist_finished()
         while True:
-            expected = program.expected_senders(round_index, phase)
             deadline = time.monotonic() + spec.round_deadline
-            while not run.inbox.answered(round_index, phase, expected):
+            while not run.inbox.answered(round_index, gather.phase, gather.expected):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
@@ -295,7 +294,7 @@ async def _rounds(run: Run, calls: dict, arrived: asyncio.Event, storage: bool) 
                 await arrived.wait()
                 timer.cancel()
             try:
-                phase = next(steps)
+                gather = next(steps)
             except StopIteration:
                 break
             await _write(transport, calls)

@@ -10,7 +10,7 @@ nothing in this package imports grpc.
 """
 
 from starling.node.engine.memory import LockstepNetwork, MemoryTransport
-from starling.node.engine.rounds import round_steps
+from starling.node.engine.rounds import PhaseGather, round_steps
 from starling.node.engine.simulate import NodeFailed, simulate
 from starling.node.engine.transport import Gather, Transport
 
@@ -19,6 +19,7 @@ __all__ = [
     "LockstepNetwork",
     "MemoryTransport",
     "NodeFailed",
+    "PhaseGather",
     "Transport",
     "round_steps",
     "simulate",

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Generator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -64,7 +65,19 @@ from starling.node.engine.transport import Gather, Transport
 from starling.node.faults import ScheduledFaults
 from starling.node.samplers.base import NodeProgram, ordered_inbox
 
-__all__ = ["phase_gather", "round_steps"]
+__all__ = ["PhaseGather", "phase_gather", "round_steps"]
+
+
+class PhaseGather(NamedTuple):
+    """One phase's gather, as :func:`phase_gather` works it out and :func:`round_steps`
+    yields it at the phase's pause, before it gathers with it."""
+
+    phase: int
+    expected: tuple[str, ...]
+    """The senders the gather expects (a synchronous program's without those the fault
+    schedule silences this round)."""
+    wait: Gather
+    """How long the gather may wait for them."""
 
 
 def round_steps(
@@ -75,14 +88,15 @@ def round_steps(
     faults: ScheduledFaults,
     round_deadline: float | None = None,
     stopped: Callable[[], bool] | None = None,
-) -> Generator[int, None, bool]:
-    """One round of ``program``, paused after each phase's sends (it yields the phase).
+) -> Generator[PhaseGather, None, bool]:
+    """One round of ``program``, paused after each phase's sends; at each pause it yields
+    the :class:`PhaseGather` its next step gathers with.
 
     A lockstep driver advances every node to the pause before letting any gather; the
-    gRPC node's driver awaits the inbox's answer there. Returns True once the
-    round is complete, False if ``stopped()`` turned true during a gather (the round is
-    then abandoned half way). ``round_deadline`` is in seconds from the start of each
-    gather; None means the transport never waits on a clock.
+    gRPC node's driver awaits there, until the inbox can answer what it was yielded.
+    Returns True once the round is complete, False if ``stopped()`` turned true during a
+    gather (the round is then abandoned half way). ``round_deadline`` is in seconds from
+    the pause; None means the transport never waits on a clock.
     """
     for phase in range(program.phases):
         for receiver, message in program.outgoing(round_index, phase).items():
@@ -90,9 +104,9 @@ def round_steps(
                 transport.withhold(round_index, phase, receiver)
             else:
                 transport.send(round_index, phase, receiver, message)
-        yield phase
-        expected, wait = phase_gather(program, round_index, phase, faults, round_deadline)
-        inbox = transport.gather(round_index, phase, expected, wait)
+        gather = phase_gather(program, round_index, phase, faults, round_deadline)
+        yield gather
+        inbox = transport.gather(round_index, phase, gather.expected, gather.wait)
         if stopped is not None and stopped():
             return False
         program.incoming(round_index, phase, ordered_inbox(inbox), rng)
@@ -105,18 +119,18 @@ def phase_gather(
     phase: int,
     faults: ScheduledFaults,
     round_deadline: float | None = None,
-) -> tuple[tuple[str, ...], Gather]:
-    """What the gather of (``round_index``, ``phase``) waits for, as :func:`round_steps`
-    asks it, its deadline ``round_deadline`` seconds from now: the expected senders (a
-    synchronous program's without those the schedule silences) and the :class:`Gather`.
-    A driver that awaits the inbox before it lets the round gather (the gRPC node's event
-    loop) asks it too."""
+) -> PhaseGather:
+    """What the gather of (``round_index``, ``phase``) waits for, its deadline
+    ``round_deadline`` seconds from now: the expected senders (a synchronous program's
+    without those the schedule silences) and the :class:`Gather`. :func:`round_steps`
+    works it out once per phase and yields it; drivers take it from there."""
     expected = tuple(program.expected_senders(round_index, phase))
     if program.synchronous:
         expected = tuple(s for s in expected if not faults.silences(s, round_index))
-        return expected, Gather(True, deadline=_deadline(round_deadline))
+        return PhaseGather(phase, expected, Gather(True, deadline=_deadline(round_deadline)))
     bound = program.max_staleness(round_index, phase)
-    return expected, Gather(False, bound, None if bound is None else _deadline(round_deadline))
+    deadline = None if bound is None else _deadline(round_deadline)
+    return PhaseGather(phase, expected, Gather(False, bound, deadline))
 
 
 def _deadline(seconds: float | None) -> float | None:

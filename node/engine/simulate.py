@@ -17,7 +17,7 @@ import numpy as np
 
 from starling.node.assemble import build_program, node_rng
 from starling.node.engine.memory import LockstepNetwork, MemoryTransport
-from starling.node.engine.rounds import round_steps
+from starling.node.engine.rounds import PhaseGather, round_steps
 from starling.node.faults import ScheduledFaults
 from starling.node.samplers.base import NodeProgram
 from starling.node.spec import NodeSpec
@@ -141,8 +141,9 @@ def _stacked(
     return {node: np.stack(values) for node, values in kept.items() if values}
 
 
-def _advance(step: Generator[int, None, bool]) -> bool:
-    """One step of a node's round; False once the round is complete."""
+def _advance(step: Generator[PhaseGather, None, bool]) -> bool:
+    """One step of a node's round; False once the round is complete. What the step yields
+    (the phase's gather) is not needed: in lockstep nothing waits."""
     try:
         next(step)
     except StopIteration:

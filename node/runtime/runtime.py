@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from starling.node.config import DEFAULT_SCREEN_BOUND, HomeData
-from starling.node.engine.rounds import phase_gather, round_steps
-from starling.node.engine.transport import Gather
+from starling.node.engine.rounds import PhaseGather, round_steps
 from starling.node.logs import set_context
 from starling.node.params import ConfigError
 from starling.node.protocol.contract import Configured, NodeState, NodeStatus
@@ -462,41 +461,40 @@ class NodeRuntime:
 
     async def _round(self, run: Run, round_index: int) -> bool:
         """One round by the round engine (:func:`~starling.node.engine.rounds.round_steps`):
-        after each phase's sends, await the inbox's answer for the phase (or its deadline),
-        then let the round gather it; False if stopped half way. The gathers' own deadline
-        is "now" (``round_deadline`` 0), so they take what is there and never block."""
-        program, spec = run.program, run.spec
+        after each phase's sends, await the inbox's answer for the gather the round yielded
+        there, or the phase's deadline (``round_deadline`` seconds), then let the round
+        gather; False if stopped half way. The round's own gathers are given a deadline of
+        "now" (``round_deadline`` 0), so they take what is there and never block."""
         steps = round_steps(
-            program, round_index, run.transport, run.rng, run.faults, 0.0, self._stop.is_set
+            run.program, round_index, run.transport, run.rng, run.faults, 0.0, self._stop.is_set
         )
         first = True
         while True:
             try:
-                phase = next(steps)
+                gather = next(steps)
             except StopIteration as done:
                 return bool(done.value)
             if first:  # the links write the first messages while the disk takes the last round
                 first = False
                 await asyncio.sleep(0)
                 run.persist_finished()
-            expected, wait = phase_gather(
-                program, round_index, phase, run.faults, spec.round_deadline
-            )
-            await self._answered(run.inbox, round_index, phase, expected, wait)
+            deadline = time.monotonic() + run.spec.round_deadline
+            await self._answered(run.inbox, round_index, gather, deadline)
 
     async def _answered(
-        self, inbox: Inbox, round_index: int, phase: int, expected: Sequence[str], wait: Gather
+        self, inbox: Inbox, round_index: int, gather: PhaseGather, deadline: float
     ) -> None:
-        """Until the inbox can answer ``wait`` for the phase (:meth:`Inbox.ready
-        <starling.node.runtime.inbox.Inbox.ready>`), its deadline passes or Stop came."""
-        if wait.deadline is None:
-            return
+        """Until the inbox can answer ``gather`` (:meth:`Inbox.ready
+        <starling.node.runtime.inbox.Inbox.ready>`), ``deadline`` (a ``time.monotonic()``
+        value) passes or Stop came."""
         loop = asyncio.get_running_loop()
         while True:
             self._wake.clear()  # before asking: an answer filed after it sets it again
-            if self._stop.is_set() or inbox.ready(round_index, phase, expected, wait):
+            if self._stop.is_set() or inbox.ready(
+                round_index, gather.phase, gather.expected, gather.wait
+            ):
                 return
-            remaining = wait.deadline - time.monotonic()
+            remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
             timer = loop.call_later(remaining, self._wake.set)

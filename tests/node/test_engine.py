@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import pytest
 
-from starling.node.engine import LockstepNetwork, round_steps
+from starling.node.engine import LockstepNetwork, PhaseGather, round_steps
 from starling.node.faults import ScheduledFaults
 from starling.node.messages import Message
 from starling.node.samplers.base import NodeProgram
@@ -107,6 +107,41 @@ def test_a_message_to_an_unknown_peer_names_both_nodes():
     steps = round_steps(Stamp("b", True), 0, network.endpoint("a"), rng, ScheduledFaults("a"))
     with pytest.raises(ValueError, match="node 'a' sent to unknown peer 'b'"):
         next(steps)
+
+
+class _Asked:
+    """A transport that delivers nothing and keeps what each gather was asked for."""
+
+    def __init__(self):
+        self.gathers: list[PhaseGather] = []
+
+    def send(self, round_index, phase, receiver, message):
+        pass
+
+    def withhold(self, round_index, phase, receiver):
+        pass
+
+    def gather(self, round_index, phase, expected, wait):
+        self.gathers.append(PhaseGather(phase, tuple(expected), wait))
+        return {}
+
+
+def test_each_pause_yields_the_gather_the_round_then_makes():
+    """A driver awaits the inbox with what :func:`round_steps` yields at a pause, so the
+    round must then gather with exactly that: here with a synchronous receiver's sender
+    silenced by the schedule in round 1 (an asynchronous receiver still takes its latest)."""
+    silenced = ScheduledFaults("b", inbound=(("a", LinkFault("b", start=1, stop=2)),))
+    rng = np.random.default_rng(0)
+    for synchronous, expected in ((True, [("a",), (), ("a",)]), (False, [("a",)] * 3)):
+        transport = _Asked()
+        yielded = []
+        for round_index in range(3):
+            yielded += round_steps(
+                Stamp("a", synchronous), round_index, transport, rng, silenced, 5.0
+            )
+        assert yielded == transport.gathers, synchronous
+        assert [gather.expected for gather in yielded] == expected, synchronous
+        assert all(gather.wait.synchronous is synchronous for gather in yielded)
 
 
 def _imported_by(module: str) -> list[str]:
