@@ -10,8 +10,8 @@ of the ring runs one asyncio loop, and on it the node's own pieces, unchanged:
   node's :func:`~starling.node.runtime.run.build` from the spec the orchestrator would give
   it, its inbox, books, sample store, resume slots and sending mark), driven phase by
   phase: the sends a step hands over are written to the streams after it, and the next
-  step runs once the inbox says the phase is answered
-  (:meth:`~starling.node.runtime.inbox.Inbox.answered`) or its deadline passed, so the
+  step runs once the inbox can answer the gather the round yielded
+  (:meth:`~starling.node.runtime.inbox.Inbox.ready`) or its deadline passed, so the
   inbox's ``wait`` inside it returns at once;
 * every message out as a link prepares one: checked finite and encoded once for all
   receivers (:class:`~starling.node.runtime.feed.SharedIterate`), addressed, counted;
@@ -26,8 +26,8 @@ of the ring runs one asyncio loop, and on it the node's own pieces, unchanged:
   loop.
 
 What it leaves out, being a benchmark and not a node: Control, faults, resends and
-reconnection, the peer door's secrets and limits, metrics, and asynchronous programs (it
-waits for a phase as a synchronous gather does). Its nodes store the simulator's samples
+reconnection, the peer door's secrets and limits, and metrics. It awaits a phase as the
+node does, but has run synchronous programs only. Its nodes store the simulator's samples
 bit for bit (``tests/test_loop_node_prototype.py``).
 :mod:`benchmarks.ladder` runs it as three rungs beside the threaded node's.
 """
@@ -285,7 +285,7 @@ async def _rounds(run: Run, calls: dict, arrived: asyncio.Event, storage: bool) 
             run.persist_finished()
         while True:
             deadline = time.monotonic() + spec.round_deadline
-            while not run.inbox.answered(round_index, gather.phase, gather.expected):
+            while not run.inbox.ready(round_index, gather.phase, gather.expected, gather.wait):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break

@@ -239,17 +239,11 @@ class Inbox:
             if s not in box and s not in self._down and self._last_seen.get(s, (-1, -1)) <= key
         ]
 
-    def answered(self, round_index: int, phase: int, expected: Iterable[str]) -> bool:
-        """Whether :meth:`wait` for (round, phase) would return at once: every expected
-        sender answered (or is down), or the inbox was interrupted. Nothing is closed."""
-        with self._cond:
-            return self._interrupted or not self._missing((round_index, phase), tuple(expected))
-
     def ready(self, round_index: int, phase: int, expected: Iterable[str], wait: Gather) -> bool:
         """Whether the gather ``wait`` describes (:class:`~starling.node.engine.transport.Gather`,
         its deadline aside) would return at once: a synchronous one once every expected
-        sender answered (:meth:`answered`), a bounded-staleness one once none is too far
-        behind (:meth:`wait_latest`), an unbounded one always; and any once interrupted.
+        sender answered or is down (:meth:`wait`), a bounded-staleness one once none is too
+        far behind (:meth:`wait_latest`), an unbounded one always; and any once interrupted.
         Nothing is closed. The node's event loop asks it before it gathers, and awaits
         :attr:`on_answer` while it is False: a synchronous gather's senders then call it
         only once all of them answered."""

@@ -17,7 +17,7 @@ import grpc
 import numpy as np
 import pytest
 
-from starling.node.engine import simulate
+from starling.node.engine import Gather, simulate
 from starling.node.messages import Message
 from starling.node.params import ConfigError
 from starling.node.protocol import convert
@@ -172,7 +172,7 @@ def test_inbox_waits_for_answers_then_the_deadline_and_no_longer():
 
 
 @pytest.mark.parametrize(
-    ("arrivals", "answered"),
+    ("arrivals", "ready"),
     [
         ([], False),
         ([("a", 0, _msg(0))], False),  # b has not answered
@@ -182,9 +182,10 @@ def test_inbox_waits_for_answers_then_the_deadline_and_no_longer():
         (["interrupted"], True),
     ],
 )
-def test_answered_says_whether_a_gather_would_wait_and_closes_nothing(arrivals, answered):
-    """An event-loop driver asks ``answered`` instead of blocking in ``wait``: it must say
-    exactly when ``wait`` returns without waiting, and leave the round open."""
+def test_ready_says_whether_a_synchronous_gather_would_wait_and_closes_nothing(arrivals, ready):
+    """An event-loop driver asks ``ready`` instead of blocking in ``wait``: for a
+    synchronous gather it must say exactly when ``wait`` returns without waiting, and leave
+    the round open."""
     clock = FakeClock()
     inbox = Inbox(StatsBook(), next_round=0, clock=clock)
     for arrival in arrivals:
@@ -194,18 +195,35 @@ def test_answered_says_whether_a_gather_would_wait_and_closes_nothing(arrivals, 
             inbox.interrupt()
         else:
             inbox.deliver(*arrival[:2], 0, arrival[2])
-    assert inbox.answered(0, 0, ["a", "b"]) is answered
-    assert inbox.answered(0, 0, ["a", "b"]) is answered  # asking changes nothing
+    gather = Gather(True, deadline=clock.now() + 30)
+    assert inbox.ready(0, 0, ["a", "b"], gather) is ready
+    assert inbox.ready(0, 0, ["a", "b"], gather) is ready  # asking changes nothing
     inbox.wait(0, 0, ["a", "b"], clock.now() + 30)
-    assert (clock.waits == []) is answered
+    assert (clock.waits == []) is ready
 
 
-def test_answered_leaves_the_round_open_for_a_late_sender():
+def test_ready_leaves_the_round_open_for_a_late_sender():
     inbox = Inbox(StatsBook(), next_round=0, clock=FakeClock())
     inbox.deliver("a", 0, 0, _msg(0))
-    assert inbox.answered(0, 0, ["a"])
+    assert inbox.ready(0, 0, ["a"], Gather(True))
     assert inbox.deliver("b", 0, 0, _msg(0)) == "received"  # not "late": nothing closed
     assert sorted(inbox.wait(0, 0, ["a", "b"], 0.0)) == ["a", "b"]
+
+
+def test_ready_says_whether_an_asynchronous_gather_would_wait():
+    """Bounded staleness: ready once every expected sender answered for round r − B or
+    later, as :meth:`Inbox.wait_latest` waits; without a bound, always."""
+    clock = FakeClock()
+    inbox = Inbox(StatsBook(), synchronous=False, clock=clock)
+    bounded = Gather(False, 2, clock.now() + 30)
+    assert inbox.ready(5, 0, ["a"], Gather(False))  # no bound: nothing is waited for
+    assert inbox.ready(1, 0, ["a"], bounded)  # rounds before 0 need no answer
+    assert not inbox.ready(5, 0, ["a"], bounded)
+    inbox.deliver("a", 3, 0, _msg(3))
+    assert inbox.ready(5, 0, ["a"], bounded)
+    assert not inbox.ready(6, 0, ["a"], bounded)  # round 3 is too old for round 6
+    inbox.wait_latest(["a"], 5, 2, clock.now() + 30)
+    assert clock.waits == []
 
 
 def test_a_gather_is_woken_by_another_thread_not_by_its_deadline():
