@@ -19,8 +19,9 @@ ladder between the raw grpcio ring and a full Starling node, all alternated in o
   (:mod:`benchmarks.ablation_site.sitecustomize`): storage, then the books, then the
   message checks, then the sampler's step. What is left at the top of the ladder is the
   node's structure alone: round loop, inbox, links, streams, protobuf, servicer;
-* ``Starling`` — the node as it ships: its round loop and outbound links on one
-  ``grpc.aio`` event loop, its server (doors, Peer, Control) grpcio's threaded one;
+* ``Starling`` — the node as it ships: its round loop, outbound links and server (doors,
+  the Peer streams; Control's synchronous calls on their doors' threads) on one
+  ``grpc.aio`` event loop;
 * ``Starling's round on one grpc.aio loop`` — :mod:`benchmarks.loop_node`, the prototype of
   a node whose round loop, streams and message handling share one event loop: the node's
   own round engine, program, encoding and checks, first without and then with what a node

@@ -216,8 +216,8 @@ def _parser(prog: str = "python -m starling.node") -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="Control calls served at once, on threads of their own (default 16); health, "
-        "reflection, samples and peer streams have theirs",
+        help="Control calls served at once, on threads of their own (default 16); health "
+        "and samples have theirs, peer streams and reflection run on the node's event loop",
     )
     serve.add_argument(
         "--max-peer-streams",

@@ -1,26 +1,29 @@
-"""Every service a node serves, bounded: its own threads, its own limits, refusals counted.
+"""Every service a node serves, bounded: its own limits, its own threads where it needs
+them, refusals counted.
 
-gRPC's synchronous server runs every call's handler on a thread of one pool, and a streaming
-call holds its thread for as long as the caller keeps it open. With one shared pool, a few
-hundred idle streams of any service (reflection, a health watch, a Peer stream that never
-proves itself) took every thread, and Health and Control then went unanswered. Here each
-service is a *door* (:class:`Door`) with
+The node serves on ``grpc.aio``, on the node's event loop (:mod:`starling.node.runtime.
+event_loop`): a call held open costs a task, not a thread. Some handlers are still
+synchronous (Control, which loads data and writes files; grpcio-health's blocking watch);
+those run on threads. Each service is a *door* (:class:`Door`) with
 
-* **its own thread pool** (gRPC takes a handler's ``experimental_thread_pool``), so no door
-  can take another's threads: Health and Control always have theirs;
 * **a limit of calls served at once**, for callers in general (``public``) and for any one
   caller (``per_caller``), and slots kept for the orchestrator (``reserved``) on a node that
   can tell it from others (TLS or a token). A call past a limit is refused at once with
   RESOURCE_EXHAUSTED, before its request is read;
+* **its own thread pool** for its synchronous handlers, so that no door can take another's
+  threads: Health and Control always have theirs;
 * **a time limit on a caller that has not sent its first message**
   (:data:`FIRST_MESSAGE_SECONDS`): a unary call is only read once its caller passed the
   gate, and a call whose request (or a stream's first message, a Peer stream's proof) does
-  not come in time is cancelled (:class:`Watchdog`), counted ``idle``.
+  not come in time is cancelled (CANCELLED), counted ``idle``.
 
 A *caller* is who a call comes from as far as the node can tell before reading it: the
 orchestrator (its certificate, its token), else the DNS names of the client's certificate,
 else its IP address. Every handler is registered as reading a request *stream* (a unary
 call's one message is taken from it), so that nothing is read before these checks.
+
+A handler on a door's thread sees a :class:`ThreadContext`; a refusal anywhere (the gate, a
+handler) is an :class:`AbortCall` that the door carries out on the loop.
 
 Refusals are counted by ``"<door>:<reason>"`` (:meth:`Doors.refusals`, the ``refused`` map
 of ``Status`` and ``starling_refused_requests`` of the metrics) and logged, the first few of
@@ -29,28 +32,28 @@ each kind and then one in a thousand, so a flood cannot flood the log.
 
 from __future__ import annotations
 
+import asyncio
 import collections
-import contextvars
-import heapq
-import itertools
+import contextlib
+import inspect
 import logging
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 
 __all__ = [
     "FIRST_MESSAGE_SECONDS",
+    "AbortCall",
     "Door",
     "DoorLimits",
     "Doors",
-    "Watchdog",
+    "FirstMessageLate",
+    "ThreadContext",
     "caller_of",
-    "first_message_arrived",
 ]
 
 log = logging.getLogger("starling.node")
@@ -89,21 +92,28 @@ class DoorLimits:
 
 
 class Door:
-    """One service's threads and limits (see module)."""
+    """One service's limits, and threads for its synchronous handlers (see module)."""
 
     def __init__(self, name: str, limits: DoorLimits, what: str):
         self.name = name
         self.limits = limits
         self.what = what
         """What the door's calls are, for a refusal's message (``"peer streams"``)."""
-        self.pool = futures.ThreadPoolExecutor(
-            max_workers=limits.pool,
-            thread_name_prefix=f"starling-{name}",
-        )
+        self._pool: futures.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._public = 0
         self._reserved = 0
         self._by_caller: collections.Counter[str] = collections.Counter()
+
+    @property
+    def pool(self) -> futures.ThreadPoolExecutor:
+        """The threads of the door's synchronous handlers (made at the first one)."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = futures.ThreadPoolExecutor(
+                    max_workers=self.limits.pool, thread_name_prefix=f"starling-{self.name}"
+                )
+            return self._pool
 
     def enter(self, caller: str) -> tuple[bool, str]:
         """Take a slot for ``caller``: ``(True, "reserved" | "public")``, the slot taken, or
@@ -139,83 +149,10 @@ class Door:
             return self._public + self._reserved
 
     def shutdown(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
-
-
-class Watchdog:
-    """Cancels calls whose first message does not come in time, from one thread for all."""
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[float, int, _Ticket]] = []
-        self._order = itertools.count()
-        self._wake = threading.Condition()
-        self._closed = False
-        self._thread: threading.Thread | None = None
-
-    def arm(self, context: grpc.ServicerContext, seconds: float) -> _Ticket:
-        ticket = _Ticket(context)
-        with self._wake:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="starling-watchdog")
-                self._thread.daemon = True
-                self._thread.start()
-            heapq.heappush(self._heap, (time.monotonic() + seconds, next(self._order), ticket))
-            self._wake.notify()
-        return ticket
-
-    def close(self) -> None:
-        with self._wake:
-            self._closed = True
-            self._wake.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._wake:
-                while not self._closed and (not self._heap or self._heap[0][0] > time.monotonic()):
-                    timeout = self._heap[0][0] - time.monotonic() if self._heap else None
-                    self._wake.wait(timeout)
-                if self._closed:
-                    return
-                _, _, ticket = heapq.heappop(self._heap)
-            ticket.fire()
-
-
-class _Ticket:
-    """One armed call: disarmed once its first message came, fired (the call cancelled)
-    otherwise."""
-
-    def __init__(self, context: grpc.ServicerContext):
-        self._context = context
-        self.slot = ""
-        """The door's slot the call holds (:meth:`Door.enter`)."""
-        self._lock = threading.Lock()
-        self.armed = True
-        self.fired = False
-
-    def disarm(self) -> None:
         with self._lock:
-            self.armed = False
-
-    def fire(self) -> None:
-        with self._lock:
-            if not self.armed:
-                return
-            self.armed, self.fired = False, True
-        self._context.cancel()
-
-
-_current: contextvars.ContextVar[_Ticket | None] = contextvars.ContextVar(
-    "starling_call_ticket", default=None
-)
-
-
-def first_message_arrived() -> None:
-    """The call being served got its first message (a Peer stream its proof): stop its
-    watchdog. Called by the door's own reading for every call; a handler that reads its
-    stream itself may call it once the caller has proved who it is."""
-    ticket = _current.get()
-    if ticket is not None:
-        ticket.disarm()
+            pool = self._pool
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def caller_of(context: grpc.ServicerContext, orchestrator: bool) -> str:
@@ -241,30 +178,140 @@ class Entrance:
     """Runs before anything is read (the gate: aborts a caller it refuses)."""
 
 
-class Doors(grpc.ServerInterceptor):  # type: ignore[misc]
+class AbortCall(Exception):  # noqa: N818 - what it asks for, not an error of the node
+    """End the call being served with ``code`` and ``details``. Raised by the gate and by a
+    handler's context on a door's thread (:class:`ThreadContext`); the door carries it out on
+    the server's loop (``grpc.aio``'s ``abort`` is a coroutine of that loop)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str):
+        super().__init__(details)
+        self.code = code
+        self.details = details
+
+
+class FirstMessageLate(Exception):  # noqa: N818 - a caller's silence, not an error
+    """A call's first message did not come within :data:`FIRST_MESSAGE_SECONDS`."""
+
+
+class ThreadContext:
+    """The context a synchronous handler sees on its door's thread: the parts of
+    ``grpc.ServicerContext`` the node's handlers and grpcio-health use, over the call's
+    ``grpc.aio`` context. ``abort`` raises :class:`AbortCall` for the door to carry out;
+    the call is no longer active once its door has seen it end (:meth:`end`), which also
+    runs the callbacks a handler registered (a blocking health watch ends with them)."""
+
+    def __init__(self, context: grpc.aio.ServicerContext):
+        self._context = context
+        self._ended = False
+        self._callbacks: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+
+    def abort(self, code: grpc.StatusCode, details: str = "") -> NoReturn:
+        raise AbortCall(code, details)
+
+    def is_active(self) -> bool:
+        return not self._ended and not self._context.done()
+
+    def add_callback(self, callback: Callable[[], None]) -> bool:
+        with self._lock:
+            if self._ended:
+                return False
+            self._callbacks.append(callback)
+            return True
+
+    def end(self) -> None:
+        """The call ended (served, failed or cancelled): run the registered callbacks."""
+        with self._lock:
+            self._ended = True
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def peer(self) -> str:
+        return self._context.peer()
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        return self._context.auth_context()
+
+    def invocation_metadata(self) -> Any:
+        return self._context.invocation_metadata()
+
+    def time_remaining(self) -> float | None:
+        return self._context.time_remaining()
+
+    def set_code(self, code: grpc.StatusCode) -> None:
+        self._context.set_code(code)
+
+    def set_details(self, details: str) -> None:
+        self._context.set_details(details)
+
+
+class _Call:
+    """One call inside its door: who made it, the slot it holds, when its first message is
+    due and whether it came too late."""
+
+    def __init__(self, caller: str, slot: str, due: float):
+        self.caller = caller
+        self.slot = slot
+        self.due = due
+        self.late = False
+
+
+class _Watched:
+    """A call's request stream whose first message must come by the call's due time
+    (:class:`FirstMessageLate` otherwise)."""
+
+    def __init__(self, requests: AsyncIterable[Any], call: _Call):
+        self._requests = requests
+        self._reading: AsyncIterator[Any] | None = None
+        self._call = call
+
+    def __aiter__(self) -> _Watched:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._reading is not None:
+            return await self._reading.__anext__()
+        # Only now: gRPC's reader of a call is a coroutine, which, made and never awaited
+        # (a stream refused before its first message), is warned about on stderr.
+        self._reading = self._requests.__aiter__()
+        wait = max(0.0, self._call.due - asyncio.get_running_loop().time())
+        try:
+            item = await asyncio.wait_for(self._reading.__anext__(), wait)
+        except asyncio.TimeoutError:
+            self._call.late = True
+            raise FirstMessageLate from None
+        return item
+
+
+_END = object()
+
+
+def _next_or_end(responses: Iterator[Any]) -> Any:
+    return next(responses, _END)
+
+
+class Doors(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """The server interceptor that puts every method behind its door (see module).
 
-    ``route(method)`` gives a method's :class:`Entrance` (None: left to gRPC's own pool);
+    ``route(method)`` gives a method's :class:`Entrance` (None: served as registered);
     ``is_orchestrator(context)`` tells the orchestrator's calls, on a node that can."""
 
     def __init__(
         self,
         route: Callable[[str], Entrance | None],
-        is_orchestrator: Callable[[grpc.ServicerContext], bool],
+        is_orchestrator: Callable[[Any], bool],
         first_message_seconds: float = FIRST_MESSAGE_SECONDS,
     ):
         self._route = route
         self._is_orchestrator = is_orchestrator
         self.first_message_seconds = first_message_seconds
-        self.watchdog = Watchdog()
         self._lock = threading.Lock()
         self._refused: collections.Counter[str] = collections.Counter()
 
     # ------------------------------------------------------------ counting
 
-    def refuse(
-        self, door: str, reason: str, context: grpc.ServicerContext | None, caller: str = ""
-    ) -> int:
+    def refuse(self, door: str, reason: str, context: Any, caller: str = "") -> int:
         """Count (and, the first times, log) one refusal of ``door`` for ``reason``."""
         key = f"{door}:{reason}"
         with self._lock:
@@ -288,71 +335,59 @@ class Doors(grpc.ServerInterceptor):  # type: ignore[misc]
 
     # ------------------------------------------------------------ the interceptor
 
-    def intercept_service(
+    async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
+        handler = await continuation(handler_call_details)
         if handler is None:
             return None
         entrance = self._route(handler_call_details.method)
         if entrance is None:
             return handler
-        behaviour = self._behaviour(handler, entrance)
-        setattr(behaviour, "experimental_thread_pool", entrance.door.pool)  # noqa: B010
         make = (
             grpc.stream_stream_rpc_method_handler
             if handler.response_streaming
             else grpc.stream_unary_rpc_method_handler
         )
         return make(
-            behaviour,
+            self._behaviour(handler, entrance),
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
 
     def _behaviour(self, handler: grpc.RpcMethodHandler, entrance: Entrance) -> Any:
-        original = (
-            handler.unary_unary
-            or handler.unary_stream
-            or handler.stream_unary
-            or handler.stream_stream
-        )
-        unary_request = not handler.request_streaming
+        """The method's handler behind its door, as a handler of a request stream."""
+        behind = _Behind(self, entrance, handler)
+        return behind.streaming if handler.response_streaming else behind.unary
 
-        def admitted(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
-            """The original call, once admitted: its one request, or its stream."""
-            if unary_request:
-                request = self._first(requests, context, entrance.door.name)
-                return original(request, context)
-            return original(_Watched(requests), context)
+    @contextlib.asynccontextmanager
+    async def inside(self, entrance: Entrance, context: Any) -> AsyncIterator[_Call]:
+        """A call inside its door: entered (or refused), refusals carried out, left."""
+        call = await self._enter(entrance, context)
+        try:
+            yield call
+        except AbortCall as abort:
+            await context.abort(abort.code, abort.details)
+        except FirstMessageLate:
+            await context.abort(
+                grpc.StatusCode.CANCELLED,
+                f"{entrance.door.name}: no first message within {self.first_message_seconds:g} s",
+            )
+        finally:
+            entrance.door.leave(call.caller, call.slot)
+            if call.late:
+                self.refuse(entrance.door.name, "idle", context, call.caller)
 
-        if handler.response_streaming:
-
-            def streaming(requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
-                caller, ticket = self._enter(entrance, context)
-                try:
-                    yield from admitted(requests, context)
-                finally:
-                    self._leave(entrance.door, caller, ticket, context)
-
-            return streaming
-
-        def unary(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
-            caller, ticket = self._enter(entrance, context)
-            try:
-                return admitted(requests, context)
-            finally:
-                self._leave(entrance.door, caller, ticket, context)
-
-        return unary
-
-    def _enter(self, entrance: Entrance, context: grpc.ServicerContext) -> tuple[str, _Ticket]:
-        """Check, take a slot, arm the watchdog; aborts the call when refused."""
+    async def _enter(self, entrance: Entrance, context: Any) -> _Call:
+        """Check, take a slot, set the first message's due time; aborts a refused call."""
         door = entrance.door
-        if entrance.check is not None:
-            entrance.check(context)
+        try:
+            if entrance.check is not None:
+                entrance.check(context)
+        except AbortCall as abort:
+            await context.abort(abort.code, abort.details)
         caller = caller_of(context, self._is_orchestrator(context))
         taken, slot = door.enter(caller)
         if not taken:
@@ -361,48 +396,83 @@ class Doors(grpc.ServerInterceptor):  # type: ignore[misc]
                 message = f"one caller may hold {door.limits.per_caller} {door.what} at once"
             else:
                 message = f"node serves its limit of {door.limits.public} {door.what} at once"
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
-        ticket = self.watchdog.arm(context, self.first_message_seconds)
-        ticket.slot = slot
-        _current.set(ticket)
-        return caller, ticket
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
+        due = asyncio.get_running_loop().time() + self.first_message_seconds
+        return _Call(caller, slot, due)
 
-    def _leave(
-        self, door: Door, caller: str, ticket: _Ticket, context: grpc.ServicerContext
-    ) -> None:
-        ticket.disarm()
-        door.leave(caller, ticket.slot)
-        if ticket.fired:
-            self.refuse(door.name, "idle", context, caller)
 
-    @staticmethod
-    def _first(requests: Iterator[Any], context: grpc.ServicerContext, door: str) -> Any:
-        """A unary call's request; the call ends if none comes (cancelled by the watchdog,
-        or the caller closed its side without one)."""
+class _Behind:
+    """One method's handler behind its door: a call is entered, its first message watched,
+    and a synchronous handler run on the door's threads."""
+
+    def __init__(self, doors: Doors, entrance: Entrance, handler: grpc.RpcMethodHandler):
+        self.doors = doors
+        self.entrance = entrance
+        self.original = (
+            handler.unary_unary
+            or handler.unary_stream
+            or handler.stream_unary
+            or handler.stream_stream
+        )
+        self.unary_request = not handler.request_streaming
+        self.on_loop = inspect.iscoroutinefunction(self.original) or inspect.isasyncgenfunction(
+            self.original
+        )
+        if not self.on_loop and not self.unary_request:
+            raise TypeError(f"{self.original!r}: a synchronous handler of a request stream")
+
+    async def _argument(self, requests: AsyncIterable[Any], call: _Call) -> Any:
+        """What the original takes: its one request, or its (watched) stream."""
+        watched = _Watched(requests, call)
+        if not self.unary_request:
+            return watched
         try:
-            request = next(requests)
-        except StopIteration:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{door}: a call without a request")
-        first_message_arrived()
-        return request
+            return await watched.__anext__()
+        except StopAsyncIteration:
+            name = self.entrance.door.name
+            raise AbortCall(
+                grpc.StatusCode.INVALID_ARGUMENT, f"{name}: a call without a request"
+            ) from None
 
-    def close(self) -> None:
-        self.watchdog.close()
+    async def unary(self, requests: AsyncIterable[Any], context: Any) -> Any:
+        async with self.doors.inside(self.entrance, context) as call:
+            request = await self._argument(requests, call)
+            if self.on_loop:
+                return await self.original(request, context)
+            threaded = ThreadContext(context)
+            try:
+                loop = asyncio.get_running_loop()
+                pool = self.entrance.door.pool
+                return await loop.run_in_executor(pool, self.original, request, threaded)
+            finally:
+                threaded.end()
+        raise AssertionError("unreachable: a refused call is aborted")  # pragma: no cover
+
+    async def streaming(self, requests: AsyncIterable[Any], context: Any) -> AsyncIterator[Any]:
+        async with self.doors.inside(self.entrance, context) as call:
+            request = await self._argument(requests, call)
+            responses = (
+                self.original(request, context)
+                if self.on_loop
+                else _from_threads(self.entrance.door, self.original, request, context)
+            )
+            async for response in responses:
+                yield response
 
 
-class _Watched:
-    """A request stream that stops its call's watchdog at its first message."""
-
-    def __init__(self, requests: Iterator[Any]):
-        self._requests = requests
-        self._first = True
-
-    def __iter__(self) -> _Watched:
-        return self
-
-    def __next__(self) -> Any:
-        item = next(self._requests)
-        if self._first:
-            self._first = False
-            first_message_arrived()
-        return item
+async def _from_threads(
+    door: Door, original: Callable[..., Iterable[Any]], request: Any, context: Any
+) -> AsyncIterator[Any]:
+    """The responses of a synchronous streaming handler, each made on the door's threads
+    (which see the call's ``context`` as a :class:`ThreadContext`)."""
+    threaded = ThreadContext(context)
+    loop = asyncio.get_running_loop()
+    try:
+        responses = await loop.run_in_executor(door.pool, lambda: iter(original(request, threaded)))
+        while True:
+            response = await loop.run_in_executor(door.pool, _next_or_end, responses)
+            if response is _END:
+                return
+            yield response
+    finally:
+        threaded.end()

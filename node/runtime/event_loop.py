@@ -1,13 +1,16 @@
-"""The node's event loop: one ``asyncio`` loop on a thread of its own, where the round loop
-and the outbound links run (issue 32's port, measured in docs/performance.md).
+"""The node's event loop: one ``asyncio`` loop on a thread of its own, where the round
+loop, the outbound links and the ``grpc.aio`` server run (issue 32's port, measured in
+docs/performance.md).
 
-Everything on a message's way out runs on this one thread: the round loop
+A message's whole way runs on this one thread: the round loop
 (:meth:`NodeRuntime._rounds <starling.node.runtime.runtime.NodeRuntime._rounds>`) hands a
 message to its link (:mod:`starling.node.runtime.links`), whose task writes it to its
-``grpc.aio`` stream as soon as the round loop awaits something. No thread hand-off is left
-between the two, and none between the links; the operating system switches threads only
-when a message comes in (on the gRPC server's threads, which wake the loop,
-:meth:`NodeLoop.waker`) and when Control calls in.
+``grpc.aio`` stream as soon as the round loop awaits something; an incoming one is read by
+its Peer stream's task (:class:`~starling.node.runtime.servicers.PeerServicer`), filed in
+the inbox, and the round loop woken (:meth:`NodeLoop.waker`), all without a thread
+hand-off. Threads are left to what must not hold up the loop: Control's synchronous calls
+and health watches, on their doors' threads (:mod:`starling.node.runtime.doors`); a
+long sampler step, on the compute thread (:meth:`NodeLoop.computing`).
 
 Other threads reach the loop through :meth:`NodeLoop.submit` and :meth:`NodeLoop.call`;
 the durable checkpoint's ``fsync`` leaves it through :meth:`NodeLoop.on_disk`, one bounded
@@ -34,6 +37,9 @@ class NodeLoop:
     def __init__(self, name: str = "node-loop"):
         self.loop = asyncio.new_event_loop()
         self._disk = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"{name}-disk")
+        self._compute = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix=f"{name}-compute"
+        )
         started = threading.Event()
         self._thread = threading.Thread(target=self._serve, args=(started,), name=name, daemon=True)
         self._thread.start()
@@ -64,6 +70,18 @@ class NodeLoop:
         with contextlib.suppress(RuntimeError):  # closed meanwhile
             self.loop.call_soon_threadsafe(function, *args)
 
+    def run(self, function: Callable[..., T], *args: object) -> T:
+        """``function(*args)`` on the loop, its result (or exception) given back to the
+        caller, which waits: for what must be made on the loop's thread (a ``grpc.aio``
+        server binds to the loop it is created on)."""
+        if self.in_loop():
+            return function(*args)
+
+        async def on_loop() -> T:
+            return function(*args)
+
+        return self.submit(on_loop()).result()
+
     def waker(self, event: asyncio.Event) -> Callable[[], None]:
         """A function any thread may call to set ``event`` (an event of this loop)."""
         return lambda: self.call(event.set)
@@ -71,6 +89,11 @@ class NodeLoop:
     async def on_disk(self, function: Callable[..., T], *args: object) -> T:
         """``function(*args)`` on the disk executor (one thread), awaited on the loop."""
         return await self.loop.run_in_executor(self._disk, function, *args)
+
+    async def computing(self, function: Callable[..., T], *args: object) -> T:
+        """``function(*args)`` on the compute thread (one), awaited on the loop: a long
+        computation that must not hold up what else runs on the loop."""
+        return await self.loop.run_in_executor(self._compute, function, *args)
 
     def close(self) -> None:
         """Stop the loop (tasks still on it are dropped) and the disk executor."""
@@ -83,3 +106,4 @@ class NodeLoop:
         if not self.in_loop():
             self._thread.join(5.0)
         self._disk.shutdown(wait=False)
+        self._compute.shutdown(wait=False)

@@ -2,8 +2,9 @@
 (:mod:`starling.node.security`, :mod:`starling.node.tokens`,
 :mod:`starling.node.runtime.link_proof`).
 
-Refusals are counted (``denied_peer_streams``, ``denied_control_calls`` in the status) and
-logged with the caller's address and the reason, never with what the caller presented; a
+A refusal is an :class:`~starling.node.runtime.doors.AbortCall`, which the call's door
+carries out. Refusals are counted (``denied_peer_streams``, ``denied_control_calls`` in the
+status) and logged with the caller's address and the reason, never with what the caller presented; a
 flood of them logs the first few and then one in a thousand.
 """
 
@@ -17,7 +18,7 @@ import grpc
 
 from starling.node.protocol.contract import NOT_CONFIGURED
 from starling.node.revocation import Revocations
-from starling.node.runtime.doors import LOG_EVERY, LOG_FIRST
+from starling.node.runtime.doors import LOG_EVERY, LOG_FIRST, AbortCall
 from starling.node.runtime.link_proof import CHALLENGE_KEY, new_challenge
 from starling.node.runtime.runtime import NodeRuntime, PeerTerms
 from starling.node.security import ORCHESTRATOR_ID, SENDER_KEY, identities, metadata, token_given
@@ -116,11 +117,13 @@ class Gate:
     def peer_opening(self, context: grpc.ServicerContext) -> PeerAdmission:
         """The first half of a Peer stream's admission, before it sends anything: its
         certificate names the sender it claims (TLS), the node is configured, and the sender
-        is an in-neighbour. Sends the stream its challenge (initial metadata)."""
-        sender = self._identified(context)
-        admission = PeerAdmission(sender, new_challenge())
-        context.send_initial_metadata(((CHALLENGE_KEY, admission.challenge),))
-        return admission
+        is an in-neighbour. The stream is to be sent its challenge (:meth:`challenge_of`)."""
+        return PeerAdmission(self._identified(context), new_challenge())
+
+    @staticmethod
+    def challenge_of(admission: PeerAdmission) -> tuple[tuple[str, str], ...]:
+        """The initial metadata that gives a Peer stream its challenge."""
+        return ((CHALLENGE_KEY, admission.challenge),)
 
     def peer_proof(self, context: grpc.ServicerContext, admission: PeerAdmission) -> None:
         """The second half: the stream's proof answers its challenge with the secret of the
@@ -147,7 +150,6 @@ class Gate:
             grpc.StatusCode.UNAUTHENTICATED,
             "peer stream: ended before proving its link's secret",
         )
-        raise AssertionError("unreachable: context.abort raises")
 
     def _identified(self, context: grpc.ServicerContext) -> str:
         self._refuse_revoked(context, "peer")
@@ -176,13 +178,12 @@ class Gate:
             # now would let it speak once the node is configured without ever proving the
             # secret. Retriable, and not a refusal to count: a genuine sender that is early
             # keeps its messages and opens the stream again.
-            context.abort(grpc.StatusCode.UNAVAILABLE, NOT_CONFIGURED)
-            raise AssertionError("unreachable: context.abort raises")
+            raise AbortCall(grpc.StatusCode.UNAVAILABLE, NOT_CONFIGURED)
         return terms
 
     def _deny(
         self, context: grpc.ServicerContext, channel: str, code: grpc.StatusCode, message: str
-    ) -> None:
+    ) -> NoReturn:
         message = shorten(message)  # a claimed sender may be 16 KiB of metadata
         with self._lock:
             self.denied[channel] += 1
@@ -196,4 +197,4 @@ class Gate:
                 count,
                 extra={"event": "denied", "peer": context.peer()},
             )
-        context.abort(code, message)
+        raise AbortCall(code, message)

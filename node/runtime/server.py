@@ -3,16 +3,18 @@
 (:mod:`starling.node.runtime.doors`), an optional Prometheus endpoint
 (:mod:`starling.node.runtime.metrics`), and one shutdown path.
 
-The doors (threads of their own; calls served at once in all, per caller, kept for the
-orchestrator):
+The server is ``grpc.aio``'s, on the node's event loop (:mod:`starling.node.runtime.
+event_loop`), beside the round loop and the outbound links. The doors (calls served at once
+in all, per caller, kept for the orchestrator; synchronous handlers on threads of their
+own):
 
 =============  ==========================  ===========================================
 door           methods                     limits
 =============  ==========================  ===========================================
 control        Control's unary calls       ``--max-workers`` (16); the gate first
 samples        Control.StreamSamples       :data:`MAX_SAMPLE_STREAMS`; the gate first
-peer           Peer.Exchange               ``--max-peer-streams`` (256), 8 per sender
-                                           and caller (the Peer servicer's own limits)
+peer           Peer.Exchange (on the       ``--max-peer-streams`` (256), 8 per sender
+               loop)                       and caller (the Peer servicer's own limits)
 health         Health.Check                16, 4 per caller, 8 kept for the orchestrator
 watch          Health.Watch                8, 2 per caller, 4 kept for the orchestrator
 reflection     ServerReflection            4, 2 per caller, 2 kept; on a node with TLS or
@@ -22,6 +24,9 @@ reflection     ServerReflection            4, 2 per caller, 2 kept; on a node wi
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -35,6 +40,7 @@ from starling.node.protocol import MAX_MESSAGE_BYTES
 from starling.node.protocol.starling.v1 import control_pb2_grpc, peer_pb2
 from starling.node.revocation import Revocations
 from starling.node.runtime.doors import Door, DoorLimits, Doors, Entrance
+from starling.node.runtime.event_loop import NodeLoop
 from starling.node.runtime.gate import Gate
 from starling.node.runtime.runtime import NodeRuntime
 from starling.node.runtime.servicers import MAX_SAMPLE_STREAMS, ControlServicer, PeerServicer
@@ -59,18 +65,13 @@ waits after SIGTERM before it kills)."""
 CONTROL_CALLS = 16
 """Control's unary calls served at once (``--max-workers``): an orchestrator makes a few."""
 
-PEER_SPARE = 16
-"""Peer door threads beyond ``--max-peer-streams``: for streams at the gate and refusals
-while every stream slot is held. The Peer servicer enforces the limits (in all, per sender
-and caller), with its own messages; the door only gives them threads."""
-
 REFLECTION = "/grpc.reflection."
 
 
 class DoorTable:
     """Which door each method path comes through (see module)."""
 
-    def __init__(self, gate: Gate, max_peer_streams: int, control_calls: int):
+    def __init__(self, gate: Gate, control_calls: int):
         def door(
             name: str,
             limits: DoorLimits,
@@ -79,8 +80,10 @@ class DoorTable:
         ) -> Entrance:
             return Entrance(Door(name, limits, what), check)
 
+        # The Peer servicer enforces the Peer streams' limits (in all, per sender and
+        # caller) with its own messages; its door only watches their first message.
         unlimited = 2**31
-        peers = DoorLimits(unlimited, unlimited, threads=max_peer_streams + PEER_SPARE)
+        peers = DoorLimits(unlimited, unlimited)
         self.routes = [
             (
                 f"/{CONTROL}/StreamSamples",
@@ -138,6 +141,8 @@ class NodeServer:
         loopback) of a Prometheus endpoint, none if empty; ``tokens``: the Control tokens
         (:mod:`starling.node.tokens`); ``native_refusals``: what gRPC's own log counted
         (refused TLS handshakes, :mod:`starling.node.native_log`)."""
+        self.loop = NodeLoop()
+        """Where the node serves, runs its rounds and sends (closed at :meth:`shutdown`)."""
         self.runtime = NodeRuntime(
             state_dir,
             ChannelSettings(max_message_bytes=max_message_bytes, tls=tls),
@@ -145,19 +150,29 @@ class NodeServer:
             data=data,
             data_dir=data_dir,
             screen_bound=screen_bound,
+            loop=self.loop,
         )
+        self._native = native_refusals or dict
+        self._stopped = threading.Event()
         revocations = Revocations(tls.crl) if tls is not None and tls.crl else None
         gate = Gate(self.runtime, tls=tls is not None, tokens=tokens, revocations=revocations)
-        self._table = DoorTable(gate, max_peer_streams, max_workers or CONTROL_CALLS)
+        self._table = DoorTable(gate, max_workers or CONTROL_CALLS)
         self._doors = Doors(self._table.route, gate.is_orchestrator)
-        self._native = native_refusals or dict
-        self._server, port = create_server(
-            listen,
-            credentials=server_credentials(tls) if tls else None,
-            max_message_bytes=max_message_bytes,
-            max_request_bytes=max_request_bytes,
-            interceptors=[self._doors],
-        )
+        # A grpc.aio server belongs to the loop it is made on.
+        try:
+            self._server, port = self.loop.run(
+                functools.partial(
+                    create_server,
+                    listen,
+                    credentials=server_credentials(tls) if tls else None,
+                    max_message_bytes=max_message_bytes,
+                    max_request_bytes=max_request_bytes,
+                    interceptors=[self._doors],
+                )
+            )
+        except BaseException:
+            self.loop.close()
+            raise
         host = listen.rpartition(":")[0]
         self.address = f"{host}:{port}"
         control_pb2_grpc.add_ControlServicer_to_server(
@@ -181,7 +196,7 @@ class NodeServer:
         self.runtime.on_state = self._health.follow
         self.reflection = reflection
         if reflection:
-            enable_reflection(self._server)
+            self.loop.run(enable_reflection, self._server)
         self._metrics_address = metrics
         self.metrics: MetricsServer | None = None
         self._collector = None
@@ -193,7 +208,6 @@ class NodeServer:
             self._collector = NodeCollector(self.runtime, node_id, gate, self.refusals)
             self._collector.open_streams = peers.open_streams
             self._collector.serving = self.serving
-        self._stopped = threading.Event()
 
     def refusals(self) -> dict[str, int]:
         """Calls and connections refused before they were served, by "<door>:<reason>"."""
@@ -209,7 +223,7 @@ class NodeServer:
     def start(self) -> None:
         """Serve gRPC, then (if asked) metrics; an unbindable metrics address is a
         ConfigError naming ``metrics``, and nothing keeps serving."""
-        self._server.start()
+        self.loop.submit(self._server.start()).result()
         self._health.start(self.runtime.state)
         if self._collector is not None:
             from starling.node.exporter import serve_metrics
@@ -218,7 +232,7 @@ class NodeServer:
             try:
                 self.metrics = serve_metrics(self._metrics_address, node_registry(self._collector))
             except Exception:
-                self._server.stop(None)
+                self.loop.submit(self._server.stop(None)).result()
                 raise
             log.info("metrics on %s", self.metrics.url, extra={"event": "metrics_serving"})
         log.info(
@@ -229,16 +243,19 @@ class NodeServer:
         )
 
     def shutdown(self, grace: float = SHUTDOWN_GRACE) -> None:
-        """Stop the round loop, flush the store, close links, then stop serving."""
+        """Stop the round loop and flush the store, stop serving, close the links, then
+        the loop."""
         if self._stopped.is_set():
             return
         self._stopped.set()
         self._health.shutdown()
+        self.runtime.stop()
+        with contextlib.suppress(concurrent.futures.TimeoutError):
+            self.loop.submit(self._server.stop(grace)).result(grace + 1.0)
         self.runtime.shutdown()
-        self._server.stop(grace).wait(grace + 1.0)
-        self._doors.close()
         for door in self._table.doors:
             door.shutdown()
+        self.loop.close()
         if self.metrics is not None:
             self.metrics.close()
         log.info("stopped", extra={"event": "stopped"})

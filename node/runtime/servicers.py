@@ -10,8 +10,7 @@ from __future__ import annotations
 import collections
 import functools
 import logging
-import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import TypeVar
 
@@ -29,7 +28,7 @@ from starling.node.protocol.starling.v1 import (
 from starling.node.protocol.wire import PartJoiner, PartsRefused
 from starling.node.runtime.archive import NoStoredRun, read_batches, run_directory
 from starling.node.runtime.checks import iterate_bound
-from starling.node.runtime.doors import caller_of
+from starling.node.runtime.doors import AbortCall, caller_of
 from starling.node.runtime.gate import Gate, PeerAdmission
 from starling.node.runtime.peer_secrets import PeerSecrets
 from starling.node.runtime.receive import Reconfigured
@@ -89,7 +88,9 @@ def _mapped(method: _Method[_Request, _Reply]) -> _Method[_Request, _Reply]:
 
 
 class ControlServicer(control_pb2_grpc.ControlServicer):
-    """Control calls. How many run at once, and on which threads, is their doors' business
+    """Control calls, synchronous: each runs on its door's threads with a
+    :class:`~starling.node.runtime.doors.ThreadContext` (Configure loads data, Checkpoint
+    writes files: not on the node's loop). How many run at once is their doors' business
     (:mod:`starling.node.runtime.doors`: the unary calls on one, ``StreamSamples`` on another,
     :data:`MAX_SAMPLE_STREAMS` at most). Every call names the run it is meant for; one for
     another run is refused naming both (:meth:`same_run`)."""
@@ -256,13 +257,12 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
 
 
 class PeerServicer(peer_pb2_grpc.PeerServicer):
-    """Inbound links. Each ``Exchange`` stream holds a thread of the Peer door's pool
-    (:mod:`starling.node.runtime.doors`) for its life, so at most ``max_streams`` run at
-    once; one more is refused with RESOURCE_EXHAUSTED (and counted) instead of taking a
-    thread. One caller may hold at most :data:`STREAMS_PER_SENDER` streams as any one
-    sender (a caller: its certificate's names, else its address), counted from the stream's
-    opening, before it proved itself: no peer can take the slots of the others, and no
-    stranger those of a genuine sender.
+    """Inbound links. Each ``Exchange`` stream is a task on the node's loop for its life;
+    at most ``max_streams`` are served at once, and one more is refused with
+    RESOURCE_EXHAUSTED (and counted). One caller may hold at most
+    :data:`STREAMS_PER_SENDER` streams as any one sender (a caller: its certificate's
+    names, else its address), counted from the stream's opening, before it proved itself:
+    no peer can take the slots of the others, and no stranger those of a genuine sender.
 
     A stream is admitted in two halves (:class:`~starling.node.runtime.gate.Gate`): its
     claimed sender is checked and sent a challenge, then its first message must prove the
@@ -280,60 +280,54 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
         self.max_streams = max_streams
         self.max_message_bytes = max_message_bytes
         self.gate = gate or Gate(runtime)
-        self._slots = threading.BoundedSemaphore(max_streams)
-        self._open_lock = threading.Lock()
         self._open = 0
+        """Streams being served (all on the node's loop: no lock)."""
         self._open_by: collections.Counter[tuple[str, str]] = collections.Counter()
 
     def open_streams(self) -> int:
         """Inbound streams being served now (the metrics endpoint reads it)."""
         return self._open
 
-    def Exchange(
-        self, request_iterator: Iterator[bytes], context: grpc.ServicerContext
+    async def Exchange(
+        self, request_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext
     ) -> peer_pb2.ExchangeSummary:
-        """One inbound stream; its requests are the bytes gRPC received (the server
-        registers Exchange without a deserializer: :meth:`_exchange` reads an iterate's
-        parts without protobuf)."""
+        """One inbound stream, on the node's loop; its requests are the bytes gRPC received
+        (the server registers Exchange without a deserializer: :meth:`_exchange` reads an
+        iterate's parts without protobuf). A refusal is an ``AbortCall`` for the door."""
         generation = self.runtime.generation  # read first: a Configure after it is seen
         admission = self.gate.peer_opening(context)
         sender = admission.sender
         key = (caller_of(context, orchestrator=False), sender)
-        if not self._slots.acquire(blocking=False):
+        if self._open >= self.max_streams:
             self.runtime.note_refused_stream()
-            context.abort(
+            raise AbortCall(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"node holds its limit of {self.max_streams} inbound peer streams",
             )
-        with self._open_lock:
-            crowded = self._open_by[key] >= STREAMS_PER_SENDER
-            if not crowded:
-                self._open += 1
-                self._open_by[key] += 1
-        if crowded:
-            self._slots.release()
+        if self._open_by[key] >= STREAMS_PER_SENDER:
             self.runtime.note_refused_stream()
-            context.abort(
+            raise AbortCall(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"peer {shown(sender)} holds its limit of {STREAMS_PER_SENDER} streams to this "
                 "node",
             )
+        self._open += 1
+        self._open_by[key] += 1
         try:
-            hello = next(request_iterator, None)
+            await context.send_initial_metadata(self.gate.challenge_of(admission))
+            hello = await anext(aiter(request_iterator), None)
             if hello is None:  # closed without a message: no proof
                 self.gate.peer_unproved(context)
             admission.proof = _proof_of(hello)
             self.gate.peer_proof(context, admission)
-            return self._exchange(request_iterator, context, admission, generation)
+            return await self._exchange(request_iterator, context, admission, generation)
         except grpc.RpcError:
             return peer_pb2.ExchangeSummary()  # the caller went away before its proof
         finally:
-            with self._open_lock:
-                self._open -= 1
-                self._open_by[key] -= 1
-                if not self._open_by[key]:
-                    del self._open_by[key]
-            self._slots.release()
+            self._open -= 1
+            self._open_by[key] -= 1
+            if not self._open_by[key]:
+                del self._open_by[key]
 
     def _bound(self) -> int:
         """The most bytes an iterate of the configured run may join up to."""
@@ -341,10 +335,10 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
         largest = iterate_bound(run.spec, run.program) if run is not None else 0
         return min(self.max_message_bytes, largest)
 
-    def _exchange(
+    async def _exchange(
         self,
-        request_iterator: Iterator[bytes],
-        context: grpc.ServicerContext,
+        request_iterator: AsyncIterator[bytes],
+        context: grpc.aio.ServicerContext,
         admission: PeerAdmission,
         generation: int,
     ) -> peer_pb2.ExchangeSummary:
@@ -354,7 +348,7 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
         sender = admission.sender
         parts = PartJoiner()
         try:
-            for message in request_iterator:
+            async for message in request_iterator:
                 try:
                     arrived = parts.add_bytes(message, self._bound())
                 except PartsRefused as exc:
@@ -381,7 +375,7 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
                         # configured it, or being configured again): refuse the stream as
                         # retriable, so the sender keeps its messages and sends them again
                         # once this node can use them.
-                        context.abort(grpc.StatusCode.UNAVAILABLE, NOT_CONFIGURED)
+                        raise AbortCall(grpc.StatusCode.UNAVAILABLE, NOT_CONFIGURED) from None
                 if outcome == "rejected":
                     rejected += 1
                 else:

@@ -18,9 +18,10 @@ leaves it out on locked-down devices. It describes the API, never data. On a nod
 or a token it answers the orchestrator's credentials only, as Control does
 (:mod:`starling.node.runtime.gate`); on an open (loopback) node, anyone who can reach it.
 
-Both come through doors of their own (:mod:`starling.node.runtime.server`): a health watch
-or a reflection stream holds a thread for as long as its caller keeps it open, so each is
-limited in all and per caller, and neither can take the threads of Control or the peers.
+Both come through doors of their own (:mod:`starling.node.runtime.server`), limited in all
+and per caller: a health watch holds a thread of its door for as long as its caller keeps
+it open (grpcio-health's blocking servicer), a reflection stream a task on the node's loop
+(grpcio-reflection's ``asyncio`` servicer, which it picks for a ``grpc.aio`` server).
 """
 
 from __future__ import annotations

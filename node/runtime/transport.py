@@ -47,12 +47,13 @@ INITIAL_RECONNECT_BACKOFF_MS = 100
 MAX_RECONNECT_BACKOFF_MS = 2_000
 
 DEFAULT_MAX_WORKERS = 4
-"""Threads of the server's own pool: only handlers outside every door run there (none of
-Starling's; :mod:`starling.node.runtime.doors` gives each service a pool of its own)."""
+"""Threads of the server's own pool: only synchronous handlers outside every door run
+there (none of Starling's; :mod:`starling.node.runtime.doors` gives each service a pool
+of its own)."""
 
 DEFAULT_MAX_PEER_STREAMS = 256
-"""Concurrent inbound ``Peer.Exchange`` streams a node serves (each holds a thread of its
-own pool for its life, :mod:`starling.node.runtime.doors`): well over any in-degree, with
+"""Concurrent inbound ``Peer.Exchange`` streams a node serves (each a task on the node's
+event loop for its life, :mod:`starling.node.runtime.servicers`): well over any in-degree, with
 room for a sender's reconnection overlapping its old stream. More are refused with
 RESOURCE_EXHAUSTED."""
 
@@ -188,15 +189,17 @@ def create_server(
     max_workers: int = DEFAULT_MAX_WORKERS,
     max_message_bytes: int = MAX_MESSAGE_BYTES,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-    interceptors: Sequence[grpc.ServerInterceptor] = (),
-) -> tuple[grpc.Server, int]:
-    """A server bound to ``listen`` (port 0: a free port); returns it with the real port.
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+) -> tuple[grpc.aio.Server, int]:
+    """A ``grpc.aio`` server bound to ``listen`` (port 0: a free port), with the real port.
+    To be called on the event loop it serves on (the node's:
+    :mod:`starling.node.runtime.event_loop`).
 
     Raises ``OSError`` naming the address if it cannot be bound. Servicers are added by
-    the caller before ``start()``. ``max_workers``: the pool of handlers no interceptor
-    gives a pool of their own (:mod:`starling.node.runtime.doors`).
+    the caller before ``start()``. ``max_workers``: the threads of synchronous handlers no
+    interceptor runs on threads of their own (:mod:`starling.node.runtime.doors`).
     """
-    server = grpc.server(
+    server = grpc.aio.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="starling-rpc"),
         options=server_options(max_message_bytes, max_request_bytes),
         interceptors=list(interceptors),
