@@ -64,8 +64,9 @@ a Peer stream's proof) before it is cancelled: far beyond a round trip on any ne
 node runs on, far below what would let idle calls pile up."""
 
 SPARE_THREADS = 4
-"""Threads of each door beyond its limits: refusals and the orchestrator's slots are
-served by them while every public slot is held."""
+"""Threads of each door beyond its slots: a synchronous streaming handler may hold one for
+a moment after its call ended (until it next sees the call inactive), while the slot is
+already another call's."""
 
 LOG_FIRST = 10
 """Refusals of one kind logged one by one; after these, one in :data:`LOG_EVERY`."""
@@ -78,17 +79,17 @@ ORCHESTRATOR = "orchestrator"
 @dataclass(frozen=True)
 class DoorLimits:
     """How many calls a door serves at once: from callers in general, from any one of them,
-    and kept for the orchestrator (0: it shares the public ones); and its threads (by
-    default one a slot and :data:`SPARE_THREADS`)."""
+    and kept for the orchestrator (0: it shares the public ones)."""
 
     public: int
     per_caller: int
     reserved: int = 0
-    threads: int = 0
 
     @property
     def pool(self) -> int:
-        return self.threads or self.public + self.reserved + SPARE_THREADS
+        """Threads for the door's synchronous handlers: one a slot and
+        :data:`SPARE_THREADS`."""
+        return self.public + self.reserved + SPARE_THREADS
 
 
 class Door:
