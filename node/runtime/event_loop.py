@@ -10,7 +10,7 @@ its Peer stream's task (:class:`~starling.node.runtime.servicers.PeerServicer`),
 the inbox, and the round loop woken (:meth:`NodeLoop.waker`), all without a thread
 hand-off. Threads are left to what must not hold up the loop: Control's synchronous calls
 and health watches, on their doors' threads (:mod:`starling.node.runtime.doors`); a
-long sampler step, on the compute thread (:meth:`NodeLoop.computing`).
+long sampler step, on a thread of its own (:meth:`NodeLoop.computing`).
 
 Other threads reach the loop through :meth:`NodeLoop.submit` and :meth:`NodeLoop.call`;
 the durable checkpoint's ``fsync`` leaves it through :meth:`NodeLoop.on_disk`, one bounded
@@ -37,9 +37,7 @@ class NodeLoop:
     def __init__(self, name: str = "node-loop"):
         self.loop = asyncio.new_event_loop()
         self._disk = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"{name}-disk")
-        self._compute = concurrent.futures.ThreadPoolExecutor(
-            1, thread_name_prefix=f"{name}-compute"
-        )
+        self._name = name
         started = threading.Event()
         self._thread = threading.Thread(target=self._serve, args=(started,), name=name, daemon=True)
         self._thread.start()
@@ -91,9 +89,27 @@ class NodeLoop:
         return await self.loop.run_in_executor(self._disk, function, *args)
 
     async def computing(self, function: Callable[..., T], *args: object) -> T:
-        """``function(*args)`` on the compute thread (one), awaited on the loop: a long
-        computation that must not hold up what else runs on the loop."""
-        return await self.loop.run_in_executor(self._compute, function, *args)
+        """``function(*args)`` on a thread of its own, awaited on the loop: a long
+        computation that must not hold up what else runs on the loop. The thread is a
+        daemon: a process shutting down does not wait for a computation it gave up on
+        (an executor's threads are joined at exit)."""
+        done: asyncio.Future[T] = self.loop.create_future()
+
+        def settle(outcome: Callable[[], None]) -> None:
+            if not done.done():  # not cancelled meanwhile
+                outcome()
+
+        def compute() -> None:
+            try:
+                result = function(*args)
+            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+                failure = exc
+                self.call(settle, lambda: done.set_exception(failure))
+            else:
+                self.call(settle, lambda: done.set_result(result))
+
+        threading.Thread(target=compute, name=f"{self._name}-compute", daemon=True).start()
+        return await done
 
     def close(self) -> None:
         """Stop the loop (tasks still on it are dropped) and the disk executor."""
@@ -106,4 +122,3 @@ class NodeLoop:
         if not self.in_loop():
             self._thread.join(5.0)
         self._disk.shutdown(wait=False)
-        self._compute.shutdown(wait=False)

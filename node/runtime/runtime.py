@@ -67,11 +67,11 @@ log = logging.getLogger("starling.node")
 INLINE_STEP_SECONDS = 0.05
 """A round's step (the sampler's computation up to a pause, :meth:`NodeRuntime._step`) runs
 on the node's loop when the same step of the round before took less; a longer one, and
-every step of the first round after a Start, runs on the compute thread, so that a node
+every step of the first round after a Start, runs on a thread of its own, so that a node
 computing for seconds still answers Control, Health and its peers. Control and Health wait
 at most about this long behind a step. Handing a step to the thread is not free: a 6 ms
 step (D-SGLD, 250 chains × dim 1000, 5-node ring) cost 1.3 ms more CPU per node and round
-on the thread than on the loop (two alternations, docs/performance.md)."""
+on a thread than on the loop (two alternations, docs/performance.md)."""
 
 RoundSteps = Generator[PhaseGather, None, bool]
 """A round being driven (:func:`~starling.node.engine.rounds.round_steps`)."""
@@ -297,10 +297,11 @@ class NodeRuntime:
                 run.store.sync()
                 run.store.wake()
 
-    def shutdown(self) -> None:
-        """Stop, make the store durable, close links (the process is about to exit); close
-        the loop if it is the runtime's own."""
-        self.stop()
+    def shutdown(self, stop_wait: float = 10.0) -> None:
+        """Stop (waiting up to ``stop_wait`` seconds for the round loop, as :meth:`stop`),
+        make the store durable, close links (the process is about to exit); close the loop
+        if it is the runtime's own."""
+        self.stop(stop_wait)
         with self._lock:
             run = self._run
         # Not under the lock: closing the links waits for their tasks on the loop, where
@@ -515,8 +516,8 @@ class NodeRuntime:
         ``(what the pause gathers, False)``, or ``(None, whether the round ended)`` once it
         is over. On the loop when the same step of the round before took under
         :data:`INLINE_STEP_SECONDS`; otherwise (so in the first round after each Start) on
-        the loop's compute thread, so that the server, on this loop too, keeps answering
-        Control, Health and the peers while a long step computes."""
+        a thread of its own (:meth:`NodeLoop.computing`), so that the server, on this loop
+        too, keeps answering Control, Health and the peers while a long step computes."""
         started = time.perf_counter()
         if self._step_seconds.get(position, math.inf) < INLINE_STEP_SECONDS:
             outcome = _advance(steps)

@@ -255,10 +255,10 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _long_round(cluster):
-    """A DG-LMC master and a worker whose rounds of 1,000,000 LMC steps on 300 chains
-    compute for longer than Stop waits (10 s), started, the worker computing round 0:
-    (processes, clients)."""
+def _long_round(cluster, chains: int = 300):
+    """A DG-LMC master and a worker whose rounds of 1,000,000 LMC steps on ``chains``
+    chains compute for longer than Stop waits (10 s), started, the worker computing round
+    0: (processes, clients)."""
     experiment = parse_experiment(
         {
             "name": "long-round",
@@ -271,7 +271,7 @@ def _long_round(cluster):
                 {"id": "w", "hyperparameters": {"local_steps": 1_000_000}},
             ],
             "rounds": 3,
-            "chains": 300,
+            "chains": chains,
             "seed": 3,
             "round_deadline": 120.0,
         }
@@ -343,3 +343,22 @@ def _idle(pid: int) -> bool:
     before = _cpu_seconds(pid)
     time.sleep(1.0)
     return _cpu_seconds(pid) - before < 0.2
+
+
+def test_sigterm_while_a_long_round_computes_ends_the_process_in_bounded_time(cluster):
+    """A node told to shut down (SIGTERM) while its round computes off the event loop
+    (:data:`~starling.node.runtime.runtime.INLINE_STEP_SECONDS`) waits for that round as
+    Stop does (10 s), then exits: the thread computing it does not hold the process up
+    until the round is over (ten times the chains of the tests above: minutes, far longer
+    than allowed here)."""
+    procs, clients = _long_round(cluster, chains=3000)
+    worker = procs["w"]
+    started = time.monotonic()
+    worker.signal(signal.SIGTERM)
+    worker.process.wait(timeout=30)
+    took = time.monotonic() - started
+    assert worker.process.returncode == 0, worker.log()[-2000:]
+    # Stop's 10 s wait for the round, once (twice would be past 20 s), and about a second
+    # to stop serving.
+    assert 9 <= took < 18, took
+    assert "stopped" in worker.log()
