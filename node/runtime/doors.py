@@ -301,7 +301,7 @@ class Doors(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     def __init__(
         self,
         route: Callable[[str], Entrance | None],
-        is_orchestrator: Callable[[Any], bool],
+        is_orchestrator: Callable[[grpc.aio.ServicerContext], bool],
         first_message_seconds: float = FIRST_MESSAGE_SECONDS,
     ):
         self._route = route
@@ -312,7 +312,9 @@ class Doors(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
     # ------------------------------------------------------------ counting
 
-    def refuse(self, door: str, reason: str, context: Any, caller: str = "") -> int:
+    def refuse(
+        self, door: str, reason: str, context: grpc.aio.ServicerContext, caller: str = ""
+    ) -> int:
         """Count (and, the first times, log) one refusal of ``door`` for ``reason``."""
         key = f"{door}:{reason}"
         with self._lock:
@@ -364,7 +366,9 @@ class Doors(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         return behind.streaming if handler.response_streaming else behind.unary
 
     @contextlib.asynccontextmanager
-    async def inside(self, entrance: Entrance, context: Any) -> AsyncIterator[_Call]:
+    async def inside(
+        self, entrance: Entrance, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[_Call]:
         """A call inside its door: entered (or refused), refusals carried out, left."""
         call = await self._enter(entrance, context)
         try:
@@ -381,7 +385,7 @@ class Doors(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             if call.late:
                 self.refuse(entrance.door.name, "idle", context, call.caller)
 
-    async def _enter(self, entrance: Entrance, context: Any) -> _Call:
+    async def _enter(self, entrance: Entrance, context: grpc.aio.ServicerContext) -> _Call:
         """Check, take a slot, set the first message's due time; aborts a refused call."""
         door = entrance.door
         try:
@@ -435,7 +439,7 @@ class _Behind:
                 grpc.StatusCode.INVALID_ARGUMENT, f"{name}: a call without a request"
             ) from None
 
-    async def unary(self, requests: AsyncIterable[Any], context: Any) -> Any:
+    async def unary(self, requests: AsyncIterable[Any], context: grpc.aio.ServicerContext) -> Any:
         async with self.doors.inside(self.entrance, context) as call:
             request = await self._argument(requests, call)
             if self.on_loop:
@@ -449,7 +453,9 @@ class _Behind:
                 threaded.end()
         raise AssertionError("unreachable: a refused call is aborted")  # pragma: no cover
 
-    async def streaming(self, requests: AsyncIterable[Any], context: Any) -> AsyncIterator[Any]:
+    async def streaming(
+        self, requests: AsyncIterable[Any], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
         async with self.doors.inside(self.entrance, context) as call:
             request = await self._argument(requests, call)
             responses = (
@@ -462,7 +468,10 @@ class _Behind:
 
 
 async def _from_threads(
-    door: Door, original: Callable[..., Iterable[Any]], request: Any, context: Any
+    door: Door,
+    original: Callable[..., Iterable[Any]],
+    request: Any,
+    context: grpc.aio.ServicerContext,
 ) -> AsyncIterator[Any]:
     """The responses of a synchronous streaming handler, each made on the door's threads
     (which see the call's ``context`` as a :class:`ThreadContext`)."""

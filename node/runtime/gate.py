@@ -4,8 +4,8 @@
 
 A refusal is an :class:`~starling.node.runtime.doors.AbortCall`, which the call's door
 carries out. Refusals are counted (``denied_peer_streams``, ``denied_control_calls`` in the
-status) and logged with the caller's address and the reason, never with what the caller presented; a
-flood of them logs the first few and then one in a thousand.
+status) and logged with the caller's address and the reason, never with what the caller
+presented; a flood of them logs the first few and then one in a thousand.
 """
 
 from __future__ import annotations
