@@ -3,12 +3,14 @@
 After every round the node writes where it stands (the same :class:`Checkpoint` a durable
 checkpoint holds) into one of two files, ``resume-0.bin`` and ``resume-1.bin``, in turn::
 
-    magic "RSUM" | payload length uint64 | crc32 of payload uint32 | payload
+    magic "RSU2" | payload length uint64 | checksum of payload uint32 | payload
 
 with the payload a JSON header (next round, sample count, RNG state, fingerprint, and each
-state array's name, dtype and shape) followed by the arrays' bytes. One ``pwrite`` of the
-whole record puts it in the operating system's hands: a process killed at any moment (the
-crash tests' SIGKILL) leaves the other slot whole, and a torn slot fails its CRC. No
+state array's name, dtype and shape) followed by the arrays' bytes, and its checksum the
+low 32 bits of XXH3-64 (:mod:`starling.node.runtime.checksums`; a slot of magic "RSUM",
+written before, carries zlib's CRC-32 and reads as it did). One ``pwrite`` of the whole
+record puts it in the operating system's hands: a process killed at any moment (the
+crash tests' SIGKILL) leaves the other slot whole, and a torn slot fails its checksum. No
 ``fsync``, no rename: against a power loss the node relies on the durable checkpoint
 (:mod:`starling.node.runtime.checkpoint`), written every ``checkpoint_every`` rounds or after a
 second at most (group commit, :mod:`starling.node.runtime.runtime`).
@@ -30,19 +32,21 @@ from __future__ import annotations
 import json
 import os
 import struct
-import zlib
 from pathlib import Path
 
 import numpy as np
 
 from starling.node.runtime.checkpoint import Checkpoint
+from starling.node.runtime.checksums import Checksum, crc32, xxh3_low32
 
 __all__ = ["SENDING_FILE", "SLOT_FILES", "ResumeSlots", "SendingMark", "read_sending", "read_slot"]
 
 SLOT_FILES = ("resume-0.bin", "resume-1.bin")
 SENDING_FILE = "sending.bin"
 _SENDING = struct.Struct("<q")
-_MAGIC = b"RSUM"
+_MAGIC = b"RSU2"
+_CHECKSUMS: dict[bytes, Checksum] = {_MAGIC: xxh3_low32, b"RSUM": crc32}
+"""Each slot kind's checksum, by its magic: the one written now, and the one before."""
 _HEADER = struct.Struct("<4sQI")
 _LENGTH = struct.Struct("<I")
 
@@ -65,10 +69,7 @@ def _encode(checkpoint: Checkpoint) -> list[bytes | memoryview]:
     parts: list[bytes | memoryview] = [_LENGTH.pack(len(head)), head]
     parts += [_raw_bytes(a) for a in arrays.values() if a.size]
     length = sum(len(part) for part in parts)
-    crc = 0
-    for part in parts:
-        crc = zlib.crc32(part, crc)
-    return [_HEADER.pack(_MAGIC, length, crc), *parts]
+    return [_HEADER.pack(_MAGIC, length, xxh3_low32(parts)), *parts]
 
 
 def _raw_bytes(array: np.ndarray) -> memoryview:
@@ -102,13 +103,14 @@ def read_slot(path: str | Path) -> Checkpoint | None:
             head = file.read(_HEADER.size)
             if len(head) < _HEADER.size:
                 return None
-            magic, length, crc = _HEADER.unpack(head)
-            if magic != _MAGIC:
+            magic, length, summed = _HEADER.unpack(head)
+            checksum = _CHECKSUMS.get(magic)
+            if checksum is None:
                 return None
             payload = file.read(length)
     except FileNotFoundError:
         return None
-    if len(payload) != length or zlib.crc32(payload) != crc:
+    if len(payload) != length or checksum((payload,)) != summed:
         return None
     try:
         return _decode(payload)

@@ -2,14 +2,16 @@
 
 Record ``k`` is the k-th sample the node produced::
 
-    magic "SMPL" | round int64 | rows int32 | cols int32 | crc32 of payload | payload
+    magic "SMP2" | round int64 | rows int32 | cols int32 | checksum uint32 | payload
 
-with the payload ``rows × cols`` little-endian float64 (C order). Appends are flushed to
-the operating system after each round, so a SIGKILL of the process loses nothing already
-appended; ``sync()`` (called before each checkpoint) makes them durable against a power
-loss too. On open, a torn last record (the process died inside ``write``) is cut off —
-unless the store is opened ``read_only`` (a stored run served to a reader): then it is left
-as it is, and neither indexed nor read.
+with the payload ``rows × cols`` little-endian float64 (C order) and its checksum the low 32
+bits of XXH3-64 (:mod:`starling.node.runtime.checksums`). Records of magic "SMPL", written
+before, carry zlib's CRC-32 in the same place and are read as they were. Appends are
+flushed to the operating system after each round, so a SIGKILL of the process loses
+nothing already appended; ``sync()`` (called before each checkpoint) makes them durable
+against a power loss too. On open, a torn last record (the process died inside ``write``)
+is cut off — unless the store is opened ``read_only`` (a stored run served to a reader):
+then it is left as it is, and neither indexed nor read.
 ``truncate(n)`` keeps the first ``n`` records: on resume the store is cut back to the
 checkpoint, and the rounds after it are run again.
 """
@@ -21,14 +23,17 @@ import io
 import os
 import struct
 import threading
-import zlib
 from pathlib import Path
 
 import numpy as np
 
+from starling.node.runtime.checksums import Checksum, crc32, xxh3_low32
+
 __all__ = ["SampleStore", "StoreError"]
 
-_MAGIC = b"SMPL"
+_MAGIC = b"SMP2"
+_CHECKSUMS: dict[bytes, Checksum] = {_MAGIC: xxh3_low32, b"SMPL": crc32}
+"""Each record kind's checksum, by its magic: the one written now, and the one before."""
 _HEADER = struct.Struct("<4sqiiI")
 _FLOAT = np.dtype("<f8")
 
@@ -74,17 +79,18 @@ class SampleStore:
             position = 0
             while position + _HEADER.size <= size:
                 file.seek(position)
-                magic, round_index, rows, cols, crc = _HEADER.unpack(file.read(_HEADER.size))
+                magic, round_index, rows, cols, summed = _HEADER.unpack(file.read(_HEADER.size))
                 length = rows * cols * _FLOAT.itemsize
-                if magic != _MAGIC or rows < 0 or cols < 0:
+                checksum = _CHECKSUMS.get(magic)
+                if checksum is None or rows < 0 or cols < 0:
                     raise StoreError(f"{self.path}: record {len(self._offsets)} is damaged")
                 if position + _HEADER.size + length > size:
                     break  # torn last record
                 payload = file.read(length)
-                if zlib.crc32(payload) != crc:
+                if checksum((payload,)) != summed:
                     if position + _HEADER.size + length == size:
                         break  # torn last record whose length happened to be written
-                    raise StoreError(f"{self.path}: record {len(self._offsets)} fails its CRC")
+                    raise StoreError(f"{self.path}: record {len(self._offsets)} fails its checksum")
                 self._offsets.append(position)
                 self._rounds.append(int(round_index))
                 position += _HEADER.size + length
@@ -101,7 +107,7 @@ class SampleStore:
             raise ValueError(f"a sample must have shape (chains, d), got {array.shape}")
         payload = array.data.cast("B")  # the array's own bytes: no copy
         header = _HEADER.pack(
-            _MAGIC, round_index, array.shape[0], array.shape[1], zlib.crc32(payload)
+            _MAGIC, round_index, array.shape[0], array.shape[1], xxh3_low32((payload,))
         )
         with self._lock:
             file = self._writer()
@@ -155,8 +161,9 @@ class SampleStore:
                 file.seek(offset)
                 header = file.read(_HEADER.size)
                 magic, _, rows, cols, _ = _HEADER.unpack(header.ljust(_HEADER.size, b"\0"))
-                payload = file.read(rows * cols * _FLOAT.itemsize) if magic == _MAGIC else b""
-                if magic != _MAGIC or len(payload) != rows * cols * _FLOAT.itemsize:
+                known = magic in _CHECKSUMS
+                payload = file.read(rows * cols * _FLOAT.itemsize) if known else b""
+                if not known or len(payload) != rows * cols * _FLOAT.itemsize:
                     # Changed since it was indexed (cut by another process): never a
                     # guess at what it held.
                     raise StoreError(f"{self.path}: record {index} changed while read")
