@@ -39,7 +39,7 @@ def sampler_ms(experiment) -> float:
 
 def storage_ms(chains: int, dim: int, rounds: int = 20) -> float:
     """CPU milliseconds per round to keep one (chains, dim) sample as a node does: its
-    copy, the store's append (CRC, write, flush to the OS) and the resume point's slot
+    copy, the store's append (checksum, write, flush to the OS) and the resume point's slot
     holding the same array, in a temporary folder; no network, no other process."""
     import tempfile
     from pathlib import Path
