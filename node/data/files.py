@@ -24,9 +24,12 @@ import functools
 import gzip
 import io
 import re
+import zipfile
+import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -85,6 +88,21 @@ def read_table(
     return _read_cached(path, stat.st_mtime_ns, stat.st_size, fmt, n_features, targets, field)
 
 
+_UNREADABLE = (
+    OSError,
+    EOFError,
+    UnicodeDecodeError,
+    ValueError,
+    zipfile.BadZipFile,
+    zlib.error,
+    MemoryError,
+)
+"""What a damaged or hostile file raises while it is parsed. An npz is a zip: one cut short
+or not a zip at all raised BadZipFile, a damaged compressed member zlib.error, and a member
+whose header declares a shape of terabytes MemoryError, each a traceback instead of a line
+naming data.path."""
+
+
 @functools.lru_cache(maxsize=4)
 def _read_cached(
     path: str,
@@ -106,13 +124,17 @@ def _read_cached(
             table = _read_csv(file, targets, field)
         else:
             table = read_libsvm(path, n_features, field)
-    except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
+    except _UNREADABLE as exc:
         if isinstance(exc, ConfigError):
             raise
         # The parser's own message may quote the file: name only the kind of failure.
-        raise ConfigError(
-            f"{field}.path: cannot read {path!r} as {fmt} ({type(exc).__name__})"
-        ) from None
+        if isinstance(exc, MemoryError):
+            why = "it declares arrays larger than memory"
+        elif isinstance(exc, zlib.error):
+            why = "its compressed data is damaged"
+        else:
+            why = type(exc).__name__
+        raise ConfigError(f"{field}.path: cannot read {path!r} as {fmt} ({why})") from None
     if len(table) == 0:
         raise ConfigError(f"{field}.path: {path!r} holds no rows")
     if not (np.all(np.isfinite(table.X)) and np.all(np.isfinite(table.y))):
@@ -244,12 +266,19 @@ def _open_text(file: Path) -> Iterator[io.TextIOBase]:
 
 
 def _read_npz(file: Path, targets: bool, field: str) -> Dataset:
-    with np.load(file) as arrays:
+    wanted = "'X' and 'y'" if targets else "'X'"
+    # Opened here: np.load(path) leaves its file open when the zip cannot be read.
+    with open(file, "rb") as handle:
+        arrays = np.load(handle)
+        if not isinstance(arrays, np.lib.npyio.NpzFile):  # one .npy array, not an archive
+            raise ConfigError(
+                f"{field}.path: {str(file)!r} holds a single array (.npy), not an npz "
+                f"archive of arrays {wanted}"
+            )
         if "X" not in arrays or (targets and "y" not in arrays):
-            wanted = "'X' and 'y'" if targets else "'X'"
             raise ConfigError(f"{field}.path: {str(file)!r} must hold arrays {wanted}")
-        X = np.asarray(arrays["X"], dtype=float)
-        y = np.asarray(arrays["y"], dtype=float) if "y" in arrays else np.zeros(len(X))
+        X = _real_array(arrays, "X", file, field)
+        y = _real_array(arrays, "y", file, field) if "y" in arrays else np.zeros(X.shape[:1])
     if X.ndim == 1:
         X = X[:, None]
     if X.ndim != 2 or y.shape != (X.shape[0],):
@@ -257,6 +286,18 @@ def _read_npz(file: Path, targets: bool, field: str) -> Dataset:
             f"{field}.path: {str(file)!r}: X must be (n, p) and y (n,), got {X.shape} and {y.shape}"
         )
     return Dataset(X=X, y=y)
+
+
+def _real_array(arrays: Any, name: str, file: Path, field: str) -> np.ndarray:
+    """Array ``name`` of an npz as float64, or a ConfigError naming its dtype: a complex
+    array lost its imaginary part with only a warning, a structured one was a TypeError."""
+    array = arrays[name]
+    if array.dtype.kind not in "biuf":
+        raise ConfigError(
+            f"{field}.path: {str(file)!r}: array {name!r} holds {array.dtype} values, "
+            "expected real numbers"
+        )
+    return np.asarray(array, dtype=float)
 
 
 def _read_csv(file: Path, targets: bool, field: str) -> Dataset:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import io
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -101,6 +103,66 @@ def test_bad_files_give_config_errors(tmp_path):
         path = tmp_path / "only_x.npz"
         np.savez(path, X=np.ones((3, 2)))
         read_table(str(path))
+
+
+def _npz_bytes(**arrays) -> bytes:
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def test_a_damaged_npz_is_named_not_a_traceback(tmp_path):
+    """An npz is a zip: one cut short raised BadZipFile, a damaged compressed member
+    zlib.error, and a member whose header declares a shape of petabytes MemoryError, each
+    past the reader as a traceback (``starling simulate``, a node's --data-file)."""
+    whole = _npz_bytes(X=np.arange(2000.0).reshape(1000, 2), y=np.zeros(1000))
+    damaged = bytearray(whole)
+    for index in range(200, 260):
+        damaged[index] ^= 0x55
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (10**8, 10**8)}
+    )
+    huge = tmp_path / "huge.npz"
+    with zipfile.ZipFile(huge, "w") as archive:
+        archive.writestr("X.npy", header.getvalue() + bytes(64))
+        archive.writestr("y.npy", _npz_bytes(y=np.zeros(3)))
+    cases = {
+        "cut.npz": (whole[: len(whole) // 2], "BadZipFile"),
+        "not-a-zip.npz": (b"PK\x03\x04 and then nothing of a zip", "BadZipFile"),
+        "damaged.npz": (bytes(damaged), "its compressed data is damaged"),
+    }
+    for name, (data, why) in cases.items():
+        (tmp_path / name).write_bytes(data)
+    cases["huge.npz"] = (b"", "it declares arrays larger than memory")
+    for name, (_, why) in cases.items():
+        path = str(tmp_path / name)
+        with pytest.raises(
+            ConfigError, match=rf"^data\.path: cannot read '{path}' as npz \({why}\)$"
+        ):
+            read_table(path)
+
+
+def test_an_npz_of_the_wrong_kind_of_arrays_is_named(tmp_path):
+    """A single .npy saved under an .npz name ended in a TypeError traceback (np.load gives
+    an array, not an archive); a structured X a TypeError; a complex X lost its imaginary
+    part with only a warning, and the run went on."""
+    single = tmp_path / "single.npz"
+    with open(single, "wb") as handle:
+        np.save(handle, np.zeros((5, 2)))
+    np.savez(tmp_path / "complex.npz", X=np.ones((5, 2)) * 1j, y=np.zeros(5))
+    np.savez(tmp_path / "fields.npz", X=np.zeros(5, dtype=[("a", "f8")]), y=np.zeros(5))
+    np.savez(tmp_path / "text.npz", X=np.ones((5, 2)), y=np.array(["yes"] * 5))
+    cases = {
+        "single.npz": " holds a single array \\(.npy\\), not an npz archive of arrays 'X' and 'y'",
+        "complex.npz": ": array 'X' holds complex128 values, expected real numbers",
+        "fields.npz": ": array 'X' holds .* values, expected real numbers",
+        "text.npz": ": array 'y' holds <U3 values, expected real numbers",
+    }
+    for name, needle in cases.items():
+        path = str(tmp_path / name)
+        with pytest.raises(ConfigError, match=rf"^data\.path: '{path}'{needle}$"):
+            read_table(path)
 
 
 def test_csv_and_npz(tmp_path):
