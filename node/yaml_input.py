@@ -7,6 +7,7 @@ fault list), with what it lets through refused in one line naming the file:
   second ``a:`` of an inventory silently replaced the first);
 * a key that is a list or a mapping (``? [a, b]``), which PyYAML cannot hash: a TypeError
   and its traceback;
+* an integer of more digits than Python converts (4300): a ValueError and its traceback;
 * a text longer than :data:`MAX_BYTES`;
 * values nested deeper than :data:`MAX_DEPTH`;
 * aliases that expand to more than :data:`MAX_VALUES` values, or into themselves. A file
@@ -67,6 +68,21 @@ class _UniqueKeyLoader(_Base):  # type: ignore[misc]
             seen.add(key)
         result: dict[Any, Any] = super().construct_mapping(node, deep=deep)
         return result
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """An integer; one of more digits than Python converts (4300) was PyYAML's
+        ValueError and its traceback."""
+        try:
+            value: int = super().construct_yaml_int(node)
+        except ValueError:
+            digits = sum(c.isdigit() for c in str(node.value))
+            raise yaml.constructor.ConstructorError(
+                None, None, f"an integer of {digits:,} digits is too long", node.start_mark
+            ) from None
+        return value
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
 
 
 def _measure(root: yaml.Node, where: str) -> None:

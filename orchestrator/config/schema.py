@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError
@@ -127,7 +128,9 @@ def delay_ms(value: Any) -> float:
         match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s)?\s*", value)
         if match:
             number = float(match.group(1))
-            return number * 1000.0 if match.group(2) == "s" else number
+            number = number * 1000.0 if match.group(2) == "s" else number
+            if math.isfinite(number):  # hundreds of digits are inf: "inf ms" said nothing
+                return number
     raise ValueError(f"expected a duration like 20ms or 0.5s, got {value!r}")
 
 
@@ -151,8 +154,9 @@ def memory_bytes(value: Any) -> int:
         return value
     if isinstance(value, str):
         match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", value)
-        if match and match.group(2).lower() in _UNITS:
-            size = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+        if match and match.group(2).lower() in _UNITS and len(match.group(1)) <= 100:
+            # Exact: a float of hundreds of digits is inf, and int(inf) an OverflowError.
+            size = int(Fraction(match.group(1)) * _UNITS[match.group(2).lower()])
             if size > 0:
                 return size
     raise ValueError(f"expected a size like 2GiB or 512MiB, got {value!r}")

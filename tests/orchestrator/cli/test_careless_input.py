@@ -121,6 +121,54 @@ def test_hostile_yaml_in_a_node_config_is_refused_before_serving(tmp_path):
         load_settings(config)
 
 
+LONG = "9" * 5000
+# (case, the text added to a small experiment, what the one line must say)
+NUMBERS: list[tuple[str, str, str]] = [
+    # PyYAML's int() of more than 4300 digits: a ValueError and its traceback.
+    (
+        "a 5000-digit count",
+        f"rounds: {LONG}\n",
+        "long.yaml:21:9: not valid YAML: an integer of 5,000",
+    ),
+    ("a 5000-digit seed", f"seed: {LONG}\n", "an integer of 5,000 digits is too long"),
+    ("a 5000-digit size", f"limits: {{node_memory: {LONG}}}\n", "an integer of 5,000 digits"),
+    # A size of hundreds of digits was float inf, and int(inf) an OverflowError.
+    (
+        "a 400-digit size",
+        f"limits: {{node_memory: '{LONG[:400]}'}}\n",
+        "limits.node_memory: expected",
+    ),
+    (
+        "a 400-digit TiB",
+        f"limits: {{samples_memory: {LONG[:400]}TiB}}\n",
+        "samples_memory: expected",
+    ),
+    # A duration of hundreds of digits was "inf ms is not under round_deadline".
+    ("a 400-digit delay", f"link_delay: '{LONG[:400]}'\n", "link_delay: expected a duration"),
+]
+
+
+@pytest.mark.parametrize(("text", "needle"), [c[1:] for c in NUMBERS], ids=[c[0] for c in NUMBERS])
+def test_a_number_of_too_many_digits_is_one_line(tmp_path, capsys, starling_home, text, needle):
+    field = text.split(":", 1)[0]
+    path = tmp_path / "long.yaml"
+    path.write_text(yaml.safe_dump({k: v for k, v in SMALL.items() if k != field}) + text)
+    result = main(["simulate", str(path), "--out", str(tmp_path / "out")])
+    line = _one_line(capsys, 2, result, needle)
+    assert "inf" not in line and "Exceeds the limit" not in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_number_of_too_many_digits_in_a_node_config_is_refused_before_serving(tmp_path):
+    from starling.node.config import load_settings
+    from starling.node.params import ConfigError
+
+    config = tmp_path / "node.yaml"
+    config.write_text(f"id: a\ndata: {{size: {LONG}}}\n")
+    with pytest.raises(ConfigError, match=r"node.yaml:2:14: not valid YAML: an integer of 5,000"):
+        load_settings(config)
+
+
 def test_a_key_given_twice_in_an_inventory_is_named_not_reported_as_a_missing_node(
     tmp_path, capsys, starling_home
 ):
