@@ -22,7 +22,7 @@ from starling.node.params import plain_name as is_plain_name
 from starling.node.security import ORCHESTRATOR_ID
 from starling.node.shown import shown
 from starling.node.spec import MAX_SECONDS
-from starling.orchestrator.core.validation import STRICT, Float, Int, Str, config_error
+from starling.orchestrator.core.validation import STRICT, Bool, Float, Int, Str, config_error
 
 __all__ = [
     "DataSection",
@@ -309,7 +309,7 @@ class EvaluationSection(BaseModel):
     """α of [003]'s HPD relative error (``orchestrator/evaluation/hpd.py``), e.g. 0.1; None: not
     reported. Its level η_α is exact for a Gaussian posterior, else taken from ``reference``
     samples."""
-    diagnostics: bool = True
+    diagnostics: Bool = True
     """ArviZ's ESS and R-hat per node (:mod:`starling.orchestrator.evaluation.diagnostics`)."""
 
 

@@ -48,7 +48,7 @@ from starling.node.params import ConfigError
 from starling.node.shown import shown
 from starling.orchestrator.config.experiment import Experiment, parse_experiment
 from starling.orchestrator.config.schema import Name, validate
-from starling.orchestrator.core.validation import STRICT, Float, Str
+from starling.orchestrator.core.validation import STRICT, Bool, Float, Str
 
 __all__ = [
     "BASE_KEYS",
@@ -124,7 +124,7 @@ class StudyFile(BaseModel):
     x_label: Str = ""
     summary: Annotated[Any, AfterValidator(_summary)] = "average"
     seeds: Annotated[int, Field(ge=1, le=MAX_SEEDS, strict=True)] = 1
-    vary_data: bool = False
+    vary_data: Bool = False
     threshold: Annotated[Float, Field(gt=0)] | None = None
     report_at: list[Annotated[int, Field(ge=1, strict=True)]] = Field(default_factory=list)
     figures: Annotated[dict[str, Str], AfterValidator(_figure_names)] = Field(default_factory=dict)
@@ -205,6 +205,8 @@ def _labelled(items: list[_Labelled], where: str) -> tuple[Mapping[str, Any], ..
     and the second run's files replaced the first's."""
     folders: dict[str, str] = {}
     for k, item in enumerate(items):
+        if not item.label.strip():  # named nothing in the plots' legends, and warned there
+            raise ConfigError(f"{where}[{k}].label: expected a label, got {item.label!r}")
         if item.label in folders.values():
             raise ConfigError(f"{where}[{k}].label: {item.label!r} appears twice")
         folder = slug(item.label)
@@ -357,8 +359,10 @@ def _seeded(fields: Mapping[str, Any], r: int, vary_data: bool) -> dict[str, Any
 
 
 def slug(label: str) -> str:
-    """A label as a folder or file name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-") or "run"
+    """A label as a folder or file name: never ``.`` or ``..`` (a variant ``..`` wrote its
+    run's files into its cell's parent, a cell ``..`` outside the study's folder), nor a
+    hidden one."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", label).lstrip(".-").rstrip("-") or "run"
 
 
 BASE_KEYS = (

@@ -169,6 +169,30 @@ def test_a_number_of_too_many_digits_in_a_node_config_is_refused_before_serving(
         load_settings(config)
 
 
+def test_study_labels_of_dots_stay_inside_the_study_folder(tmp_path, capsys):
+    """A label is a folder name: a variant ``..`` wrote its run's samples, metrics.json and
+    summary into its cell's parent (the study's own folder), a cell ``..`` beside the study
+    folder, and ``.`` into the folder above."""
+    study = {
+        "study": "dots",
+        "base": {**SMALL, "rounds": 3},
+        "cells": [{"label": ".."}],
+        "variants": [{"label": "."}, {"label": ".hidden"}],
+    }
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    out = tmp_path / "results" / "dots"
+    assert main(["simulate", str(path), "--out", str(out), "--no-report", "--quiet"]) == 0
+    capsys.readouterr()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results", "study.yaml"]
+    assert [p.name for p in (tmp_path / "results").iterdir()] == ["dots"]
+    assert not (out / "metrics.json").exists() and not (out / "samples").exists()
+    for variant in ("run", "hidden"):
+        run = out / "run" / variant
+        assert (run / "metrics.json").is_file(), sorted(out.rglob("*"))
+        assert len(list((run / "samples").glob("node-*.npz"))) == 5
+
+
 def test_a_key_given_twice_in_an_inventory_is_named_not_reported_as_a_missing_node(
     tmp_path, capsys, starling_home
 ):

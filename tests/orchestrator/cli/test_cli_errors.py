@@ -268,6 +268,16 @@ CASES: list[tuple[str, str, Any, int, str]] = [
     ("runs past the study's bound", "simulate",
      _s(cells=[{"label": f"c{k}"} for k in range(11)], seeds=1000), 2,
      "seeds: 11 cells × 1 variants × 1000 seeds make 11000 runs, more than a study holds"),
+    # Named nothing in the plots' legends (a warning on stderr), a folder 'run' on disk.
+    ("an empty variant label", "simulate", _s(variants=[{"label": ""}]), 2,
+     "variants[0].label: expected a label, got ''"),
+    ("a blank cell label", "simulate", _s(cells=[{"label": "  "}]), 2,
+     "cells[0].label: expected a label, got '  '"),
+    # Booleans are true or false, as everywhere else: 'yes', 1 and 'off' were taken.
+    ("vary_data as text", "simulate", _s(vary_data="yes"), 2,
+     "vary_data: expected true or false, got 'yes'"),
+    ("diagnostics as a number", "simulate", _q(evaluation={"diagnostics": 1}), 2,
+     "evaluation.diagnostics: expected true or false, got 1"),
     # The tables said "agent 9" over node 0's figures.
     ("agent not a node", "simulate", _s(agent="9"), 2,
      "agent: '9' is not a node of cell 'all', variant 'a' (its nodes: 0, 1, 2, 3, 4)"),
