@@ -283,6 +283,22 @@ def _check_evaluation(spec: ExperimentFile, model) -> None:
         raise ConfigError(
             f"evaluation.reference.method: model {spec.model.name} has no grid reference; use mala"
         )
+    if evaluation.reference.cache:
+        _check_folder(Path(evaluation.reference.cache).expanduser(), "evaluation.reference.cache")
+
+
+def _check_folder(path: Path, where: str) -> None:
+    """A ConfigError naming ``where`` when ``path`` could never be a folder: it, or a folder
+    above it, is a file, or its name is longer than the file system takes. The reference
+    cache is written after the rounds: a cache of /etc/hostname ended the run there with a
+    traceback, and the samples were never written."""
+    try:
+        for candidate in (path, *path.parents):
+            if candidate.exists() and not candidate.is_dir():
+                under = "" if candidate == path else f" is under {candidate}, which"
+                raise ConfigError(f"{where}: {str(path)!r}{under} is a file, not a folder")
+    except OSError as exc:
+        raise ConfigError(f"{where}: {str(path)!r}: {exc.strerror or exc}") from None
 
 
 def _check_test(test, data, model) -> None:

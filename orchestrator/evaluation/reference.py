@@ -25,6 +25,8 @@ import hashlib
 import json
 import os
 import tempfile
+import zipfile
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -111,12 +113,46 @@ def reference_samples(
     key = reference_key(spec, shards, params)
     file = cache_dir(where or settings.cache) / "reference" / f"{key}.npz"
     described = {**params, "key": key[:16]}
-    if file.is_file():
-        with np.load(file) as stored:
-            return np.asarray(stored["samples"]), {**described, "cached": True}
+    stored = _cached(file)
+    if stored is not None:
+        return stored, {**described, "cached": True}
     samples = _compute(model, shards, method, settings.size, settings.seed, settings.steps)
-    file.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=file.parent, suffix=".npz", delete=False) as tmp:
-        np.savez(tmp, samples=samples)
-    os.replace(tmp.name, file)  # whole or absent: a concurrent reader never sees half
+    failure = _store(file, samples)
+    if failure is not None:
+        return samples, {**described, "cached": False, "cache_error": failure}
     return samples, {**described, "cached": False}
+
+
+def _cached(file: Path) -> np.ndarray | None:
+    """The samples stored in ``file``, or None when there are none to trust: the cache is
+    only a shortcut, and a damaged entry (a disk that filled, a hand edit) is computed
+    again rather than ending the evaluation of a run whose samples are not written yet."""
+    try:
+        if not file.is_file():
+            return None
+        with open(file, "rb") as handle, np.load(handle) as stored:  # np.load(path) leaks it
+            samples = np.asarray(stored["samples"], dtype=float)
+    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile, zlib.error):
+        return None
+    return samples if samples.ndim == 2 and np.all(np.isfinite(samples)) else None
+
+
+def _store(file: Path, samples: np.ndarray) -> str | None:
+    """Write ``samples`` to ``file`` whole or not at all; why it could not, or None. A
+    cache folder that cannot be written (a file's name, no permission, a full disk) leaves
+    the reference uncached: it was a traceback after the rounds, and the run's samples were
+    never written."""
+    temporary: str | None = None
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=file.parent, suffix=".npz", delete=False) as tmp:
+            temporary = tmp.name
+            np.savez(tmp, samples=samples)
+        os.replace(temporary, file)  # whole or absent: a concurrent reader never sees half
+        temporary = None
+    except OSError as exc:
+        return f"{file.parent}: {exc.strerror or exc}"
+    finally:
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
+    return None

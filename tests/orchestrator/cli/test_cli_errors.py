@@ -278,6 +278,13 @@ CASES: list[tuple[str, str, Any, int, str]] = [
      "vary_data: expected true or false, got 'yes'"),
     ("diagnostics as a number", "simulate", _q(evaluation={"diagnostics": 1}), 2,
      "evaluation.diagnostics: expected true or false, got 1"),
+    # Written after the rounds: a traceback there, and the samples were never written.
+    ("reference cache a file", "simulate",
+     _q(evaluation={"reference": {"method": "mala", "cache": "/etc/hostname"}}), 2,
+     "evaluation.reference.cache: '/etc/hostname' is a file, not a folder"),
+    ("reference cache under a file", "run",
+     _q(evaluation={"reference": {"method": "mala", "cache": "/etc/hostname/refs"}}), 2,
+     "evaluation.reference.cache: '/etc/hostname/refs' is under /etc/hostname, which is a file"),
     # The tables said "agent 9" over node 0's figures.
     ("agent not a node", "simulate", _s(agent="9"), 2,
      "agent: '9' is not a node of cell 'all', variant 'a' (its nodes: 0, 1, 2, 3, 4)"),

@@ -154,6 +154,30 @@ def test_references_are_cached_by_content_hash(tmp_path):
     assert reference_samples(model, spec, shards, ReferenceSection(method="none")) is None
 
 
+def test_a_reference_cache_that_cannot_serve_leaves_the_reference_uncached(tmp_path):
+    """The cache is a shortcut: a folder that cannot be written (here under a file, as
+    STARLING_CACHE_DIR=/etc/hostname) raised NotADirectoryError after the rounds, and the
+    run's samples were never written; a damaged entry raised BadZipFile. Both now give the
+    reference, computed, with why it was not cached."""
+    spec = ModelSpec("gaussian_mixture", {})
+    model = build_model(spec)
+    shards = [model.synthesize(shard_rng(1, k), 20) for k in range(3)]
+    settings = ReferenceSection(size=200, seed=3)
+    expected, _ = reference_samples(model, spec, shards, settings, where=str(tmp_path / "ok"))
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    samples, about = reference_samples(model, spec, shards, settings, where=str(a_file))
+    assert np.array_equal(samples, expected) and not about["cached"]
+    assert about["cache_error"] == f"{a_file}/reference: Not a directory"
+    (entry,) = (tmp_path / "ok" / "reference").glob("*.npz")
+    entry.write_bytes(b"PK\x03\x04 cut short")
+    samples, about = reference_samples(model, spec, shards, settings, where=str(tmp_path / "ok"))
+    assert np.array_equal(samples, expected) and not about["cached"]
+    assert "cache_error" not in about
+    _, about = reference_samples(model, spec, shards, settings, where=str(tmp_path / "ok"))
+    assert about["cached"]  # the damaged entry was written anew
+
+
 def test_export_has_chains_draws_params_and_node_as_a_coordinate(tmp_path):
     import arviz as az
 
