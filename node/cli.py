@@ -34,6 +34,7 @@ from starling.node.logs import FORMATS, quiet_when_closed, set_context
 from starling.node.logs import setup as setup_logs
 from starling.node.params import ConfigError, host_port, plain_name
 from starling.node.security import ORCHESTRATOR_ID, is_loopback, others_can_read
+from starling.node.shown import shown
 
 if TYPE_CHECKING:  # loaded when the node serves, not for a usage error
     from collections.abc import Callable
@@ -430,7 +431,18 @@ def _limits_refusal(args: argparse.Namespace) -> str | None:
     ):
         if value is not None and value < least:
             return f"{flag}: must be at least {least}, got {value}"
+    for flag, value in (
+        ("--max-message-bytes", args.max_message_bytes),
+        ("--max-request-bytes", args.max_request_bytes),
+    ):
+        # gRPC takes these as a C int: a larger one was an OverflowError traceback.
+        if value is not None and value > MAX_GRPC_BYTES:
+            return f"{flag}: must be at most {MAX_GRPC_BYTES} (2 GiB - 1), got {value}"
     return None
+
+
+MAX_GRPC_BYTES = 2**31 - 1
+"""The largest message size gRPC's channel options take (a C int)."""
 
 
 def _store_refusal(settings: NodeSettings) -> str | None:
@@ -632,9 +644,20 @@ def main(argv: list[str] | None = None, prog: str = "python -m starling.node") -
         if not exc.code:
             raise
         return int(exc.code)
-    if args.command == "health":
-        return health(args)
-    setup_logs("text", "INFO")
-    if args.command == "serve":
-        return serve(args)
+    try:
+        if args.command == "health":
+            return health(args)
+        setup_logs("text", "INFO")
+        if args.command == "serve":
+            return serve(args)
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        return _fail(_name_too_long(exc))
     return EXIT_USAGE  # pragma: no cover - argparse requires a command
+
+
+def _name_too_long(exc: OSError) -> str:
+    """The one line for a path given with a name longer than the file system takes, which
+    ``Path.exists()`` and its kin raise rather than answer."""
+    return f"{shown(str(exc.filename))}: {exc.strerror or exc}; not a path this system can use"

@@ -71,13 +71,16 @@ def existing_file(path: str | Path, where: str) -> Path:
     reported as 'no such file' sent the user after a missing file that was there as a
     folder."""
     file = Path(path)
-    if not file.is_file():
+    try:
+        if file.is_file():
+            return file
         if file.is_dir():
             raise ConfigError(f"{where}: {str(path)!r} is a directory, not a file")
         if file.exists():
             raise ConfigError(f"{where}: {str(path)!r} is not a regular file")
-        raise ConfigError(f"{where}: no such file {str(path)!r}")
-    return file
+    except OSError as exc:  # a name longer than the file system takes: not "no such file"
+        raise ConfigError(f"{where}: {str(path)!r}: {exc.strerror or exc}") from None
+    raise ConfigError(f"{where}: no such file {str(path)!r}")
 
 
 def host_port(text: Any, where: str, least_port: int = 1) -> tuple[str, int]:

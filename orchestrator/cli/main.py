@@ -14,6 +14,7 @@ one line and exit 130. Only the standard library is imported before that guard i
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import signal
@@ -149,6 +150,7 @@ def _umask_asked() -> int | str:
 
 
 def _guard(action: Callable[[], int]) -> int:
+    from starling.node.cli import _name_too_long
     from starling.node.params import ConfigError
     from starling.node.shown import shorten
     from starling.orchestrator.core.errors import BackendError, NodeUnavailable
@@ -161,6 +163,13 @@ def _guard(action: Callable[[], int]) -> int:
         return EXIT_FAILED
     except (ConfigError, NodeUnavailable, BackendError) as exc:
         print(f"starling: {shorten(str(exc))}", file=sys.stderr)  # long values cut
+        return EXIT_USAGE
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        # A path with a name longer than the file system takes: Path.exists() and its kin
+        # raise this rather than answer, wherever a command looks at a path it was given.
+        print(f"starling: {_name_too_long(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt as exc:
         _INTERRUPTED.append(True)

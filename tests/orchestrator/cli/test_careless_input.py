@@ -281,6 +281,32 @@ OPTIONS: list[tuple[str, list[str], str]] = [
     ("metrics, bare IPv6", ["run", "quickstart", "--metrics", "::1:9000"], "in brackets"),
     ("a device as the file", ["simulate", "/dev/zero"], "is not a regular file"),
     ("watch, negative wait", ["status", "--watch", "--wait", "-1"], "--wait: expected"),
+    # gRPC takes these as a C int: OverflowError and its traceback.
+    (
+        "node serve, endless message size",
+        ["node", "serve", "--max-message-bytes", str(10**20)],
+        "--max-message-bytes: must be at most 2147483647",
+    ),
+    (
+        "node serve, endless request size",
+        ["node", "serve", "--max-request-bytes", str(2**31)],
+        "--max-request-bytes: must be at most 2147483647",
+    ),
+    # A name longer than the file system takes: Path.exists() raised ENAMETOOLONG.
+    *[
+        (f"a 300-character name, {argv[0]} {argv[1]}", argv, "name too long")
+        for argv in (
+            ["simulate", "quickstart", "--out", "a" * 300],
+            ["run", "quickstart", "--out", f"{'a' * 300}/b"],
+            ["simulate", f"{'a' * 300}.yaml"],
+            ["report", "a" * 300],
+            ["collect", "a" * 300],
+            ["export", "a" * 300],
+            ["examples", "--copy", "a" * 300],
+            ["node", "serve", "--config", f"{'a' * 300}.yaml"],
+            ["node", "serve", "--store", "a" * 300],
+        )
+    ],
 ]
 
 
