@@ -132,7 +132,7 @@ def test_a_damaged_npz_is_named_not_a_traceback(tmp_path):
         "not-a-zip.npz": (b"PK\x03\x04 and then nothing of a zip", "BadZipFile"),
         "damaged.npz": (bytes(damaged), "its compressed data is damaged"),
     }
-    for name, (data, why) in cases.items():
+    for name, (data, _) in cases.items():
         (tmp_path / name).write_bytes(data)
     cases["huge.npz"] = (b"", "it declares arrays larger than memory")
     for name, (_, why) in cases.items():
