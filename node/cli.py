@@ -653,11 +653,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m starling.node") -
     except OSError as exc:
         if exc.errno != errno.ENAMETOOLONG:
             raise
-        return _fail(_name_too_long(exc))
+        return _fail(name_too_long_line(exc))
     return EXIT_USAGE  # pragma: no cover - argparse requires a command
 
 
-def _name_too_long(exc: OSError) -> str:
+def name_too_long_line(exc: OSError) -> str:
     """The one line for a path given with a name longer than the file system takes, which
     ``Path.exists()`` and its kin raise rather than answer."""
     return f"{shown(str(exc.filename))}: {exc.strerror or exc}; not a path this system can use"

@@ -150,7 +150,7 @@ def _umask_asked() -> int | str:
 
 
 def _guard(action: Callable[[], int]) -> int:
-    from starling.node.cli import _name_too_long
+    from starling.node.cli import name_too_long_line
     from starling.node.params import ConfigError
     from starling.node.shown import shorten
     from starling.orchestrator.core.errors import BackendError, NodeUnavailable
@@ -169,7 +169,7 @@ def _guard(action: Callable[[], int]) -> int:
             raise
         # A path with a name longer than the file system takes: Path.exists() and its kin
         # raise this rather than answer, wherever a command looks at a path it was given.
-        print(f"starling: {_name_too_long(exc)}", file=sys.stderr)
+        print(f"starling: {name_too_long_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt as exc:
         _INTERRUPTED.append(True)
