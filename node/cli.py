@@ -34,7 +34,7 @@ from starling.node.logs import FORMATS, quiet_when_closed, set_context
 from starling.node.logs import setup as setup_logs
 from starling.node.params import ConfigError, host_port, plain_name
 from starling.node.security import ORCHESTRATOR_ID, is_loopback, others_can_read
-from starling.node.shown import shown
+from starling.node.shown import name_too_long_line
 
 if TYPE_CHECKING:  # loaded when the node serves, not for a usage error
     from collections.abc import Callable
@@ -655,9 +655,3 @@ def main(argv: list[str] | None = None, prog: str = "python -m starling.node") -
             raise
         return _fail(name_too_long_line(exc))
     return EXIT_USAGE  # pragma: no cover - argparse requires a command
-
-
-def name_too_long_line(exc: OSError) -> str:
-    """The one line for a path given with a name longer than the file system takes, which
-    ``Path.exists()`` and its kin raise rather than answer."""
-    return f"{shown(str(exc.filename))}: {exc.strerror or exc}; not a path this system can use"

@@ -16,7 +16,7 @@ import re
 import reprlib
 from typing import Any
 
-__all__ = ["MAX_SHOWN", "one_line", "shorten", "shown"]
+__all__ = ["MAX_SHOWN", "name_too_long_line", "one_line", "shorten", "shown"]
 
 MAX_SHOWN = 100
 """Longest echoed value kept whole: as long as the longest name (a node id, an experiment
@@ -91,3 +91,9 @@ def shorten(message: str) -> str:
 
     message = _QUOTED.sub(quoted, message)
     return _RUN.sub(lambda m: _cut(m.group(0), len(m.group(0)), MAX_RUN), message)
+
+
+def name_too_long_line(exc: OSError) -> str:
+    """The one line for a path given with a name longer than the file system takes, which
+    ``Path.exists()`` and its kin raise rather than answer (both commands' guards)."""
+    return f"{shown(str(exc.filename))}: {exc.strerror or exc}; not a path this system can use"

@@ -150,9 +150,8 @@ def _umask_asked() -> int | str:
 
 
 def _guard(action: Callable[[], int]) -> int:
-    from starling.node.cli import name_too_long_line
     from starling.node.params import ConfigError
-    from starling.node.shown import shorten
+    from starling.node.shown import name_too_long_line, shorten
     from starling.orchestrator.core.errors import BackendError, NodeUnavailable
     from starling.orchestrator.results.unwritable import ResultsUnwritable
 
