@@ -376,7 +376,13 @@ def _settings(args: argparse.Namespace) -> NodeSettings:
         raise ConfigError(f"log_level: expected one of {', '.join(LOG_LEVELS)}")
     if settings.log_format not in FORMATS:
         raise ConfigError(f"log_format: expected one of {', '.join(FORMATS)}")
-    from starling.node.config import check_screen_bound
+    if settings.data_dir and not os.path.isdir(settings.data_dir):
+        # Every file an experiment names must lie under it: a node that could read none
+        # would fail each experiment's Configure instead of refusing to start.
+        raise ConfigError(f"data_dir: {settings.data_dir!r} is not a folder")
+    from starling.node.config import check_home_file, check_screen_bound
+
+    check_home_file(settings.data)
 
     try:
         check_screen_bound(settings.screen_bound, "--screen-bound")

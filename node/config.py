@@ -47,6 +47,7 @@ __all__ = [
     "HomeData",
     "NodeSettings",
     "check_data_path",
+    "check_home_file",
     "check_screen_bound",
     "home_data",
     "load_settings",
@@ -177,18 +178,40 @@ def load_settings(path: str | Path | None) -> NodeSettings:
     )
 
 
+INT64_MAX = 2**63 - 1
+"""The largest shard, size or seed a node takes: what an experiment may give for them, and
+what the node's int64 fields and numpy's generator hold."""
+
+
 def check_home_data(data: HomeData) -> HomeData:
+    """``data`` if its values could ever be run on; a ConfigError naming the field otherwise.
+    A negative seed, or a shard beyond int64, used to pass ``node serve`` and fail the
+    first experiment's Configure. Whether a file is there is the serving node's question
+    (:func:`check_home_file`): a settings file is also read where its data is not."""
     if data.source == "synthetic":
         if data.shard < 0:
             raise ConfigError(f"data.shard: must be 0 or more, got {data.shard}")
         if data.size <= 0:
             raise ConfigError(f"data.size: must be a positive number of points, got {data.size}")
+        if data.seed < 0:
+            raise ConfigError(f"data.seed: must be 0 or more, got {data.seed}")
+        for name, value in (("shard", data.shard), ("size", data.size), ("seed", data.seed)):
+            if value > INT64_MAX:
+                raise ConfigError(f"data.{name}: must be at most 2^63 - 1, got {value}")
     elif data.source == "file":
         if not data.path:
             raise ConfigError("data.path: required for source: file")
     else:
         raise ConfigError(f"data.source: {data.source!r} is not synthetic or file")
     return data
+
+
+def check_home_file(data: HomeData | None) -> None:
+    """A serving node's own data file must be there (a ConfigError naming ``data.path``
+    otherwise): one that is missing used to be found only by the first experiment that
+    asked for the node's data."""
+    if data is not None and data.source == "file" and not data.path.startswith("builtin:"):
+        existing_file(data.path, "data.path")
 
 
 def override(settings: NodeSettings, **flags: Any) -> NodeSettings:

@@ -68,6 +68,7 @@ def test_settings_file_and_flags_over_it(tmp_path):
         ("data: {source: file}\n", "data.path: required"),
         ("data: {source: http}\n", "data.source: 'http' is not synthetic or file"),
         ("data: {shard: two}\n", "data.shard: expected an integer"),
+        ("data: {source: synthetic, seed: -1}\n", "data.seed: must be 0 or more, got -1"),
         ("id: 7\n", "id: expected a string"),
     ],
 )
@@ -135,6 +136,40 @@ def test_serve_refuses_impossible_limits_in_one_line(flags, message):
     )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [f"starling-node: {message}"]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--data-seed", "-1"], "data.seed: must be 0 or more, got -1"),
+        (["--shard", str(2**63)], f"data.shard: must be at most 2^63 - 1, got {2**63}"),
+        (["--data-file", "{tmp}/absent.npz"], "data.path: no such file '{tmp}/absent.npz'"),
+        (["--data-dir", "{tmp}/absent"], "data_dir: '{tmp}/absent' is not a folder"),
+        (["--data-dir", "{tmp}/file.txt"], "data_dir: '{tmp}/file.txt' is not a folder"),
+    ],
+    ids=[
+        "negative seed",
+        "shard past int64",
+        "missing data file",
+        "missing data folder",
+        "data folder a file",
+    ],
+)
+def test_serve_refuses_data_it_could_never_use_before_it_serves(tmp_path, flags, message):
+    """Each of these passed ``node serve`` and failed only when an experiment first asked
+    the node for its data (Configure), long after whoever started it had gone."""
+    (tmp_path / "file.txt").write_text("not a folder")
+    done = subprocess.run(
+        [sys.executable, "-m", "starling.node", "serve", "--listen", "127.0.0.1:0"]
+        + [flag.format(tmp=tmp_path) for flag in flags],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"starling-node: {message.format(tmp=tmp_path)}"]
 
 
 @pytest.mark.e2e
