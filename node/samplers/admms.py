@@ -55,10 +55,16 @@ __all__ = ["ADMM", "ALGORITHMS", "ADMMSParams", "ADMMSState", "DADMMS"]
 ISOLATED_ROUND = ("hold", "prox")
 
 
+MAX_RHO = 1e300
+"""The largest ρ taken: with up to 10⁵ neighbours (an experiment's node limit) the primal
+step 1/(2ρ·degree) is still a normal float. ρ = 1e308 made it 0, and every node failed its
+first round with ZeroDivisionError."""
+
+
 @dataclass(frozen=True)
 class ADMMSParams:
     rho: float = 5.0
-    """Penalty ρ > 0 ([000] §6.2 uses 5)."""
+    """Penalty ρ > 0, at most :data:`MAX_RHO` ([000] §6.2 uses 5)."""
     isolated_round: str = "hold"
     """When every expected neighbour's message is lost in a round: ``hold`` keeps x_i and
     p_i; ``prox`` takes the no-edge step argmin f_i + p_iᵀx (see the module docstring)."""
@@ -88,6 +94,11 @@ class ADMMSParams:
                 )
         if self.rho <= 0:
             raise ValueError("rho: must be positive")
+        if self.rho > MAX_RHO:
+            raise ValueError(
+                f"rho: must be at most {MAX_RHO:g}, got {self.rho!r} (the primal step "
+                "1/(2 rho degree) would be 0)"
+            )
         if self.isolated_round not in ISOLATED_ROUND:
             raise ValueError(
                 f"isolated_round: must be one of {', '.join(ISOLATED_ROUND)}, "

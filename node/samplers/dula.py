@@ -128,21 +128,26 @@ def consensus_check(params: Sequence[DULAParams], laplacian: Any) -> str | None:
     from scipy.sparse import diags
 
     beta = np.array([p.first_beta() for p in params], dtype=float)
-    if not len(beta):
-        return None
-    root = diags(np.sqrt(beta))
+    largest = float(beta.max()) if len(beta) else 0.0
+    if not largest > 0.0:
+        return None  # no consensus step at all
+    # In units of the largest β_0: a b near the largest float made B^{1/2} L B^{1/2}
+    # overflow, its eigenvalue NaN (with numpy's warning on stderr) and the advice
+    # "take b below nan".
+    root = diags(np.sqrt(beta / largest))
     scaled = (root @ laplacian @ root).tocsr()
-    if float(abs(scaled).sum(axis=1).max()) <= 2.0:
+    if largest * float(abs(scaled).sum(axis=1).max()) <= 2.0:
         return None
-    top = _largest_eigenvalue(scaled)
+    unit_top = _largest_eigenvalue(scaled)
+    top = largest * unit_top
     if top <= 2.0 * (1.0 + 1e-9):
         return None
     largest_b = max(p.b for p in params)
     return (
         f"its consensus step ([004] eq. 8) would push the nodes apart: beta_0 * "
         f"lambda_max(L) = {top:.3g} exceeds 2 (beta_0 = b/(k0 + 1)^delta1 = "
-        f"{float(beta.max()):.3g}, lambda_max(L) = {_largest_eigenvalue(laplacian):.3g}); "
-        f"take b below {largest_b * 2.0 / top:.3g}"
+        f"{largest:.3g}, lambda_max(L) = {_largest_eigenvalue(laplacian):.3g}); "
+        f"take b below {2.0 / (unit_top * (largest / largest_b)):.3g}"
     )
 
 

@@ -65,4 +65,9 @@ class PolynomialDecay(Schedule):
     def __call__(self, t: int) -> float:
         if t < 0:
             raise ValueError(f"t: the iteration counter must be non-negative, got {t}")
-        return float(self.a / (self.b + t) ** self.gamma)
+        try:
+            return float(self.a / (self.b + t) ** self.gamma)
+        except OverflowError:  # (b + t)^gamma past the largest float: the step is below
+            # a / 1.8e308, taken in logarithms (0.0 once that underflows) instead of a
+            # node failing its round with OverflowError.
+            return math.exp(math.log(self.a) - self.gamma * math.log(self.b + t))

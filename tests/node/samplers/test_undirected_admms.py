@@ -342,3 +342,25 @@ def test_the_stationary_covariance_against_the_posteriors(
     mean_map = np.kron(np.ones((1, nodes)) / nodes, np.eye(d))
     cov_average = mean_map @ cov[: nodes * d, : nodes * d] @ mean_map.T
     assert np.trace(cov_average) / np.trace(post_cov) == pytest.approx(average, abs=0.01)
+
+
+def test_a_rho_whose_step_would_be_zero_is_refused_naming_rho():
+    """ρ = 1e308 made the primal step 1/(2ρ·degree) zero and every node fail round 0 with
+    ZeroDivisionError; it is refused with the experiment, naming ρ."""
+    from starling.node.params import ConfigError
+    from starling.orchestrator.config.experiment import parse_experiment
+
+    raw = {
+        "name": "huge-rho",
+        "algorithm": "d-admms",
+        "hyperparameters": {"rho": 1e308},
+        "model": {"name": "linear_regression", "params": {"dim": 2}},
+        "data": {"source": "synthetic", "size": 10, "seed": 1},
+        "topology": {"kind": "ring", "nodes": 3},
+        "rounds": 2,
+        "chains": 2,
+    }
+    with pytest.raises(ConfigError, match=r"rho: must be at most 1e\+300, got 1e\+308"):
+        parse_experiment(raw)
+    raw["hyperparameters"] = {"rho": 1e300}
+    parse_experiment(raw)

@@ -16,6 +16,7 @@ quantities gives a false-alarm probability < 1e-3 (fixed seed).
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -50,6 +51,18 @@ def test_polynomial_decay_is_a_over_b_plus_t_to_the_gamma():
     assert schedule(100) == pytest.approx(0.008 / 112**0.45, rel=1e-15)
     assert PolynomialDecay(a=0.3, b=5.0, gamma=0.0)(7) == 0.3
     assert Constant(0.1)(10**6) == 0.1
+
+
+def test_a_decay_past_the_largest_float_is_a_vanishing_step_not_an_overflow():
+    """(b + t)^gamma past 1.8e308 raised OverflowError and failed the node's round; the
+    step is then taken in logarithms. Below that the value is the plain formula's, bit
+    for bit."""
+    huge = PolynomialDecay(a=1.0, b=1.0, gamma=1e200)
+    assert huge(0) == 1.0 and huge(1) == 0.0 and huge(10**6) == 0.0
+    large = PolynomialDecay(a=1e300, b=10.0, gamma=310.0)  # 10^310: past the float range
+    assert large(0) == pytest.approx(1e-10, rel=1e-9)
+    schedule = PolynomialDecay(a=0.008, b=12.0, gamma=0.45)
+    assert all(schedule(t) == 0.008 / (12.0 + t) ** 0.45 for t in (0, 1, 99, 10**6))
 
 
 @pytest.mark.parametrize(
@@ -288,3 +301,16 @@ def test_the_default_steps_reach_the_posterior_where_the_papers_step_cannot(true
     far = 1.085 if true_x is None else 3.53
     assert scores[0.02] < 0.06, scores
     assert scores[0.00082] == pytest.approx(far, rel=0.05), scores
+
+
+def test_a_b_near_the_largest_float_is_refused_with_a_bound_not_nan():
+    """b = 1e308 made B^½ L B^½ overflow: numpy warned on stderr and the advice read 'take
+    b below nan'. The check works in units of the largest β_0: the bound is a number."""
+    nodes = tuple(str(k) for k in range(5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reason = consensus_check([DULAParams(b=1e308)] * 5, ring(nodes).laplacian())
+    assert reason is not None and "nan" not in reason, reason
+    bound = float(reason.rsplit("take b below ", 1)[1])
+    assert 0.0 < bound < 1.0  # the defaults' ring bound, as for any b that is too large
+    assert consensus_check([DULAParams(b=bound * 0.99)] * 5, ring(nodes).laplacian()) is None
