@@ -369,13 +369,30 @@ def check_names(testbed: Testbed) -> None:
             )
 
 
+_QUANTITY = re.compile(
+    r"\+?(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[KMGTPE]i|[mkMGTPE]|[eE][+-]?[0-9]+)?"
+)
+"""A Kubernetes resource quantity (apimachinery's ``resource.Quantity``): a decimal number
+and a binary (``Ki`` … ``Ei``), decimal (``m``, ``k`` … ``E``) or exponent suffix."""
+
+
+def check_storage(storage: str) -> None:
+    """A ConfigError naming ``--storage`` unless it is a size a volume claim can ask for.
+    The schemas take any string there (``storage: lots`` validated), and only the cluster's
+    API server refused it, at ``kubectl apply``."""
+    match = _QUANTITY.fullmatch(storage)
+    if match is None or float(match["number"]) <= 0:
+        raise ConfigError(f"--storage: expected a size like 1Gi, 500Mi or 10G, got {storage!r}")
+
+
 def manifests(
     testbed: Testbed, certs: Mapping[str, bytes] | None = None, storage: str = "1Gi"
 ) -> list[dict[str, Any]]:
     """Every object, in the order ``kubectl apply`` creates them; ``certs``: file name ->
     content of a ``starling certs init`` folder when ``testbed`` uses TLS (``certs_at`` is
-    :data:`CERTS_AT`); ``storage``: the size each claim asks for."""
+    :data:`CERTS_AT`); ``storage``: the size each claim asks for (:func:`check_storage`)."""
     check_names(testbed)
+    check_storage(storage)
     objects: list[dict[str, Any]] = []
     for node in testbed.nodes:
         objects += _node_objects(testbed, node, certs, storage)

@@ -253,3 +253,18 @@ def test_a_node_id_kubernetes_cannot_name_is_refused_in_one_line():
     raw = {**_directed(), "nodes": [{"id": i} for i in ("a", "B_2", "c", "d", "e")]}
     with pytest.raises(ConfigError, match=r"node 'B_2' would be the Kubernetes Service 'node-B_2'"):
         manifests(make_testbed(raw))
+
+
+@pytest.mark.parametrize("storage", ["lots", "", "0", "1 Gi", "1gi", "-1Gi", "1GiB", "Gi"])
+def test_a_storage_size_no_cluster_takes_is_refused_naming_the_flag(storage):
+    """The schemas take any string as a claim's size, so `--storage lots` validated and
+    only the API server refused it, at kubectl apply."""
+    with pytest.raises(ConfigError, match=r"^--storage: expected a size like 1Gi"):
+        manifests(make_testbed(_directed()), storage=storage)
+
+
+@pytest.mark.parametrize("storage", ["1Gi", "500Mi", "10G", "1.5Ti", "2e9", "+3Ki", ".5Gi"])
+def test_the_sizes_kubernetes_takes_pass(storage):
+    objects = manifests(make_testbed(_directed()), storage=storage)
+    claims = [o for o in objects if o["kind"] == "PersistentVolumeClaim"]
+    assert {o["spec"]["resources"]["requests"]["storage"] for o in claims} == {storage}
