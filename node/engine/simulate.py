@@ -19,6 +19,7 @@ from starling.node.assemble import build_program, node_rng
 from starling.node.engine.memory import LockstepNetwork, MemoryTransport
 from starling.node.engine.rounds import PhaseGather, round_steps
 from starling.node.faults import ScheduledFaults
+from starling.node.params import ConfigError
 from starling.node.samplers.base import NodeProgram
 from starling.node.spec import NodeSpec
 
@@ -68,7 +69,7 @@ def simulate(
     whose :meth:`~starling.node.engine.memory.LockstepNetwork.books` are the links' counts.
     """
     rngs = {spec.node_id: node_rng(spec) for spec in specs}
-    programs = {spec.node_id: build_program(spec, rngs[spec.node_id]) for spec in specs}
+    programs = {spec.node_id: _built(spec, rngs[spec.node_id]) for spec in specs}
     faults = {spec.node_id: ScheduledFaults.of(spec) for spec in specs}
     network = LockstepNetwork({node: program.synchronous for node, program in programs.items()})
     if network_out is not None:
@@ -88,6 +89,18 @@ def simulate(
         raise SimulationInterrupted(completed, _stacked(recorded, completed)) from interrupt
     _program_metrics(programs, metrics_out)
     return _stacked(recorded)
+
+
+def _built(spec: NodeSpec, rng: np.random.Generator) -> NodeProgram:
+    """The node's program, or a ConfigError that names the node: a node's own data file
+    (``nodes[k].data.path``) missing was reported as ``data.path`` alone, as if it were
+    the experiment's data. A node process says the same (``node 'a': cannot build …``)."""
+    try:
+        return build_program(spec, rng)
+    except ConfigError as exc:
+        if f"node {spec.node_id!r}" in str(exc):
+            raise  # it names the node already (a worker's bound, say)
+        raise ConfigError(f"node {spec.node_id!r}: {exc}") from None
 
 
 def _play_round(

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from starling.node.params import ConfigError
+from starling.node.params import ConfigError, existing_file
 from starling.node.protocol.contract import READY_PREFIX
 from starling.orchestrator.config.backends import BackendSettings, LocalSettings
 from starling.orchestrator.execution.backends.base import Backend
@@ -112,11 +112,14 @@ class LocalBackend(Backend):
         """``backend.host`` and ``backend.base_port``; the nodes may read the folder of
         every data file the plan deals out."""
         assert isinstance(settings, LocalSettings)
-        folders = {
-            str(Path(d.path).resolve().parent)
-            for d in plan.evaluation.data_specs.values()
+        files = {
+            node: d.path
+            for node, d in plan.evaluation.data_specs.items()
             if d.source == "file" and not d.path.startswith("builtin:")
-        }  # the shared file's folder, and those of nodes' own files (nodes[k].data.path)
+        }  # the shared file, and nodes' own files (nodes[k].data.path)
+        for node, path in files.items():  # said as simulate says it, before any node starts
+            existing_file(path, f"node {node!r}: data.path")
+        folders = {str(Path(path).resolve().parent) for path in files.values()}
         data_dir = os.path.commonpath(sorted(folders)) if folders else None
         return cls(settings.host, settings.base_port, workdir, data_dir=data_dir)
 

@@ -197,3 +197,23 @@ def test_a_key_given_twice_is_refused_with_its_line(tmp_path, starling_home):
     path.write_text("name: twice\nrounds: 10\nalgorithm: d-admms\nrounds: 10000\n")
     result = run_cli("simulate", str(path), env_home=starling_home)
     _assert_one_clear_line(result, "twice.yaml:4:1", "the key 'rounds' is given twice")
+
+
+@pytest.mark.parametrize("command", ["run", "simulate"])
+def test_a_nodes_own_data_file_missing_names_the_node(tmp_path, starling_home, command):
+    """A node's own file (nodes[k].data.path) that is not there was reported as
+    ``data.path`` alone by simulate, as if the experiment's shared file were missing, and
+    by run as the data folder the local backend derived from it."""
+    shared = tmp_path / "shared.csv"
+    shared.write_text("".join(f"{k},{k % 3},{k % 5}\n" for k in range(40)))
+    missing = tmp_path / "gone" / "mine.csv"
+    path = _write(
+        tmp_path,
+        data={"source": "file", "path": str(shared), "format": "csv"},
+        nodes=[{"id": "a", "data": {"path": str(missing)}}, *({"id": n} for n in "bcde")],
+        topology={"kind": "ring"},
+        rounds=3,
+        chains=2,
+    )
+    result = run_cli(command, str(path), "--out", str(tmp_path / "out"), env_home=starling_home)
+    _assert_one_clear_line(result, "node 'a': data.path: no such file", repr(str(missing)))
