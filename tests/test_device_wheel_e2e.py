@@ -33,6 +33,7 @@ NODE_REQUIREMENTS = {
     "scipy",
     "pyyaml",
     "pydantic",
+    "xxhash",  # the checksum of every stored sample and resume point
 }
 HEAVY = {
     "matplotlib",
