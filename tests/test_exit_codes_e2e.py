@@ -4,8 +4,10 @@
 3 a node diverged (its values left the floats); 130 interrupted (``test_run_interrupt.py``).
 The account names the node, the round and the cause.
 
-The failure: ``rho: 1.0e+308`` is finite, so the parser takes it, but ADMM's proximal step
-``1/rho`` underflows to 0 and the node raises ZeroDivisionError in round 0. The divergence:
+The failure: push-sum with ``b: 1.0e-200`` and ``gamma: 2.0`` passes the parser (both are
+positive and finite), but its step ``a / (b + t)^gamma`` divides by a ``b^gamma`` that
+underflowed to 0, and the node raises ZeroDivisionError in round 0. (It was ``rho:
+1.0e+308`` until D-ADMMS refused a ρ that large with the experiment.) The divergence:
 D-SGLD with ``eta: 1000`` overshoots by a factor of ~1000 per round, past 1e150 by round ~45.
 """
 
@@ -41,7 +43,14 @@ def _experiment(tmp_path: Path, name: str, **fields) -> Path:
 def test_a_failed_node_exits_1_and_the_account_names_node_round_and_cause(
     command, tmp_path, starling_home
 ):
-    path = _experiment(tmp_path, "fails", hyperparameters={"rho": 1.0e308})
+    # A program that raises in its first round (the module docstring says how).
+    path = _experiment(
+        tmp_path,
+        "fails",
+        algorithm="push-sum",
+        hyperparameters={"b": 1.0e-200, "gamma": 2.0},
+        topology={"kind": "directed_ring", "nodes": 5},
+    )
     out = tmp_path / "out"
     done = run_cli(command, str(path), "--out", str(out), env_home=starling_home, timeout=300)
     assert done.returncode == EXIT_FAILED, done.stdout[-2000:] + done.stderr[-2000:]
