@@ -29,6 +29,20 @@ def _write(tmp_path, text: str):
     return path
 
 
+def _serve_refusal(*args: str) -> list[str]:
+    """``node serve ARGS`` run as a user would; it must exit 2, refused before serving.
+    Its stderr's lines."""
+    done = subprocess.run(
+        [sys.executable, "-m", "starling.node", "serve", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    return done.stderr.strip().splitlines()
+
+
 def test_settings_file_and_flags_over_it(tmp_path):
     path = _write(
         tmp_path,
@@ -80,15 +94,7 @@ def test_bad_settings_are_one_line_naming_the_field(tmp_path, text, message):
 @pytest.mark.e2e
 def test_serve_reports_a_bad_settings_file_in_one_line(tmp_path):
     path = _write(tmp_path, "data: {source: synthetic, shard: -2}\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "starling.node", "serve", "--config", str(path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [
+    assert _serve_refusal("--config", str(path)) == [
         "starling-node: data.shard: must be 0 or more, got -2"
     ]
 
@@ -104,15 +110,7 @@ def test_a_settings_path_that_is_a_directory_says_so(tmp_path):
 def test_serve_with_a_directory_as_config_says_it_is_one(tmp_path):
     """A directory given as --config was reported as 'no such file': the user looked for a
     missing file that was there, as a folder."""
-    done = subprocess.run(
-        [sys.executable, "-m", "starling.node", "serve", "--config", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [
+    assert _serve_refusal("--config", str(tmp_path)) == [
         f"starling-node: --config: {str(tmp_path)!r} is a directory, not a file"
     ]
 
@@ -127,15 +125,7 @@ def test_serve_with_a_directory_as_config_says_it_is_one(tmp_path):
     ],
 )
 def test_serve_refuses_impossible_limits_in_one_line(flags, message):
-    done = subprocess.run(
-        [sys.executable, "-m", "starling.node", "serve", *flags],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [f"starling-node: {message}"]
+    assert _serve_refusal(*flags) == [f"starling-node: {message}"]
 
 
 @pytest.mark.e2e
@@ -160,31 +150,17 @@ def test_serve_refuses_data_it_could_never_use_before_it_serves(tmp_path, flags,
     """Each of these passed ``node serve`` and failed only when an experiment first asked
     the node for its data (Configure), long after whoever started it had gone."""
     (tmp_path / "file.txt").write_text("not a folder")
-    done = subprocess.run(
-        [sys.executable, "-m", "starling.node", "serve", "--listen", "127.0.0.1:0"]
-        + [flag.format(tmp=tmp_path) for flag in flags],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [f"starling-node: {message.format(tmp=tmp_path)}"]
+    given = [flag.format(tmp=tmp_path) for flag in flags]
+    assert _serve_refusal("--listen", "127.0.0.1:0", *given) == [
+        f"starling-node: {message.format(tmp=tmp_path)}"
+    ]
 
 
 @pytest.mark.e2e
 def test_serve_refuses_a_store_that_is_a_file(tmp_path):
     store = tmp_path / "store"
     store.write_text("not a folder")
-    done = subprocess.run(
-        [sys.executable, "-m", "starling.node", "serve", "--store", str(store)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [
+    assert _serve_refusal("--store", str(store)) == [
         f"starling-node: --store {store}: is a file, not a folder"
     ]
 
